@@ -1,0 +1,131 @@
+//! One rail's chain on a 2 KB request through real compiled plugins: pooled vs per-call
+//! isolation, and each bundled plugin alone.
+//!
+//! Run: `cargo bench --bench chain`. Figures go into BENCHMARKS.md.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use railyard::config::Config;
+use railyard::engine::{ComponentCache, Engine};
+use railyard::payload::{Context, Payload, Rail};
+use railyard::policy::PolicySet;
+use serde_json::json;
+use std::path::Path;
+
+fn plugin(name: &str) -> String {
+    Path::new(env!("RAILYARD_PLUGIN_DIR"))
+        .join(format!("{name}.wasm"))
+        .display()
+        .to_string()
+}
+
+fn set(engine: &Engine, toml: &str) -> PolicySet {
+    let dir = std::env::temp_dir().join(format!("railyard-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("railyard.toml");
+    std::fs::write(&path, toml).unwrap();
+    PolicySet::build(Config::load(&path).unwrap(), engine).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A 2 KB conversation: 8 messages of ordinary prose with one email address to redact.
+fn input_payload() -> Payload {
+    let sentence = "The quarterly report is attached; please review the figures before Friday. ";
+    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    for i in 0..7 {
+        let mut text = sentence.repeat(3);
+        if i == 3 {
+            text.push_str("Reach me at jane.doe@example.com if anything is unclear.");
+        }
+        messages
+            .push(json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": text}));
+    }
+    let p = Payload::from_openai(&json!({ "messages": messages })).unwrap();
+    let size: usize = p.messages_json().to_string().len();
+    assert!((1800..2600).contains(&size), "payload is {size} bytes");
+    p
+}
+
+fn tool_call_payload() -> Payload {
+    Payload::from_openai(&json!({
+        "messages": [
+            {"role": "user", "content": "What's the weather in Paris for the next 3 days?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": \"3\"}"}}]}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "required": ["city"], "additionalProperties": false,
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}}}}}]
+    }))
+    .unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let cache = std::env::temp_dir().join("railyard-bench-cache");
+    let engine = Engine::new(ComponentCache::new(Some(cache))).unwrap();
+    let ctx = Context {
+        request_id: "bench".into(),
+        ..Context::default()
+    };
+    let input = input_payload();
+    let calls = tool_call_payload();
+
+    let mut group = c.benchmark_group("input-rail-2KB");
+    for isolation in ["pooled", "per-call"] {
+        let s = set(
+            &engine,
+            &format!(
+                "[[plugins]]\nname = \"pii\"\npath = \"{}\"\nisolation = \"{isolation}\"\n",
+                plugin("pii_filter")
+            ),
+        );
+        group.bench_function(format!("pii/{isolation}"), |b| {
+            b.iter(|| s.check(Rail::Input, input.clone(), &ctx))
+        });
+    }
+    let noop = set(
+        &engine,
+        &format!(
+            "[[plugins]]\nname = \"noop\"\npath = \"{}\"\nconfig = {{ mode = \"allow\" }}\n",
+            plugin("scripted")
+        ),
+    );
+    group.bench_function("noop-plugin/pooled", |b| {
+        b.iter(|| noop.check(Rail::Input, input.clone(), &ctx))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("tool-call-rail");
+    for (name, file) in [
+        ("normalise", "normalise"),
+        ("allowlist", "allowlist"),
+        ("schema-validator", "schema_validator"),
+    ] {
+        for isolation in ["pooled", "per-call"] {
+            let s = set(
+                &engine,
+                &format!(
+                    "[[plugins]]\nname = \"{name}\"\npath = \"{}\"\nisolation = \"{isolation}\"\n",
+                    plugin(file)
+                ),
+            );
+            group.bench_function(format!("{name}/{isolation}"), |b| {
+                b.iter(|| s.check(Rail::ToolCall, calls.clone(), &ctx))
+            });
+        }
+    }
+    let bundled = PolicySet::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/railyard.toml"),
+        &engine,
+    )
+    .unwrap();
+    group.bench_function(
+        "bundled-chain (normalise, allowlist, schema-validator)",
+        |b| b.iter(|| bundled.check(Rail::ToolCall, calls.clone(), &ctx)),
+    );
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_secs(1)).measurement_time(std::time::Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,62 @@
+//! Builds the policy plugins in `../plugins` (a separate cargo workspace) for wasm32-wasip2, so a
+//! plain `cargo build`/`cargo test`/`cargo run` always has the bundled policies and the test
+//! plugins, built from source. They go to `target/plugins/wasm32-wasip2/release/*.wasm`, which is
+//! where `policies/railyard.toml` looks for them. Set `RAILYARD_SKIP_PLUGIN_BUILD=1` to skip.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let host = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = host.parent().expect("host/ sits in the repository root");
+    let plugins = root.join("plugins");
+    let target_dir = root.join("target").join("plugins");
+    let out = target_dir.join("wasm32-wasip2").join("release");
+    println!("cargo:rerun-if-changed={}", plugins.display());
+    println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    println!("cargo:rerun-if-env-changed=RAILYARD_SKIP_PLUGIN_BUILD");
+    println!("cargo:rustc-env=RAILYARD_PLUGIN_DIR={}", out.display());
+    if std::env::var_os("RAILYARD_SKIP_PLUGIN_BUILD").is_some() {
+        return;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "--target",
+        "wasm32-wasip2",
+        "--manifest-path",
+    ])
+    .arg(plugins.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target_dir)
+    .current_dir(&plugins);
+    // The outer build's flags and wrappers (clippy, coverage, a host target dir) are for the
+    // host, not for wasm plugins.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run cargo to build plugins: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the policy plugins failed (is the wasm32-wasip2 target installed? \
+             `rustup target add wasm32-wasip2`)\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -1,0 +1,518 @@
+//! `railyard.toml`: parsed into serde types (unknown keys are errors), then resolved into a
+//! [`Config`] with paths made absolute and defaults filled in. Every problem names the file, the
+//! line and the key, and all problems are reported at once.
+//!
+//! Loading the plugins a config names (and checking each plugin's config against the schema the
+//! plugin declares) is the next phase: see [`crate::policy`].
+
+use crate::chain::OnError;
+use crate::engine::{Isolation, Limits};
+use crate::payload::{Rail, ToolDef};
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// Most memory a plugin may be given, in MiB (wasm32 cannot address more than 4 GiB).
+const MAX_MEMORY_MB: u64 = 4096;
+/// Longest CPU deadline a plugin may be given: anything longer is a mistake in a request path.
+const MAX_TIMEOUT_MS: u64 = 60_000;
+
+/// What the daemon does when a rail blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBlock {
+    /// HTTP 200 with the refusal text as the assistant message.
+    #[default]
+    Refuse,
+    /// HTTP 400 with an OpenAI-style error of type `policy_violation`.
+    Error,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub listen: String,
+    /// Assistant text sent when a request is refused.
+    pub refusal: String,
+    /// What a block looks like to the client.
+    pub on_block: OnBlock,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Whether a request may switch rails off with `"railyard": {"rails": {...}}`.
+    pub allow_rail_overrides: bool,
+}
+
+/// `[backend]`.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// Base URL of the OpenAI-compatible server (e.g. `http://127.0.0.1:8000/v1`).
+    pub url: String,
+    /// Timeout for a whole backend call.
+    pub timeout: Duration,
+    /// Name of an environment variable holding the backend API key (sent instead of the
+    /// client's `Authorization`).
+    pub api_key_env: Option<String>,
+}
+
+/// One `[[plugins]]` entry, resolved.
+#[derive(Debug, Clone)]
+pub struct PluginConfig {
+    /// Id, unique in the file.
+    pub name: String,
+    /// Absolute path of the component.
+    pub path: PathBuf,
+    /// Rails it runs on; `None` means every rail the plugin handles.
+    pub rails: Option<Vec<Rail>>,
+    /// Fault resolution.
+    pub on_error: OnError,
+    /// Limits.
+    pub limits: Limits,
+    /// The plugin's own config, as JSON.
+    pub config: serde_json::Value,
+    /// Line of the entry (for error messages).
+    pub line: usize,
+    /// Line of the entry's `config` table, if any.
+    pub config_line: Option<usize>,
+}
+
+/// A whole `railyard.toml`, resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// `[server]`.
+    pub server: ServerConfig,
+    /// `[backend]`.
+    pub backend: BackendConfig,
+    /// Where compiled plugins are cached.
+    pub cache_dir: Option<PathBuf>,
+    /// `[[tools]]` declared in config, merged into every request's tools for validation.
+    pub tools: Vec<ToolDef>,
+    /// Plugins in order.
+    pub plugins: Vec<PluginConfig>,
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key, e.g. `plugins[1].timeout_ms`.
+    pub key: String,
+    /// What was expected.
+    pub message: String,
+}
+
+/// Everything wrong with a config file.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// The problems, in file order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match p.line {
+                Some(line) => write!(f, "{}:{line}: ", self.file.display())?,
+                None => write!(f, "{}: ", self.file.display())?,
+            }
+            if p.key.is_empty() {
+                write!(f, "{}", p.message)?;
+            } else {
+                write!(f, "{}: {}", p.key, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ConfigError {
+    pub(crate) fn single(file: &Path, line: Option<usize>, key: &str, message: String) -> Self {
+        ConfigError {
+            file: file.to_owned(),
+            problems: vec![Problem {
+                line,
+                key: key.to_string(),
+                message,
+            }],
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    backend: RawBackend,
+    #[serde(default)]
+    defaults: RawLimits,
+    cache_dir: Option<String>,
+    #[serde(default)]
+    tools: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    plugins: Vec<Spanned<RawPlugin>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    refusal: Option<String>,
+    on_block: Option<OnBlock>,
+    max_body_bytes: Option<Spanned<u64>>,
+    allow_rail_overrides: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBackend {
+    url: Option<String>,
+    timeout_ms: Option<Spanned<u64>>,
+    api_key_env: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    timeout_ms: Option<Spanned<u64>>,
+    memory_mb: Option<Spanned<u64>>,
+    isolation: Option<Isolation>,
+    max_idle_instances: Option<Spanned<u64>>,
+    on_error: Option<OnError>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlugin {
+    name: Spanned<String>,
+    path: Spanned<String>,
+    rails: Option<Vec<Spanned<String>>>,
+    on_error: Option<OnError>,
+    timeout_ms: Option<Spanned<u64>>,
+    memory_mb: Option<Spanned<u64>>,
+    isolation: Option<Isolation>,
+    max_idle_instances: Option<Spanned<u64>>,
+    config: Option<Spanned<toml::Value>>,
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+struct Problems<'a> {
+    text: &'a str,
+    list: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    fn at(
+        &mut self,
+        span: std::ops::Range<usize>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        self.list.push(Problem {
+            line: Some(line_of(self.text, span.start)),
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+}
+
+impl Config {
+    /// Read and resolve the config at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::single(path, None, "", format!("cannot read config: {e}")))?;
+        Config::parse(path, &text)
+    }
+
+    /// Resolve config `text`; relative paths in it are taken from `path`'s directory.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            ConfigError::single(path, line, "", e.message().trim().to_string())
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        let mut p = Problems {
+            text,
+            list: Vec::new(),
+        };
+
+        let max_body_bytes = match &raw.server.max_body_bytes {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(v.span(), "server.max_body_bytes", "must be greater than 0");
+                0
+            }
+            Some(v) => *v.get_ref() as usize,
+            None => 4 << 20,
+        };
+        let server = ServerConfig {
+            listen: raw.server.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
+            refusal: raw
+                .server
+                .refusal
+                .unwrap_or_else(|| "I can't help with that request.".into()),
+            on_block: raw.server.on_block.unwrap_or_default(),
+            max_body_bytes,
+            allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
+        };
+        let backend_timeout = match &raw.backend.timeout_ms {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(v.span(), "backend.timeout_ms", "must be greater than 0");
+                Duration::from_secs(60)
+            }
+            Some(v) => Duration::from_millis(*v.get_ref()),
+            None => Duration::from_secs(60),
+        };
+        let backend = BackendConfig {
+            url: raw
+                .backend
+                .url
+                .unwrap_or_else(|| "http://127.0.0.1:8000/v1".into())
+                .trim_end_matches('/')
+                .to_string(),
+            timeout: backend_timeout,
+            api_key_env: raw.backend.api_key_env,
+        };
+
+        let defaults = resolve_limits(&mut p, "defaults", &raw.defaults, &Limits::default());
+        let default_on_error = raw.defaults.on_error.unwrap_or_default();
+
+        let mut tools = Vec::new();
+        for (i, tool) in raw.tools.iter().enumerate() {
+            let key = format!("tools[{i}]");
+            match serde_json::to_value(tool.get_ref()) {
+                Ok(json) => match ToolDef::from_openai(&json, &key) {
+                    Ok(t) => tools.push(t),
+                    Err(e) => p.at(tool.span(), e.path, e.message),
+                },
+                Err(e) => p.at(tool.span(), key, e.to_string()),
+            }
+        }
+
+        let mut plugins: Vec<PluginConfig> = Vec::new();
+        for (i, entry) in raw.plugins.iter().enumerate() {
+            let span = entry.span();
+            let raw = entry.get_ref();
+            let name = raw.name.get_ref().clone();
+            let key = format!("plugins[{i}]");
+            let valid_name = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if !valid_name {
+                p.at(raw.name.span(), format!("{key}.name"), format!("'{name}' is not a valid plugin name (expected lowercase letters, digits, '-' and '_')"));
+            }
+            if plugins.iter().any(|q| q.name == name) {
+                p.at(
+                    raw.name.span(),
+                    format!("{key}.name"),
+                    format!("plugin name '{name}' is used twice"),
+                );
+            }
+            let rails = raw.rails.as_ref().map(|list| {
+                let mut rails = Vec::new();
+                for r in list {
+                    match Rail::parse(r.get_ref()) {
+                        Some(rail) if rails.contains(&rail) => p.at(r.span(), format!("{key}.rails"), format!("rail '{rail}' is listed twice")),
+                        Some(rail) => rails.push(rail),
+                        None => p.at(r.span(), format!("{key}.rails"), format!("unknown rail '{}' (expected one of: input, tool_result, tool_call, output)", r.get_ref())),
+                    }
+                }
+                rails
+            });
+            let limits = resolve_limits(
+                &mut p,
+                &key,
+                &RawLimits {
+                    timeout_ms: raw.timeout_ms.clone(),
+                    memory_mb: raw.memory_mb.clone(),
+                    isolation: raw.isolation,
+                    max_idle_instances: raw.max_idle_instances.clone(),
+                    on_error: None,
+                },
+                &defaults,
+            );
+            let config = match &raw.config {
+                None => serde_json::Value::Object(Default::default()),
+                Some(c) => match serde_json::to_value(c.get_ref()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        p.at(c.span(), format!("{key}.config"), e.to_string());
+                        serde_json::Value::Null
+                    }
+                },
+            };
+            let plugin_path = raw.path.get_ref();
+            if plugin_path.is_empty() {
+                p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
+            }
+            plugins.push(PluginConfig {
+                name,
+                path: base.join(plugin_path),
+                rails,
+                on_error: raw.on_error.unwrap_or(default_on_error),
+                limits,
+                config,
+                line: line_of(text, span.start),
+                config_line: raw.config.as_ref().map(|c| line_of(text, c.span().start)),
+            });
+        }
+
+        let cache_dir = match raw.cache_dir {
+            Some(dir) if dir.is_empty() => None,
+            Some(dir) => Some(base.join(dir)),
+            None => crate::engine::ComponentCache::default_dir(),
+        };
+
+        if !p.list.is_empty() {
+            p.list.sort_by_key(|p| p.line);
+            return Err(ConfigError {
+                file: path.to_owned(),
+                problems: p.list,
+            });
+        }
+        Ok(Config {
+            path: path.to_owned(),
+            server,
+            backend,
+            cache_dir,
+            tools,
+            plugins,
+        })
+    }
+}
+
+fn resolve_limits(p: &mut Problems<'_>, key: &str, raw: &RawLimits, base: &Limits) -> Limits {
+    let mut limits = base.clone();
+    if let Some(v) = &raw.timeout_ms {
+        let ms = *v.get_ref();
+        if ms == 0 || ms > MAX_TIMEOUT_MS {
+            p.at(
+                v.span(),
+                format!("{key}.timeout_ms"),
+                format!("must be between 1 and {MAX_TIMEOUT_MS} (milliseconds), got {ms}"),
+            );
+        } else {
+            limits.timeout = Duration::from_millis(ms);
+        }
+    }
+    if let Some(v) = &raw.memory_mb {
+        let mb = *v.get_ref();
+        if mb == 0 || mb > MAX_MEMORY_MB {
+            p.at(
+                v.span(),
+                format!("{key}.memory_mb"),
+                format!("must be between 1 and {MAX_MEMORY_MB} (MiB), got {mb}"),
+            );
+        } else {
+            limits.memory_bytes = (mb as usize) << 20;
+        }
+    }
+    if let Some(isolation) = raw.isolation {
+        limits.isolation = isolation;
+    }
+    if let Some(v) = &raw.max_idle_instances {
+        let n = *v.get_ref();
+        if n == 0 || n > 1024 {
+            p.at(
+                v.span(),
+                format!("{key}.max_idle_instances"),
+                format!("must be between 1 and 1024, got {n}"),
+            );
+        } else {
+            limits.max_idle_instances = n as usize;
+        }
+    }
+    limits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/etc/railyard/railyard.toml"), text)
+    }
+
+    #[test]
+    fn defaults_and_relative_paths() {
+        let c = parse("[[plugins]]\nname = \"a\"\npath = \"a.wasm\"\n").unwrap();
+        assert_eq!(c.plugins[0].path, Path::new("/etc/railyard/a.wasm"));
+        assert_eq!(c.plugins[0].on_error, OnError::Block);
+        assert_eq!(c.server.on_block, OnBlock::Refuse);
+        assert!(!c.server.allow_rail_overrides);
+    }
+
+    #[test]
+    fn syntax_error_names_file_and_line() {
+        let e = parse("[server]\nlisten = \"x\"\nrefusal = \n").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("/etc/railyard/railyard.toml:3: "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_an_error() {
+        let e = parse("[server]\nlistne = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains(":2:") && e.contains("listne"), "{e}");
+    }
+
+    #[test]
+    fn all_semantic_problems_at_once() {
+        let e = parse(
+            "[[plugins]]\nname = \"Bad Name\"\npath = \"a.wasm\"\nrails = [\"inptu\"]\ntimeout_ms = 0\n\n[[plugins]]\nname = \"b\"\npath = \"b.wasm\"\nmemory_mb = 99999\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = e
+            .problems
+            .iter()
+            .map(|p| (p.line, p.key.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (Some(2), "plugins[0].name"),
+                (Some(4), "plugins[0].rails"),
+                (Some(5), "plugins[0].timeout_ms"),
+                (Some(10), "plugins[1].memory_mb"),
+            ],
+            "{e}"
+        );
+        assert!(e.to_string().contains("unknown rail 'inptu'"));
+    }
+
+    #[test]
+    fn config_tools_are_checked() {
+        let e = parse("[[tools]]\ntype = \"function\"\nfunction = { description = \"x\" }\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("tools[0].function.name"), "{e}");
+    }
+}

@@ -1,0 +1,328 @@
+//! The wasmtime side of Railyard: one [`Engine`] compiles and caches plugin components, links
+//! them against a sandbox, and hands out [`Plugin`]s that evaluate requests under CPU and memory
+//! limits.
+//!
+//! Phases, each with its own error: **load** ([`Engine::load_plugin`]: read, compile or fetch
+//! from cache, check the contract version and imports, `describe`), **configure**
+//! ([`Plugin::configure`]), **evaluate** ([`Plugin::evaluate`], failures are [`PluginFault`]s).
+
+pub mod bindings;
+mod cache;
+mod plugin;
+mod sandbox;
+
+pub use cache::{sha256_hex, ComponentCache};
+pub use plugin::{Plugin, PluginInfo};
+
+use bindings::{Policy, CONTRACT_PACKAGE, CONTRACT_VERSION, PLUGIN_INTERFACE};
+use sandbox::HostState;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker};
+
+/// How often the epoch advances. A plugin's CPU deadline is counted in these ticks, so this is
+/// the resolution of every `timeout_ms`.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Deadline for instantiating a plugin and running its `configure` (JS and Python runtimes start
+/// slowly, and `configure` may compile schemas or patterns).
+pub const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a plugin's instances are used across evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// Configured instances are kept in a pool and reused (a few µs per call). State a plugin
+    /// keeps between calls survives; an instance that faults is discarded.
+    Pooled,
+    /// A fresh instance for every evaluation, configured anew (tens of µs for a small Rust
+    /// plugin, milliseconds for plugins that compile schemas or start a JS/Python runtime).
+    PerCall,
+}
+
+/// Resource limits for one plugin.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// CPU deadline for one evaluation.
+    pub timeout: Duration,
+    /// Cap on the instance's linear memory.
+    pub memory_bytes: usize,
+    /// Instance reuse.
+    pub isolation: Isolation,
+    /// Most idle instances kept per plugin (pooled isolation).
+    pub max_idle_instances: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            isolation: Isolation::Pooled,
+            max_idle_instances: 16,
+        }
+    }
+}
+
+/// Why a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read plugin {path}: {source}")]
+    Read {
+        /// The plugin file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid WebAssembly component.
+    #[error("{path} is not a valid WebAssembly component: {reason}")]
+    Compile {
+        /// The plugin file.
+        path: PathBuf,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// Built against another version of the contract.
+    #[error("{path} was built against {package}@{found}, but this Railyard speaks {package}@{expected}; rebuild the plugin against wit/policy.wit")]
+    ContractVersion {
+        /// The plugin file.
+        path: PathBuf,
+        /// Always `railyard:policy`.
+        package: &'static str,
+        /// The version the host speaks.
+        expected: &'static str,
+        /// The version the plugin was built against.
+        found: String,
+    },
+    /// Not a Railyard plugin at all.
+    #[error("{path} is not a Railyard policy plugin: it does not export {PLUGIN_INTERFACE}@{CONTRACT_VERSION} (exports: {exports})")]
+    NotAPlugin {
+        /// The plugin file.
+        path: PathBuf,
+        /// What it exports instead.
+        exports: String,
+    },
+    /// Imports something the sandbox does not provide.
+    #[error("{path} imports {import}, which Railyard does not provide: plugins get no filesystem, network or host functions beyond railyard:policy/host")]
+    ForbiddenImport {
+        /// The plugin file.
+        path: PathBuf,
+        /// The offending import.
+        import: String,
+    },
+    /// The component's types do not match the contract.
+    #[error("{path} does not match the railyard:policy contract: {reason}")]
+    Link {
+        /// The plugin file.
+        path: PathBuf,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// `describe` failed.
+    #[error("{path}: describe failed: {fault}")]
+    Describe {
+        /// The plugin file.
+        path: PathBuf,
+        /// The fault.
+        fault: PluginFault,
+    },
+}
+
+/// What went wrong inside a plugin call. A fault is never a policy verdict: the chain resolves
+/// it by the plugin's `on_error` setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct PluginFault {
+    /// The kind of fault.
+    pub kind: FaultKind,
+    /// Human-readable detail (trap message, guest panic message, what was invalid).
+    pub message: String,
+}
+
+/// Kinds of plugin fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// The call ran past its CPU deadline.
+    Deadline,
+    /// The instance tried to grow memory past its cap.
+    MemoryCap,
+    /// The guest trapped (panic, exception, abort, stack overflow, ...).
+    Trap,
+    /// The plugin answered something the host cannot apply (bad index, non-JSON arguments, ...).
+    InvalidVerdict,
+    /// `configure` refused the config when a new instance was made.
+    Configure,
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultKind::Deadline => "deadline exceeded",
+            FaultKind::MemoryCap => "memory cap exceeded",
+            FaultKind::Trap => "trap",
+            FaultKind::InvalidVerdict => "invalid verdict",
+            FaultKind::Configure => "configure failed",
+        })
+    }
+}
+
+/// Interfaces a plugin may import. Everything a wasm32-wasip2 guest needs to link is served by an
+/// empty WASI context (see `sandbox`); filesystem and sockets are refused outright.
+const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
+    "wasi:io/",
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "railyard:policy/",
+];
+
+/// Compiles, caches and sandboxes plugin components. One per process: compiled artifacts are
+/// tied to its settings.
+pub struct Engine {
+    engine: wasmtime::Engine,
+    linker: Linker<HostState>,
+    cache: ComponentCache,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Engine {
+    /// An engine with epoch-based deadlines and the given compiled-component cache.
+    pub fn new(cache: ComponentCache) -> wasmtime::Result<Self> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        // Deadlines by epoch, not fuel: no per-instruction cost on the hot path.
+        config.epoch_interruption(true);
+        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let engine = wasmtime::Engine::new(&config)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = stop_ticker.clone();
+            std::thread::Builder::new()
+                .name("railyard-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })?;
+        }
+        Ok(Engine {
+            engine,
+            linker,
+            cache,
+            stop_ticker,
+        })
+    }
+
+    /// Load the plugin at `path`: compile (or fetch from cache), check contract version and
+    /// imports, link, and call `describe`. `id` names the plugin in logs and decisions.
+    pub fn load_plugin(&self, id: &str, path: &Path, limits: Limits) -> Result<Plugin, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let digest = sha256_hex(&bytes);
+        let (component, cached) = self
+            .cache
+            .load_or_compile(&self.engine, &bytes, &digest)
+            .map_err(|e| LoadError::Compile {
+                path: path.to_owned(),
+                reason: root_cause(&e),
+            })?;
+        self.check_contract(path, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(bindings::PolicyPre::new)
+            .map_err(|e| LoadError::Link {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
+        Plugin::new(id, path, digest, cached, self.engine.clone(), pre, limits)
+    }
+
+    fn check_contract(
+        &self,
+        path: &Path,
+        component: &wasmtime::component::Component,
+    ) -> Result<(), LoadError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let wanted = format!("{PLUGIN_INTERFACE}@{CONTRACT_VERSION}");
+        if !exports.iter().any(|e| *e == wanted) {
+            let prefix = format!("{CONTRACT_PACKAGE}/");
+            if let Some(other) = exports.iter().find(|e| e.starts_with(&prefix)) {
+                let found = other
+                    .split_once('@')
+                    .map(|(_, v)| v)
+                    .unwrap_or("unversioned");
+                return Err(LoadError::ContractVersion {
+                    path: path.to_owned(),
+                    package: CONTRACT_PACKAGE,
+                    expected: CONTRACT_VERSION,
+                    found: found.to_string(),
+                });
+            }
+            return Err(LoadError::NotAPlugin {
+                path: path.to_owned(),
+                exports: if exports.is_empty() {
+                    "nothing".into()
+                } else {
+                    exports.join(", ")
+                },
+            });
+        }
+        for (import, _) in ty.imports(&self.engine) {
+            if import.starts_with("railyard:policy/")
+                && !import.ends_with(&format!("@{CONTRACT_VERSION}"))
+            {
+                let found = import
+                    .split_once('@')
+                    .map(|(_, v)| v)
+                    .unwrap_or("unversioned");
+                return Err(LoadError::ContractVersion {
+                    path: path.to_owned(),
+                    package: CONTRACT_PACKAGE,
+                    expected: CONTRACT_VERSION,
+                    found: found.to_string(),
+                });
+            }
+            if !ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|p| import.starts_with(p))
+            {
+                return Err(LoadError::ForbiddenImport {
+                    path: path.to_owned(),
+                    import: import.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The innermost cause of a wasmtime error, which is what a user needs to read.
+fn root_cause(err: &wasmtime::Error) -> String {
+    err.root_cause().to_string()
+}

@@ -1,0 +1,288 @@
+//! One loaded plugin: its compiled component, what it says about itself, its limits and its pool
+//! of configured instances.
+//!
+//! Measured on a 2-core machine: a reused instance answers a 2 KB call in a few µs; a fresh one
+//! costs tens of µs for a small Rust plugin and milliseconds for plugins that build regexes or
+//! schemas in `configure`. So instances are pooled by default; `isolation = "per-call"` trades that
+//! cost for a clean instance every time. Any instance that faults is dropped, never reused.
+
+use super::bindings::{wit, PolicyPre};
+use super::sandbox::{truncate, HostState};
+use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use wasmtime::Store;
+
+/// Longest guest stderr excerpt put into a fault message.
+const FAULT_STDERR_CAP: usize = 512;
+
+/// What a plugin says about itself (`describe`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginInfo {
+    /// The plugin's own name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// Rails the plugin can run on.
+    pub rails: Vec<crate::payload::Rail>,
+    /// JSON Schema of its config, parsed.
+    pub config_schema: Option<serde_json::Value>,
+}
+
+struct Instance {
+    store: Store<HostState>,
+    bindings: super::bindings::Policy,
+}
+
+/// A loaded plugin, shareable across threads.
+pub struct Plugin {
+    id: Arc<str>,
+    path: PathBuf,
+    digest: String,
+    from_cache: bool,
+    info: PluginInfo,
+    engine: wasmtime::Engine,
+    pre: PolicyPre<HostState>,
+    limits: Limits,
+    config: OnceLock<String>,
+    pool: Mutex<Vec<Instance>>,
+}
+
+impl Plugin {
+    pub(super) fn new(
+        id: &str,
+        path: &Path,
+        digest: String,
+        from_cache: bool,
+        engine: wasmtime::Engine,
+        pre: PolicyPre<HostState>,
+        limits: Limits,
+    ) -> Result<Plugin, LoadError> {
+        let mut plugin = Plugin {
+            id: Arc::from(id),
+            path: path.to_owned(),
+            digest,
+            from_cache,
+            info: PluginInfo {
+                name: String::new(),
+                version: String::new(),
+                rails: Vec::new(),
+                config_schema: None,
+            },
+            engine,
+            pre,
+            limits,
+            config: OnceLock::new(),
+            pool: Mutex::new(Vec::new()),
+        };
+        let describe_fault = |fault| LoadError::Describe {
+            path: path.to_owned(),
+            fault,
+        };
+        let mut instance = plugin.instantiate_raw().map_err(describe_fault)?;
+        let info = plugin
+            .call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
+                b.railyard_policy_plugin().call_describe(s)
+            })
+            .map_err(describe_fault)?;
+        let config_schema = match info.config_schema {
+            None => None,
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                describe_fault(PluginFault {
+                    kind: FaultKind::InvalidVerdict,
+                    message: format!("config schema is not valid JSON: {e}"),
+                })
+            })?),
+        };
+        plugin.info = PluginInfo {
+            name: info.name,
+            version: info.version,
+            rails: info.rails.into_iter().map(Into::into).collect(),
+            config_schema,
+        };
+        Ok(plugin)
+    }
+
+    /// The id this plugin has in the config (used in logs and decisions).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What the plugin says about itself.
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    /// The plugin file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Hex SHA-256 of the component bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Whether the compiled component came from the cache.
+    pub fn from_cache(&self) -> bool {
+        self.from_cache
+    }
+
+    /// The plugin's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Give the plugin its config (JSON text, already validated against its schema) and make the
+    /// first instance, so a config the plugin refuses is found at load, not on the first request.
+    /// Calling it twice is an error: a plugin's config is fixed for its lifetime.
+    pub fn configure(&self, config: String) -> Result<(), PluginFault> {
+        if self.config.set(config).is_err() {
+            return Err(PluginFault {
+                kind: FaultKind::Configure,
+                message: "plugin is already configured".into(),
+            });
+        }
+        let instance = self.instantiate()?;
+        if self.limits.isolation == Isolation::Pooled {
+            self.checkin(instance);
+        }
+        Ok(())
+    }
+
+    /// Evaluate one request. The instance used is returned to the pool unless the call faulted.
+    pub fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+        let mut instance = match self.checkout() {
+            Some(instance) => instance,
+            None => self.instantiate()?,
+        };
+        let verdict = self.call(&mut instance, self.limits.timeout, |b, s| {
+            b.railyard_policy_plugin().call_evaluate(s, request)
+        })?;
+        if self.limits.isolation == Isolation::Pooled {
+            self.checkin(instance);
+        }
+        Ok(verdict)
+    }
+
+    /// Number of idle instances in the pool (for tests and metrics).
+    pub fn idle_instances(&self) -> usize {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn checkout(&self) -> Option<Instance> {
+        if self.limits.isolation == Isolation::PerCall {
+            return None;
+        }
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn checkin(&self, instance: Instance) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < self.limits.max_idle_instances {
+            pool.push(instance);
+        }
+    }
+
+    /// A new instance, configured if a config has been given.
+    fn instantiate(&self) -> Result<Instance, PluginFault> {
+        let mut instance = self.instantiate_raw()?;
+        if let Some(config) = self.config.get() {
+            self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
+                b.railyard_policy_plugin().call_configure(s, config)
+            })?
+            .map_err(|message| PluginFault {
+                kind: FaultKind::Configure,
+                message,
+            })?;
+        }
+        Ok(instance)
+    }
+
+    fn instantiate_raw(&self) -> Result<Instance, PluginFault> {
+        let mut store = Store::new(
+            &self.engine,
+            HostState::new(self.id.clone(), self.limits.memory_bytes),
+        );
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(ticks(CONFIGURE_TIMEOUT));
+        store.data_mut().begin_call();
+        match self.pre.instantiate(&mut store) {
+            Ok(bindings) => Ok(Instance { store, bindings }),
+            Err(err) => Err(self.fault(&mut store, err, CONFIGURE_TIMEOUT)),
+        }
+    }
+
+    /// Run `f` on `instance` under `deadline`, forwarding guest output and turning traps into
+    /// faults.
+    fn call<R>(
+        &self,
+        instance: &mut Instance,
+        deadline: Duration,
+        f: impl FnOnce(&super::bindings::Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFault> {
+        let Instance { store, bindings } = instance;
+        store.data_mut().begin_call();
+        store.set_epoch_deadline(ticks(deadline));
+        let result = f(bindings, store);
+        match result {
+            Ok(value) => {
+                store.data_mut().flush_output();
+                Ok(value)
+            }
+            Err(err) => Err(self.fault(store, err, deadline)),
+        }
+    }
+
+    fn fault(
+        &self,
+        store: &mut Store<HostState>,
+        err: wasmtime::Error,
+        deadline: Duration,
+    ) -> PluginFault {
+        let stderr = store.data_mut().flush_output();
+        let trap = err.downcast_ref::<wasmtime::Trap>().copied();
+        let (kind, mut message) = if trap == Some(wasmtime::Trap::Interrupt) {
+            (
+                FaultKind::Deadline,
+                format!("ran past its {} ms CPU deadline", deadline.as_millis()),
+            )
+        } else if store.data().limiter.hit {
+            (
+                FaultKind::MemoryCap,
+                format!(
+                    "tried to grow memory past its {} MiB cap",
+                    self.limits.memory_bytes >> 20
+                ),
+            )
+        } else {
+            let what = match trap {
+                Some(trap) => trap.to_string(),
+                None => err.root_cause().to_string(),
+            };
+            (FaultKind::Trap, what)
+        };
+        let stderr = stderr.trim();
+        if !stderr.is_empty() {
+            let tail = if stderr.len() > FAULT_STDERR_CAP {
+                let mut start = stderr.len() - FAULT_STDERR_CAP;
+                while !stderr.is_char_boundary(start) {
+                    start += 1;
+                }
+                &stderr[start..]
+            } else {
+                truncate(stderr, FAULT_STDERR_CAP)
+            };
+            message.push_str(&format!(" (guest stderr: {tail})"));
+        }
+        tracing::warn!(plugin = %self.id, kind = %kind, "plugin fault: {message}");
+        PluginFault { kind, message }
+    }
+}
+
+/// Epoch ticks for a deadline, rounded up, plus one because the current tick may be about to end.
+fn ticks(deadline: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos().max(1);
+    (deadline.as_nanos().div_ceil(tick) as u64).saturating_add(1)
+}

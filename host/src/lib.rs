@@ -1,0 +1,19 @@
+//! Railyard: a policy engine for LLM traffic.
+//!
+//! Requests and responses pass through four rails (`input`, `tool_result`, `tool_call`,
+//! `output`); on each, a chain of sandboxed WebAssembly policy plugins judges and edits the
+//! payload. The layers, in the order a request meets them:
+//!
+//! - [`config`]: `railyard.toml`, parsed and explained;
+//! - [`engine`]: wasmtime, the component cache, the sandbox and instance pools;
+//! - [`policy`]: a loaded, configured policy set with one chain per rail;
+//! - [`chain`]: running one rail's chain with exact, fail-closed semantics;
+//! - [`payload`]: OpenAI JSON and the WIT records plugins see.
+
+#![deny(missing_docs)]
+
+pub mod chain;
+pub mod config;
+pub mod engine;
+pub mod payload;
+pub mod policy;

@@ -1,0 +1,215 @@
+//! The `railyard` command line: parses arguments and calls into the library.
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use railyard::chain::{Evaluation, Verdict};
+use railyard::config::Config;
+use railyard::engine::{ComponentCache, Engine};
+use railyard::payload::{Context, Payload, Rail};
+use railyard::policy::PolicySet;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "railyard", version, about = "Policy engine for LLM traffic")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "human", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one rail's chain on an OpenAI-style payload ({"messages": [...], "tools": [...]}).
+    ///
+    /// Exit code: 0 allow or modify, 1 reject or block, 2 error.
+    Check {
+        /// Config file.
+        #[arg(long, default_value = "policies/railyard.toml")]
+        config: PathBuf,
+        /// Rail to run: input, tool_result, tool_call or output.
+        #[arg(long, value_parser = parse_rail)]
+        rail: Rail,
+        /// Principal to put in the context (as if authenticated).
+        #[arg(long)]
+        principal: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Payload file, or - for standard input.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+    /// List the plugins a config loads, with version, hash, rails and config schema.
+    Plugins {
+        /// Config file.
+        #[arg(long, default_value = "policies/railyard.toml")]
+        config: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_rail(s: &str) -> Result<Rail, String> {
+    Rail::parse(s).ok_or_else(|| {
+        format!("unknown rail '{s}' (expected input, tool_result, tool_call or output)")
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RAILYARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load(config: &std::path::Path) -> Result<PolicySet> {
+    let config = Config::load(config).map_err(anyhow::Error::msg)?;
+    let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
+        .map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e}"))?;
+    PolicySet::build(config, &engine).map_err(anyhow::Error::msg)
+}
+
+fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Check {
+            config,
+            rail,
+            principal,
+            json,
+            file,
+        } => {
+            let text = if file == "-" {
+                let mut s = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .context("reading the payload from standard input")?;
+                s
+            } else {
+                std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?
+            };
+            let body: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{file} is not valid JSON"))?;
+            let payload =
+                Payload::from_openai(&body).context("the payload is not an OpenAI chat payload")?;
+            let set = load(&config)?;
+            let ctx = Context {
+                request_id: "cli".into(),
+                principal,
+                ..Context::default()
+            };
+            let eval = set.check(rail, payload, &ctx);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&eval.to_json())?);
+            } else {
+                print_evaluation(&eval);
+            }
+            Ok(match eval.verdict {
+                Verdict::Allow | Verdict::Modify => ExitCode::SUCCESS,
+                Verdict::Reject | Verdict::Block => ExitCode::from(1),
+            })
+        }
+        Command::Plugins { config, json } => {
+            let set = load(&config)?;
+            let list: Vec<_> = set
+                .plugins()
+                .iter()
+                .map(|p| {
+                    let rails: Vec<_> = Rail::ALL
+                        .into_iter()
+                        .filter(|r| {
+                            set.chain(*r)
+                                .steps()
+                                .iter()
+                                .any(|s| s.plugin.id() == p.id())
+                        })
+                        .collect();
+                    serde_json::json!({
+                        "id": p.id(),
+                        "name": p.info().name,
+                        "version": p.info().version,
+                        "sha256": p.digest(),
+                        "path": p.path(),
+                        "rails": rails,
+                        "config_schema": p.info().config_schema,
+                    })
+                })
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                for p in &list {
+                    println!(
+                        "{}  {} {}  sha256:{}  rails: {}",
+                        p["id"].as_str().unwrap_or(""),
+                        p["name"].as_str().unwrap_or(""),
+                        p["version"].as_str().unwrap_or(""),
+                        &p["sha256"].as_str().unwrap_or("")[..16],
+                        p["rails"]
+                            .as_array()
+                            .map(|r| r
+                                .iter()
+                                .filter_map(|x| x.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "))
+                            .unwrap_or_default()
+                    );
+                    println!(
+                        "    config schema: {}",
+                        serde_json::to_string(&p["config_schema"]).unwrap_or_default()
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_evaluation(eval: &Evaluation) {
+    println!("verdict: {:?} ({} rail)", eval.verdict, eval.rail);
+    if let Some(b) = &eval.blocked {
+        println!("blocked by {}: {}", b.plugin, b.reason);
+    }
+    println!("decisions:");
+    for d in &eval.decisions {
+        println!(
+            "  {:<18} {:<7} {:>7} µs  {}",
+            d.plugin,
+            format!("{:?}", d.verdict).to_lowercase(),
+            d.duration_us.as_micros(),
+            d.reason.as_deref().unwrap_or("")
+        );
+    }
+    println!("payload:");
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&eval.payload.to_openai()).unwrap_or_default()
+    );
+}

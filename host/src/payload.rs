@@ -1,0 +1,544 @@
+//! The payload a chain works on, and its two faces: OpenAI Chat Completions JSON (what callers and
+//! backends speak) and the WIT records (what plugins see).
+//!
+//! Parsing keeps every field Railyard does not know in `extra`, so a payload written back out is
+//! the one that came in, plus the edits the policies made.
+
+use crate::engine::bindings::wit;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The four rails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rail {
+    /// The conversation the application sends.
+    Input,
+    /// Tool results the application sends back.
+    ToolResult,
+    /// Tool calls the model emits.
+    ToolCall,
+    /// The text the model returns.
+    Output,
+}
+
+impl Rail {
+    /// Every rail, in the order they run for a request.
+    pub const ALL: [Rail; 4] = [Rail::ToolResult, Rail::Input, Rail::ToolCall, Rail::Output];
+
+    /// The config spelling (`tool_call`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rail::Input => "input",
+            Rail::ToolResult => "tool_result",
+            Rail::ToolCall => "tool_call",
+            Rail::Output => "output",
+        }
+    }
+
+    /// Parse the config spelling.
+    pub fn parse(s: &str) -> Option<Rail> {
+        Rail::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether only the last message (the model's reply) is under judgement on this rail.
+    pub fn judges_reply_only(self) -> bool {
+        matches!(self, Rail::ToolCall | Rail::Output)
+    }
+}
+
+impl fmt::Display for Rail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<wit::Rail> for Rail {
+    fn from(r: wit::Rail) -> Rail {
+        match r {
+            wit::Rail::Input => Rail::Input,
+            wit::Rail::Output => Rail::Output,
+            wit::Rail::ToolCall => Rail::ToolCall,
+            wit::Rail::ToolResult => Rail::ToolResult,
+        }
+    }
+}
+
+impl From<Rail> for wit::Rail {
+    fn from(r: Rail) -> wit::Rail {
+        match r {
+            Rail::Input => wit::Rail::Input,
+            Rail::Output => wit::Rail::Output,
+            Rail::ToolCall => wit::Rail::ToolCall,
+            Rail::ToolResult => wit::Rail::ToolResult,
+        }
+    }
+}
+
+/// Message content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// A string.
+    Text(String),
+    /// Anything else (normally an array of content parts), kept as JSON.
+    Parts(Value),
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// `id`.
+    pub id: String,
+    /// `function.name`.
+    pub name: String,
+    /// `function.arguments`, JSON text as the model wrote it.
+    pub arguments: String,
+    /// Other fields of the call (`type`, `index`, ...).
+    pub extra: Map<String, Value>,
+    /// Other fields of `function`.
+    pub function_extra: Map<String, Value>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// `role`.
+    pub role: String,
+    /// `content`; `None` when absent or null.
+    pub content: Option<Content>,
+    /// Whether `content` was an explicit `null` (kept so it round-trips).
+    pub content_null: bool,
+    /// `name`.
+    pub name: Option<String>,
+    /// `tool_call_id`.
+    pub tool_call_id: Option<String>,
+    /// `tool_calls`.
+    pub tool_calls: Vec<ToolCall>,
+    /// Whether `tool_calls` was present (even if empty), so it round-trips.
+    pub tool_calls_present: bool,
+    /// Every other field.
+    pub extra: Map<String, Value>,
+}
+
+/// A declared tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// `function`, or a hosted tool's type.
+    pub kind: String,
+    /// The function's name.
+    pub name: Option<String>,
+    /// The function's description.
+    pub description: Option<String>,
+    /// The function's `parameters` schema.
+    pub parameters: Option<Value>,
+}
+
+/// Messages and tools: what a rail's chain judges and edits.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Payload {
+    /// The conversation (on `tool_call`/`output`, ending with the model's reply).
+    pub messages: Vec<Message>,
+    /// Declared tools.
+    pub tools: Vec<ToolDef>,
+}
+
+/// Who is asking (from the daemon's authentication, never from the body).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    /// Request id.
+    pub request_id: String,
+    /// Authenticated principal.
+    pub principal: Option<String>,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Extra labels.
+    pub metadata: Vec<(String, String)>,
+}
+
+/// A payload that is not shaped like OpenAI Chat Completions; names the offending path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PayloadError {
+    /// JSON path of the problem, e.g. `messages[2].tool_calls[0].function.arguments`.
+    pub path: String,
+    /// What was expected.
+    pub message: String,
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> PayloadError {
+    PayloadError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+fn opt_string(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<String>, PayloadError> {
+    match obj.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(err(format!("{path}.{key}"), "must be a string")),
+    }
+}
+
+impl Payload {
+    /// Parse `{"messages": [...], "tools": [...]}` (other top-level fields are ignored here; the
+    /// proxy keeps them itself).
+    pub fn from_openai(body: &Value) -> Result<Payload, PayloadError> {
+        let obj = body
+            .as_object()
+            .ok_or_else(|| err("$", "the body must be a JSON object"))?;
+        let messages = match obj.get("messages") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Message::from_openai(m, &format!("messages[{i}]")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(err("messages", "must be an array of messages")),
+            None => return Err(err("messages", "is required")),
+        };
+        let tools = match obj.get("tools") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(value) => ToolDef::list_from_openai(value, "tools")?,
+        };
+        Ok(Payload { messages, tools })
+    }
+
+    /// The messages as OpenAI JSON.
+    pub fn messages_json(&self) -> Value {
+        Value::Array(self.messages.iter().map(Message::to_openai).collect())
+    }
+
+    /// `{"messages": [...], "tools": [...]}`.
+    pub fn to_openai(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("messages".into(), self.messages_json());
+        if !self.tools.is_empty() {
+            obj.insert(
+                "tools".into(),
+                Value::Array(self.tools.iter().map(ToolDef::to_openai).collect()),
+            );
+        }
+        Value::Object(obj)
+    }
+
+    /// The WIT tools (computed once per chain run: tools never change along a chain).
+    pub fn wit_tools(&self) -> Vec<wit::ToolDef> {
+        self.tools.iter().map(ToolDef::to_wit).collect()
+    }
+
+    /// The WIT request a plugin sees.
+    pub fn to_wit(&self, rail: Rail, tools: &[wit::ToolDef], ctx: &Context) -> wit::Request {
+        wit::Request {
+            rail: rail.into(),
+            messages: self.messages.iter().map(Message::to_wit).collect(),
+            tools: tools.to_vec(),
+            context: wit::Context {
+                request_id: ctx.request_id.clone(),
+                principal: ctx.principal.clone(),
+                tenant: ctx.tenant.clone(),
+                metadata: ctx.metadata.clone(),
+            },
+        }
+    }
+}
+
+impl Message {
+    /// Parse one OpenAI message; `path` names it in errors.
+    pub fn from_openai(value: &Value, path: &str) -> Result<Message, PayloadError> {
+        let mut obj = value
+            .as_object()
+            .cloned()
+            .ok_or_else(|| err(path, "must be an object"))?;
+        let role = match obj.remove("role") {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(err(format!("{path}.role"), "must be a string")),
+            None => return Err(err(format!("{path}.role"), "is required")),
+        };
+        let (content, content_null) = match obj.remove("content") {
+            None => (None, false),
+            Some(Value::Null) => (None, true),
+            Some(Value::String(s)) => (Some(Content::Text(s)), false),
+            Some(other) => (Some(Content::Parts(other)), false),
+        };
+        let name = opt_string(&mut obj, "name", path)?;
+        let tool_call_id = opt_string(&mut obj, "tool_call_id", path)?;
+        let (tool_calls, tool_calls_present) = match obj.remove("tool_calls") {
+            None => (Vec::new(), false),
+            Some(Value::Null) => (Vec::new(), false),
+            Some(Value::Array(calls)) => (
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| ToolCall::from_openai(c, &format!("{path}.tool_calls[{i}]")))
+                    .collect::<Result<_, _>>()?,
+                true,
+            ),
+            Some(_) => return Err(err(format!("{path}.tool_calls"), "must be an array")),
+        };
+        Ok(Message {
+            role,
+            content,
+            content_null,
+            name,
+            tool_call_id,
+            tool_calls,
+            tool_calls_present,
+            extra: obj,
+        })
+    }
+
+    /// This message as OpenAI JSON (known fields first, then the rest as they came).
+    pub fn to_openai(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("role".into(), Value::String(self.role.clone()));
+        match &self.content {
+            Some(Content::Text(t)) => {
+                obj.insert("content".into(), Value::String(t.clone()));
+            }
+            Some(Content::Parts(p)) => {
+                obj.insert("content".into(), p.clone());
+            }
+            None if self.content_null => {
+                obj.insert("content".into(), Value::Null);
+            }
+            None => {}
+        }
+        if let Some(name) = &self.name {
+            obj.insert("name".into(), Value::String(name.clone()));
+        }
+        if let Some(id) = &self.tool_call_id {
+            obj.insert("tool_call_id".into(), Value::String(id.clone()));
+        }
+        if self.tool_calls_present || !self.tool_calls.is_empty() {
+            obj.insert(
+                "tool_calls".into(),
+                Value::Array(self.tool_calls.iter().map(ToolCall::to_openai).collect()),
+            );
+        }
+        for (k, v) in &self.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+        Value::Object(obj)
+    }
+
+    fn to_wit(&self) -> wit::Message {
+        wit::Message {
+            role: self.role.clone(),
+            content: self.content.as_ref().map(|c| match c {
+                Content::Text(t) => wit::Content::Text(t.clone()),
+                Content::Parts(p) => wit::Content::Parts(p.to_string()),
+            }),
+            name: self.name.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            tool_calls: self
+                .tool_calls
+                .iter()
+                .map(|c| wit::ToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ToolCall {
+    /// Parse one OpenAI tool call.
+    pub fn from_openai(value: &Value, path: &str) -> Result<ToolCall, PayloadError> {
+        let mut obj = value
+            .as_object()
+            .cloned()
+            .ok_or_else(|| err(path, "must be an object"))?;
+        let id = opt_string(&mut obj, "id", path)?.unwrap_or_default();
+        let mut function = match obj.remove("function") {
+            Some(Value::Object(f)) => f,
+            Some(_) => return Err(err(format!("{path}.function"), "must be an object")),
+            None => return Err(err(format!("{path}.function"), "is required")),
+        };
+        let fpath = format!("{path}.function");
+        let name = opt_string(&mut function, "name", &fpath)?
+            .ok_or_else(|| err(format!("{fpath}.name"), "is required"))?;
+        let arguments = match function.remove("arguments") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            // Some servers send an object; keep its JSON text so policies judge what was sent.
+            Some(other) => other.to_string(),
+        };
+        Ok(ToolCall {
+            id,
+            name,
+            arguments,
+            extra: obj,
+            function_extra: function,
+        })
+    }
+
+    /// This call as OpenAI JSON.
+    pub fn to_openai(&self) -> Value {
+        let mut function = Map::new();
+        function.insert("name".into(), Value::String(self.name.clone()));
+        function.insert("arguments".into(), Value::String(self.arguments.clone()));
+        for (k, v) in &self.function_extra {
+            function.insert(k.clone(), v.clone());
+        }
+        let mut obj = Map::new();
+        obj.insert("id".into(), Value::String(self.id.clone()));
+        if !self.extra.contains_key("type") {
+            obj.insert("type".into(), Value::String("function".into()));
+        }
+        for (k, v) in &self.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+        obj.insert("function".into(), Value::Object(function));
+        Value::Object(obj)
+    }
+}
+
+impl ToolDef {
+    /// Parse an OpenAI `tools` array.
+    pub fn list_from_openai(value: &Value, path: &str) -> Result<Vec<ToolDef>, PayloadError> {
+        let items = value
+            .as_array()
+            .ok_or_else(|| err(path, "must be an array of tools"))?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ToolDef::from_openai(t, &format!("{path}[{i}]")))
+            .collect()
+    }
+
+    /// Parse one OpenAI tool: `{"type": "function", "function": {...}}` or a hosted tool
+    /// declared by type (`{"type": "web_search"}`).
+    pub fn from_openai(value: &Value, path: &str) -> Result<ToolDef, PayloadError> {
+        let obj = value
+            .as_object()
+            .ok_or_else(|| err(path, "must be an object"))?;
+        let kind = match obj.get("type") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(err(format!("{path}.type"), "must be a string")),
+            None => return Err(err(format!("{path}.type"), "is required")),
+        };
+        if kind != "function" {
+            let name = obj.get("name").and_then(Value::as_str).map(str::to_string);
+            return Ok(ToolDef {
+                kind,
+                name,
+                description: None,
+                parameters: None,
+            });
+        }
+        let fpath = format!("{path}.function");
+        let function = match obj.get("function") {
+            Some(Value::Object(f)) => f,
+            _ => {
+                return Err(err(
+                    fpath,
+                    "is required for function tools and must be an object",
+                ))
+            }
+        };
+        let name = match function.get("name") {
+            Some(Value::String(s)) => s.clone(),
+            _ => {
+                return Err(err(
+                    format!("{fpath}.name"),
+                    "is required and must be a string",
+                ))
+            }
+        };
+        let description = function
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let parameters = match function.get("parameters") {
+            None | Some(Value::Null) => None,
+            Some(p @ Value::Object(_)) | Some(p @ Value::Bool(_)) => Some(p.clone()),
+            Some(_) => {
+                return Err(err(
+                    format!("{fpath}.parameters"),
+                    "must be a JSON Schema object",
+                ))
+            }
+        };
+        Ok(ToolDef {
+            kind,
+            name: Some(name),
+            description,
+            parameters,
+        })
+    }
+
+    /// This tool as OpenAI JSON.
+    pub fn to_openai(&self) -> Value {
+        if self.kind != "function" {
+            let mut obj = Map::new();
+            obj.insert("type".into(), Value::String(self.kind.clone()));
+            if let Some(name) = &self.name {
+                obj.insert("name".into(), Value::String(name.clone()));
+            }
+            return Value::Object(obj);
+        }
+        let mut function = Map::new();
+        if let Some(name) = &self.name {
+            function.insert("name".into(), Value::String(name.clone()));
+        }
+        if let Some(d) = &self.description {
+            function.insert("description".into(), Value::String(d.clone()));
+        }
+        if let Some(p) = &self.parameters {
+            function.insert("parameters".into(), p.clone());
+        }
+        serde_json::json!({"type": "function", "function": function})
+    }
+
+    fn to_wit(&self) -> wit::ToolDef {
+        wit::ToolDef {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.as_ref().map(Value::to_string),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_unknown_fields_and_nulls() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "hi", "x-custom": 1},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "index": 0,
+                 "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}]}
+        ]});
+        let payload = Payload::from_openai(&body).unwrap();
+        assert_eq!(payload.messages.len(), 3);
+        assert_eq!(payload.messages_json(), body["messages"]);
+    }
+
+    #[test]
+    fn names_the_bad_path() {
+        let body = json!({"messages": [{"role": "user", "content": "a"},
+            {"role": "assistant", "tool_calls": [{"id": "x", "function": {"arguments": "{}"}}]}]});
+        let e = Payload::from_openai(&body).unwrap_err();
+        assert_eq!(e.path, "messages[1].tool_calls[0].function.name");
+        assert!(Payload::from_openai(&json!({"messages": 3})).is_err());
+        assert_eq!(Payload::from_openai(&json!([])).unwrap_err().path, "$");
+    }
+
+    #[test]
+    fn hosted_tools_by_type() {
+        let tools = ToolDef::list_from_openai(&json!([{"type": "web_search"}]), "tools").unwrap();
+        assert_eq!(tools[0].kind, "web_search");
+        assert_eq!(tools[0].name, None);
+    }
+}

@@ -1,0 +1,565 @@
+//! Which tool calls are allowed, as plain functions over the SDK types (no host imports), so the
+//! whole decision is unit-testable on the build machine.
+//!
+//! Order of checks for each call of the last message (the model's reply), first failure wins:
+//! 1. the name is declared in `request.tools` (a function name, or a hosted tool's type when the
+//!    hosted tool is declared by type only);
+//! 2. the name is not in the config's `deny` list;
+//! 3. when `allow` is given, the name is in it;
+//! 4. when `principals` is given, the request's principal is listed and the name is in its list
+//!    (a principal that is missing from the map, or a request without a principal, follows
+//!    `unknown_principal`: `deny` — the default, fail closed — or `default`, the rules above only).
+//!
+//! In every list the entry `"*"` matches any name; matching is otherwise exact.
+
+use railyard_plugin_sdk::{Request, ToolDef, Verdict};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// JSON Schema of the plugin's config, as given to the host in `describe`.
+pub const CONFIG_SCHEMA: &str = r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "allowlist plugin config",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "allow": {
+      "description": "When given, only these tools may be called (on top of being declared). \"*\" matches any tool.",
+      "type": "array",
+      "items": {"type": "string", "minLength": 1},
+      "uniqueItems": true
+    },
+    "deny": {
+      "description": "Tools that may never be called, even when declared. \"*\" matches any tool.",
+      "type": "array",
+      "items": {"type": "string", "minLength": 1},
+      "uniqueItems": true
+    },
+    "principals": {
+      "description": "Authenticated principal -> the tools it may call (on top of the rules above). \"*\" matches any tool.",
+      "type": "object",
+      "additionalProperties": {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1},
+        "uniqueItems": true
+      }
+    },
+    "unknown_principal": {
+      "description": "When principals is given: what a principal missing from it (or no principal at all) gets. deny (default): no tool call is allowed; default: only the allow/deny rules apply.",
+      "enum": ["deny", "default"]
+    }
+  }
+}"#;
+
+/// Wildcard entry matching any tool name in `allow`, `deny` and `principals` lists.
+const ANY: &str = "*";
+/// At most this many distinct problems are spelled out in one reason.
+const MAX_REPORTED: usize = 10;
+/// Names quoted in reasons are cut to this many characters (they come from the model).
+const MAX_QUOTED: usize = 80;
+
+/// What a principal missing from `principals` gets.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownPrincipal {
+    /// No tool call is allowed (fail closed).
+    #[default]
+    Deny,
+    /// Only the global rules (declared, `allow`, `deny`) apply.
+    Default,
+}
+
+/// The plugin's config, parsed from the JSON the host validated against [`CONFIG_SCHEMA`].
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub principals: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub unknown_principal: UnknownPrincipal,
+}
+
+impl Config {
+    /// Parses the config JSON text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        serde_json::from_str(text).map_err(|e| format!("invalid allowlist config: {e}"))
+    }
+}
+
+/// The principal rule that applies to this request.
+enum PrincipalRule<'a> {
+    /// No per-principal restriction.
+    Unrestricted,
+    /// Only the listed tools.
+    Only(&'a str, &'a [String]),
+    /// Nothing at all; the text says why.
+    Nothing(String),
+}
+
+/// Judges the tool calls of the request's last message.
+pub fn evaluate(config: &Config, request: &Request) -> Verdict {
+    let Some(reply) = request.messages.last() else {
+        return Verdict::Allow;
+    };
+    if reply.tool_calls.is_empty() {
+        return Verdict::Allow;
+    }
+    let declared = declared_names(&request.tools);
+    let rule = principal_rule(config, request.context.principal.as_deref());
+
+    let mut problems: Vec<String> = Vec::new();
+    for call in &reply.tool_calls {
+        if let Some(why) = why_not_allowed(config, &declared, &rule, &call.name) {
+            let problem = format!(
+                "tool call {} is not an allowed tool: {why}",
+                quote(&call.name)
+            );
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    if problems.is_empty() {
+        Verdict::Allow
+    } else {
+        Verdict::Block(join_problems(problems))
+    }
+}
+
+/// Names a call may use: function names, plus the type of every hosted tool declared by type
+/// only (and the name of a hosted tool that has one).
+fn declared_names(tools: &[ToolDef]) -> BTreeSet<&str> {
+    let mut names = BTreeSet::new();
+    for tool in tools {
+        match (tool.kind.as_str(), tool.name.as_deref()) {
+            (_, Some(name)) => {
+                names.insert(name);
+            }
+            ("function", None) => {} // a function without a name can't be called
+            (kind, None) => {
+                names.insert(kind);
+            }
+        }
+    }
+    names
+}
+
+fn principal_rule<'a>(config: &'a Config, principal: Option<&'a str>) -> PrincipalRule<'a> {
+    let Some(map) = &config.principals else {
+        return PrincipalRule::Unrestricted;
+    };
+    if let Some((name, list)) = principal.and_then(|p| map.get_key_value(p)) {
+        return PrincipalRule::Only(name, list);
+    }
+    match config.unknown_principal {
+        UnknownPrincipal::Default => PrincipalRule::Unrestricted,
+        UnknownPrincipal::Deny => PrincipalRule::Nothing(match principal {
+            Some(p) => format!(
+                "principal {} is not listed in the allowlist config's principals, and unknown principals are denied",
+                quote(p)
+            ),
+            None => "the request has no authenticated principal, and the allowlist config only \
+                     allows principals listed in its principals"
+                .to_string(),
+        }),
+    }
+}
+
+fn why_not_allowed(
+    config: &Config,
+    declared: &BTreeSet<&str>,
+    rule: &PrincipalRule<'_>,
+    name: &str,
+) -> Option<String> {
+    if !declared.contains(name) {
+        return Some("it is not declared in the request's tools".into());
+    }
+    if listed(&config.deny, name) {
+        return Some("it is denied by the allowlist config's deny list".into());
+    }
+    if let Some(allow) = &config.allow {
+        if !listed(allow, name) {
+            return Some("it is not in the allowlist config's allow list".into());
+        }
+    }
+    match rule {
+        PrincipalRule::Unrestricted => None,
+        PrincipalRule::Only(principal, list) => (!listed(list, name))
+            .then(|| format!("it is not allowed for principal {}", quote(principal))),
+        PrincipalRule::Nothing(why) => Some(why.clone()),
+    }
+}
+
+fn listed(list: &[String], name: &str) -> bool {
+    list.iter().any(|entry| entry == ANY || entry == name)
+}
+
+fn join_problems(mut problems: Vec<String>) -> String {
+    let extra = problems.len().saturating_sub(MAX_REPORTED);
+    problems.truncate(MAX_REPORTED);
+    let mut reason = problems.join("; ");
+    if extra > 0 {
+        reason.push_str(&format!("; and {extra} more disallowed tool calls"));
+    }
+    reason
+}
+
+/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
+/// escaped, cut to a readable length.
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
+    out.push('\'');
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_QUOTED {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || c == '\'' || c == '\\' {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_plugin_sdk::{Context, Message, Rail, ToolCall};
+
+    fn function(name: &str) -> ToolDef {
+        ToolDef {
+            kind: "function".into(),
+            name: Some(name.into()),
+            description: None,
+            parameters: Some(r#"{"type":"object"}"#.into()),
+        }
+    }
+
+    fn hosted(kind: &str) -> ToolDef {
+        ToolDef {
+            kind: kind.into(),
+            name: None,
+            description: None,
+            parameters: None,
+        }
+    }
+
+    fn message(role: &str, calls: &[&str]) -> Message {
+        Message {
+            role: role.into(),
+            content: None,
+            name: None,
+            tool_call_id: None,
+            tool_calls: calls
+                .iter()
+                .enumerate()
+                .map(|(i, name)| ToolCall {
+                    id: format!("call_{i}"),
+                    name: (*name).into(),
+                    arguments: "{}".into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn request(messages: Vec<Message>, tools: Vec<ToolDef>, principal: Option<&str>) -> Request {
+        Request {
+            rail: Rail::ToolCall,
+            messages,
+            tools,
+            context: Context {
+                request_id: "req-1".into(),
+                principal: principal.map(Into::into),
+                tenant: None,
+                metadata: vec![],
+            },
+        }
+    }
+
+    fn reply(calls: &[&str], tools: Vec<ToolDef>) -> Request {
+        request(
+            vec![message("user", &[]), message("assistant", calls)],
+            tools,
+            None,
+        )
+    }
+
+    fn config(json: &str) -> Config {
+        Config::parse(json).expect("config parses")
+    }
+
+    fn block_reason(verdict: Verdict) -> String {
+        match verdict {
+            Verdict::Block(reason) => reason,
+            other => panic!("expected block, got {other:?}"),
+        }
+    }
+
+    fn assert_allow(verdict: Verdict) {
+        assert!(
+            matches!(verdict, Verdict::Allow),
+            "expected allow, got {verdict:?}"
+        );
+    }
+
+    #[test]
+    fn declared_function_is_allowed() {
+        let req = reply(&["get_weather"], vec![function("get_weather")]);
+        assert_allow(evaluate(&config("{}"), &req));
+    }
+
+    #[test]
+    fn undeclared_function_is_blocked() {
+        let req = reply(&["delete_database"], vec![function("get_weather")]);
+        assert_eq!(
+            block_reason(evaluate(&config("{}"), &req)),
+            "tool call 'delete_database' is not an allowed tool: it is not declared in the request's tools"
+        );
+    }
+
+    #[test]
+    fn no_tools_declared_blocks_every_call() {
+        let req = reply(&["get_weather"], vec![]);
+        assert!(block_reason(evaluate(&config("{}"), &req)).contains("not declared"));
+    }
+
+    #[test]
+    fn reply_without_calls_is_allowed() {
+        let req = reply(&[], vec![]);
+        assert_allow(evaluate(&config("{}"), &req));
+        let empty = request(vec![], vec![], None);
+        assert_allow(evaluate(&config("{}"), &empty));
+    }
+
+    #[test]
+    fn only_the_last_message_is_judged() {
+        // An earlier assistant message called a tool no longer declared: that is history.
+        let req = request(
+            vec![
+                message("user", &[]),
+                message("assistant", &["old_tool"]),
+                message("tool", &[]),
+                message("assistant", &["get_weather"]),
+            ],
+            vec![function("get_weather")],
+            None,
+        );
+        assert_allow(evaluate(&config("{}"), &req));
+    }
+
+    #[test]
+    fn hosted_tool_declared_by_type_allows_calls_by_type() {
+        let tools = vec![hosted("web_search"), function("get_weather")];
+        assert_allow(evaluate(
+            &config("{}"),
+            &reply(&["web_search"], tools.clone()),
+        ));
+        let reason = block_reason(evaluate(&config("{}"), &reply(&["file_search"], tools)));
+        assert!(reason.starts_with("tool call 'file_search' is not an allowed tool"));
+    }
+
+    #[test]
+    fn function_kind_is_not_a_callable_name() {
+        // A nameless function declaration must not make "function" callable.
+        let nameless = ToolDef {
+            name: None,
+            ..function("x")
+        };
+        let reason = block_reason(evaluate(
+            &config("{}"),
+            &reply(&["function"], vec![nameless]),
+        ));
+        assert!(reason.contains("not declared"));
+    }
+
+    #[test]
+    fn parallel_calls_report_every_offender_once() {
+        let req = reply(
+            &["get_weather", "rm_rf", "get_time", "rm_rf", "exfiltrate"],
+            vec![function("get_weather"), function("get_time")],
+        );
+        assert_eq!(
+            block_reason(evaluate(&config("{}"), &req)),
+            "tool call 'rm_rf' is not an allowed tool: it is not declared in the request's tools; \
+             tool call 'exfiltrate' is not an allowed tool: it is not declared in the request's tools"
+        );
+    }
+
+    #[test]
+    fn parallel_calls_all_allowed() {
+        let req = reply(
+            &["get_weather", "get_time", "get_weather", "web_search"],
+            vec![
+                function("get_weather"),
+                function("get_time"),
+                hosted("web_search"),
+            ],
+        );
+        assert_allow(evaluate(&config("{}"), &req));
+    }
+
+    #[test]
+    fn deny_list_overrides_declaration() {
+        let tools = vec![function("get_weather"), function("send_email")];
+        let cfg = config(r#"{"deny":["send_email"]}"#);
+        assert_allow(evaluate(&cfg, &reply(&["get_weather"], tools.clone())));
+        assert_eq!(
+            block_reason(evaluate(&cfg, &reply(&["send_email"], tools))),
+            "tool call 'send_email' is not an allowed tool: it is denied by the allowlist config's deny list"
+        );
+    }
+
+    #[test]
+    fn allow_list_restricts_further() {
+        let tools = vec![function("get_weather"), function("send_email")];
+        let cfg = config(r#"{"allow":["get_weather","not_declared"]}"#);
+        assert_allow(evaluate(&cfg, &reply(&["get_weather"], tools.clone())));
+        assert_eq!(
+            block_reason(evaluate(&cfg, &reply(&["send_email"], tools.clone()))),
+            "tool call 'send_email' is not an allowed tool: it is not in the allowlist config's allow list"
+        );
+        // Being in `allow` does not make an undeclared tool callable.
+        assert!(
+            block_reason(evaluate(&cfg, &reply(&["not_declared"], tools))).contains("not declared")
+        );
+    }
+
+    #[test]
+    fn deny_wins_over_allow_and_wildcards() {
+        let tools = vec![function("a"), function("b")];
+        let cfg = config(r#"{"allow":["*"],"deny":["b"]}"#);
+        assert_allow(evaluate(&cfg, &reply(&["a"], tools.clone())));
+        assert!(block_reason(evaluate(&cfg, &reply(&["b"], tools))).contains("deny list"));
+    }
+
+    #[test]
+    fn allow_list_applies_to_hosted_types() {
+        let tools = vec![hosted("web_search"), function("get_weather")];
+        let cfg = config(r#"{"allow":["get_weather"]}"#);
+        assert!(block_reason(evaluate(&cfg, &reply(&["web_search"], tools))).contains("allow list"));
+    }
+
+    const PRINCIPALS: &str =
+        r#"{"principals":{"alice":["get_weather","send_email"],"admin":["*"]}}"#;
+
+    fn as_principal(calls: &[&str], principal: Option<&str>) -> Request {
+        request(
+            vec![message("user", &[]), message("assistant", calls)],
+            vec![
+                function("get_weather"),
+                function("send_email"),
+                function("drop_table"),
+            ],
+            principal,
+        )
+    }
+
+    #[test]
+    fn principal_list_restricts_tools() {
+        let cfg = config(PRINCIPALS);
+        assert_allow(evaluate(
+            &cfg,
+            &as_principal(&["send_email"], Some("alice")),
+        ));
+        assert_eq!(
+            block_reason(evaluate(&cfg, &as_principal(&["drop_table"], Some("alice")))),
+            "tool call 'drop_table' is not an allowed tool: it is not allowed for principal 'alice'"
+        );
+        assert_allow(evaluate(
+            &cfg,
+            &as_principal(&["drop_table"], Some("admin")),
+        ));
+    }
+
+    #[test]
+    fn unknown_principal_is_denied_by_default() {
+        let cfg = config(PRINCIPALS);
+        assert_eq!(
+            block_reason(evaluate(&cfg, &as_principal(&["get_weather"], Some("bob")))),
+            "tool call 'get_weather' is not an allowed tool: principal 'bob' is not listed in the \
+             allowlist config's principals, and unknown principals are denied"
+        );
+        let reason = block_reason(evaluate(&cfg, &as_principal(&["get_weather"], None)));
+        assert!(reason.contains("no authenticated principal"), "{reason}");
+    }
+
+    #[test]
+    fn unknown_principal_default_falls_back_to_global_rules() {
+        let cfg = config(
+            r#"{"principals":{"alice":["get_weather"]},"unknown_principal":"default","deny":["drop_table"]}"#,
+        );
+        assert_allow(evaluate(&cfg, &as_principal(&["send_email"], Some("bob"))));
+        assert_allow(evaluate(&cfg, &as_principal(&["send_email"], None)));
+        assert!(
+            block_reason(evaluate(&cfg, &as_principal(&["drop_table"], Some("bob"))))
+                .contains("deny list")
+        );
+        // A listed principal is still held to its list.
+        assert!(block_reason(evaluate(
+            &cfg,
+            &as_principal(&["send_email"], Some("alice"))
+        ))
+        .contains("principal 'alice'"));
+    }
+
+    #[test]
+    fn principal_is_ignored_without_principals_map() {
+        let cfg = config("{}");
+        assert_allow(evaluate(
+            &cfg,
+            &as_principal(&["drop_table"], Some("anyone")),
+        ));
+    }
+
+    #[test]
+    fn principal_list_cannot_grant_undeclared_or_denied_tools() {
+        let cfg = config(r#"{"principals":{"admin":["*"]},"deny":["drop_table"]}"#);
+        assert!(block_reason(evaluate(
+            &cfg,
+            &as_principal(&["drop_table"], Some("admin"))
+        ))
+        .contains("deny list"));
+        assert!(
+            block_reason(evaluate(&cfg, &as_principal(&["shell"], Some("admin"))))
+                .contains("not declared")
+        );
+    }
+
+    #[test]
+    fn unknown_config_fields_are_refused() {
+        assert!(Config::parse(r#"{"alow":["x"]}"#).is_err());
+        assert!(Config::parse(r#"{"unknown_principal":"maybe"}"#).is_err());
+        assert!(Config::parse("null").is_err());
+    }
+
+    #[test]
+    fn config_schema_is_json() {
+        let schema: serde_json::Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
+        assert_eq!(schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn hostile_names_are_quoted_safely() {
+        assert_eq!(quote("a'b\nc"), r"'a\'b\nc'");
+        let long = "x".repeat(500);
+        assert_eq!(quote(&long).chars().count(), MAX_QUOTED + 3);
+    }
+
+    #[test]
+    fn many_offenders_are_capped() {
+        let names: Vec<String> = (0..15).map(|i| format!("t{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let reason = block_reason(evaluate(&config("{}"), &reply(&refs, vec![])));
+        assert!(
+            reason.ends_with("; and 5 more disallowed tool calls"),
+            "{reason}"
+        );
+    }
+}

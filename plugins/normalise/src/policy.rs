@@ -1,0 +1,948 @@
+//! Schema-guided repair of tool-call arguments, as plain functions over the SDK types (no host
+//! imports) so it is unit-testable natively.
+//!
+//! Only the calls of the last message (the model's reply) are repaired, and only where the
+//! tool's declared `parameters` schema says what the value should be:
+//! - `"true"` / `"false"` (any letter case) where only a boolean (not a string) is allowed;
+//! - a numeric string where a number is allowed, or an integer only, in which case the string
+//!   must be an integer (`"3"`, not `"3.0"`); strings are read with JSON's number grammar, so
+//!   `"+3"`, `" 3"`, `"0x10"`, `"NaN"` are left alone;
+//! - a single non-null value where an array is allowed and the value's own type is not: it is
+//!   wrapped in an array, then its item is repaired by the `items` schema.
+//!
+//! The walk follows `properties`, `items` / `prefixItems`, local `$ref`s (`#/...`) and the
+//! "X or null" `anyOf`/`oneOf` idiom; any other combinator is left alone, as is every field the
+//! schema does not describe. Nothing is ever added or removed. Arguments that are not a
+//! well-formed JSON object (including duplicate keys), tools that are not declared or declared
+//! ambiguously (same name, different schemas), and unparsable schemas are left untouched for
+//! schema-validator to judge. Repaired arguments are re-serialised compactly, keeping key order;
+//! numbers elsewhere in them keep their value but may change spelling (`1e2` becomes `100.0`).
+
+use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
+use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// JSON Schema of the plugin's config, as given to the host in `describe`.
+pub const CONFIG_SCHEMA: &str = r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "normalise plugin config",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "booleans": {
+      "description": "Turn \"true\"/\"false\" strings into booleans where the schema wants a boolean (default true).",
+      "type": "boolean"
+    },
+    "numbers": {
+      "description": "Turn numeric strings into numbers where the schema wants a number or an integer (default true).",
+      "type": "boolean"
+    },
+    "arrays": {
+      "description": "Wrap a single value in an array where the schema wants an array (default true).",
+      "type": "boolean"
+    }
+  }
+}"#;
+
+/// Longest chain of `$ref` / nullable-union hops followed from one schema node.
+const MAX_REF_HOPS: usize = 16;
+/// Deepest nesting of arguments walked (serde_json itself refuses deeper than 128).
+const MAX_DEPTH: usize = 128;
+/// Model-supplied names quoted in reasons are cut to this many characters.
+const MAX_QUOTED: usize = 80;
+
+/// The plugin's config, parsed from the JSON the host validated against [`CONFIG_SCHEMA`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "yes")]
+    pub booleans: bool,
+    #[serde(default = "yes")]
+    pub numbers: bool,
+    #[serde(default = "yes")]
+    pub arrays: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            booleans: true,
+            numbers: true,
+            arrays: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parses the config JSON text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        serde_json::from_str(text).map_err(|e| format!("invalid normalise config: {e}"))
+    }
+}
+
+/// One repair: where, and which kind (e.g. `string→integer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub kind: &'static str,
+}
+
+/// Repairs the tool calls of the request's last message.
+pub fn evaluate(config: &Config, request: &Request) -> Verdict {
+    let Some(reply) = request.messages.last() else {
+        return Verdict::Allow;
+    };
+    let message = (request.messages.len() - 1) as u32;
+    let mut edits = Vec::new();
+    let mut summaries = Vec::new();
+    for (index, call) in reply.tool_calls.iter().enumerate() {
+        let Some((arguments, changes)) = repair_call(config, &request.tools, call) else {
+            continue;
+        };
+        let listed: Vec<String> = changes
+            .iter()
+            .map(|c| format!("{} {}", c.path, c.kind))
+            .collect();
+        summaries.push(format!(
+            "normalised {} arguments: {} ({})",
+            quote(&call.name),
+            listed.join(", "),
+            call_label(call, index)
+        ));
+        edits.push(Edit::Arguments(ArgumentsEdit {
+            message,
+            call: index as u32,
+            arguments,
+        }));
+    }
+    if edits.is_empty() {
+        Verdict::Allow
+    } else {
+        Verdict::Modify(Modification {
+            edits,
+            reason: summaries.join("; "),
+        })
+    }
+}
+
+/// The repaired arguments text and what changed, or `None` when nothing applies.
+pub fn repair_call(
+    config: &Config,
+    tools: &[ToolDef],
+    call: &ToolCall,
+) -> Option<(String, Vec<Change>)> {
+    let schema_text = unique_schema(tools, &call.name)?;
+    let schema: Value = serde_json::from_str(schema_text).ok()?;
+    let mut arguments = parse_strict(&call.arguments).ok()?;
+    if !arguments.is_object() {
+        return None;
+    }
+    let changes = repair_value(config, &schema, &mut arguments);
+    if changes.is_empty() {
+        return None;
+    }
+    let text = serde_json::to_string(&arguments).ok()?;
+    Some((text, changes))
+}
+
+/// Repairs `value` in place against `schema` (the root of the document, for `$ref`s). The root
+/// value itself is never converted, only what it contains.
+pub fn repair_value(config: &Config, schema: &Value, value: &mut Value) -> Vec<Change> {
+    let mut walker = Walker {
+        root: schema,
+        config,
+        changes: Vec::new(),
+    };
+    let mut path = String::new();
+    walker.walk(schema, value, &mut path, 0);
+    walker.changes
+}
+
+/// The one parameters schema declared for this function name; `None` when the tool is not
+/// declared as a function, declares no schema, or is declared with conflicting schemas.
+fn unique_schema<'t>(tools: &'t [ToolDef], name: &str) -> Option<&'t str> {
+    let mut found: Option<Option<&str>> = None;
+    for def in tools {
+        if def.kind != "function" || def.name.as_deref() != Some(name) {
+            continue;
+        }
+        let params = def.parameters.as_deref();
+        match found {
+            None => found = Some(params),
+            Some(previous) if previous == params => {}
+            Some(_) => return None,
+        }
+    }
+    found.flatten()
+}
+
+struct Walker<'s> {
+    root: &'s Value,
+    config: &'s Config,
+    changes: Vec<Change>,
+}
+
+impl<'s> Walker<'s> {
+    fn walk(&mut self, schema: &'s Value, value: &mut Value, path: &mut String, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        let schema = self.resolve(schema);
+        if depth > 0 {
+            self.repair_here(schema, value, path);
+        }
+        match value {
+            Value::Object(map) => {
+                let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                    return;
+                };
+                for (key, item) in map.iter_mut() {
+                    if let Some(sub) = properties.get(key) {
+                        let len = path.len();
+                        push_segment(path, key);
+                        self.walk(sub, item, path, depth + 1);
+                        path.truncate(len);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let (positional, rest) = item_schemas(schema);
+                for (i, item) in items.iter_mut().enumerate() {
+                    if let Some(sub) = positional.get(i).or(rest) {
+                        let len = path.len();
+                        path.push('/');
+                        path.push_str(&i.to_string());
+                        self.walk(sub, item, path, depth + 1);
+                        path.truncate(len);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies at most one scalar repair, or the array wrap, to this value.
+    fn repair_here(&mut self, schema: &Value, value: &mut Value, path: &str) {
+        let Some(types) = declared_types(schema) else {
+            return;
+        };
+        if types.iter().any(|t| has_type(value, t)) {
+            return;
+        }
+        let allows = |t: &str| types.contains(&t);
+        if let Value::String(text) = value {
+            if self.config.booleans && allows("boolean") {
+                if let Some(b) = parse_bool(text) {
+                    *value = Value::Bool(b);
+                    self.record(path, "string→boolean");
+                    return;
+                }
+            }
+            if self.config.numbers && allows("number") {
+                if let Some(n) = parse_number(text) {
+                    *value = Value::Number(n);
+                    self.record(path, "string→number");
+                    return;
+                }
+            } else if self.config.numbers && allows("integer") {
+                if let Some(n) = parse_integer(text) {
+                    *value = Value::Number(n);
+                    self.record(path, "string→integer");
+                    return;
+                }
+            }
+        }
+        if self.config.arrays && allows("array") && !value.is_null() && !value.is_array() {
+            let single = value.take();
+            *value = Value::Array(vec![single]);
+            self.record(path, "value→array");
+        }
+    }
+
+    fn record(&mut self, path: &str, kind: &'static str) {
+        self.changes.push(Change {
+            path: path.to_string(),
+            kind,
+        });
+    }
+
+    /// Follows local `$ref`s and picks X out of "X or null" unions, for nodes without a `type`.
+    fn resolve(&self, mut schema: &'s Value) -> &'s Value {
+        for _ in 0..MAX_REF_HOPS {
+            let Some(node) = schema.as_object() else {
+                return schema;
+            };
+            if node.contains_key("type") {
+                return schema;
+            }
+            if let Some(target) = node
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| self.local_ref(r))
+            {
+                schema = target;
+                continue;
+            }
+            match nullable_branch(node) {
+                Some(branch) => schema = branch,
+                None => return schema,
+            }
+        }
+        schema
+    }
+
+    fn local_ref(&self, reference: &str) -> Option<&'s Value> {
+        let pointer = reference.strip_prefix('#')?;
+        if pointer.is_empty() {
+            return Some(self.root);
+        }
+        if !pointer.starts_with('/') {
+            return None; // named anchors are not followed
+        }
+        self.root.pointer(pointer)
+    }
+}
+
+/// The schemas for array items: by position (`prefixItems`, or array-form `items` of older
+/// drafts), then for the rest.
+fn item_schemas(schema: &Value) -> (&[Value], Option<&Value>) {
+    match (schema.get("prefixItems"), schema.get("items")) {
+        (Some(Value::Array(prefix)), items) => (prefix, object_schema(items)),
+        (None, Some(Value::Array(prefix))) => {
+            (prefix, object_schema(schema.get("additionalItems")))
+        }
+        (None, items) => (&[], object_schema(items)),
+        (Some(_), items) => (&[], object_schema(items)),
+    }
+}
+
+/// A subschema given as an object (boolean schemas describe no shape to repair towards).
+fn object_schema(schema: Option<&Value>) -> Option<&Value> {
+    schema.filter(|s| s.is_object())
+}
+
+/// The single non-null branch of an `anyOf`/`oneOf` whose other branches are `{"type":"null"}`.
+fn nullable_branch(node: &Map<String, Value>) -> Option<&Value> {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = node.get(key) {
+            let mut non_null = branches.iter().filter(|b| !is_null_schema(b));
+            if let (Some(only), None) = (non_null.next(), non_null.next()) {
+                return Some(only);
+            }
+        }
+    }
+    None
+}
+
+fn is_null_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("null")
+}
+
+fn declared_types(schema: &Value) -> Option<Vec<&str>> {
+    match schema.get("type")? {
+        Value::String(t) => Some(vec![t.as_str()]),
+        Value::Array(ts) => {
+            let types: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+            (!types.is_empty()).then_some(types)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `value` is of JSON Schema type `name`.
+fn has_type(value: &Value, name: &str) -> bool {
+    match (name, value) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("number", Value::Number(_))
+        | ("string", Value::String(_))
+        | ("array", Value::Array(_))
+        | ("object", Value::Object(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+fn parse_bool(text: &str) -> Option<bool> {
+    if text.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A number spelled exactly by JSON's grammar (no surrounding space, no `+`, no hex, finite).
+fn parse_number(text: &str) -> Option<Number> {
+    if text.is_empty() || text.trim() != text {
+        return None;
+    }
+    serde_json::from_str::<Number>(text).ok()
+}
+
+/// An integer spelled `-?(0|[1-9][0-9]*)` that fits in 64 bits.
+fn parse_integer(text: &str) -> Option<Number> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let well_formed = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    if !well_formed {
+        return None;
+    }
+    if let Ok(n) = text.parse::<u64>() {
+        return Some(n.into());
+    }
+    text.parse::<i64>().ok().map(Into::into)
+}
+
+/// Appends `/segment` with JSON Pointer escaping.
+fn push_segment(path: &mut String, segment: &str) {
+    path.push('/');
+    for c in segment.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c if c.is_control() => path.extend(c.escape_debug()),
+            c => path.push(c),
+        }
+    }
+}
+
+fn call_label(call: &ToolCall, index: usize) -> String {
+    if call.id.is_empty() {
+        format!("call #{index}")
+    } else {
+        format!("call {}", quote(&call.id))
+    }
+}
+
+/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
+/// escaped, cut to a readable length.
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
+    out.push('\'');
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_QUOTED {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || c == '\'' || c == '\\' {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Parses JSON text like `serde_json::from_str`, but refuses duplicate object keys (re-serialising
+/// would silently drop one of them).
+pub fn parse_strict(text: &str) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = StrictValue.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+struct StrictValue;
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(StrictValue)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(A::Error::custom("duplicate key"));
+            }
+            let value = map.next_value_seed(StrictValue)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_plugin_sdk::{Context, Message, Rail};
+
+    const WEATHER: &str = r##"{
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"type": "integer"},
+            "threshold": {"type": "number"},
+            "metric": {"type": "boolean"},
+            "units": {"type": "array", "items": {"type": "string"}},
+            "hours": {"type": "array", "items": {"type": "integer"}},
+            "label": {"type": ["string", "integer"]},
+            "tags": {"type": ["array", "string"]},
+            "maybe_days": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "nullable_flag": {"type": ["boolean", "null"]},
+            "location": {
+                "type": "object",
+                "properties": {
+                    "lat": {"type": "number"},
+                    "precise": {"type": "boolean"},
+                    "points": {"type": "array", "items": {"$ref": "#/$defs/point"}}
+                }
+            },
+            "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "boolean"}]},
+            "anything": {}
+        },
+        "required": ["city"],
+        "$defs": {
+            "point": {"type": "object", "properties": {"x": {"type": "integer"}}}
+        }
+    }"##;
+
+    fn schema() -> Value {
+        serde_json::from_str(WEATHER).unwrap()
+    }
+
+    fn repair(config: &Config, arguments: &str) -> (Value, Vec<String>) {
+        let mut value: Value = serde_json::from_str(arguments).unwrap();
+        let changes = repair_value(config, &schema(), &mut value);
+        let listed = changes
+            .iter()
+            .map(|c| format!("{} {}", c.path, c.kind))
+            .collect();
+        (value, listed)
+    }
+
+    fn repaired(arguments: &str) -> (String, Vec<String>) {
+        let (value, listed) = repair(&Config::default(), arguments);
+        (serde_json::to_string(&value).unwrap(), listed)
+    }
+
+    #[test]
+    fn booleans() {
+        assert_eq!(
+            repaired(r#"{"metric":"true","nullable_flag":"FALSE"}"#),
+            (
+                r#"{"metric":true,"nullable_flag":false}"#.into(),
+                vec![
+                    "/metric string→boolean".into(),
+                    "/nullable_flag string→boolean".into()
+                ]
+            )
+        );
+        // Not a boolean spelling; a string where a string is allowed; a real boolean.
+        for untouched in [
+            r#"{"metric":"yes"}"#,
+            r#"{"metric":"1"}"#,
+            r#"{"metric":" true"}"#,
+            r#"{"city":"true"}"#,
+            r#"{"metric":true}"#,
+        ] {
+            assert_eq!(
+                repaired(untouched),
+                (untouched.into(), vec![]),
+                "{untouched}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_and_integers() {
+        assert_eq!(
+            repaired(r#"{"days":"3","threshold":"-2.5e1","maybe_days":"7"}"#),
+            (
+                r#"{"days":3,"threshold":-25.0,"maybe_days":7}"#.into(),
+                vec![
+                    "/days string→integer".into(),
+                    "/threshold string→number".into(),
+                    "/maybe_days string→integer".into()
+                ]
+            )
+        );
+        assert_eq!(repaired(r#"{"threshold":"4"}"#).0, r#"{"threshold":4}"#);
+        assert_eq!(repaired(r#"{"days":"-12"}"#).0, r#"{"days":-12}"#);
+        assert_eq!(
+            repaired(r#"{"days":"18446744073709551615"}"#).0,
+            r#"{"days":18446744073709551615}"#
+        );
+        for untouched in [
+            r#"{"days":"3.0"}"#,
+            r#"{"days":"3.5"}"#,
+            r#"{"days":"+3"}"#,
+            r#"{"days":"03"}"#,
+            r#"{"days":" 3"}"#,
+            r#"{"days":"0x10"}"#,
+            r#"{"days":"three"}"#,
+            r#"{"days":""}"#,
+            r#"{"days":"-"}"#,
+            r#"{"days":"99999999999999999999999"}"#,
+            r#"{"threshold":"NaN"}"#,
+            r#"{"threshold":"1e999"}"#,
+            r#"{"threshold":"Infinity"}"#,
+            r#"{"threshold":".5"}"#,
+            r#"{"label":"42"}"#,
+            r#"{"maybe_days":null}"#,
+            r#"{"days":3}"#,
+        ] {
+            assert_eq!(
+                repaired(untouched),
+                (untouched.into(), vec![]),
+                "{untouched}"
+            );
+        }
+    }
+
+    #[test]
+    fn arrays_are_wrapped_and_items_repaired() {
+        assert_eq!(
+            repaired(r#"{"units":"metric","hours":"9"}"#),
+            (
+                r#"{"units":["metric"],"hours":[9]}"#.into(),
+                vec![
+                    "/units value→array".into(),
+                    "/hours value→array".into(),
+                    "/hours/0 string→integer".into()
+                ]
+            )
+        );
+        assert_eq!(
+            repaired(r#"{"hours":["1",2,"x"]}"#),
+            (
+                r#"{"hours":[1,2,"x"]}"#.into(),
+                vec!["/hours/0 string→integer".into()]
+            )
+        );
+        // Null is not "a single value"; a string is allowed where string|array is declared.
+        for untouched in [r#"{"units":null}"#, r#"{"tags":"a"}"#, r#"{"units":[]}"#] {
+            assert_eq!(
+                repaired(untouched),
+                (untouched.into(), vec![]),
+                "{untouched}"
+            );
+        }
+    }
+
+    #[test]
+    fn nested_objects_refs_and_tuples() {
+        assert_eq!(
+            repaired(
+                r#"{"location":{"lat":"48.85","precise":"true","points":{"x":"5"},"note":"7"},"pair":["1","false","2"]}"#
+            ),
+            (
+                r#"{"location":{"lat":48.85,"precise":true,"points":[{"x":5}],"note":"7"},"pair":[1,false,"2"]}"#.into(),
+                vec![
+                    "/location/lat string→number".into(),
+                    "/location/precise string→boolean".into(),
+                    "/location/points value→array".into(),
+                    "/location/points/0/x string→integer".into(),
+                    "/pair/0 string→integer".into(),
+                    "/pair/1 string→boolean".into(),
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn undescribed_fields_and_required_values_are_left_alone() {
+        let untouched = r#"{"extra":"true","anything":"3","other":{"days":"3"}}"#;
+        assert_eq!(repaired(untouched), (untouched.into(), vec![]));
+        // Required "city" is missing: nothing is invented.
+        assert_eq!(repaired(r#"{"days":"2"}"#).0, r#"{"days":2}"#);
+    }
+
+    #[test]
+    fn key_order_is_kept() {
+        assert_eq!(
+            repaired(r#"{"zeta":1,"days":"2","alpha":{"b":1,"a":2}}"#).0,
+            r#"{"zeta":1,"days":2,"alpha":{"b":1,"a":2}}"#
+        );
+    }
+
+    #[test]
+    fn toggles_disable_each_repair() {
+        let args = r#"{"metric":"true","days":"3","units":"metric"}"#;
+        let off = |booleans, numbers, arrays| Config {
+            booleans,
+            numbers,
+            arrays,
+        };
+        assert_eq!(
+            repair(&off(false, true, true), args).1,
+            vec!["/days string→integer", "/units value→array"]
+        );
+        assert_eq!(
+            repair(&off(true, false, true), args).1,
+            vec!["/metric string→boolean", "/units value→array"]
+        );
+        assert_eq!(
+            repair(&off(true, true, false), args).1,
+            vec!["/metric string→boolean", "/days string→integer"]
+        );
+        assert!(repair(&off(false, false, false), args).1.is_empty());
+    }
+
+    #[test]
+    fn escaped_paths() {
+        let schema: Value = serde_json::from_str(
+            r#"{"type":"object","properties":{"a/b":{"type":"integer"},"c~d":{"type":"boolean"}}}"#,
+        )
+        .unwrap();
+        let mut value: Value = serde_json::from_str(r#"{"a/b":"1","c~d":"true"}"#).unwrap();
+        let paths: Vec<String> = repair_value(&Config::default(), &schema, &mut value)
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(paths, vec!["/a~1b", "/c~0d"]);
+    }
+
+    #[test]
+    fn recursive_refs_terminate() {
+        let schema: Value = serde_json::from_str(
+            r##"{"$ref":"#/$defs/node","$defs":{"node":{"type":"object","properties":{
+                "n":{"type":"integer"},"next":{"$ref":"#/$defs/node"},"loop":{"$ref":"#/$defs/a"}}},
+                "a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}}}"##,
+        )
+        .unwrap();
+        let mut value: Value =
+            serde_json::from_str(r#"{"n":"1","next":{"n":"2","next":{"n":"3"}},"loop":"4"}"#)
+                .unwrap();
+        let changes = repair_value(&Config::default(), &schema, &mut value);
+        assert_eq!(changes.len(), 3);
+        assert_eq!(
+            serde_json::to_string(&value).unwrap(),
+            r#"{"n":1,"next":{"n":2,"next":{"n":3}},"loop":"4"}"#
+        );
+    }
+
+    // --- whole-request behaviour ---
+
+    fn function(name: &str, parameters: Option<&str>) -> ToolDef {
+        ToolDef {
+            kind: "function".into(),
+            name: Some(name.into()),
+            description: None,
+            parameters: parameters.map(Into::into),
+        }
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn message(role: &str, tool_calls: Vec<ToolCall>) -> Message {
+        Message {
+            role: role.into(),
+            content: None,
+            name: None,
+            tool_call_id: None,
+            tool_calls,
+        }
+    }
+
+    fn request(messages: Vec<Message>, tools: Vec<ToolDef>) -> Request {
+        Request {
+            rail: Rail::ToolCall,
+            messages,
+            tools,
+            context: Context {
+                request_id: "req-1".into(),
+                principal: None,
+                tenant: None,
+                metadata: vec![],
+            },
+        }
+    }
+
+    fn tools() -> Vec<ToolDef> {
+        vec![
+            function("get_weather", Some(WEATHER)),
+            function("ping", None),
+            ToolDef {
+                kind: "web_search".into(),
+                name: None,
+                description: None,
+                parameters: None,
+            },
+        ]
+    }
+
+    fn modification(verdict: Verdict) -> Modification {
+        match verdict {
+            Verdict::Modify(m) => m,
+            other => panic!("expected modify, got {other:?}"),
+        }
+    }
+
+    fn edit(e: &Edit) -> (u32, u32, &str) {
+        match e {
+            Edit::Arguments(a) => (a.message, a.call, a.arguments.as_str()),
+            Edit::Content(_) => panic!("unexpected content edit"),
+        }
+    }
+
+    #[test]
+    fn parallel_calls_produce_one_edit_per_changed_call() {
+        let req = request(
+            vec![
+                message("user", vec![]),
+                message(
+                    "assistant",
+                    vec![call("old", "get_weather", r#"{"days":"1"}"#)],
+                ),
+                message("tool", vec![]),
+                message(
+                    "assistant",
+                    vec![
+                        call("call_1", "get_weather", r#"{"city":"Paris","days":"3"}"#),
+                        call("call_2", "get_weather", r#"{"city":"Rome"}"#),
+                        call("call_3", "web_search", r#"{"q":"3"}"#),
+                        call(
+                            "call_4",
+                            "get_weather",
+                            r#"{"city":"Oslo","units":"metric","metric":"false"}"#,
+                        ),
+                    ],
+                ),
+            ],
+            tools(),
+        );
+        let m = modification(evaluate(&Config::default(), &req));
+        let edits: Vec<_> = m.edits.iter().map(edit).collect();
+        assert_eq!(
+            edits,
+            vec![
+                (3, 0, r#"{"city":"Paris","days":3}"#),
+                (3, 3, r#"{"city":"Oslo","units":["metric"],"metric":false}"#),
+            ]
+        );
+        assert_eq!(
+            m.reason,
+            "normalised 'get_weather' arguments: /days string→integer (call 'call_1'); \
+             normalised 'get_weather' arguments: /units value→array, /metric string→boolean (call 'call_4')"
+        );
+        for value in ["Paris", "Oslo", "metric\"", "false"] {
+            assert!(!m.reason.contains(value), "reason leaks {value}");
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_is_allow() {
+        let allow = |req: &Request| {
+            assert!(matches!(evaluate(&Config::default(), req), Verdict::Allow));
+        };
+        for (name, arguments) in [
+            ("get_weather", r#"{"city":"Paris","days":3}"#),
+            ("get_weather", r#"{"days":"3""#), // malformed: left for the validator
+            ("get_weather", r#"{"days":"3","days":"4"}"#), // duplicate keys
+            ("get_weather", r#"["3"]"#),
+            ("get_weather", ""),
+            ("undeclared", r#"{"days":"3"}"#),
+            ("ping", r#"{"days":"3"}"#),
+            ("web_search", r#"{"days":"3"}"#),
+        ] {
+            allow(&request(
+                vec![
+                    message("user", vec![]),
+                    message("assistant", vec![call("c", name, arguments)]),
+                ],
+                tools(),
+            ));
+        }
+        allow(&request(vec![], tools()));
+        allow(&request(vec![message("assistant", vec![])], tools()));
+    }
+
+    #[test]
+    fn conflicting_or_broken_declarations_are_left_alone() {
+        let conflicting = vec![
+            function(
+                "f",
+                Some(r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#),
+            ),
+            function(
+                "f",
+                Some(r#"{"type":"object","properties":{"n":{"type":"string"}}}"#),
+            ),
+        ];
+        let same = vec![
+            function(
+                "f",
+                Some(r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#),
+            ),
+            function(
+                "f",
+                Some(r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#),
+            ),
+        ];
+        let broken = vec![function("f", Some(r#"{"type":"object""#))];
+        let c = call("c", "f", r#"{"n":"1"}"#);
+        assert!(repair_call(&Config::default(), &conflicting, &c).is_none());
+        assert!(repair_call(&Config::default(), &broken, &c).is_none());
+        assert_eq!(
+            repair_call(&Config::default(), &same, &c).map(|r| r.0),
+            Some(r#"{"n":1}"#.to_string())
+        );
+    }
+
+    #[test]
+    fn config_parsing() {
+        let all = Config::parse("{}").unwrap();
+        assert!(all.booleans && all.numbers && all.arrays);
+        assert!(!Config::parse(r#"{"arrays":false}"#).unwrap().arrays);
+        assert!(Config::parse(r#"{"strings":true}"#).is_err());
+        let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
+        assert_eq!(schema["additionalProperties"], false);
+    }
+}

@@ -1,0 +1,193 @@
+//! The plugin's config: what to do with each type. The host validates the JSON against
+//! [`schema`] before `configure`, and [`Policy::from_json`] checks it again so a host bug can't
+//! silently turn the filter off.
+//!
+//! ```json
+//! {"default_action": "redact", "types": {"CREDIT_CARD": "block", "SECRET": "block", "IP_ADDRESS": "allow"}}
+//! ```
+//!
+//! An action for a type wins over one for its group (`SECRET`), which wins over
+//! `default_action` (itself `redact` when absent). `{}` redacts every type.
+
+use crate::types::{PiiType, SECRET_GROUP};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// What to do with a detected value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Replace it with a typed placeholder such as `[EMAIL]`.
+    Redact,
+    /// Refuse the whole request.
+    Block,
+    /// Leave it (the type is not looked for).
+    Allow,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::Redact => "redact",
+            Action::Block => "block",
+            Action::Allow => "allow",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    default_action: Option<Action>,
+    #[serde(default)]
+    types: BTreeMap<String, Action>,
+}
+
+/// The action for every type, resolved once at configure time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    actions: [Action; PiiType::COUNT],
+}
+
+impl Default for Policy {
+    /// What `{}` means: redact every type.
+    fn default() -> Self {
+        Policy {
+            actions: [Action::Redact; PiiType::COUNT],
+        }
+    }
+}
+
+impl Policy {
+    /// Parses and resolves a config.
+    pub fn from_json(config: &str) -> Result<Policy, String> {
+        let raw: RawConfig = serde_json::from_str(if config.trim().is_empty() {
+            "{}"
+        } else {
+            config
+        })
+        .map_err(|e| format!("invalid pii-filter config: {e}"))?;
+        for name in raw.types.keys() {
+            if name != SECRET_GROUP && PiiType::from_name(name).is_none() {
+                return Err(format!(
+                    "invalid pii-filter config: unknown type {name:?} (known: {}, {SECRET_GROUP})",
+                    PiiType::ALL.map(PiiType::name).join(", ")
+                ));
+            }
+        }
+        let default = raw.default_action.unwrap_or(Action::Redact);
+        let mut actions = [default; PiiType::COUNT];
+        for t in PiiType::ALL {
+            let by_group = t.group().and_then(|g| raw.types.get(g));
+            if let Some(&a) = raw.types.get(t.name()).or(by_group) {
+                actions[t.index()] = a;
+            }
+        }
+        Ok(Policy { actions })
+    }
+
+    /// The action for a type.
+    pub fn action(&self, t: PiiType) -> Action {
+        self.actions[t.index()]
+    }
+
+    /// One line for the log: which types get which action.
+    pub fn summary(&self) -> String {
+        [Action::Block, Action::Redact, Action::Allow]
+            .iter()
+            .filter_map(|&a| {
+                let names: Vec<&str> = PiiType::ALL
+                    .iter()
+                    .filter(|t| self.action(**t) == a)
+                    .map(|t| t.name())
+                    .collect();
+                (!names.is_empty()).then(|| format!("{}: {}", a.name(), names.join(" ")))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The JSON Schema of the config (draft 2020-12).
+pub fn schema() -> String {
+    let action = || {
+        json!({
+            "enum": ["redact", "block", "allow"],
+        })
+    };
+    let mut types = Map::new();
+    for t in PiiType::ALL {
+        let mut a = action();
+        let what = match t.group() {
+            Some(g) => format!("Action for {} values (overrides {g}).", t.name()),
+            None => format!("Action for {} values.", t.name()),
+        };
+        a["description"] = Value::String(what);
+        types.insert(t.name().into(), a);
+    }
+    let mut group = action();
+    group["description"] = json!(
+        "Action for every secret sub-type: AWS_KEY, GITHUB_TOKEN, SLACK_TOKEN, JWT, PRIVATE_KEY, URL_CREDENTIALS."
+    );
+    types.insert(SECRET_GROUP.into(), group);
+    let mut default = action();
+    default["description"] =
+        json!("Action for types not named in `types` (default: redact).");
+    default["default"] = json!("redact");
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "pii-filter config",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "default_action": default,
+            "types": {
+                "type": "object",
+                "description": "Per-type actions: `redact` replaces the value with a placeholder such as [EMAIL], `block` refuses the request, `allow` leaves it.",
+                "additionalProperties": false,
+                "properties": Value::Object(types),
+            },
+        },
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_redact_everything() {
+        let p = Policy::from_json("{}").unwrap();
+        assert_eq!(p, Policy::default());
+        assert!(PiiType::ALL.iter().all(|&t| p.action(t) == Action::Redact));
+    }
+
+    #[test]
+    fn precedence_type_over_group_over_default() {
+        let p = Policy::from_json(
+            r#"{"default_action":"allow","types":{"SECRET":"block","JWT":"redact","EMAIL":"redact"}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.action(PiiType::Phone), Action::Allow);
+        assert_eq!(p.action(PiiType::Email), Action::Redact);
+        assert_eq!(p.action(PiiType::AwsKey), Action::Block);
+        assert_eq!(p.action(PiiType::Jwt), Action::Redact);
+    }
+
+    #[test]
+    fn rejects_unknown() {
+        assert!(Policy::from_json(r#"{"types":{"PASSPORT":"block"}}"#).is_err());
+        assert!(Policy::from_json(r#"{"mode":"x"}"#).is_err());
+        assert!(Policy::from_json(r#"{"types":{"EMAIL":"mask"}}"#).is_err());
+    }
+
+    #[test]
+    fn schema_is_json() {
+        let v: Value = serde_json::from_str(&schema()).unwrap();
+        assert_eq!(v["additionalProperties"], json!(false));
+        assert!(v["properties"]["types"]["properties"]["SECRET"].is_object());
+    }
+}

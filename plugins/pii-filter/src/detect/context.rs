@@ -1,0 +1,286 @@
+//! Byte classes and the words just before a candidate. Many formats are ambiguous on their own
+//! ("123456789" is an SSN after "SSN:", an order number after "order #", and nothing at all in
+//! prose), so detectors ask what the candidate is labelled as before deciding.
+
+/// Letters, digits, `_` and every non-ASCII byte (so words in any script stay whole).
+pub const WORD: u8 = 1;
+pub const DIGIT: u8 = 2;
+pub const HEX: u8 = 4;
+pub const UPPER: u8 = 8;
+
+const fn build_classes() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let mut v = 0;
+        if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 {
+            v |= WORD;
+        }
+        if c.is_ascii_digit() {
+            v |= DIGIT;
+        }
+        if c.is_ascii_hexdigit() {
+            v |= HEX;
+        }
+        if c.is_ascii_uppercase() {
+            v |= UPPER;
+        }
+        t[i] = v;
+        i += 1;
+    }
+    t
+}
+
+/// Class bits for every byte.
+pub static CLASS: [u8; 256] = build_classes();
+
+#[inline]
+pub fn is_word(c: u8) -> bool {
+    CLASS[c as usize] & WORD != 0
+}
+
+#[inline]
+pub fn is_hex(c: u8) -> bool {
+    CLASS[c as usize] & HEX != 0
+}
+
+/// Byte at `i`, or 0 past the end (0 belongs to no class, so bounds checks fold into tests).
+#[inline]
+pub fn at(b: &[u8], i: usize) -> u8 {
+    b.get(i).copied().unwrap_or(0)
+}
+
+/// Whether `i` is at the start of a word (no word byte right before it).
+#[inline]
+pub fn word_start(b: &[u8], i: usize) -> bool {
+    i == 0 || !is_word(b[i - 1])
+}
+
+/// End of the run of bytes from `i` that satisfy `f`.
+#[inline]
+pub fn run(b: &[u8], mut i: usize, f: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() && f(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// What the words before a candidate say it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Label {
+    /// Nothing telling.
+    None,
+    /// A phone label: "phone", "tel", "call", "mobile", ...
+    Phone,
+    /// A social security label: "SSN", "social security".
+    Ssn,
+    /// An identifier that is not personal data: "order", "invoice", "tracking", "ticket", ...
+    Identifier,
+    /// A software version: "version", "release", "build", "v", product names ...
+    Version,
+}
+
+const FILLER: &[&[u8]] = &[
+    b"no", b"nr", b"num", b"number", b"numbers", b"is", b"was", b"are", b"be", b"the", b"my",
+    b"our", b"your", b"his", b"her", b"their", b"a", b"an", b"at", b"on", b"me", b"us", b"to",
+    b"of", b"for", b"via", b"under", b"with", b"by",
+];
+
+const PHONE: &[&[u8]] = &[
+    b"phone", b"telephone", b"tel", b"mobile", b"mob", b"cell", b"cellphone", b"call", b"fax",
+    b"ph", b"whatsapp", b"sms", b"text", b"dial", b"contact", b"reach", b"telefon", b"handy",
+    b"rufnummer", b"mobil", b"portable", b"hotline", b"tlf", b"phonenumber",
+];
+
+const SSN: &[&[u8]] = &[b"ssn", b"social", b"security", b"ss", b"ssns"];
+
+const IDENT: &[&[u8]] = &[
+    b"order", b"orders", b"invoice", b"inv", b"tracking", b"track", b"ticket", b"ref",
+    b"reference", b"receipt", b"po", b"sku", b"case", b"transaction", b"txn", b"confirmation",
+    b"booking", b"shipment", b"serial", b"isbn", b"id", b"uid", b"pid", b"item", b"part",
+    b"batch", b"lot", b"issue", b"pr", b"commit", b"timestamp", b"ts", b"epoch", b"nonce",
+    b"request", b"req", b"job", b"run", b"build", b"zip", b"postal", b"postcode", b"plz",
+];
+
+const VERSION: &[&[u8]] = &[
+    b"version", b"versions", b"ver", b"v", b"release", b"released", b"rel", b"firmware", b"fw",
+    b"tag", b"rev", b"revision", b"update", b"updated", b"upgrade", b"upgraded", b"downgrade",
+    b"package", b"pkg", b"sdk", b"chrome", b"firefox", b"safari", b"mozilla", b"applewebkit",
+    b"python", b"java", b"ruby", b"rust", b"npm", b"pip", b"kernel", b"macos", b"ios",
+    b"android", b"patch", b"hotfix", b"semver", b"bump", b"bumped", b"install", b"installed",
+    b"requires",
+];
+
+fn classify(word: &[u8]) -> Option<Label> {
+    let has = |list: &[&[u8]]| list.contains(&word);
+    if has(FILLER) {
+        return None;
+    }
+    if has(PHONE) {
+        return Some(Label::Phone);
+    }
+    if has(SSN) {
+        return Some(Label::Ssn);
+    }
+    if has(VERSION) {
+        return Some(Label::Version);
+    }
+    if has(IDENT) {
+        return Some(Label::Identifier);
+    }
+    Some(classify_compound(word))
+}
+
+/// Labels written as one identifier (`customer_phone`, `orderId`, `social_security_number`).
+fn classify_compound(word: &[u8]) -> Label {
+    let contains = |needle: &[u8]| word.windows(needle.len()).any(|w| w == needle);
+    if contains(b"phone") || contains(b"mobile") || contains(b"fax") || word.starts_with(b"tel")
+    {
+        Label::Phone
+    } else if contains(b"ssn") || contains(b"social") {
+        Label::Ssn
+    } else if contains(b"version") || contains(b"release") {
+        Label::Version
+    } else if contains(b"order")
+        || contains(b"invoice")
+        || contains(b"tracking")
+        || contains(b"ticket")
+        || contains(b"receipt")
+        || contains(b"reference")
+        || contains(b"transaction")
+        || contains(b"booking")
+        || contains(b"timestamp")
+        || word.ends_with(b"_id")
+    {
+        Label::Identifier
+    } else {
+        Label::None
+    }
+}
+
+/// Bytes that may stand between a label and its value: `SSN: `, `order #`, `tel.`, `"phone": "`.
+/// A comma, semicolon or other punctuation ends the search.
+fn is_label_gap(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\r' | b'\n' | b':' | b'#' | b'=' | b'.' | b'-' | b'"' | b'\'' | b'('
+            | b'[' | b'*' | b'>' | b'`' | b'/'
+    )
+}
+
+/// Words that end in a dot without ending the sentence (`tel. 555...`, `order no. 42`).
+const ABBREVIATIONS: &[&[u8]] = &[
+    b"no", b"nr", b"tel", b"ph", b"inv", b"ref", b"num", b"mob", b"fax", b"acct", b"ver", b"v",
+    b"rev", b"tlf", b"ca",
+];
+
+/// What the words before `start` (and, when the text starts there, the JSON key `hint` the text
+/// was found under) say the value at `start` is. Looks at most four words back within the same
+/// sentence, skipping fillers such as "number", "is", "my".
+pub fn label_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
+    let mut pos = start;
+    let mut buf = [0u8; 32];
+    for _ in 0..4 {
+        let gap_end = pos;
+        while pos > 0 && is_label_gap(b[pos - 1]) {
+            pos -= 1;
+            if gap_end - pos > 6 {
+                return Label::None;
+            }
+        }
+        let gap = &b[pos..gap_end];
+        // A line break ends the sentence unless it follows a colon (`Phone:\n555...`); a dash
+        // only joins when nothing else is around it (`INV-2024`), not in ` - `.
+        if (gap.contains(&b'\n') && !gap.contains(&b':')) || (gap.contains(&b'-') && gap != b"-") {
+            return Label::None;
+        }
+        if pos == 0 {
+            return hint.map_or(Label::None, classify_hint);
+        }
+        let end = pos;
+        while pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_') {
+            pos -= 1;
+            if end - pos > buf.len() {
+                return Label::None;
+            }
+        }
+        if pos == end {
+            return Label::None;
+        }
+        let word = &b[pos..end];
+        let n = word.len();
+        // camelCase ids (`orderId`) before lowering.
+        if n >= 3 && word.ends_with(b"Id") {
+            return Label::Identifier;
+        }
+        for (d, s) in buf.iter_mut().zip(word) {
+            *d = s.to_ascii_lowercase();
+        }
+        let lower = &buf[..n];
+        // A full stop ends the sentence unless the word is an abbreviation.
+        if gap.contains(&b'.') && !ABBREVIATIONS.contains(&lower) {
+            return Label::None;
+        }
+        if let Some(label) = classify(lower) {
+            return label;
+        }
+    }
+    Label::None
+}
+
+/// Classifies a JSON key such as `"customer_phone"` or `"Order Number"`.
+fn classify_hint(hint: &str) -> Label {
+    let mut buf = [0u8; 48];
+    let h = hint.as_bytes();
+    if h.is_empty() || h.len() > buf.len() {
+        return Label::None;
+    }
+    if h.len() >= 3 && h.ends_with(b"Id") {
+        return Label::Identifier;
+    }
+    for (d, s) in buf.iter_mut().zip(h) {
+        *d = if s.is_ascii_alphanumeric() {
+            s.to_ascii_lowercase()
+        } else {
+            b'_'
+        };
+    }
+    let word = &buf[..h.len()];
+    match classify(word) {
+        Some(l) => l,
+        None => Label::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(s: &str) -> Label {
+        label_before(s.as_bytes(), s.len(), None)
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(label("order #"), Label::Identifier);
+        assert_eq!(label("Order Number: "), Label::Identifier);
+        assert_eq!(label("INV-"), Label::Identifier);
+        assert_eq!(label("SSN: "), Label::Ssn);
+        assert_eq!(label("social security number "), Label::Ssn);
+        assert_eq!(label("call me at "), Label::Phone);
+        assert_eq!(label("my phone number is "), Label::Phone);
+        assert_eq!(label("version "), Label::Version);
+        assert_eq!(label("hello "), Label::None);
+        assert_eq!(label("order no. "), Label::Identifier);
+        assert_eq!(label("the order. "), Label::None);
+        assert_eq!(label("update - "), Label::None);
+        assert_eq!(label("Phone:\n"), Label::Phone);
+        assert_eq!(label("update\n"), Label::None);
+        assert_eq!(label("SSN, "), Label::None);
+        assert_eq!(label(""), Label::None);
+        assert_eq!(label_before(b"", 0, Some("customer_phone")), Label::Phone);
+        assert_eq!(label_before(b"", 0, Some("orderId")), Label::Identifier);
+        assert_eq!(label_before(b"", 0, Some("ssn")), Label::Ssn);
+    }
+}

@@ -1,0 +1,94 @@
+//! IP addresses. IPv4 needs context: "1.2.3.4" is an address in "from 1.2.3.4" but a version in
+//! "version 1.2.3.4", "Chrome/1.2.3.4" or "pkg==1.2.3.4", and never part of "1.2.3.4.5".
+
+use super::context::{at, is_hex, is_word, label_before, run, Label};
+use super::{Finding, Step};
+use crate::types::PiiType;
+use std::net::Ipv6Addr;
+
+/// What a dotted number at a word start turned out to be.
+pub(super) enum V4 {
+    /// An address ending at this offset.
+    Match(usize),
+    /// Address-shaped but a version, or part of a longer dotted number; skip to this offset.
+    Suppressed(usize),
+    /// Not address-shaped (a part over 255, too many digits): let other detectors try.
+    NotIp,
+}
+
+pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
+    let dotted_end = || run(b, i, |c| c.is_ascii_digit() || c == b'.');
+    let mut p = i;
+    for k in 0..4 {
+        let s = p;
+        p = run(b, p, |c| c.is_ascii_digit());
+        let len = p - s;
+        if len == 0 || len > 3 {
+            return V4::NotIp;
+        }
+        let v = b[s..p]
+            .iter()
+            .fold(0u32, |acc, &d| acc * 10 + u32::from(d - b'0'));
+        if v > 255 || (len > 1 && b[s] == b'0') {
+            return V4::NotIp;
+        }
+        if k < 3 {
+            if at(b, p) != b'.' {
+                return V4::NotIp;
+            }
+            p += 1;
+        }
+    }
+    let next = at(b, p);
+    if is_word(next) {
+        return V4::Suppressed(run(b, i, is_word));
+    }
+    // `1.2.3.4.5`, `foo-1.2.3.4.tar.gz`.
+    if next == b'.' && at(b, p + 1).is_ascii_alphanumeric() {
+        return V4::Suppressed(dotted_end());
+    }
+    if i > 0 {
+        let prev = b[i - 1];
+        let prev2 = if i > 1 { b[i - 2] } else { 0 };
+        let versionish = matches!(prev, b'@' | b'~' | b'^' | b'<' | b'>')
+            || (prev == b'=' && matches!(prev2, b'=' | b'<' | b'>' | b'~' | b'!'))
+            || (matches!(prev, b'/' | b'-' | b'_') && prev2.is_ascii_alphabetic())
+            || (prev == b'.' && prev2.is_ascii_digit());
+        if versionish {
+            return V4::Suppressed(dotted_end());
+        }
+    }
+    if label_before(b, i, hint) == Label::Version {
+        return V4::Suppressed(dotted_end());
+    }
+    V4::Match(p)
+}
+
+/// An IPv6 address starting at `i` (a hex word followed by `:`, or `::`).
+pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
+    let mut e = run(b, i, |c| is_hex(c) || c == b':' || c == b'.');
+    while e > i && b[e - 1] == b'.' {
+        e -= 1;
+    }
+    if e > i + 1 && b[e - 1] == b':' && b[e - 2] != b':' {
+        e -= 1;
+    }
+    let s = &b[i..e];
+    if s.len() < 3 || s.len() > 45 || is_word(at(b, e)) {
+        return None;
+    }
+    let colons = s.iter().filter(|&&c| c == b':').count();
+    let compressed = s.windows(2).any(|w| w == b"::");
+    if !(compressed || colons == 7) || !s.iter().any(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse::<Ipv6Addr>().ok()?;
+    Some(Step::Found(
+        Finding {
+            start: i,
+            end: e,
+            kind: PiiType::IpAddress,
+        },
+        e,
+    ))
+}

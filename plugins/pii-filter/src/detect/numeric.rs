@@ -1,0 +1,312 @@
+//! Everything that starts with a digit: cards, SSNs, national phones, IPs and IBANs (which start
+//! with letters but are mostly digits), plus the look-alikes that must be passed over whole:
+//! dates, UUIDs, hashes, dotted versions and labelled identifiers ("order #...").
+
+use super::context::{at, is_hex, is_word, label_before, run, Label};
+use super::ip::{self, V4};
+use super::{phone, Finding, Step};
+use crate::types::PiiType;
+use crate::validate;
+
+fn is_digit(c: u8) -> bool {
+    c.is_ascii_digit()
+}
+
+fn found(kind: PiiType, start: usize, end: usize) -> Step {
+    Step::Found(Finding { start, end, kind }, end)
+}
+
+/// At the first digit of a word.
+pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
+    if let Some(end) = uuid_at(b, i) {
+        return Step::Skip(end);
+    }
+    let hex_end = run(b, i, is_hex);
+    if at(b, hex_end) == b':' {
+        if let Some(step) = ip::v6(b, i) {
+            return step;
+        }
+    }
+    let d_end = run(b, i, is_digit);
+    let next = at(b, d_end);
+    // `5d41402a...` (hashes), `10am`, `2x`, `1st`.
+    if is_word(next) {
+        return Step::Skip(run(b, i, is_word));
+    }
+    if let Some(end) = date_at(b, i) {
+        return Step::Skip(end);
+    }
+    let dotted = next == b'.' && is_digit(at(b, d_end + 1));
+    if dotted {
+        match ip::v4(b, i, hint) {
+            V4::Match(end) => return found(PiiType::IpAddress, i, end),
+            V4::Suppressed(end) => return Step::Skip(end),
+            V4::NotIp => {}
+        }
+    }
+    // After `+` the international phone rule has already decided.
+    if i > 0 && b[i - 1] == b'+' {
+        return Step::Skip(group_run_end(b, i));
+    }
+    // Cards, SSNs and phones all have nine digits or more; most numbers in prose don't.
+    if !has_digits(b, i, 9) {
+        return Step::Skip(d_end);
+    }
+    let label = label_before(b, i, hint);
+    if label == Label::Identifier {
+        return Step::Skip(group_run_end(b, i));
+    }
+    match card(b, i) {
+        Card::Valid(end) => return found(PiiType::CreditCard, i, end),
+        // Card-shaped but invalid: its tail groups are not a phone either.
+        Card::Invalid(end) => return Step::Skip(end),
+        Card::NotCard => {}
+    }
+    if let Some(end) = ssn(b, i, label) {
+        return found(PiiType::UsSsn, i, end);
+    }
+    if let Some(end) = phone::national(b, i, label) {
+        return found(PiiType::Phone, i, end);
+    }
+    if dotted {
+        return Step::Skip(run(b, i, |c| is_digit(c) || c == b'.'));
+    }
+    Step::Skip(d_end)
+}
+
+/// Whether at least `n` digits follow `i` within a phone/card-like run (digits, spaces, `-./()`).
+pub(super) fn has_digits(b: &[u8], i: usize, n: usize) -> bool {
+    let mut count = 0;
+    for &c in b[i..].iter().take(32) {
+        if c.is_ascii_digit() {
+            count += 1;
+            if count >= n {
+                return true;
+            }
+        } else if !matches!(c, b' ' | b'-' | b'.' | b'/' | b'(' | b')') {
+            break;
+        }
+    }
+    false
+}
+
+/// End of a run of digit groups joined by single separators (`2024-000123`, `123 456 789`).
+fn group_run_end(b: &[u8], i: usize) -> usize {
+    let mut p = run(b, i, is_digit);
+    while matches!(at(b, p), b' ' | b'-' | b'.' | b'/') && is_digit(at(b, p + 1)) {
+        p = run(b, p + 1, is_digit);
+    }
+    p
+}
+
+/// Inside a longer number (`12-123-45-6789`, `1.4111...`): a detector must not start here.
+fn continues_number(b: &[u8], i: usize) -> bool {
+    i >= 2 && matches!(b[i - 1], b'-' | b'.' | b'/') && is_digit(b[i - 2])
+}
+
+/// A UUID (8-4-4-4-12 hex) at `i`; returns its end.
+pub(super) fn uuid_at(b: &[u8], i: usize) -> Option<usize> {
+    let s = b.get(i..i + 36)?;
+    for (k, &c) in s.iter().enumerate() {
+        let ok = if matches!(k, 8 | 13 | 18 | 23) {
+            c == b'-'
+        } else {
+            is_hex(c)
+        };
+        if !ok {
+            return None;
+        }
+    }
+    if is_word(at(b, i + 36)) {
+        return None;
+    }
+    Some(i + 36)
+}
+
+/// A calendar date at `i` (`2024-01-15`, `2024/1/5`, `15.01.2024`, `12/25/24`); returns its end.
+fn date_at(b: &[u8], i: usize) -> Option<usize> {
+    let a = run(b, i, is_digit);
+    let sep = at(b, a);
+    if !matches!(sep, b'-' | b'/' | b'.') {
+        return None;
+    }
+    let m = run(b, a + 1, is_digit);
+    if !(1..=2).contains(&(m - a - 1)) || at(b, m) != sep {
+        return None;
+    }
+    let d = run(b, m + 1, is_digit);
+    let last = d - m - 1;
+    let continues = at(b, d) == sep && is_digit(at(b, d + 1));
+    match a - i {
+        4 if (1..=2).contains(&last) && !continues => Some(d),
+        1 | 2 if last == 4 || (last == 2 && !continues) => Some(d),
+        _ => None,
+    }
+}
+
+enum Card {
+    Valid(usize),
+    /// Card-shaped (grouped like a card) but failing Luhn or the issuer check; skip to here.
+    Invalid(usize),
+    NotCard,
+}
+
+/// A payment card number at `i`: 13-19 digits, plain or grouped (4-4-4-4, Amex 4-6-5, Diners
+/// 4-6-4) with one separator style, Luhn-valid and with a real issuer prefix.
+fn card(b: &[u8], i: usize) -> Card {
+    if continues_number(b, i) {
+        return Card::NotCard;
+    }
+    let mut digits = [0u8; 19];
+    let mut nd = 0;
+    let mut lens = [0usize; 5];
+    let mut ends = [0usize; 5];
+    let mut n = 0;
+    let mut sep = 0u8;
+    let mut p = i;
+    loop {
+        let ge = run(b, p, is_digit);
+        let len = ge - p;
+        if len == 0 || nd + len > 19 {
+            break;
+        }
+        digits[nd..nd + len].copy_from_slice(&b[p..ge]);
+        nd += len;
+        lens[n] = len;
+        ends[n] = ge;
+        n += 1;
+        if n == lens.len() {
+            break;
+        }
+        let c = at(b, ge);
+        if matches!(c, b' ' | b'-') && (sep == 0 || sep == c) && is_digit(at(b, ge + 1)) {
+            sep = c;
+            p = ge + 1;
+        } else {
+            break;
+        }
+    }
+    let mut total: usize = lens[..n].iter().sum();
+    let mut shaped = None;
+    for k in (1..=n).rev() {
+        if k < n {
+            total -= lens[k];
+        }
+        let l = &lens[..k];
+        let shape = match k {
+            1 => (13..=19).contains(&total),
+            3 => l == [4, 6, 5] || l == [4, 6, 4] || (l[..2] == [4, 4] && l[2] <= 4),
+            4 => l[..3] == [4, 4, 4] && (1..=4).contains(&l[3]),
+            // 19-digit cards print as 4-4-4-4-3.
+            5 => l == [4, 4, 4, 4, 3],
+            _ => false,
+        };
+        if !shape || !(13..=19).contains(&total) {
+            continue;
+        }
+        if k > 1 {
+            shaped.get_or_insert(ends[k - 1]);
+        }
+        let ds = &digits[..total];
+        if !validate::luhn(ds) || !validate::card_issuer_ok(ds) {
+            continue;
+        }
+        let end = ends[k - 1];
+        let next = at(b, end);
+        if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
+            continue;
+        }
+        return Card::Valid(end);
+    }
+    shaped.map_or(Card::NotCard, Card::Invalid)
+}
+
+/// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;
+/// area, group and serial must be in issued ranges.
+fn ssn(b: &[u8], i: usize, label: Label) -> Option<usize> {
+    if continues_number(b, i) {
+        return None;
+    }
+    let a = run(b, i, is_digit);
+    let (area, group, serial, end);
+    if a - i == 9 {
+        if label != Label::Ssn {
+            return None;
+        }
+        area = &b[i..i + 3];
+        group = &b[i + 3..i + 5];
+        serial = &b[i + 5..i + 9];
+        end = a;
+    } else {
+        let sep = at(b, a);
+        if a - i != 3 || !matches!(sep, b'-' | b' ') {
+            return None;
+        }
+        let g = run(b, a + 1, is_digit);
+        if g - a - 1 != 2 || at(b, g) != sep {
+            return None;
+        }
+        let s = run(b, g + 1, is_digit);
+        if s - g - 1 != 4 {
+            return None;
+        }
+        area = &b[i..a];
+        group = &b[a + 1..g];
+        serial = &b[g + 1..s];
+        end = s;
+    }
+    let next = at(b, end);
+    if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
+        return None;
+    }
+    validate::ssn_ok(area, group, serial).then_some(end)
+}
+
+/// An IBAN at `i` (two uppercase letters then two digits), compact or in groups of four.
+pub(super) fn iban(b: &[u8], i: usize) -> Option<Step> {
+    let cc = [b[i], at(b, i + 1)];
+    if !cc[1].is_ascii_uppercase() || !is_digit(at(b, i + 2)) || !is_digit(at(b, i + 3)) {
+        return None;
+    }
+    let want = validate::iban_length(cc)?;
+    // IBAN-shaped but invalid: pass over all of it, so its digit groups are not read as phones.
+    let skip = Some(Step::Skip(iban_run_end(b, i)));
+    let mut buf = [0u8; 34];
+    let mut count = 0;
+    let mut p = i;
+    let mut spaced = None;
+    while count < want {
+        let c = at(b, p);
+        if c.is_ascii_uppercase() || is_digit(c) {
+            buf[count] = c;
+            count += 1;
+            p += 1;
+        } else if c == b' ' && count % 4 == 0 && spaced != Some(false) {
+            spaced = Some(true);
+            p += 1;
+        } else {
+            return skip;
+        }
+        if count % 4 == 0 && count > 0 && spaced.is_none() && at(b, p) != b' ' {
+            spaced = Some(false);
+        }
+    }
+    if is_word(at(b, p)) || !validate::iban_mod97(&buf[..want]) {
+        return skip;
+    }
+    Some(found(PiiType::Iban, i, p))
+}
+
+/// End of an IBAN-like run: uppercase/digit groups, four to a group when spaced.
+fn iban_run_end(b: &[u8], i: usize) -> usize {
+    let ok = |c: u8| c.is_ascii_uppercase() || is_digit(c);
+    let mut p = i;
+    loop {
+        let q = run(b, p, ok);
+        if q - p == 4 && at(b, q) == b' ' && ok(at(b, q + 1)) {
+            p = q + 1;
+        } else {
+            return run(b, q, is_word);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+use super::scan;
+
+fn kinds(text: &str) -> Vec<(&'static str, &str)> {
+    scan(text, None)
+        .into_iter()
+        .map(|f| (f.kind.name(), &text[f.start..f.end]))
+        .collect()
+}
+
+fn one(text: &str, kind: &str, value: &str) {
+    assert_eq!(kinds(text), vec![(kind, value)], "in {text:?}");
+}
+
+fn none(text: &str) {
+    assert_eq!(kinds(text), vec![], "in {text:?}");
+}
+
+#[test]
+fn emails() {
+    one("mail john.doe+x@example.co.uk.", "EMAIL", "john.doe+x@example.co.uk");
+    one("<a_b@sub.example.org>", "EMAIL", "a_b@sub.example.org");
+    none("icon@2x.png");
+    none("@mention and user@localhost");
+    none("git@github.com:org/repo.git");
+}
+
+#[test]
+fn phones() {
+    one("call +1 (555) 234-5678 now", "PHONE", "+1 (555) 234-5678");
+    one("(555) 234-5678", "PHONE", "(555) 234-5678");
+    one("at 555.234.5678.", "PHONE", "555.234.5678");
+    one("+44 20 7946 0958", "PHONE", "+44 20 7946 0958");
+    one("ring 020 7946 0958", "PHONE", "020 7946 0958");
+    one("07700 900123", "PHONE", "07700 900123");
+    one("+49 (0)30 1234567", "PHONE", "+49 (0)30 1234567");
+    one("089/1234567", "PHONE", "089/1234567");
+    one("0151 23456789", "PHONE", "0151 23456789");
+    one("06.12.34.56.78", "PHONE", "06.12.34.56.78");
+    one("01 23 45 67 89", "PHONE", "01 23 45 67 89");
+    one("+33 6 12 34 56 78", "PHONE", "+33 6 12 34 56 78");
+    one("+14155552671", "PHONE", "+14155552671");
+    one("tel: 5552345678", "PHONE", "5552345678");
+    one("1-800-555-0199", "PHONE", "1-800-555-0199");
+    none("5552345678");
+    none("order #555-234-5678");
+    none("555-234-5678-12");
+}
+
+#[test]
+fn cards() {
+    one("card 4111 1111 1111 1111 exp", "CREDIT_CARD", "4111 1111 1111 1111");
+    one("4111-1111-1111-1111", "CREDIT_CARD", "4111-1111-1111-1111");
+    one("3782 822463 10005", "CREDIT_CARD", "3782 822463 10005");
+    one("5555555555554444", "CREDIT_CARD", "5555555555554444");
+    none("4111 1111 1111 1112");
+    none("1700000000000");
+    none("order #4111111111111111");
+}
+
+#[test]
+fn ssns() {
+    one("SSN 123-45-6789", "US_SSN", "123-45-6789");
+    one("ssn: 123456789", "US_SSN", "123456789");
+    none("123456789");
+    none("666-45-6789 000-12-3456 923-45-6789 123-00-6789 123-45-0000");
+}
+
+#[test]
+fn ibans() {
+    one("IBAN DE89 3704 0044 0532 0130 00.", "IBAN", "DE89 3704 0044 0532 0130 00");
+    one("GB82WEST12345698765432", "IBAN", "GB82WEST12345698765432");
+    none("DE89 3704 0044 0532 0130 01");
+    none("DE8937040044053201300");
+}
+
+#[test]
+fn ips() {
+    one("from 192.168.1.20:8080", "IP_ADDRESS", "192.168.1.20");
+    one("host [2001:db8::8a2e:370:7334]:443", "IP_ADDRESS", "2001:db8::8a2e:370:7334");
+    one("fe80::1ff:fe23:4567:890a", "IP_ADDRESS", "fe80::1ff:fe23:4567:890a");
+    one("::ffff:10.0.0.1", "IP_ADDRESS", "::ffff:10.0.0.1");
+    none("version 1.2.3.4");
+    none("v1.2.3.4 and v1.2.3");
+    none("Chrome/120.0.0.0 Safari");
+    none("foo==1.2.3.4");
+    none("1.2.3.4.5 and 300.1.1.1");
+    none("at 10:30:00 and dead::beef std::vector 00:1a:2b:3c:4d:5e");
+}
+
+#[test]
+fn secrets() {
+    one("key AKIAIOSFODNN7EXAMPLE", "AWS_KEY", "AKIAIOSFODNN7EXAMPLE");
+    let gh = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    one(gh, "GITHUB_TOKEN", gh);
+    one("xoxb-123456789012-1234567890123-abcdefghijklmn", "SLACK_TOKEN", "xoxb-123456789012-1234567890123-abcdefghijklmn");
+    let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+    one(&format!("Bearer {jwt}"), "JWT", jwt);
+    let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----";
+    one(&format!("key:\n{pem}\nthanks"), "PRIVATE_KEY", pem);
+    one("postgres://admin:s3cret@db.internal/app", "URL_CREDENTIALS", "admin:s3cret");
+    none("https://user@example.com/ and https://example.com/@me");
+    none("-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----");
+    none("eyJub3QiOiJhIGp3dCJ9.eyJ4IjoxfQ.abc");
+}
+
+#[test]
+fn hard_negatives() {
+    none("550e8400-e29b-41d4-a716-446655440000 12345678-1234-1234-1234-123456789012");
+    none("d41d8cd98f00b204e9800998ecf8427e da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    none("commit 4f2a9c1 at 2024-01-15T10:30:00Z (1705314600, 1705314600000)");
+    none("order #123456789012, INV-2024-000123, 15.01.2024, 12/25/2024");
+}

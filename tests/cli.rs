@@ -1,0 +1,188 @@
+//! The `railyard` executable: `check` exit codes and output, `plugins`.
+
+use crate::support::*;
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args(args)
+        .env(
+            "RAILYARD_CACHE_DIR",
+            std::env::temp_dir().join("railyard-cli-test-cache"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_exit_codes_follow_the_verdict() {
+    let cfg = write_config(&format!(
+        "{}",
+        scripted("driven", "[\"input\"]", "", "{ mode = \"by-message\" }")
+    ));
+    let config = cfg.path.to_str().unwrap();
+    let body = |text: &str| format!(r#"{{"messages": [{{"role": "user", "content": "{text}"}}]}}"#);
+
+    let (code, out, _) = railyard(
+        &["check", "--config", config, "--rail", "input", "--json"],
+        &body("allow"),
+    );
+    assert_eq!(code, 0, "{out}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["verdict"], "allow");
+    assert_eq!(json["decisions"][0]["plugin"], "driven");
+    assert!(json["decisions"][0]["duration_us"].is_u64());
+
+    let (code, out, _) = railyard(
+        &["check", "--config", config, "--rail", "input", "--json"],
+        &body("bad-index"),
+    );
+    assert_eq!(code, 1, "{out}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["verdict"], "block");
+    assert_eq!(json["decisions"][0]["verdict"], "fault");
+    assert_eq!(json["decisions"][0]["fault"], "invalid_verdict");
+
+    let (code, _, err) = railyard(
+        &["check", "--config", config, "--rail", "input"],
+        "{not json",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("is not valid JSON"), "{err}");
+
+    let (code, _, err) = railyard(
+        &["check", "--config", config, "--rail", "input"],
+        r#"{"messages": 1}"#,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("messages: must be an array"), "{err}");
+
+    let (code, _, err) = railyard(&["check", "--config", config, "--rail", "sideways"], "{}");
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown rail 'sideways'"), "{err}");
+}
+
+#[test]
+fn check_prints_a_human_summary() {
+    let cfg = write_config(&scripted(
+        "tail",
+        "[\"output\"]",
+        "",
+        "{ mode = \"append\", text = \" (checked)\" }",
+    ));
+    let (code, out, _) = railyard(
+        &[
+            "check",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--rail",
+            "output",
+        ],
+        r#"{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "answer"}]}"#,
+    );
+    assert_eq!(code, 0);
+    assert!(out.starts_with("verdict: Modify (output rail)"), "{out}");
+    assert!(
+        out.contains("tail") && out.contains("modify") && out.contains("answer (checked)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_errors_exit_2_with_the_message() {
+    let cfg = write_config("[server]\nlisten = 5\n");
+    let (code, _, err) = railyard(&["plugins", "--config", cfg.path.to_str().unwrap()], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("railyard.toml:2:"), "{err}");
+}
+
+#[test]
+fn plugins_lists_the_bundled_set() {
+    let config = root().join("policies/railyard.toml");
+    let (code, out, err) = railyard(
+        &["plugins", "--config", config.to_str().unwrap(), "--json"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "tool-linkage",
+            "pii",
+            "normalise",
+            "allowlist",
+            "schema-validator"
+        ]
+    );
+    for p in list.as_array().unwrap() {
+        assert_eq!(p["sha256"].as_str().unwrap().len(), 64);
+        assert!(p["config_schema"].is_object(), "{p}");
+    }
+    assert_eq!(
+        list[1]["rails"],
+        serde_json::json!(["tool_result", "input", "output"])
+    );
+}
+
+#[test]
+fn guest_output_and_log_lines_reach_the_log_tagged_with_the_plugin() {
+    let cfg = write_config(&scripted("chatty", "[\"input\"]", "", "{ mode = \"log\" }"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args([
+            "check",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--rail",
+            "input",
+        ])
+        .env("RAILYARD_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"messages": [{"role": "user", "content": "hi"}]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("plugin=\"chatty\"")
+                && l.contains("hello from the guest log import")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("chatty") && l.contains("hello from guest stderr")),
+        "{err}"
+    );
+}

@@ -1,0 +1,16 @@
+//! Railyard's black-box tests: one binary, real compiled plugins (built from `plugins/` by
+//! `host/build.rs`), the real engine and chain, the real `railyard` executable.
+//!
+//! - `support`: shared fixtures (plugin paths, temporary configs, one engine);
+//! - `runtime`: the sandbox: every verdict, every kind of fault contained, contract checks;
+//! - `chain`: edits threading through plugins, reject vs block, fault resolution;
+//! - `config`: config errors and their messages;
+//! - `cli`: `railyard check` and `railyard plugins`;
+//! - `policies`: the golden cases under `policies/tests/` against the bundled config.
+
+mod chain;
+mod cli;
+mod config;
+mod policies;
+mod runtime;
+mod support;

@@ -1,0 +1,318 @@
+//! The sandboxed runtime: verdicts from real components, faults contained, contract enforced.
+
+use crate::support::*;
+use railyard::chain::{Decided, Verdict};
+use railyard::engine::{FaultKind, Isolation, Limits, LoadError};
+use railyard::payload::{Content, Rail};
+use serde_json::json;
+use std::time::Duration;
+
+fn by_message(extra: &str) -> railyard::policy::PolicySet {
+    policy_set(&scripted(
+        "driven",
+        "[\"input\"]",
+        extra,
+        "{ mode = \"by-message\" }",
+    ))
+}
+
+#[test]
+fn each_verdict_kind_from_a_real_component() {
+    let allow = policy_set(&scripted("p", "[\"input\"]", "", "{ mode = \"allow\" }"));
+    let e = allow.check(Rail::Input, user("hello"), &ctx());
+    assert_eq!(e.verdict, Verdict::Allow);
+    assert_eq!(e.decisions.len(), 1);
+    assert_eq!(e.decisions[0].verdict, Decided::Allow);
+
+    let modify = policy_set(&scripted(
+        "p",
+        "[\"input\"]",
+        "",
+        "{ mode = \"append\", text = \"!\" }",
+    ));
+    let e = modify.check(Rail::Input, user("hello"), &ctx());
+    assert_eq!(e.verdict, Verdict::Modify);
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("hello!".into()))
+    );
+    assert_eq!(e.decisions[0].reason.as_deref(), Some("appended 1 bytes"));
+
+    let reject = policy_set(&scripted(
+        "p",
+        "[\"input\"]",
+        "",
+        "{ mode = \"reject-last\", text = \"[withheld]\" }",
+    ));
+    let e = reject.check(Rail::Input, user("hello"), &ctx());
+    assert_eq!(e.verdict, Verdict::Reject);
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("[withheld]".into()))
+    );
+    assert_eq!(e.rejections.len(), 1);
+
+    let block = policy_set(&scripted(
+        "p",
+        "[\"input\"]",
+        "",
+        "{ mode = \"block\", text = \"no way\" }",
+    ));
+    let e = block.check(Rail::Input, user("hello"), &ctx());
+    assert_eq!(e.verdict, Verdict::Block);
+    let blocked = e.blocked.unwrap();
+    assert_eq!(
+        (
+            blocked.plugin.as_str(),
+            blocked.reason.as_str(),
+            blocked.fault
+        ),
+        ("p", "no way", false)
+    );
+}
+
+/// Each fault is contained, reported as a fault (not a policy block), and the same plugin answers
+/// the next call normally.
+#[test]
+fn faults_are_contained_and_the_next_call_is_served() {
+    let set = by_message("timeout_ms = 50\nmemory_mb = 16");
+    let cases = [
+        ("loop", FaultKind::Deadline, "50 ms CPU deadline"),
+        ("oom", FaultKind::MemoryCap, "16 MiB cap"),
+        ("trap", FaultKind::Trap, "scripted plugin asked to trap"),
+        (
+            "bad-index",
+            FaultKind::InvalidVerdict,
+            "message index 100 is out of range",
+        ),
+    ];
+    for (mode, kind, detail) in cases {
+        let e = set.check(Rail::Input, user(mode), &ctx());
+        assert_eq!(e.verdict, Verdict::Block, "{mode}");
+        let d = &e.decisions[0];
+        assert_eq!(d.verdict, Decided::Fault, "{mode}");
+        assert_eq!(d.fault, Some(kind), "{mode}");
+        assert!(
+            d.reason.as_deref().unwrap().contains(detail),
+            "{mode}: {:?}",
+            d.reason
+        );
+        let blocked = e.blocked.unwrap();
+        assert!(blocked.fault, "{mode}: a fault is not a policy block");
+        assert_eq!(
+            e.payload.messages[0].content,
+            Some(Content::Text(mode.into())),
+            "payload untouched"
+        );
+
+        let next = set.check(Rail::Input, user("allow"), &ctx());
+        assert_eq!(
+            next.verdict,
+            Verdict::Allow,
+            "after {mode}: {:?}",
+            next.decisions
+        );
+    }
+}
+
+#[test]
+fn invalid_arguments_edit_is_a_fault_and_changes_nothing() {
+    let set = policy_set(&scripted(
+        "p",
+        "[\"tool_call\"]",
+        "",
+        "{ mode = \"bad-arguments\" }",
+    ));
+    let body = json!({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}]});
+    let e = set.check(Rail::ToolCall, payload(body.clone()), &ctx());
+    assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
+    assert!(e.decisions[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("not valid JSON"));
+    assert_eq!(e.payload.messages_json(), body["messages"]);
+}
+
+#[test]
+fn deadline_and_memory_faults_in_per_call_isolation() {
+    let set = by_message("timeout_ms = 20\nmemory_mb = 8\nisolation = \"per-call\"");
+    assert_eq!(set.plugins()[0].limits().isolation, Isolation::PerCall);
+    assert_eq!(
+        set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
+        Some(FaultKind::Deadline)
+    );
+    assert_eq!(
+        set.check(Rail::Input, user("oom"), &ctx()).decisions[0].fault,
+        Some(FaultKind::MemoryCap)
+    );
+    assert_eq!(
+        set.check(Rail::Input, user("allow"), &ctx()).verdict,
+        Verdict::Allow
+    );
+    assert_eq!(
+        set.plugins()[0].idle_instances(),
+        0,
+        "per-call keeps no instances"
+    );
+}
+
+#[test]
+fn pooled_instances_are_reused_and_faulted_ones_discarded() {
+    let set = by_message("");
+    let plugin = set.plugins()[0].clone();
+    assert_eq!(
+        plugin.idle_instances(),
+        1,
+        "configure leaves one warm instance"
+    );
+    for _ in 0..5 {
+        set.check(Rail::Input, user("allow"), &ctx());
+    }
+    assert_eq!(
+        plugin.idle_instances(),
+        1,
+        "sequential calls reuse one instance"
+    );
+    set.check(Rail::Input, user("trap"), &ctx());
+    assert_eq!(plugin.idle_instances(), 0, "a trapped instance is dropped");
+    set.check(Rail::Input, user("allow"), &ctx());
+    assert_eq!(plugin.idle_instances(), 1);
+}
+
+#[test]
+fn concurrent_evaluations_share_the_pool() {
+    let set = std::sync::Arc::new(by_message(""));
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let set = set.clone();
+            std::thread::spawn(move || {
+                for j in 0..25 {
+                    let text = if (i + j) % 10 == 0 { "trap" } else { "allow" };
+                    let e = set.check(Rail::Input, user(text), &ctx());
+                    let want = if text == "trap" {
+                        Verdict::Block
+                    } else {
+                        Verdict::Allow
+                    };
+                    assert_eq!(e.verdict, want);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(set.plugins()[0].idle_instances() <= 16);
+}
+
+#[test]
+fn context_reaches_the_plugin() {
+    let set = policy_set(&scripted(
+        "p",
+        "[\"input\"]",
+        "",
+        "{ mode = \"echo-context\" }",
+    ));
+    let mut context = ctx();
+    context.principal = Some("alice".into());
+    context.tenant = Some("acme".into());
+    context.metadata = vec![("team".into(), "billing".into())];
+    let e = set.check(Rail::Input, user("hi"), &context);
+    let reason = e.blocked.unwrap().reason;
+    assert!(
+        reason.contains("principal=alice tenant=acme request=test rail=Rail::Input"),
+        "{reason}"
+    );
+    assert!(reason.contains("billing"), "{reason}");
+}
+
+#[test]
+fn wrong_contract_version_is_refused_naming_both_versions() {
+    let err = engine()
+        .load_plugin("future", &plugin("wrong_version"), Limits::default())
+        .err()
+        .expect("must be refused");
+    assert!(matches!(err, LoadError::ContractVersion { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("railyard:policy@0.2.0") && text.contains("railyard:policy@0.1.0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn filesystem_imports_are_refused() {
+    let err = engine()
+        .load_plugin("fs", &plugin("fs_reader"), Limits::default())
+        .err()
+        .expect("must be refused");
+    assert!(matches!(err, LoadError::ForbiddenImport { .. }), "{err}");
+    assert!(err.to_string().contains("wasi:filesystem"), "{err}");
+}
+
+#[test]
+fn garbage_and_core_modules_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm\x01\0\0\0this is not wasm").unwrap();
+    let err = engine()
+        .load_plugin("g", &garbage, Limits::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, LoadError::Compile { .. }), "{err}");
+
+    let missing = dir.path().join("missing.wasm");
+    let err = engine()
+        .load_plugin("m", &missing, Limits::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, LoadError::Read { .. }), "{err}");
+}
+
+#[test]
+fn compiled_components_are_cached_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = railyard::engine::Engine::new(railyard::engine::ComponentCache::new(Some(
+        dir.path().to_path_buf(),
+    )))
+    .unwrap();
+    let first = engine
+        .load_plugin("a", &plugin("scripted"), Limits::default())
+        .unwrap();
+    assert!(!first.from_cache());
+    let second = engine
+        .load_plugin("b", &plugin("scripted"), Limits::default())
+        .unwrap();
+    assert!(second.from_cache());
+    assert_eq!(first.digest(), second.digest());
+    // A corrupt artifact is discarded and recompiled, never trusted.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"corrupt").unwrap();
+    }
+    let third = engine
+        .load_plugin("c", &plugin("scripted"), Limits::default())
+        .unwrap();
+    assert!(!third.from_cache());
+    assert_eq!(third.info().name, "scripted");
+}
+
+#[test]
+fn describe_reports_name_rails_and_schema() {
+    let p = engine()
+        .load_plugin(
+            "s",
+            &plugin("scripted"),
+            Limits {
+                timeout: Duration::from_millis(50),
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(p.info().name, "scripted");
+    assert_eq!(p.info().rails.len(), 4);
+    assert!(p.info().config_schema.as_ref().unwrap()["properties"]["mode"].is_object());
+}

@@ -1,0 +1,90 @@
+//! Shared fixtures for the black-box tests.
+
+use railyard::config::Config;
+use railyard::engine::{ComponentCache, Engine};
+use railyard::payload::{Context, Payload};
+use railyard::policy::PolicySet;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A compiled plugin, by crate name (`scripted`, `pii_filter`, ...).
+pub fn plugin(name: &str) -> PathBuf {
+    let path = Path::new(env!("RAILYARD_PLUGIN_DIR")).join(format!("{name}.wasm"));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+/// One engine for the whole test binary (as in the daemon), caching compiled plugins in a
+/// directory of its own.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("railyard-test-cache-{}", std::process::id()));
+        Engine::new(ComponentCache::new(Some(dir))).expect("engine")
+    })
+}
+
+/// A config file in a fresh temporary directory (kept alive by the returned guard).
+pub struct TempConfig {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn write_config(toml: &str) -> TempConfig {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("railyard.toml");
+    std::fs::write(&path, toml).unwrap();
+    TempConfig { _dir: dir, path }
+}
+
+/// TOML for one `[[plugins]]` entry of the scripted test plugin.
+pub fn scripted(name: &str, rails: &str, extra: &str, config: &str) -> String {
+    format!(
+        "[[plugins]]\nname = \"{name}\"\npath = \"{}\"\nrails = {rails}\n{extra}\nconfig = {config}\n\n",
+        plugin("scripted").display()
+    )
+}
+
+/// Build a policy set from config text.
+pub fn policy_set(toml: &str) -> PolicySet {
+    let cfg = write_config(toml);
+    let config = Config::load(&cfg.path).unwrap_or_else(|e| panic!("{e}"));
+    PolicySet::build(config, engine()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Build a policy set, expecting an error; returns its text.
+pub fn policy_error(toml: &str) -> String {
+    let cfg = write_config(toml);
+    let result = Config::load(&cfg.path).and_then(|c| PolicySet::build(c, engine()));
+    match result {
+        Ok(_) => panic!("config was accepted:\n{toml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A payload from OpenAI JSON.
+pub fn payload(body: Value) -> Payload {
+    Payload::from_openai(&body).unwrap()
+}
+
+/// A one-user-message payload.
+pub fn user(text: &str) -> Payload {
+    payload(json!({"messages": [{"role": "user", "content": text}]}))
+}
+
+/// A context with a request id.
+pub fn ctx() -> Context {
+    Context {
+        request_id: "test".into(),
+        ..Context::default()
+    }
+}
