@@ -6,11 +6,18 @@
 //! - `chain`: edits threading through plugins, reject vs block, fault resolution;
 //! - `config`: config errors and their messages;
 //! - `cli`: `railyard check` and `railyard plugins`;
-//! - `policies`: the golden cases under `policies/tests/` against the bundled config.
+//! - `policies`: the golden cases under `policies/tests/` against the bundled config;
+//! - `http`: loopback test doubles (HTTP client, scripted model backend, daemon handle);
+//! - `proxy`, `streaming`, `api`: the real daemon over real HTTP.
 
+mod api;
 mod chain;
 mod cli;
+mod clients;
 mod config;
+mod http;
 mod policies;
+mod proxy;
 mod runtime;
+mod streaming;
 mod support;

@@ -43,6 +43,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Whether a request may switch rails off with `"railyard": {"rails": {...}}`.
     pub allow_rail_overrides: bool,
+    /// Streaming: bytes of model text held back so a value split across chunks is judged whole.
+    pub stream_window_bytes: usize,
 }
 
 /// `[backend]`.
@@ -172,6 +174,7 @@ struct RawServer {
     on_block: Option<OnBlock>,
     max_body_bytes: Option<Spanned<u64>>,
     allow_rail_overrides: Option<bool>,
+    stream_window_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -271,6 +274,18 @@ impl Config {
             Some(v) => *v.get_ref() as usize,
             None => 4 << 20,
         };
+        let stream_window_bytes = match &raw.server.stream_window_bytes {
+            Some(v) if !(16..=65536).contains(v.get_ref()) => {
+                p.at(
+                    v.span(),
+                    "server.stream_window_bytes",
+                    format!("must be between 16 and 65536, got {}", v.get_ref()),
+                );
+                256
+            }
+            Some(v) => *v.get_ref() as usize,
+            None => 256,
+        };
         let server = ServerConfig {
             listen: raw.server.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
             refusal: raw
@@ -280,6 +295,7 @@ impl Config {
             on_block: raw.server.on_block.unwrap_or_default(),
             max_body_bytes,
             allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
+            stream_window_bytes,
         };
         let backend_timeout = match &raw.backend.timeout_ms {
             Some(v) if *v.get_ref() == 0 => {

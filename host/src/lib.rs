@@ -8,12 +8,19 @@
 //! - [`engine`]: wasmtime, the component cache, the sandbox and instance pools;
 //! - [`policy`]: a loaded, configured policy set with one chain per rail;
 //! - [`chain`]: running one rail's chain with exact, fail-closed semantics;
-//! - [`payload`]: OpenAI JSON and the WIT records plugins see.
+//! - [`payload`]: OpenAI JSON and the WIT records plugins see;
+//! - [`server`], [`backend`], [`daemon`]: the HTTP daemon around a model backend;
+//! - [`metrics`]: Prometheus metrics; [`demo`]: a scripted model for trying Railyard out.
 
 #![deny(missing_docs)]
 
+pub mod backend;
 pub mod chain;
 pub mod config;
+pub mod daemon;
+pub mod demo;
 pub mod engine;
+pub mod metrics;
 pub mod payload;
 pub mod policy;
+pub mod server;

@@ -29,6 +29,21 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon: an OpenAI-compatible proxy with the rails, plus the check and admin APIs.
+    Serve {
+        /// Config file.
+        #[arg(long, default_value = "policies/railyard.toml")]
+        config: PathBuf,
+        /// Listen address (overrides server.listen), e.g. 127.0.0.1:8080.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Backend base URL (overrides backend.url), e.g. http://127.0.0.1:8000/v1.
+        #[arg(long)]
+        backend: Option<String>,
+        /// Use a built-in scripted model instead of a real backend (for trying Railyard out).
+        #[arg(long)]
+        demo_backend: bool,
+    },
     /// Run one rail's chain on an OpenAI-style payload ({"messages": [...], "tools": [...]}).
     ///
     /// Exit code: 0 allow or modify, 1 reject or block, 2 error.
@@ -68,7 +83,22 @@ fn parse_rail(s: &str) -> Result<Rail, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    if let Command::Serve {
+        config,
+        listen,
+        backend,
+        demo_backend,
+    } = cli.command
+    {
+        init_logging(cli.log_format, "info");
+        return serve(railyard::daemon::ServeOptions {
+            config,
+            listen,
+            backend,
+            demo_backend,
+        });
+    }
+    init_logging(cli.log_format, "warn");
     match run(cli.command) {
         Ok(code) => code,
         Err(err) => {
@@ -78,12 +108,38 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+fn serve(options: railyard::daemon::ServeOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(railyard::daemon::serve(options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            match err {
+                // EX_USAGE: the config is wrong, nothing was bound.
+                railyard::daemon::DaemonError::Config(_)
+                | railyard::daemon::DaemonError::Backend(_) => ExitCode::from(64),
+                _ => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RAILYARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -99,6 +155,7 @@ fn load(config: &std::path::Path) -> Result<PolicySet> {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
+        Command::Serve { .. } => unreachable!("handled in main"),
         Command::Check {
             config,
             rail,

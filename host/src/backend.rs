@@ -1,0 +1,128 @@
+//! The upstream model server: any OpenAI-compatible HTTP endpoint (vLLM, llama.cpp server,
+//! Ollama, OpenAI-compatible gateways). One pooled HTTP/1.1 client per daemon.
+//!
+//! Errors are typed so the server can map them to exactly one status: unreachable → 502,
+//! timeout → 504. A backend that answers with an error status is not an error here: its status
+//! and body are passed through to the client.
+
+use crate::config::BackendConfig;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Request, Response, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// Why a backend call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// Could not connect or the connection broke.
+    #[error("model backend unreachable: {0}")]
+    Unreachable(String),
+    /// No answer within the configured timeout.
+    #[error("model backend did not answer within {0} ms")]
+    Timeout(u128),
+}
+
+/// Client for the configured backend.
+#[derive(Clone)]
+pub struct Backend {
+    client: Client<HttpConnector, Full<Bytes>>,
+    url: Uri,
+    timeout: Duration,
+    api_key: Option<HeaderValue>,
+}
+
+impl Backend {
+    /// A client for `config`. Only `http://` URLs are supported by this build.
+    pub fn new(config: &BackendConfig) -> Result<Backend, String> {
+        let url: Uri = format!("{}/chat/completions", config.url)
+            .parse()
+            .map_err(|e| format!("backend.url '{}' is not a valid URL: {e}", config.url))?;
+        match url.scheme_str() {
+            Some("http") => {}
+            Some(other) => {
+                return Err(format!(
+                    "backend.url '{}': scheme '{other}' is not supported (use http://; put a TLS-terminating proxy in front of remote backends)",
+                    config.url
+                ))
+            }
+            None => return Err(format!("backend.url '{}' needs a scheme (http://)", config.url)),
+        }
+        let api_key = match &config.api_key_env {
+            None => None,
+            Some(var) => {
+                let key = std::env::var(var).map_err(|_| {
+                    format!("backend.api_key_env: environment variable {var} is not set")
+                })?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                    format!("backend.api_key_env: {var} holds characters not allowed in a header")
+                })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(config.timeout.min(Duration::from_secs(10))));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        Ok(Backend {
+            client,
+            url,
+            timeout: config.timeout,
+            api_key,
+        })
+    }
+
+    /// The configured timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// POST a chat completion body. `client_auth` is the caller's `Authorization`, forwarded
+    /// unless a backend key is configured. Resolves when the response headers arrive.
+    pub async fn chat(
+        &self,
+        body: Bytes,
+        client_auth: Option<HeaderValue>,
+    ) -> Result<Response<Incoming>, BackendError> {
+        let mut request = Request::post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(body))
+            .map_err(|e| BackendError::Unreachable(e.to_string()))?;
+        if let Some(auth) = self.api_key.clone().or(client_auth) {
+            request.headers_mut().insert(AUTHORIZATION, auth);
+        }
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+            Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
+            Ok(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
+            Ok(Ok(response)) => Ok(response),
+        }
+    }
+
+    /// Read a whole response body within what is left of the timeout.
+    pub async fn read_body(&self, body: Incoming, left: Duration) -> Result<Bytes, BackendError> {
+        match tokio::time::timeout(left, body.collect()).await {
+            Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
+            Ok(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        }
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,249 @@
+//! The daemon's HTTP face: the OpenAI-compatible proxy, the check API and the admin endpoints,
+//! all sharing one live [`PolicySet`] and one chain code path.
+//!
+//! - `proxy`: `POST /v1/chat/completions`, non-streaming (rails around one backend call);
+//! - `stream`: the streaming variant (SSE), with a hold-back window on the output rail;
+//! - `check`: `POST /v1/check`, one rail without a model;
+//! - `admin`: `/v1/policies`, `/healthz`, `/readyz`, `/metrics`;
+//! - `error`: every failure mapped to an OpenAI-style error response.
+
+mod admin;
+mod check;
+pub mod error;
+mod proxy;
+mod stream;
+
+use crate::backend::Backend;
+use crate::chain::{Evaluation, Verdict};
+use crate::metrics::Metrics;
+use crate::payload::{Context, Rail};
+use crate::policy::PolicySet;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use error::ApiError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Header carrying the request id, on every response.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Shared state of a running daemon.
+pub struct App {
+    policies: watch::Receiver<Arc<PolicySet>>,
+    backend: Backend,
+    metrics: Metrics,
+    id_prefix: String,
+    next_id: AtomicU64,
+}
+
+impl App {
+    /// A daemon serving `policies` in front of `backend`.
+    pub fn new(policies: watch::Receiver<Arc<PolicySet>>, backend: Backend) -> App {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        App {
+            policies,
+            backend,
+            metrics: Metrics::default(),
+            id_prefix: format!(
+                "{:08x}",
+                (nanos as u64 ^ (std::process::id() as u64) << 32) as u32
+            ),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The policy set new requests use. A request keeps the snapshot it started with.
+    pub fn policies(&self) -> Arc<PolicySet> {
+        self.policies.borrow().clone()
+    }
+
+    /// Metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn new_request_id(&self) -> String {
+        format!(
+            "ry-{}-{:06x}",
+            self.id_prefix,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Run one rail's chain off the async worker's hot loop (plugins are synchronous and bounded
+    /// by their CPU deadline), recording metrics.
+    pub(crate) fn check(
+        &self,
+        set: &PolicySet,
+        rail: Rail,
+        payload: crate::payload::Payload,
+        ctx: &Context,
+    ) -> Evaluation {
+        let eval = tokio::task::block_in_place(|| set.check(rail, payload, ctx));
+        self.metrics.evaluation(&eval);
+        eval
+    }
+}
+
+/// The request id a handler works under (set by the middleware).
+#[derive(Clone)]
+pub(crate) struct RequestId(pub String);
+
+/// The router with every endpoint.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(proxy::chat_completions))
+        .route("/v1/check", post(check::check))
+        .route("/v1/policies", get(admin::policies))
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz))
+        .route("/metrics", get(admin::metrics))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            request_id,
+        ))
+        .with_state(app)
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::NotFound(format!("{} {}", request.method(), request.uri().path()))
+}
+
+/// Give every request an id (the caller's `x-request-id` when it is sane), echo it on the
+/// response, and count the request.
+async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| app.new_request_id());
+    let endpoint = match request.uri().path() {
+        p @ ("/v1/chat/completions"
+        | "/v1/check"
+        | "/v1/policies"
+        | "/healthz"
+        | "/readyz"
+        | "/metrics") => p.to_string(),
+        _ => "other".to_string(),
+    };
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let mut response = next.run(request).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    app.metrics.request(&endpoint, response.status().as_u16());
+    response
+}
+
+/// Read a request body up to the configured limit (413 past it).
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if too_large {
+                Err(ApiError::TooLarge { limit })
+            } else {
+                Err(ApiError::bad_request(
+                    format!("could not read the request body: {e}"),
+                    None,
+                ))
+            }
+        }
+    }
+}
+
+/// Parse a JSON object body.
+pub(crate) fn parse_object(
+    bytes: &[u8],
+) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+            None,
+        )),
+        Err(e) => Err(ApiError::bad_request(
+            format!("the request body is not valid JSON: {e}"),
+            None,
+        )),
+    }
+}
+
+/// The caller's context. Until callers authenticate (API keys), there is no principal: it must
+/// never be taken from the body.
+pub(crate) fn context(request_id: &str, _headers: &HeaderMap) -> Context {
+    Context {
+        request_id: request_id.to_string(),
+        principal: None,
+        tenant: None,
+        metadata: Vec::new(),
+    }
+}
+
+/// One line per request for the decision log: rails run and each plugin's verdict and time.
+/// Never message content, never reasons (a third-party plugin might quote what it caught).
+pub(crate) fn log_decisions(request_id: &str, endpoint: &str, evals: &[&Evaluation]) {
+    if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
+        return;
+    }
+    let rails: Vec<String> = evals
+        .iter()
+        .map(|e| format!("{}={}", e.rail, verdict_str(e.verdict)))
+        .collect();
+    let decisions: Vec<String> = evals
+        .iter()
+        .flat_map(|e| {
+            e.decisions.iter().map(move |d| {
+                let verdict = serde_json::to_value(d.verdict)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!(
+                    "{}:{}:{}:{}us",
+                    e.rail,
+                    d.plugin,
+                    verdict,
+                    d.duration_us.as_micros()
+                )
+            })
+        })
+        .collect();
+    tracing::info!(
+        target: "railyard::decision",
+        request_id,
+        endpoint,
+        rails = %rails.join(","),
+        decisions = %decisions.join(","),
+        "decision"
+    );
+}
+
+pub(crate) fn verdict_str(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Allow => "allow",
+        Verdict::Modify => "modify",
+        Verdict::Reject => "reject",
+        Verdict::Block => "block",
+    }
+}
+
+/// A JSON response with a status.
+pub(crate) fn json_response(status: axum::http::StatusCode, value: serde_json::Value) -> Response {
+    (status, axum::Json(value)).into_response()
+}

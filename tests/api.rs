@@ -1,0 +1,236 @@
+//! The check API, admin endpoints, and bad input: clear errors, nothing changed, still serving.
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::json;
+
+fn bundled() -> std::path::PathBuf {
+    root().join("policies/railyard.toml")
+}
+
+#[test]
+fn check_api_runs_one_rail_without_a_model() {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "input",
+        "messages": [{"role": "user", "content": "my SSN is 536-22-1234"}]}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["verdict"], "modify");
+    assert_eq!(body["rail"], "input");
+    assert!(body["payload"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("[US_SSN]"));
+    assert_eq!(body["decisions"][0]["plugin"], "pii");
+    assert!(body["decisions"][0]["duration_us"].is_u64());
+    assert_eq!(body["request_id"].as_str(), reply.header("x-request-id"));
+    assert!(!reply.body.contains("536-22-1234"));
+
+    let reply = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "tool_call", "messages": [
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "rm_rf", "arguments": "{}"}}]}]}),
+    );
+    let body = reply.json();
+    assert_eq!(body["verdict"], "block");
+    assert_eq!(body["blocked"]["plugin"], "allowlist");
+    assert!(backend.seen().is_empty());
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_daemon_keeps_serving() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let cfg = write_config(&format!(
+        "[server]\nmax_body_bytes = 2048\n\n[[plugins]]\nname = \"pii\"\npath = \"{}\"\n",
+        plugin("pii_filter").display()
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let chat = "/v1/chat/completions";
+
+    let r = request(
+        daemon.addr,
+        "POST",
+        chat,
+        &[("Content-Type", "application/json")],
+        b"{\"messages\": [",
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["type"], "invalid_request_error");
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not valid JSON"));
+
+    let r = post(
+        daemon.addr,
+        chat,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "a"}, {"content": "no role"}]}),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["param"], "messages[1].role");
+
+    let r = post(daemon.addr, chat, &json!([1, 2]));
+    assert_eq!(r.status, 400);
+
+    let big = json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(5000)}]});
+    let r = post(daemon.addr, chat, &big);
+    assert_eq!(r.status, 413);
+    assert_eq!(r.json()["error"]["code"], "request_too_large");
+
+    let r = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "sideways", "messages": []}),
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown rail 'sideways'"));
+
+    let r = get(daemon.addr, "/v1/nothing");
+    assert_eq!(r.status, 404);
+
+    assert!(
+        backend.seen().is_empty(),
+        "no bad request reached the backend"
+    );
+    let r = post(
+        daemon.addr,
+        chat,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "still here?"}]}),
+    );
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn backend_failures_map_to_502_504_and_pass_through() {
+    let backend = MockBackend::start(Script::Json(
+        503,
+        json!({"error": {"message": "overloaded", "type": "server_error"}}),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(
+        r.status, 503,
+        "backend errors pass through with their status"
+    );
+    assert_eq!(r.json()["error"]["message"], "overloaded");
+
+    // Nothing listens on this port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let daemon = Daemon::start(&bundled(), &format!("http://{closed}/v1"));
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.json()["error"]["code"], "backend_unreachable");
+
+    let cfg = write_config("[backend]\ntimeout_ms = 300\n");
+    let hang = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&cfg.path, &hang.url());
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 504);
+    assert_eq!(r.json()["error"]["code"], "backend_timeout");
+}
+
+#[test]
+fn admin_endpoints_report_what_is_loaded_and_what_happened() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    assert_eq!(get(daemon.addr, "/healthz").status, 200);
+    assert_eq!(get(daemon.addr, "/readyz").status, 200);
+    let policies = get(daemon.addr, "/v1/policies").json();
+    assert_eq!(policies["plugins"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        policies["chains"]["tool_call"],
+        json!(["normalise", "allowlist", "schema-validator"])
+    );
+    assert_eq!(
+        policies["chains"]["tool_result"],
+        json!(["tool-linkage", "pii"])
+    );
+    assert_eq!(policies["plugins"][1]["sha256"].as_str().unwrap().len(), 64);
+
+    post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [{"role": "user", "content": "mail a.b@example.org"}]}),
+    );
+    let metrics = get(daemon.addr, "/metrics");
+    assert_eq!(metrics.status, 200);
+    let text = metrics.body;
+    assert!(
+        text.contains(
+            "railyard_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "railyard_verdicts_total{rail=\"input\",policy=\"pii\",verdict=\"modify\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("railyard_plugin_duration_seconds_count{policy=\"pii\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("railyard_backend_duration_seconds_count 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn request_ids_are_echoed_or_made() {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let r = request(
+        daemon.addr,
+        "GET",
+        "/healthz",
+        &[("X-Request-Id", "trace-abc-123")],
+        b"",
+    );
+    assert_eq!(r.header("x-request-id"), Some("trace-abc-123"));
+    let a = get(daemon.addr, "/healthz");
+    let b = get(daemon.addr, "/healthz");
+    assert_ne!(a.header("x-request-id"), b.header("x-request-id"));
+}
+
+#[test]
+fn demo_backend_serves_the_readme_walkthrough() {
+    let daemon = Daemon::start_with(&bundled(), &["--demo-backend"]);
+    let r = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "demo", "messages": [{"role": "user", "content": "reach me at jane.doe@example.com"}]}),
+    );
+    assert_eq!(
+        r.json()["choices"][0]["message"]["content"],
+        "You said: reach me at [EMAIL]"
+    );
+    let r = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "demo", "stream": true,
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+        "messages": [{"role": "user", "content": "call get_weather {\"city\": \"Paris\"}"}]}),
+    );
+    assert!(r.body.contains("\"name\":\"get_weather\""), "{}", r.body);
+}

@@ -1,0 +1,333 @@
+//! Test doubles on loopback for the daemon tests: a blocking HTTP/1.1 client, a scripted mock
+//! model backend, and a handle on a running `railyard serve`.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A response as the client saw it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// The `data:` payloads of an SSE body, in order.
+    pub fn events(&self) -> Vec<String> {
+        self.body
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    }
+    /// The text a streaming client would assemble from `delta.content`.
+    pub fn streamed_text(&self) -> String {
+        self.events()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .filter_map(|v| {
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+}
+
+fn read_head(reader: &mut impl BufRead) -> Option<(String, Vec<(String, String)>)> {
+    let mut first = String::new();
+    if reader.read_line(&mut first).ok()? == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    Some((first.trim_end().to_string(), headers))
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Send one request (`Connection: close`) and read the whole response.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut reader = BufReader::new(stream);
+    let (status_line, headers) = read_head(&mut reader).expect("no response");
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = Vec::new();
+    if header(&headers, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(len) = header(&headers, "content-length") {
+        let mut buf = vec![0; len.parse().unwrap()];
+        reader.read_exact(&mut buf).unwrap();
+        body = buf;
+    } else {
+        reader.read_to_end(&mut body).unwrap();
+    }
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// POST JSON.
+pub fn post(addr: SocketAddr, path: &str, body: &Value) -> Reply {
+    request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// GET.
+pub fn get(addr: SocketAddr, path: &str) -> Reply {
+    request(addr, "GET", path, &[], b"")
+}
+
+/// What the mock backend answers.
+#[derive(Clone)]
+pub enum Script {
+    /// A JSON body with a status.
+    Json(u16, Value),
+    /// SSE events (each the text after `data: `), with a pause between them.
+    Sse(Vec<String>, Duration),
+    /// Never answer (for timeouts).
+    Hang,
+}
+
+/// A request the mock backend received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+/// A scripted model backend on loopback. It answers every request with its current script.
+pub struct MockBackend {
+    pub addr: SocketAddr,
+    script: Arc<Mutex<Script>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// Set when a client stopped reading an SSE stream (write failed).
+    pub hung_up: Arc<Mutex<bool>>,
+}
+
+impl MockBackend {
+    pub fn start(script: Script) -> MockBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let script = Arc::new(Mutex::new(script));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let hung_up = Arc::new(Mutex::new(false));
+        let (s, v, h) = (script.clone(), seen.clone(), hung_up.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (s, v, h) = (s.clone(), v.clone(), h.clone());
+                std::thread::spawn(move || serve_one(conn, &s, &v, &h));
+            }
+        });
+        MockBackend {
+            addr,
+            script,
+            seen,
+            hung_up,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn set(&self, script: Script) {
+        *self.script.lock().unwrap() = script;
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve_one(
+    conn: TcpStream,
+    script: &Mutex<Script>,
+    seen: &Mutex<Vec<Seen>>,
+    hung_up: &Mutex<bool>,
+) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let Some((_, headers)) = read_head(&mut reader) else {
+        return;
+    };
+    let len: usize = header(&headers, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    seen.lock().unwrap().push(Seen { headers, body });
+    let script = script.lock().unwrap().clone();
+    let mut conn = conn;
+    match script {
+        Script::Json(status, value) => {
+            let text = value.to_string();
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+        Script::Sse(events, pause) => {
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            for e in events {
+                let data = format!("data: {e}\n\n");
+                let ok = write!(conn, "{:x}\r\n{data}\r\n", data.len()).and_then(|_| conn.flush());
+                if ok.is_err() {
+                    *hung_up.lock().unwrap() = true;
+                    return;
+                }
+                std::thread::sleep(pause);
+            }
+            let _ = write!(conn, "0\r\n\r\n");
+        }
+        Script::Hang => std::thread::sleep(Duration::from_secs(30)),
+    }
+}
+
+/// SSE chunk JSON for a text delta.
+pub fn text_chunk(text: &str) -> String {
+    serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "mock",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+    .to_string()
+}
+
+/// SSE chunk JSON for a finish.
+pub fn finish_chunk(reason: &str) -> String {
+    serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "mock",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    .to_string()
+}
+
+/// A non-streaming completion with `message`.
+pub fn completion(message: Value, finish: &str) -> Value {
+    serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "mock",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}, "x-backend-extra": {"kept": true}})
+}
+
+/// A running `railyard serve`, killed on drop.
+pub struct Daemon {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Daemon {
+    /// Start the daemon with `config` (a file) against `backend`.
+    pub fn start(config: &Path, backend: &str) -> Daemon {
+        Daemon::start_with(config, &["--backend", backend])
+    }
+
+    pub fn start_with(config: &Path, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .args([
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env(
+                "RAILYARD_CACHE_DIR",
+                std::env::temp_dir().join("railyard-daemon-test-cache"),
+            )
+            .env("RAILYARD_LOG", "warn,railyard::decision=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("railyard listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .parse()
+            .unwrap();
+        Daemon { addr, child }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,348 @@
+//! The OpenAI-compatible proxy, non-streaming: each rail's block, reject and modify paths, the
+//! backend untouched when an inbound rail blocks, transparency for everything allowed.
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::{json, Value};
+
+fn bundled() -> std::path::PathBuf {
+    root().join("policies/railyard.toml")
+}
+
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather", "description": "Weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                       "required": ["city"], "additionalProperties": false}}})
+}
+
+#[test]
+fn allowed_traffic_passes_through_untouched_both_ways() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": "Hello there"}),
+            "stop",
+        ),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let request = json!({"model": "m", "temperature": 0.3, "x-custom": [1, 2], "tools": [weather_tool()],
+        "messages": [{"role": "user", "content": "hi", "x-msg": "kept"}]});
+    let reply = request_with_auth(daemon.addr, &request, "Bearer client-key");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.header("x-request-id").unwrap().starts_with("ry-"));
+    let body = reply.json();
+    assert_eq!(body["choices"][0]["message"]["content"], "Hello there");
+    assert_eq!(body["x-backend-extra"], json!({"kept": true}));
+    assert!(
+        body.get("railyard").is_none(),
+        "nothing to report when every rail allows"
+    );
+    let seen = &backend.seen()[0];
+    assert_eq!(
+        seen.body, request,
+        "the backend got exactly what the client sent"
+    );
+    assert!(seen
+        .headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("authorization") && v == "Bearer client-key"));
+}
+
+fn request_with_auth(addr: std::net::SocketAddr, body: &Value, auth: &str) -> Reply {
+    request(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", auth),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn input_rail_redaction_is_what_the_backend_receives() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m",
+        "messages": [{"role": "user", "content": "mail jane.doe@example.com or call +1 415 555 0134"}]}),
+    );
+    assert_eq!(reply.status, 200);
+    let sent = backend.seen()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !sent.contains("jane.doe@example.com") && sent.contains("[EMAIL]"),
+        "{sent}"
+    );
+    assert!(!sent.contains("555 0134"), "{sent}");
+    assert_eq!(reply.json()["railyard"]["rails"]["input"], "modify");
+}
+
+#[test]
+fn inbound_block_never_calls_the_backend() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    // A tool result answering a call nobody made: the tool_result rail blocks.
+    let reply = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "call_ghost", "content": "42"}]}),
+    );
+    assert_eq!(reply.status, 200);
+    let body = reply.json();
+    assert_eq!(body["choices"][0]["finish_reason"], "content_filter");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "I can't help with that request."
+    );
+    assert_eq!(body["railyard"]["blocked"]["rail"], "tool_result");
+    assert_eq!(body["railyard"]["blocked"]["policy"], "tool-linkage");
+    assert!(body["railyard"]["blocked"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("call_ghost"));
+    assert!(backend.seen().is_empty(), "the backend must not be called");
+}
+
+#[test]
+fn on_block_error_is_a_400_policy_violation() {
+    let cfg = write_config(&format!(
+        "[server]\non_block = \"error\"\n\n{}",
+        scripted(
+            "guard",
+            "[\"input\"]",
+            "",
+            "{ mode = \"block\", text = \"no secrets here\" }"
+        )
+    ));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let reply = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(reply.status, 400);
+    let body = reply.json();
+    assert_eq!(body["error"]["type"], "policy_violation");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no secrets here"));
+    assert_eq!(body["railyard"]["blocked"]["policy"], "guard");
+    assert!(backend.seen().is_empty());
+}
+
+#[test]
+fn tool_call_block_refuses_the_reply() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "delete_database", "arguments": "{}"}}]}),
+            "tool_calls",
+        ),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "tools": [weather_tool()],
+        "messages": [{"role": "user", "content": "clean up"}]}),
+    );
+    let body = reply.json();
+    assert_eq!(body["choices"][0]["finish_reason"], "content_filter");
+    assert!(body["choices"][0]["message"].get("tool_calls").is_none());
+    assert_eq!(body["railyard"]["blocked"]["rail"], "tool_call");
+    assert!(body["railyard"]["blocked"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("tool call 'delete_database' is not an allowed tool"));
+}
+
+#[test]
+fn tool_call_modify_and_validate() {
+    // "days" arrives as a string; normalise makes it an integer, the validator then passes it.
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"days\":\"3\"}"}}]}),
+            "tool_calls",
+        ),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "tools": [weather_tool()],
+        "messages": [{"role": "user", "content": "weather"}]}),
+    );
+    let body = reply.json();
+    let args: Value = serde_json::from_str(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(args, json!({"city": "Paris", "days": 3}));
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(body["railyard"]["rails"]["tool_call"], "modify");
+    assert!(
+        body["railyard"]["rails"].get("output").is_none(),
+        "a reply with only tool calls skips the output rail"
+    );
+}
+
+#[test]
+fn tool_call_reject_removes_that_call_and_says_so() {
+    let cfg = write_config(&scripted(
+        "drop",
+        "[\"tool_call\"]",
+        "",
+        "{ mode = \"reject-tool\", tool = \"rm\", text = \"rm is not for models\" }",
+    ));
+    let two_calls = completion(
+        json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "rm", "arguments": "{}"}}]}),
+        "tool_calls",
+    );
+    let backend = MockBackend::start(Script::Json(200, two_calls));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "tidy"}]});
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    let calls = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["id"], "c1");
+    assert_eq!(body["railyard"]["rejections"][0]["tool_call_id"], "c2");
+    assert_eq!(
+        body["railyard"]["rejections"][0]["reason"],
+        "rm is not for models (rm)"
+    );
+
+    // Nothing left of the reply: it becomes the refusal.
+    backend.set(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "rm", "arguments": "{}"}}]}),
+            "tool_calls",
+        ),
+    ));
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "I can't help with that request."
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "content_filter");
+}
+
+#[test]
+fn tool_result_reject_replaces_that_content() {
+    let cfg = write_config(&scripted(
+        "hide",
+        "[\"tool_result\"]",
+        "",
+        "{ mode = \"reject-last\", text = \"[result withheld]\" }",
+    ));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "internal data"}]}),
+    );
+    let sent = &backend.seen()[0].body["messages"][1];
+    assert_eq!(sent["content"], "[result withheld]");
+    assert_eq!(sent["tool_call_id"], "c1");
+}
+
+#[test]
+fn output_rail_redacts_and_blocks() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": "Card 4111 1111 1111 1111 on file"}),
+            "stop",
+        ),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "what card?"}]});
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    let text = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(
+        !text.contains("4111") && text.contains("[CREDIT_CARD]"),
+        "{text}"
+    );
+    assert_eq!(body["railyard"]["rails"]["output"], "modify");
+
+    let cfg = write_config(&scripted(
+        "no-output",
+        "[\"output\"]",
+        "",
+        "{ mode = \"block\", text = \"not today\" }",
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    assert_eq!(body["choices"][0]["finish_reason"], "content_filter");
+    assert_eq!(body["railyard"]["blocked"]["rail"], "output");
+}
+
+#[test]
+fn rail_overrides_are_refused_unless_allowed() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let req = json!({"model": "m", "railyard": {"rails": {"input": false}},
+        "messages": [{"role": "user", "content": "mail jane.doe@example.com"}]});
+    let reply = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(reply.status, 400);
+    assert!(reply.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("allow_rail_overrides"));
+    assert!(backend.seen().is_empty());
+
+    let cfg = write_config(&format!(
+        "[server]\nallow_rail_overrides = true\n\n[[plugins]]\nname = \"pii\"\npath = \"{}\"\nconfig = {{}}\n",
+        plugin("pii_filter").display()
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    assert_eq!(post(daemon.addr, "/v1/chat/completions", &req).status, 200);
+    let sent = &backend.seen()[0].body;
+    assert_eq!(
+        sent["messages"][0]["content"], "mail jane.doe@example.com",
+        "input rail switched off"
+    );
+    assert!(
+        sent.get("railyard").is_none(),
+        "Railyard's own field is not forwarded"
+    );
+}

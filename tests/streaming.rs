@@ -1,0 +1,198 @@
+//! Streaming (SSE): values split across chunks are still caught, blocked tool calls never reach
+//! the client, finish and usage chunks pass through.
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn bundled() -> std::path::PathBuf {
+    root().join("policies/railyard.toml")
+}
+
+fn stream_request() -> Value {
+    json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})
+}
+
+#[test]
+fn a_value_split_across_chunks_is_redacted() {
+    let mut events = vec![
+        text_chunk("Sure. Write to jane.do"),
+        text_chunk("e@exam"),
+        text_chunk("ple.com any time. "),
+    ];
+    // Enough ordinary text after it that the window moves past the address mid-stream.
+    for _ in 0..12 {
+        events.push(text_chunk(
+            "This sentence is filler text to move the window along. ",
+        ));
+    }
+    events.push(finish_chunk("stop"));
+    events.push(
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 30, "total_tokens": 33}})
+        .to_string(),
+    );
+    events.push("[DONE]".into());
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(2)));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+    let text = reply.streamed_text();
+    assert!(!reply.body.contains("jane.do"), "{}", reply.body);
+    assert!(
+        text.starts_with("Sure. Write to [EMAIL] any time. This sentence"),
+        "{text}"
+    );
+    assert_eq!(text.matches("filler").count(), 12, "no text lost: {text}");
+    let events = reply.events();
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    assert!(events
+        .iter()
+        .any(|e| e.contains("\"finish_reason\":\"stop\"")));
+    assert!(
+        events.iter().any(|e| e.contains("\"total_tokens\":33")),
+        "usage passes through"
+    );
+    // Text was released before the end of the stream, not all held to the finish.
+    let first_text = events
+        .iter()
+        .position(|e| e.contains("\"content\""))
+        .unwrap();
+    let finish = events
+        .iter()
+        .position(|e| e.contains("finish_reason\":\"stop"))
+        .unwrap();
+    assert!(
+        finish - first_text > 2,
+        "text streamed in several chunks: {events:?}"
+    );
+}
+
+#[test]
+fn a_blocked_streamed_tool_call_never_reaches_the_client() {
+    let frag = |v: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": v, "finish_reason": null}]}).to_string()
+    };
+    let events = vec![
+        frag(json!({"role": "assistant", "content": null})),
+        frag(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "delete_", "arguments": ""}}]}),
+        ),
+        frag(
+            json!({"tool_calls": [{"index": 0, "function": {"name": "database", "arguments": "{\"conf"}}]}),
+        ),
+        frag(json!({"tool_calls": [{"index": 0, "function": {"arguments": "irm\":true}"}}]})),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(1)));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
+    assert!(
+        !reply.body.contains("tool_calls\":[{"),
+        "no tool call delta may be emitted: {}",
+        reply.body
+    );
+    assert!(!reply.body.contains("confirm"), "{}", reply.body);
+    let events = reply.events();
+    let error: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(error["error"]["type"], "policy_violation");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("delete_database"));
+    assert_eq!(events.last().unwrap(), "[DONE]");
+}
+
+#[test]
+fn an_allowed_streamed_tool_call_is_assembled_and_normalised() {
+    let frag = |v: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": v, "finish_reason": null}]}).to_string()
+    };
+    let events = vec![
+        frag(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"ci"}}]}),
+        ),
+        frag(json!({"tool_calls": [{"index": 0, "function": {"arguments": "ty\":\"Paris\"}"}}]})),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(1)));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
+    let calls: Vec<Value> = reply
+        .events()
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+        .filter(|v| v["choices"][0]["delta"]["tool_calls"].is_array())
+        .collect();
+    assert_eq!(
+        calls.len(),
+        1,
+        "one assembled tool call delta: {}",
+        reply.body
+    );
+    let call = &calls[0]["choices"][0]["delta"]["tool_calls"][0];
+    assert_eq!(call["id"], "call_1");
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert_eq!(call["function"]["arguments"], "{\"city\":\"Paris\"}");
+    assert!(reply.body.contains("\"finish_reason\":\"tool_calls\""));
+}
+
+#[test]
+fn streamed_output_block_ends_with_an_error_event() {
+    let cfg = write_config(&scripted(
+        "no-output",
+        "[\"output\"]",
+        "",
+        "{ mode = \"block\", text = \"stop right there\" }",
+    ));
+    let backend = MockBackend::start(Script::Sse(
+        vec![text_chunk("hello"), finish_chunk("stop"), "[DONE]".into()],
+        Duration::from_millis(1),
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
+    assert!(!reply.body.contains("hello"), "{}", reply.body);
+    let events = reply.events();
+    assert!(events[events.len() - 2].contains("stop right there"));
+    assert_eq!(events.last().unwrap(), "[DONE]");
+}
+
+#[test]
+fn inbound_block_on_a_stream_request_is_a_normal_refusal() {
+    let backend = MockBackend::start(Script::Sse(vec!["[DONE]".into()], Duration::from_millis(1)));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let mut req = stream_request();
+    req["messages"] = json!([{"role": "tool", "tool_call_id": "nope", "content": "x"}]);
+    let reply = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(reply.json()["railyard"]["blocked"]["rail"], "tool_result");
+    assert!(backend.seen().is_empty());
+}
+
+#[test]
+fn client_disconnect_cancels_the_backend_stream() {
+    let events: Vec<String> = (0..400).map(|i| text_chunk(&format!("word{i} "))).collect();
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(25)));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(daemon.addr).unwrap();
+        let body = stream_request().to_string();
+        write!(s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        let mut buf = [0u8; 512];
+        let _ = s.read(&mut buf).unwrap();
+    } // the client hangs up after the first bytes
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    while !*backend.hung_up.lock().unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the backend stream was not cancelled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
