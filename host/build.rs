@@ -1,6 +1,6 @@
-//! Builds the policy plugins in `../plugins` (a separate cargo workspace) for wasm32-wasip2, so a
-//! plain `cargo build`/`cargo test`/`cargo run` always has the bundled policies and the test
-//! plugins, built from source. They go to `target/plugins/wasm32-wasip2/release/*.wasm`, which is
+//! Builds the policy plugins in `../plugins` (every workspace member but this one) for
+//! wasm32-wasip2, so a plain `cargo build`/`cargo test`/`cargo run` always has the bundled
+//! policies and the test plugins, built from source, as wasmtime's test-programs do. They go to `target/plugins/wasm32-wasip2/release/*.wasm`, which is
 //! where `policies/railyard.toml` looks for them. Set `RAILYARD_SKIP_PLUGIN_BUILD=1` to skip.
 
 use std::path::PathBuf;
@@ -26,12 +26,15 @@ fn main() {
         "--release",
         "--target",
         "wasm32-wasip2",
+        "--workspace",
+        "--exclude",
+        "railyard",
         "--manifest-path",
     ])
-    .arg(plugins.join("Cargo.toml"))
+    .arg(root.join("Cargo.toml"))
     .arg("--target-dir")
     .arg(&target_dir)
-    .current_dir(&plugins);
+    .current_dir(root);
     // The outer build's flags and wrappers (clippy, coverage, a host target dir) are for the
     // host, not for wasm plugins.
     for var in [

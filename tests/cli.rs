@@ -33,9 +33,11 @@ fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
 
 #[test]
 fn check_exit_codes_follow_the_verdict() {
-    let cfg = write_config(&format!(
-        "{}",
-        scripted("driven", "[\"input\"]", "", "{ mode = \"by-message\" }")
+    let cfg = write_config(&scripted(
+        "driven",
+        "[\"input\"]",
+        "",
+        "{ mode = \"by-message\" }",
     ));
     let config = cfg.path.to_str().unwrap();
     let body = |text: &str| format!(r#"{{"messages": [{{"role": "user", "content": "{text}"}}]}}"#);

@@ -325,6 +325,13 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -18,6 +18,7 @@ mod config;
 mod http;
 mod policies;
 mod proxy;
+mod reload;
 mod runtime;
 mod streaming;
 mod support;

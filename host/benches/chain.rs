@@ -57,6 +57,33 @@ fn tool_call_payload() -> Payload {
     .unwrap()
 }
 
+/// ~1 MiB of mixed text: prose with a personal value or a look-alike every ~200 bytes.
+fn pii_corpus() -> Payload {
+    let prose = "The quarterly report is ready for review; the deployment pipeline failed twice \
+                 overnight, so we rolled back at 03:00 and will retry after the fix lands. ";
+    let values = [
+        "jane.doe@example.com",
+        "+44 20 7946 0958",
+        "4111 1111 1111 1111",
+        "order #123456789012",
+        "536-22-1234",
+        "GB82 WEST 1234 5698 7654 32",
+        "version 1.2.3.4",
+        "10.20.30.40",
+        "550e8400-e29b-41d4-a716-446655440000",
+        "AKIAIOSFODNN7EXAMPLE",
+    ];
+    let mut text = String::with_capacity(1 << 20);
+    let mut i = 0;
+    while text.len() < 1 << 20 {
+        text.push_str(prose);
+        text.push_str(values[i % values.len()]);
+        text.push(' ');
+        i += 1;
+    }
+    Payload::from_openai(&json!({"messages": [{"role": "user", "content": text}]})).unwrap()
+}
+
 fn bench(c: &mut Criterion) {
     let cache = std::env::temp_dir().join("railyard-bench-cache");
     let engine = Engine::new(ComponentCache::new(Some(cache))).unwrap();
@@ -89,6 +116,22 @@ fn bench(c: &mut Criterion) {
     );
     group.bench_function("noop-plugin/pooled", |b| {
         b.iter(|| noop.check(Rail::Input, input.clone(), &ctx))
+    });
+    group.finish();
+
+    let corpus = pii_corpus();
+    let bytes = corpus.messages_json().to_string().len() as u64;
+    let pii = set(
+        &engine,
+        &format!(
+            "[[plugins]]\nname = \"pii\"\npath = \"{}\"\n",
+            plugin("pii_filter")
+        ),
+    );
+    let mut group = c.benchmark_group("pii-throughput");
+    group.throughput(criterion::Throughput::Bytes(bytes));
+    group.bench_function("input-rail-1MiB", |b| {
+        b.iter(|| pii.check(Rail::Input, corpus.clone(), &ctx))
     });
     group.finish();
 

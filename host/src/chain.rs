@@ -405,7 +405,7 @@ fn apply(
                 });
             }
             // Remove from the back so earlier indices stay valid; a call named twice goes once.
-            calls.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+            calls.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
             calls.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
             let mut removed = Vec::new();
             for (m, c, message) in calls {

@@ -85,6 +85,8 @@ pub struct PluginConfig {
 pub struct Config {
     /// The file it came from.
     pub path: PathBuf,
+    /// Hex SHA-256 of the file's text.
+    pub digest: String,
     /// `[server]`.
     pub server: ServerConfig,
     /// `[backend]`.
@@ -415,6 +417,7 @@ impl Config {
         }
         Ok(Config {
             path: path.to_owned(),
+            digest: crate::engine::sha256_hex(text.as_bytes()),
             server,
             backend,
             cache_dir,

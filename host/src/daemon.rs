@@ -6,7 +6,8 @@
 use crate::backend::Backend;
 use crate::config::{Config, ConfigError};
 use crate::engine::{ComponentCache, Engine};
-use crate::policy::PolicySet;
+use crate::metrics::Metrics;
+use crate::reload::{Overrides, Reloader};
 use crate::server::{router, App};
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ pub struct ServeOptions {
     pub backend: Option<String>,
     /// Start the built-in demo model and use it as the backend.
     pub demo_backend: bool,
+    /// Do not watch files for changes (reload only on SIGHUP or the admin API).
+    pub no_watch: bool,
 }
 
 /// Why the daemon could not start or stopped.
@@ -45,30 +48,48 @@ pub enum DaemonError {
 
 /// Run the daemon.
 pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
+    let mut overrides = Overrides {
+        listen: options.listen.clone(),
+        backend: options.backend.clone(),
+    };
+    // Read the config once up front for what cannot change on reload (engine cache, backend).
     let mut config = Config::load(&options.config)?;
-    if let Some(listen) = &options.listen {
-        config.server.listen = listen.clone();
-    }
-    if let Some(url) = &options.backend {
-        config.backend.url = url.trim_end_matches('/').to_string();
-    }
     if options.demo_backend {
-        config.backend.url = crate::demo::start().await?;
-        tracing::info!(url = %config.backend.url, "demo backend started");
+        let url = crate::demo::start().await?;
+        tracing::info!(%url, "demo backend started");
+        overrides.backend = Some(url);
     }
+    overrides.apply(&mut config);
     let backend = Backend::new(&config.backend).map_err(DaemonError::Backend)?;
     let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
         .map_err(|e| DaemonError::Engine(e.to_string()))?;
-    let listen = config.server.listen.clone();
+    let engine = Arc::new(engine);
+    let metrics = Arc::new(Metrics::default());
     let started = std::time::Instant::now();
-    let set = tokio::task::block_in_place(|| PolicySet::build(config, &engine))?;
+    let (reloader, _) = tokio::task::block_in_place(|| {
+        Reloader::start(
+            engine.clone(),
+            options.config.clone(),
+            overrides,
+            metrics.clone(),
+        )
+    })?;
+    let set = reloader.current();
+    let listen = set.config().server.listen.clone();
     tracing::info!(
         plugins = set.plugins().len(),
+        revision = %&set.revision().hash[..16],
         ms = started.elapsed().as_millis() as u64,
         "policy set loaded"
     );
-    let (_policies_tx, policies_rx) = tokio::sync::watch::channel(Arc::new(set));
-    let app = Arc::new(App::new(policies_rx, backend));
+    drop(set);
+    if options.no_watch {
+        tracing::info!("file watching is off: reload with SIGHUP or POST /v1/admin/reload");
+    } else if let Err(e) = crate::reload::watch_files(reloader.clone()) {
+        tracing::error!("cannot watch the config and plugin files ({e}); reload with SIGHUP or POST /v1/admin/reload");
+    }
+    spawn_sighup(reloader.clone());
+    let app = Arc::new(App::new(reloader, backend, metrics));
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -81,8 +102,22 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown())
         .await?;
-    drop(engine);
     Ok(())
+}
+
+/// Reload on SIGHUP.
+fn spawn_sighup(reloader: Arc<Reloader>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP");
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let r = reloader.clone();
+            let _ = tokio::task::spawn_blocking(move || r.reload("SIGHUP")).await;
+        }
+    });
 }
 
 async fn shutdown() {

@@ -18,11 +18,24 @@ use std::net::SocketAddr;
 pub async fn start() -> std::io::Result<String> {
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr()?;
-    let app = Router::new().route("/v1/chat/completions", post(complete));
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = axum::serve(listener, router()).await;
     });
     Ok(format!("http://{addr}/v1"))
+}
+
+/// Serve the demo model on `listen` until the process ends.
+pub async fn serve(listen: &str) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!(
+        "demo backend listening on http://{}/v1",
+        listener.local_addr()?
+    );
+    axum::serve(listener, router()).await
+}
+
+fn router() -> Router {
+    Router::new().route("/v1/chat/completions", post(complete))
 }
 
 enum Reply {

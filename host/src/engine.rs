@@ -264,19 +264,10 @@ impl Engine {
             .map(|(n, _)| n.to_string())
             .collect();
         let wanted = format!("{PLUGIN_INTERFACE}@{CONTRACT_VERSION}");
-        if !exports.iter().any(|e| *e == wanted) {
+        if !exports.contains(&wanted) {
             let prefix = format!("{CONTRACT_PACKAGE}/");
             if let Some(other) = exports.iter().find(|e| e.starts_with(&prefix)) {
-                let found = other
-                    .split_once('@')
-                    .map(|(_, v)| v)
-                    .unwrap_or("unversioned");
-                return Err(LoadError::ContractVersion {
-                    path: path.to_owned(),
-                    package: CONTRACT_PACKAGE,
-                    expected: CONTRACT_VERSION,
-                    found: found.to_string(),
-                });
+                return Err(wrong_version(path, other));
             }
             return Err(LoadError::NotAPlugin {
                 path: path.to_owned(),
@@ -291,16 +282,7 @@ impl Engine {
             if import.starts_with("railyard:policy/")
                 && !import.ends_with(&format!("@{CONTRACT_VERSION}"))
             {
-                let found = import
-                    .split_once('@')
-                    .map(|(_, v)| v)
-                    .unwrap_or("unversioned");
-                return Err(LoadError::ContractVersion {
-                    path: path.to_owned(),
-                    package: CONTRACT_PACKAGE,
-                    expected: CONTRACT_VERSION,
-                    found: found.to_string(),
-                });
+                return Err(wrong_version(path, import));
             }
             if !ALLOWED_IMPORT_PREFIXES
                 .iter()
@@ -319,6 +301,20 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The error for a component whose `railyard:policy/...` interface `name` has another version.
+fn wrong_version(path: &Path, name: &str) -> LoadError {
+    let found = name
+        .split_once('@')
+        .map(|(_, v)| v)
+        .unwrap_or("unversioned");
+    LoadError::ContractVersion {
+        path: path.to_owned(),
+        package: CONTRACT_PACKAGE,
+        expected: CONTRACT_VERSION,
+        found: found.to_string(),
     }
 }
 

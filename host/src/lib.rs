@@ -10,6 +10,7 @@
 //! - [`chain`]: running one rail's chain with exact, fail-closed semantics;
 //! - [`payload`]: OpenAI JSON and the WIT records plugins see;
 //! - [`server`], [`backend`], [`daemon`]: the HTTP daemon around a model backend;
+//! - [`reload`]: hot reload of config and plugins;
 //! - [`metrics`]: Prometheus metrics; [`demo`]: a scripted model for trying Railyard out.
 
 #![deny(missing_docs)]
@@ -23,4 +24,5 @@ pub mod engine;
 pub mod metrics;
 pub mod payload;
 pub mod policy;
+pub mod reload;
 pub mod server;

@@ -43,6 +43,9 @@ enum Command {
         /// Use a built-in scripted model instead of a real backend (for trying Railyard out).
         #[arg(long)]
         demo_backend: bool,
+        /// Do not watch the config and plugin files (reload with SIGHUP or the admin API).
+        #[arg(long)]
+        no_watch: bool,
     },
     /// Run one rail's chain on an OpenAI-style payload ({"messages": [...], "tools": [...]}).
     ///
@@ -63,6 +66,13 @@ enum Command {
         /// Payload file, or - for standard input.
         #[arg(default_value = "-")]
         file: String,
+    },
+    /// Run only the built-in scripted demo model (the backend `serve --demo-backend` uses), e.g.
+    /// as the "straight to the backend" baseline in load tests.
+    DemoBackend {
+        /// Listen address.
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: String,
     },
     /// List the plugins a config loads, with version, hash, rails and config schema.
     Plugins {
@@ -88,6 +98,7 @@ fn main() -> ExitCode {
         listen,
         backend,
         demo_backend,
+        no_watch,
     } = cli.command
     {
         init_logging(cli.log_format, "info");
@@ -96,7 +107,22 @@ fn main() -> ExitCode {
             listen,
             backend,
             demo_backend,
+            no_watch,
         });
+    }
+    if let Command::DemoBackend { listen } = cli.command {
+        init_logging(cli.log_format, "warn");
+        let result = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .and_then(|rt| rt.block_on(railyard::demo::serve(&listen)));
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     init_logging(cli.log_format, "warn");
     match run(cli.command) {
@@ -155,7 +181,7 @@ fn load(config: &std::path::Path) -> Result<PolicySet> {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Serve { .. } => unreachable!("handled in main"),
+        Command::Serve { .. } | Command::DemoBackend { .. } => unreachable!("handled in main"),
         Command::Check {
             config,
             rail,
@@ -195,30 +221,8 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Plugins { config, json } => {
             let set = load(&config)?;
-            let list: Vec<_> = set
-                .plugins()
-                .iter()
-                .map(|p| {
-                    let rails: Vec<_> = Rail::ALL
-                        .into_iter()
-                        .filter(|r| {
-                            set.chain(*r)
-                                .steps()
-                                .iter()
-                                .any(|s| s.plugin.id() == p.id())
-                        })
-                        .collect();
-                    serde_json::json!({
-                        "id": p.id(),
-                        "name": p.info().name,
-                        "version": p.info().version,
-                        "sha256": p.digest(),
-                        "path": p.path(),
-                        "rails": rails,
-                        "config_schema": p.info().config_schema,
-                    })
-                })
-                .collect();
+            let described = set.describe();
+            let list = described["plugins"].as_array().cloned().unwrap_or_default();
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {

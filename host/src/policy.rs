@@ -11,8 +11,19 @@ use crate::engine::{Engine, Plugin};
 use crate::payload::{Context, Payload, Rail, ToolDef};
 use std::sync::Arc;
 
+/// Which policies made a decision: a counter (bumped by every successful reload) and a hash
+/// of the config text and every plugin's component.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Revision {
+    /// 1 for the set loaded at start, then one more per successful reload.
+    pub number: u64,
+    /// Hex SHA-256 over the config file and the plugin components, in order.
+    pub hash: String,
+}
+
 /// Loaded plugins and their chains.
 pub struct PolicySet {
+    revision: Revision,
     config: Config,
     plugins: Vec<Arc<Plugin>>,
     chains: [Chain; 4],
@@ -140,7 +151,16 @@ impl PolicySet {
             chain_for(Rail::ToolCall),
             chain_for(Rail::Output),
         ];
+        let mut hasher = String::with_capacity(64 * (loaded.len() + 1));
+        hasher.push_str(&config.digest);
+        for (plugin, _) in &loaded {
+            hasher.push_str(plugin.digest());
+        }
         Ok(PolicySet {
+            revision: Revision {
+                number: 1,
+                hash: crate::engine::sha256_hex(hasher.as_bytes()),
+            },
             plugins: loaded.into_iter().map(|(p, _)| p).collect(),
             config,
             chains,
@@ -152,6 +172,17 @@ impl PolicySet {
         PolicySet::build(Config::load(path)?, engine)
     }
 
+    /// This set's revision.
+    pub fn revision(&self) -> &Revision {
+        &self.revision
+    }
+
+    /// Give this set its place in the reload sequence.
+    pub fn with_revision_number(mut self, number: u64) -> PolicySet {
+        self.revision.number = number;
+        self
+    }
+
     /// The config this set was built from.
     pub fn config(&self) -> &Config {
         &self.config
@@ -160,6 +191,64 @@ impl PolicySet {
     /// Loaded plugins, in config order.
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
+    }
+
+    /// The rails `plugin` (by id) runs on in this set, in the order rails run.
+    pub fn rails_of(&self, plugin: &str) -> Vec<Rail> {
+        Rail::ALL
+            .into_iter()
+            .filter(|r| {
+                self.chain(*r)
+                    .steps()
+                    .iter()
+                    .any(|s| s.plugin.id() == plugin)
+            })
+            .collect()
+    }
+
+    /// What is loaded, as JSON (for `railyard plugins` and `GET /v1/policies`).
+    pub fn describe(&self) -> serde_json::Value {
+        let plugins: Vec<_> = self
+            .plugins
+            .iter()
+            .zip(&self.config.plugins)
+            .filter(|(p, pc)| p.id() == pc.name)
+            .map(|(p, pc)| {
+                serde_json::json!({
+                    "id": p.id(),
+                    "name": p.info().name,
+                    "version": p.info().version,
+                    "sha256": p.digest(),
+                    "path": p.path(),
+                    "rails": self.rails_of(p.id()),
+                    "on_error": pc.on_error,
+                    "limits": {
+                        "timeout_ms": p.limits().timeout.as_millis() as u64,
+                        "memory_mb": p.limits().memory_bytes >> 20,
+                        "isolation": p.limits().isolation,
+                    },
+                    "config_schema": p.info().config_schema,
+                })
+            })
+            .collect();
+        let chains: serde_json::Map<String, serde_json::Value> = Rail::ALL
+            .into_iter()
+            .map(|r| {
+                let ids: Vec<&str> = self
+                    .chain(r)
+                    .steps()
+                    .iter()
+                    .map(|s| s.plugin.id())
+                    .collect();
+                (r.to_string(), serde_json::json!(ids))
+            })
+            .collect();
+        serde_json::json!({
+            "config": self.config.path,
+            "revision": self.revision,
+            "plugins": plugins,
+            "chains": chains,
+        })
     }
 
     /// The chain of `rail`.

@@ -18,6 +18,7 @@ use crate::chain::{Evaluation, Verdict};
 use crate::metrics::Metrics;
 use crate::payload::{Context, Rail};
 use crate::policy::PolicySet;
+use crate::reload::Reloader;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue};
@@ -29,31 +30,30 @@ use bytes::Bytes;
 use error::ApiError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::watch;
 
 /// Header carrying the request id, on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Shared state of a running daemon.
 pub struct App {
-    policies: watch::Receiver<Arc<PolicySet>>,
+    reloader: Arc<Reloader>,
     backend: Backend,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     id_prefix: String,
     next_id: AtomicU64,
 }
 
 impl App {
-    /// A daemon serving `policies` in front of `backend`.
-    pub fn new(policies: watch::Receiver<Arc<PolicySet>>, backend: Backend) -> App {
+    /// A daemon serving the policy sets `reloader` publishes, in front of `backend`.
+    pub fn new(reloader: Arc<Reloader>, backend: Backend, metrics: Arc<Metrics>) -> App {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         App {
-            policies,
+            reloader,
             backend,
-            metrics: Metrics::default(),
+            metrics,
             id_prefix: format!(
                 "{:08x}",
                 (nanos as u64 ^ (std::process::id() as u64) << 32) as u32
@@ -64,7 +64,12 @@ impl App {
 
     /// The policy set new requests use. A request keeps the snapshot it started with.
     pub fn policies(&self) -> Arc<PolicySet> {
-        self.policies.borrow().clone()
+        self.reloader.current()
+    }
+
+    /// The reloader.
+    pub fn reloader(&self) -> &Arc<Reloader> {
+        &self.reloader
     }
 
     /// Metrics registry.
@@ -105,6 +110,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(proxy::chat_completions))
         .route("/v1/check", post(check::check))
         .route("/v1/policies", get(admin::policies))
+        .route("/v1/admin/reload", post(admin::reload))
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .route("/metrics", get(admin::metrics))
@@ -198,7 +204,12 @@ pub(crate) fn context(request_id: &str, _headers: &HeaderMap) -> Context {
 
 /// One line per request for the decision log: rails run and each plugin's verdict and time.
 /// Never message content, never reasons (a third-party plugin might quote what it caught).
-pub(crate) fn log_decisions(request_id: &str, endpoint: &str, evals: &[&Evaluation]) {
+pub(crate) fn log_decisions(
+    request_id: &str,
+    endpoint: &str,
+    revision: &crate::policy::Revision,
+    evals: &[&Evaluation],
+) {
     if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
         return;
     }
@@ -228,6 +239,8 @@ pub(crate) fn log_decisions(request_id: &str, endpoint: &str, evals: &[&Evaluati
         target: "railyard::decision",
         request_id,
         endpoint,
+        revision = revision.number,
+        policy_hash = %&revision.hash[..16],
         rails = %rails.join(","),
         decisions = %decisions.join(","),
         "decision"

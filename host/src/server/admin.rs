@@ -1,67 +1,42 @@
 //! Admin endpoints: what is loaded, liveness, readiness, metrics.
 
 use super::App;
-use crate::payload::Rail;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use std::sync::Arc;
 
-/// `GET /v1/policies`: loaded plugins with versions, hashes, rails and limits.
+/// `GET /v1/policies`: loaded plugins with versions, hashes, rails and limits; the chains.
 pub(crate) async fn policies(State(app): State<Arc<App>>) -> Response {
-    let set = app.policies();
-    let plugins: Vec<_> = set
-        .plugins()
-        .iter()
-        .map(|p| {
-            let rails: Vec<Rail> = Rail::ALL
-                .into_iter()
-                .filter(|r| {
-                    set.chain(*r)
-                        .steps()
-                        .iter()
-                        .any(|s| s.plugin.id() == p.id())
-                })
-                .collect();
-            let on_error = set
-                .chain(rails.first().copied().unwrap_or(Rail::Input))
-                .steps()
-                .iter()
-                .find(|s| s.plugin.id() == p.id())
-                .map(|s| s.on_error);
-            json!({
-                "id": p.id(),
-                "name": p.info().name,
-                "version": p.info().version,
-                "sha256": p.digest(),
-                "path": p.path(),
-                "rails": rails,
-                "on_error": on_error,
-                "limits": {
-                    "timeout_ms": p.limits().timeout.as_millis() as u64,
-                    "memory_mb": p.limits().memory_bytes >> 20,
-                    "isolation": p.limits().isolation,
-                },
-            })
-        })
-        .collect();
-    let chains: serde_json::Map<String, serde_json::Value> = Rail::ALL
-        .into_iter()
-        .map(|r| {
-            let ids: Vec<&str> = set.chain(r).steps().iter().map(|s| s.plugin.id()).collect();
-            (r.to_string(), json!(ids))
-        })
-        .collect();
-    super::json_response(
-        StatusCode::OK,
-        json!({
-            "config": set.config().path,
-            "plugins": plugins,
-            "chains": chains,
-            "last_reload_error": null,
-        }),
-    )
+    let mut out = app.policies().describe();
+    out["last_reload_error"] =
+        serde_json::to_value(app.reloader().last_failure()).unwrap_or_default();
+    super::json_response(StatusCode::OK, out)
+}
+
+/// `POST /v1/admin/reload`: reload now; answers whether it worked and, if not, why (the old set
+/// keeps serving).
+pub(crate) async fn reload(State(app): State<Arc<App>>) -> Response {
+    let reloader = app.reloader().clone();
+    let result = tokio::task::spawn_blocking(move || reloader.reload("admin API")).await;
+    match result {
+        Ok(Ok(revision)) => super::json_response(
+            StatusCode::OK,
+            serde_json::json!({"reloaded": true, "revision": revision}),
+        ),
+        Ok(Err(error)) => super::json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            serde_json::json!({
+                "reloaded": false,
+                "error": error,
+                "revision": app.policies().revision(),
+            }),
+        ),
+        Err(e) => super::json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({"reloaded": false, "error": format!("reload task failed: {e}")}),
+        ),
+    }
 }
 
 /// `GET /healthz`: the process is up.

@@ -58,8 +58,9 @@ async fn handle(
     let payload = Payload::from_openai(&Value::Object(body))
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
     let eval = app.check(&set, rail, payload, &context(request_id, headers));
-    log_decisions(request_id, "check", &[&eval]);
+    log_decisions(request_id, "check", set.revision(), &[&eval]);
     let mut out = eval.to_json();
     out["request_id"] = Value::String(request_id.to_string());
+    out["revision"] = serde_json::to_value(set.revision()).unwrap_or_default();
     Ok(super::json_response(StatusCode::OK, out))
 }

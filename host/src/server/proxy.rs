@@ -78,9 +78,9 @@ impl RequestOptions {
         Ok(options)
     }
 
-    /// Whether `rail` runs for this request.
-    pub(crate) fn enabled(&self, rail: Rail) -> bool {
-        !self.disabled.contains(&rail)
+    /// Whether `rail` runs for this request: not switched off, and has plugins.
+    pub(crate) fn runs(&self, set: &PolicySet, rail: Rail) -> bool {
+        !self.disabled.contains(&rail) && !set.chain(rail).steps().is_empty()
     }
 }
 
@@ -134,7 +134,12 @@ impl Report {
         self.evals.iter().any(|e| e.verdict != Verdict::Allow)
     }
 
-    pub(crate) fn json(&self, request_id: &str, blocked: Option<&Refusal>) -> Value {
+    pub(crate) fn json(
+        &self,
+        request_id: &str,
+        revision: &crate::policy::Revision,
+        blocked: Option<&Refusal>,
+    ) -> Value {
         let mut rails = Map::new();
         for e in &self.evals {
             let slot = rails.entry(e.rail.as_str()).or_insert(json!("allow"));
@@ -160,7 +165,8 @@ impl Report {
                 })
             })
             .collect();
-        let mut out = json!({"request_id": request_id, "rails": rails});
+        let mut out =
+            json!({"request_id": request_id, "revision": revision.number, "rails": rails});
         if !rejections.is_empty() {
             out["rejections"] = Value::Array(rejections);
         }
@@ -170,9 +176,9 @@ impl Report {
         out
     }
 
-    pub(crate) fn log(&self, request_id: &str, endpoint: &str) {
+    pub(crate) fn log(&self, request_id: &str, endpoint: &str, revision: &crate::policy::Revision) {
         let evals: Vec<&Evaluation> = self.evals.iter().collect();
-        log_decisions(request_id, endpoint, &evals);
+        log_decisions(request_id, endpoint, revision, &evals);
     }
 }
 
@@ -228,14 +234,14 @@ async fn handle(
     let mut report = Report::default();
 
     for rail in [Rail::ToolResult, Rail::Input] {
-        if !options.enabled(rail) {
+        if !options.runs(set, rail) {
             continue;
         }
         let eval = app.check(set, rail, payload, &ctx);
         let refusal = Refusal::from_eval(&eval);
         payload = report.push(eval);
         if let Some(refusal) = refusal {
-            report.log(request_id, "chat");
+            report.log(request_id, "chat", set.revision());
             return Ok(refusal_response(set, request_id, &model, &refusal, &report));
         }
     }
@@ -270,7 +276,7 @@ async fn handle(
     let bytes = app.backend.read_body(response.into_body(), left).await?;
     if !status.is_success() {
         // The backend's own error, passed through with its status.
-        report.log(request_id, "chat");
+        report.log(request_id, "chat", set.revision());
         let mut passthrough = Response::new(Body::from(bytes));
         *passthrough.status_mut() = status;
         if let Some(ct) = content_type {
@@ -281,7 +287,7 @@ async fn handle(
     let mut reply = parse_object(&bytes)
         .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
     let refusal = judge_choices(app, set, &ctx, &payload, &options, &mut reply, &mut report)?;
-    report.log(request_id, "chat");
+    report.log(request_id, "chat", set.revision());
     if let Some(refusal) = refusal {
         return Ok(refusal_response(
             set,
@@ -292,7 +298,10 @@ async fn handle(
         ));
     }
     if report.acted() {
-        reply.insert("railyard".into(), report.json(request_id, None));
+        reply.insert(
+            "railyard".into(),
+            report.json(request_id, set.revision(), None),
+        );
     }
     Ok(super::json_response(StatusCode::OK, Value::Object(reply)))
 }
@@ -361,7 +370,7 @@ pub(crate) fn judge_reply(
             Rail::ToolCall => !message.tool_calls.is_empty(),
             _ => has_text(&message),
         };
-        if !applies || !options.enabled(rail) {
+        if !applies || !options.runs(set, rail) {
             continue;
         }
         let mut payload = conversation.clone();
@@ -389,7 +398,7 @@ pub(crate) fn refusal_response(
     report: &Report,
 ) -> Response {
     let server = &set.config().server;
-    let railyard = report.json(request_id, Some(refusal));
+    let railyard = report.json(request_id, set.revision(), Some(refusal));
     match server.on_block {
         OnBlock::Refuse => {
             let created = std::time::SystemTime::now()

@@ -203,11 +203,14 @@ impl Relay {
             )
             .await;
         let _ = self.send("[DONE]".into()).await;
-        self.report.log(&self.ctx.request_id, "chat-stream");
+        self.report
+            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
     }
 
     async fn blocked(&mut self, refusal: Refusal) -> Flow {
-        let railyard = self.report.json(&self.ctx.request_id, Some(&refusal));
+        let railyard = self
+            .report
+            .json(&self.ctx.request_id, self.set.revision(), Some(&refusal));
         let _ = self
             .send_json(json!({
                 "error": {"message": refusal.message(), "type": "policy_violation", "param": null, "code": "blocked"},
@@ -215,7 +218,8 @@ impl Relay {
             }))
             .await;
         let _ = self.send("[DONE]".into()).await;
-        self.report.log(&self.ctx.request_id, "chat-stream");
+        self.report
+            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
         Flow::Stop
     }
 
@@ -326,7 +330,7 @@ impl Relay {
             return Flow::Go;
         }
         let len = state.pending.len();
-        if !self.options.enabled(Rail::Output) {
+        if !self.options.runs(&self.set, Rail::Output) {
             let text = std::mem::take(&mut state.pending);
             state.released += text.len();
             return self.send_text(index, text).await;
@@ -490,13 +494,16 @@ impl Relay {
         }
         if self.report.acted() {
             let mut c = self.chunk(Vec::new());
-            c["railyard"] = self.report.json(&self.ctx.request_id, None);
+            c["railyard"] = self
+                .report
+                .json(&self.ctx.request_id, self.set.revision(), None);
             if let Flow::Stop = self.send_json(c).await {
                 return;
             }
         }
         let _ = self.send("[DONE]".into()).await;
-        self.report.log(&self.ctx.request_id, "chat-stream");
+        self.report
+            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
     }
 }
 

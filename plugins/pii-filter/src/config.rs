@@ -133,8 +133,7 @@ pub fn schema() -> String {
     );
     types.insert(SECRET_GROUP.into(), group);
     let mut default = action();
-    default["description"] =
-        json!("Action for types not named in `types` (default: redact).");
+    default["description"] = json!("Action for types not named in `types` (default: redact).");
     default["default"] = json!("redact");
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -39,13 +39,13 @@ impl Rng {
         items[self.below(items.len())]
     }
 
-    pub fn from_set(&mut self, set: &[u8], n: usize) -> String {
+    pub fn chars(&mut self, set: &[u8], n: usize) -> String {
         (0..n).map(|_| self.pick(set) as char).collect()
     }
 
-    pub fn from_set_n(&mut self, set: &[u8], lo: usize, hi: usize) -> String {
+    pub fn chars_n(&mut self, set: &[u8], lo: usize, hi: usize) -> String {
         let n = self.range(lo, hi);
-        self.from_set(set, n)
+        self.chars(set, n)
     }
 
     pub fn digits_n(&mut self, lo: usize, hi: usize) -> String {
@@ -54,7 +54,7 @@ impl Rng {
     }
 
     pub fn digits(&mut self, n: usize) -> String {
-        self.from_set(b"0123456789", n)
+        self.chars(b"0123456789", n)
     }
 }
 
@@ -94,12 +94,65 @@ impl Sample {
 }
 
 const WORDS: &[&str] = &[
-    "the", "report", "is", "ready", "please", "review", "before", "friday", "we", "shipped",
-    "a", "new", "build", "and", "customer", "asked", "about", "refund", "meeting", "moved",
-    "to", "next", "week", "server", "logs", "show", "errors", "after", "deploy", "thanks",
-    "for", "your", "help", "with", "this", "issue", "kind", "regards", "team", "update",
-    "pipeline", "failed", "on", "main", "branch", "retry", "later", "über", "café", "naïve",
-    "config", "value", "should", "be", "set", "in", "production", "tomorrow", "ok",
+    "the",
+    "report",
+    "is",
+    "ready",
+    "please",
+    "review",
+    "before",
+    "friday",
+    "we",
+    "shipped",
+    "a",
+    "new",
+    "build",
+    "and",
+    "customer",
+    "asked",
+    "about",
+    "refund",
+    "meeting",
+    "moved",
+    "to",
+    "next",
+    "week",
+    "server",
+    "logs",
+    "show",
+    "errors",
+    "after",
+    "deploy",
+    "thanks",
+    "for",
+    "your",
+    "help",
+    "with",
+    "this",
+    "issue",
+    "kind",
+    "regards",
+    "team",
+    "update",
+    "pipeline",
+    "failed",
+    "on",
+    "main",
+    "branch",
+    "retry",
+    "later",
+    "über",
+    "café",
+    "naïve",
+    "config",
+    "value",
+    "should",
+    "be",
+    "set",
+    "in",
+    "production",
+    "tomorrow",
+    "ok",
 ];
 
 /// Prose with the numbers ordinary text has (counts, years, prices, percentages, times).
@@ -135,7 +188,9 @@ fn filler(r: &mut Rng, s: &mut Sample, words: usize) {
 // ---------------------------------------------------------------- positive values
 
 fn email(r: &mut Rng) -> String {
-    let first = r.pick(&["john", "jane", "maria", "li", "ahmed", "o'neil", "zoë_k", "x", "dev"]);
+    let first = r.pick(&[
+        "john", "jane", "maria", "li", "ahmed", "o'neil", "zoë_k", "x", "dev",
+    ]);
     let first = if first.is_ascii() { first } else { "zoe" };
     let last = r.pick(&["doe", "smith", "mueller", "dupont", "wei", "khan", "ops"]);
     let local = match r.below(7) {
@@ -296,13 +351,43 @@ fn ssn_parts(r: &mut Rng) -> (String, String, String) {
 fn iban_compact(r: &mut Rng) -> String {
     let (cc, bban) = match r.below(12) {
         0 => ("DE", r.digits(18)),
-        1 => ("GB", format!("{}{}", r.from_set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4), r.digits(14))),
-        2 => ("FR", format!("{}{}{}", r.digits(10), r.from_set(UPPER_ALNUM, 11), r.digits(2))),
+        1 => (
+            "GB",
+            format!(
+                "{}{}",
+                r.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4),
+                r.digits(14)
+            ),
+        ),
+        2 => (
+            "FR",
+            format!(
+                "{}{}{}",
+                r.digits(10),
+                r.chars(UPPER_ALNUM, 11),
+                r.digits(2)
+            ),
+        ),
         3 => ("ES", r.digits(20)),
-        4 => ("IT", format!("{}{}{}", r.from_set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 1), r.digits(10), r.from_set(UPPER_ALNUM, 12))),
-        5 => ("NL", format!("{}{}", r.from_set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4), r.digits(10))),
+        4 => (
+            "IT",
+            format!(
+                "{}{}{}",
+                r.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 1),
+                r.digits(10),
+                r.chars(UPPER_ALNUM, 12)
+            ),
+        ),
+        5 => (
+            "NL",
+            format!(
+                "{}{}",
+                r.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4),
+                r.digits(10)
+            ),
+        ),
         6 => ("BE", r.digits(12)),
-        7 => ("CH", format!("{}{}", r.digits(5), r.from_set(UPPER_ALNUM, 12))),
+        7 => ("CH", format!("{}{}", r.digits(5), r.chars(UPPER_ALNUM, 12))),
         8 => ("AT", r.digits(16)),
         9 => ("PL", r.digits(24)),
         10 => ("NO", r.digits(11)),
@@ -381,30 +466,44 @@ fn aws(r: &mut Rng) -> String {
     format!(
         "{}{}",
         r.pick(&["AKIA", "AKIA", "ASIA"]),
-        r.from_set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+        r.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
     )
 }
 
 fn github(r: &mut Rng) -> String {
     if r.chance(25) {
-        format!("github_pat_{}_{}", r.from_set(ALNUM, 22), r.from_set(ALNUM, 59))
+        format!("github_pat_{}_{}", r.chars(ALNUM, 22), r.chars(ALNUM, 59))
     } else {
-        format!("{}{}", r.pick(&["ghp_", "gho_", "ghs_", "ghu_", "ghr_"]), r.from_set(ALNUM, 36))
+        format!(
+            "{}{}",
+            r.pick(&["ghp_", "gho_", "ghs_", "ghu_", "ghr_"]),
+            r.chars(ALNUM, 36)
+        )
     }
 }
 
 fn slack(r: &mut Rng) -> String {
     match r.below(4) {
-        0 => format!("xoxb-{}-{}-{}", r.digits(12), r.digits(13), r.from_set(ALNUM, 24)),
+        0 => format!(
+            "xoxb-{}-{}-{}",
+            r.digits(12),
+            r.digits(13),
+            r.chars(ALNUM, 24)
+        ),
         1 => format!(
             "xoxp-{}-{}-{}-{}",
             r.digits(12),
             r.digits(12),
             r.digits(13),
-            r.from_set(HEX, 32)
+            r.chars(HEX, 32)
         ),
-        2 => format!("xapp-1-A{}-{}-{}", r.from_set(UPPER_ALNUM, 10), r.digits(13), r.from_set(HEX, 64)),
-        _ => format!("xoxa-2-{}-{}", r.digits(12), r.from_set(ALNUM, 30)),
+        2 => format!(
+            "xapp-1-A{}-{}-{}",
+            r.chars(UPPER_ALNUM, 10),
+            r.digits(13),
+            r.chars(HEX, 64)
+        ),
+        _ => format!("xoxa-2-{}-{}", r.digits(12), r.chars(ALNUM, 30)),
     }
 }
 
@@ -438,20 +537,30 @@ fn jwt(r: &mut Rng) -> String {
     let sig = if header.contains("none") {
         String::new()
     } else {
-        r.from_set(B64URL, 43)
+        r.chars(B64URL, 43)
     };
-    format!("{}.{}.{sig}", b64url(header.as_bytes()), b64url(payload.as_bytes()))
+    format!(
+        "{}.{}.{sig}",
+        b64url(header.as_bytes()),
+        b64url(payload.as_bytes())
+    )
 }
 
 /// A PEM private key; truncated ones stop after their body (no END line).
 fn pem(r: &mut Rng, truncated: bool) -> String {
-    let label = r.pick(&["RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY", "ENCRYPTED PRIVATE KEY"]);
+    let label = r.pick(&[
+        "RSA PRIVATE KEY",
+        "PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+    ]);
     let mut s = format!("-----BEGIN {label}-----\n");
     for _ in 0..r.range(2, 8) {
-        s.push_str(&r.from_set(B64, 64));
+        s.push_str(&r.chars(B64, 64));
         s.push('\n');
     }
-    s.push_str(&r.from_set_n(B64, 4, 60));
+    s.push_str(&r.chars_n(B64, 4, 60));
     s.push_str(r.pick(&["", "=", "=="]));
     if !truncated {
         let _ = write!(s, "\n-----END {label}-----");
@@ -461,12 +570,30 @@ fn pem(r: &mut Rng, truncated: bool) -> String {
 
 /// (scheme, user:password, host-and-rest).
 fn url_credentials(r: &mut Rng) -> (String, String, String) {
-    let scheme = r.pick(&["postgres", "postgresql", "mysql", "https", "redis", "amqp", "mongodb+srv", "ftp"]);
+    let scheme = r.pick(&[
+        "postgres",
+        "postgresql",
+        "mysql",
+        "https",
+        "redis",
+        "amqp",
+        "mongodb+srv",
+        "ftp",
+    ]);
     let user = r.pick(&["admin", "app_user", "svc-deploy", "root", "john.doe"]);
-    let pass = r.from_set_n(b"abcdefghijkmnpqrstuvwxyzABCDEFGH23456789!$*-_.~%", 6, 20);
-    let host = r.pick(&["db.internal", "cache.example.com", "mq.prod.local", "cluster0.ab1cd.mongodb.net"]);
+    let pass = r.chars_n(b"abcdefghijkmnpqrstuvwxyzABCDEFGH23456789!$*-_.~%", 6, 20);
+    let host = r.pick(&[
+        "db.internal",
+        "cache.example.com",
+        "mq.prod.local",
+        "cluster0.ab1cd.mongodb.net",
+    ]);
     let rest = r.pick(&["/app", ":5432/orders", "/", "", "/vhost?ssl=true"]);
-    (scheme.to_string(), format!("{user}:{pass}"), format!("{host}{rest}"))
+    (
+        scheme.to_string(),
+        format!("{user}:{pass}"),
+        format!("{host}{rest}"),
+    )
 }
 
 // ---------------------------------------------------------------- positives in context
@@ -488,13 +615,23 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                 "{}",
                 "reply-to={}&x=1",
                 "`{}`",
+                "| Jane | {} | admin |",
+                "emails: {}; see list",
+                "<mailto:{}>",
+                "{},",
             ]);
             s.templated(tpl, t, &v);
         }
         Phone => {
             let (v, bare) = phone(r);
             let tpl = if bare {
-                r.pick(&["call {}", "Tel: {}", "phone number: {}", "mobile {} (after 6pm)", "fax: {}"])
+                r.pick(&[
+                    "call {}",
+                    "Tel: {}",
+                    "phone number: {}",
+                    "mobile {} (after 6pm)",
+                    "fax: {}",
+                ])
             } else {
                 r.pick(&[
                     "Call me at {}.",
@@ -505,6 +642,9 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                     "\"phone\": \"{}\"",
                     "Kontakt: {}",
                     "- {}\n",
+                    "| Tel | {} |",
+                    "phone={}&lang=en",
+                    "Mobile: {} / Office: none",
                 ])
             };
             s.templated(tpl, t, &v);
@@ -519,6 +659,8 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                 "cc={}&amount=10",
                 "\"pan\": \"{}\"",
                 "my visa is {} cvv 123",
+                "| card | {} | ok |",
+                "charged {} on 2024-01-15",
             ]);
             s.templated(tpl, t, &v);
         }
@@ -526,7 +668,12 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
             let (a, g, n) = ssn_parts(r);
             match r.below(4) {
                 0 => {
-                    let tpl = r.pick(&["SSN: {}", "ssn={}", "social security number {}", "my SSN is {}"]);
+                    let tpl = r.pick(&[
+                        "SSN: {}",
+                        "ssn={}",
+                        "social security number {}",
+                        "my SSN is {}",
+                    ]);
                     s.templated(tpl, t, &format!("{a}{g}{n}"));
                 }
                 1 => {
@@ -534,14 +681,27 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                     s.templated(tpl, t, &format!("{a} {g} {n}"));
                 }
                 _ => {
-                    let tpl = r.pick(&["SSN: {}", "{}", "Social Security: {}.", "id check {} ok", "\"ssn\": \"{}\""]);
+                    let tpl = r.pick(&[
+                        "SSN: {}",
+                        "{}",
+                        "Social Security: {}.",
+                        "id check {} ok",
+                        "\"ssn\": \"{}\"",
+                    ]);
                     s.templated(tpl, t, &format!("{a}-{g}-{n}"));
                 }
             }
         }
         Iban => {
             let v = iban(r);
-            let tpl = r.pick(&["IBAN: {}", "transfer to {} please", "Konto {}.", "{}", "iban={}", "(IBAN {})"]);
+            let tpl = r.pick(&[
+                "IBAN: {}",
+                "transfer to {} please",
+                "Konto {}.",
+                "{}",
+                "iban={}",
+                "(IBAN {})",
+            ]);
             s.templated(tpl, t, &v);
         }
         IpAddress => {
@@ -557,30 +717,67 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                     "client {} connected",
                     "ping {} failed",
                     "allow {}/32",
+                    "ssh root@{}",
+                    "X-Forwarded-For: {}, 10.0.0.1",
+                    "inet {}/24 brd",
+                    "Host: {}:443",
                 ])
             } else {
-                r.pick(&["[{}]:443", "addr {}", "from {} via eth0", "\"ip\": \"{}\"", "{}"])
+                r.pick(&[
+                    "[{}]:443",
+                    "addr {}",
+                    "from {} via eth0",
+                    "\"ip\": \"{}\"",
+                    "{}",
+                ])
             };
-            s.templated(tpl, t, &v);
+            if let Some((a, rest)) = tpl.split_once("10.0.0.1") {
+                s.templated(a, t, &v);
+                s.pii(t, "10.0.0.1");
+                s.raw(rest);
+            } else {
+                s.templated(tpl, t, &v);
+            }
         }
         AwsKey => {
             let v = aws(r);
-            let tpl = r.pick(&["aws_access_key_id = {}", "export AWS_ACCESS_KEY_ID={}", "key {} leaked", "\"AccessKeyId\": \"{}\""]);
+            let tpl = r.pick(&[
+                "aws_access_key_id = {}",
+                "export AWS_ACCESS_KEY_ID={}",
+                "key {} leaked",
+                "\"AccessKeyId\": \"{}\"",
+            ]);
             s.templated(tpl, t, &v);
         }
         GithubToken => {
             let v = github(r);
-            let tpl = r.pick(&["token: {}", "GITHUB_TOKEN={}", "git clone https://{}@github.com/org/repo.git", "Authorization: token {}"]);
+            let tpl = r.pick(&[
+                "token: {}",
+                "GITHUB_TOKEN={}",
+                "git clone https://{}@github.com/org/repo.git",
+                "Authorization: token {}",
+            ]);
             s.templated(tpl, t, &v);
         }
         SlackToken => {
             let v = slack(r);
-            let tpl = r.pick(&["SLACK_BOT_TOKEN={}", "token {}", "\"token\": \"{}\"", "slack: {}"]);
+            let tpl = r.pick(&[
+                "SLACK_BOT_TOKEN={}",
+                "token {}",
+                "\"token\": \"{}\"",
+                "slack: {}",
+            ]);
             s.templated(tpl, t, &v);
         }
         Jwt => {
             let v = jwt(r);
-            let tpl = r.pick(&["Authorization: Bearer {}", "token={}", "jwt: {}", "\"id_token\": \"{}\"", "{}"]);
+            let tpl = r.pick(&[
+                "Authorization: Bearer {}",
+                "token={}",
+                "jwt: {}",
+                "\"id_token\": \"{}\"",
+                "{}",
+            ]);
             s.templated(tpl, t, &v);
         }
         PrivateKey => {
@@ -591,7 +788,12 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                 s.pii(t, &v);
                 s.raw("\n\n");
             } else {
-                let tpl = r.pick(&["here is my key:\n{}\nthanks", "{}", "```\n{}\n```", "key: {}\n"]);
+                let tpl = r.pick(&[
+                    "here is my key:\n{}\nthanks",
+                    "{}",
+                    "```\n{}\n```",
+                    "key: {}\n",
+                ]);
                 s.templated(tpl, t, &v);
             }
         }
@@ -626,6 +828,7 @@ pub const NEGATIVE_KINDS: &[&str] = &[
     "secret look-alike",
     "IP look-alike",
     "unlabelled digits",
+    "other technical strings",
 ];
 
 fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
@@ -642,16 +845,24 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
                 1 => group(&d, groups, " "),
                 _ => group(&d, groups, "-"),
             };
-            format!("{} {shown}", r.pick(&["card", "Card number:", "paid with", ""]))
+            format!(
+                "{} {shown}",
+                r.pick(&["card", "Card number:", "paid with", ""])
+            )
         }
         1 => {
             let d = loop {
                 let d = format!("{}{}", r.range(1, 9), r.digits(15));
-                if !(crate::validate::luhn(d.as_bytes()) && crate::validate::card_issuer_ok(d.as_bytes())) {
+                if !(crate::validate::luhn(d.as_bytes())
+                    && crate::validate::card_issuer_ok(d.as_bytes()))
+                {
                     break d;
                 }
             };
-            format!("{} {d}", r.pick(&["id", "account ref", "device", "number", "value"]))
+            format!(
+                "{} {d}",
+                r.pick(&["id", "account ref", "device", "number", "value"])
+            )
         }
         2 => {
             let (a, g, n) = ssn_parts(r);
@@ -662,7 +873,10 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
                 3 => (a, "00".into(), n),
                 _ => (a, g, "0000".into()),
             };
-            format!("{} {a}-{g}-{n}", r.pick(&["SSN:", "ssn", "social security number", ""]))
+            format!(
+                "{} {a}-{g}-{n}",
+                r.pick(&["SSN:", "ssn", "social security number", ""])
+            )
         }
         3 => {
             let mut b = iban_compact(r).into_bytes();
@@ -680,7 +894,12 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
                 0 => format!("version {a}.{b2}.{c}.{d}"),
                 1 => format!("v{a}.{b2}.{c}"),
                 2 => format!("v{a}.{b2}.{c}.{d}"),
-                3 => format!("Mozilla/5.0 Chrome/{}.0.{}.{} Safari/537.36", r.range(90, 130), r.range(1000, 6999), r.below(200)),
+                3 => format!(
+                    "Mozilla/5.0 Chrome/{}.0.{}.{} Safari/537.36",
+                    r.range(90, 130),
+                    r.range(1000, 6999),
+                    r.below(200)
+                ),
                 4 => format!("Chrome/{}.0.0.0", r.range(90, 130)),
                 5 => format!("pip install foo=={a}.{b2}.{c}.{d}"),
                 6 => format!("release {a}.{b2}.{c}.{d}"),
@@ -692,30 +911,43 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
         5 => {
             let u = format!(
                 "{}-{}-4{}-{}{}-{}",
-                r.from_set(HEX, 8),
-                r.from_set(HEX, 4),
-                r.from_set(HEX, 3),
+                r.chars(HEX, 8),
+                r.chars(HEX, 4),
+                r.chars(HEX, 3),
                 r.pick(&["8", "9", "a", "b"]),
-                r.from_set(HEX, 3),
-                r.from_set(HEX, 12)
+                r.chars(HEX, 3),
+                r.chars(HEX, 12)
             );
             let u = if r.chance(30) { u.to_uppercase() } else { u };
             format!("{} {u}", r.pick(&["request", "id:", "uuid", ""]))
         }
         6 => match r.below(4) {
-            0 => format!("md5 {}", r.from_set(HEX, 32)),
-            1 => format!("sha1: {}", r.from_set(HEX, 40)),
-            2 => format!("sha256:{}", r.from_set(HEX, 64)),
-            _ => format!("commit {}", r.from_set_n(HEX, 7, 12)),
+            0 => format!("md5 {}", r.chars(HEX, 32)),
+            1 => format!("sha1: {}", r.chars(HEX, 40)),
+            2 => format!("sha256:{}", r.chars(HEX, 64)),
+            _ => format!("commit {}", r.chars_n(HEX, 7, 12)),
         },
         7 => {
-            let (y, mo, d, h, mi, se) = (r.range(1990, 2035), r.range(1, 12), r.range(1, 28), r.below(24), r.below(60), r.below(60));
+            let (y, mo, d, h, mi, se) = (
+                r.range(1990, 2035),
+                r.range(1, 12),
+                r.range(1, 28),
+                r.below(24),
+                r.below(60),
+                r.below(60),
+            );
             match r.below(6) {
                 0 => format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z"),
-                1 => format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}.{:03}+02:00", r.below(1000)),
+                1 => format!(
+                    "{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}.{:03}+02:00",
+                    r.below(1000)
+                ),
                 2 => format!("at {y}-{mo:02}-{d:02} {h:02}:{mi:02}:{se:02}"),
                 3 => format!("ts={}", r.range(1_000_000_000, 1_999_999_999)),
-                4 => format!("created {}", r.range(1_000_000_000, 1_999_999_999) as u64 * 1000 + r.below(1000) as u64),
+                4 => format!(
+                    "created {}",
+                    r.range(1_000_000_000, 1_999_999_999) as u64 * 1000 + r.below(1000) as u64
+                ),
                 _ => format!("Date: Mon, {d} Jan {y} {h:02}:{mi:02}:{se:02} +0000"),
             }
         }
@@ -733,14 +965,45 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
             }
         }
         9 => match r.below(8) {
-            0 => format!("{}/{}/{}", r.range(1, 12), r.range(1, 28), r.range(1990, 2030)),
-            1 => format!("{:02}.{:02}.{}", r.range(1, 28), r.range(1, 12), r.range(1990, 2030)),
-            2 => format!("{}/{:02}/{:02}", r.range(1990, 2030), r.range(1, 12), r.range(1, 28)),
-            3 => format!("${},{:03}.{:02}", r.range(1, 999), r.below(1000), r.below(100)),
+            0 => format!(
+                "{}/{}/{}",
+                r.range(1, 12),
+                r.range(1, 28),
+                r.range(1990, 2030)
+            ),
+            1 => format!(
+                "{:02}.{:02}.{}",
+                r.range(1, 28),
+                r.range(1, 12),
+                r.range(1990, 2030)
+            ),
+            2 => format!(
+                "{}/{:02}/{:02}",
+                r.range(1990, 2030),
+                r.range(1, 12),
+                r.range(1, 28)
+            ),
+            3 => format!(
+                "${},{:03}.{:02}",
+                r.range(1, 999),
+                r.below(1000),
+                r.below(100)
+            ),
             4 => format!("pi is 3.{}", r.digits(8)),
             5 => format!("zip {}-{}", r.digits(5), r.digits(4)),
-            6 => format!("ISBN 978-{}-{}-{}-{}", r.range(0, 9), r.digits(2), r.digits(6), r.range(0, 9)),
-            _ => format!("{} items at {}.{} each", r.range(2, 99), r.range(1, 99), r.digits(2)),
+            6 => format!(
+                "ISBN 978-{}-{}-{}-{}",
+                r.range(0, 9),
+                r.digits(2),
+                r.digits(6),
+                r.range(0, 9)
+            ),
+            _ => format!(
+                "{} items at {}.{} each",
+                r.range(2, 99),
+                r.range(1, 99),
+                r.digits(2)
+            ),
         },
         10 => r
             .pick(&[
@@ -755,24 +1018,95 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
             ])
             .to_string(),
         11 => match r.below(9) {
-            0 => format!("ghp_{}", r.from_set(ALNUM, 20)),
-            1 => format!("AKIA{}", r.from_set(UPPER_ALNUM, 10)),
+            0 => format!("ghp_{}", r.chars(ALNUM, 20)),
+            1 => format!("AKIA{}", r.chars(UPPER_ALNUM, 10)),
             2 => "xoxb-not-a-token".to_string(),
-            3 => format!("{}.{}.{}", b64url(br#"{"typ":"x","kid":"1"}"#), b64url(b"{}"), r.from_set(B64URL, 20)),
-            4 => format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----", r.from_set(B64, 64)),
-            5 => format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----", r.from_set(B64, 64)),
+            3 => format!(
+                "{}.{}.{}",
+                b64url(br#"{"typ":"x","kid":"1"}"#),
+                b64url(b"{}"),
+                r.chars(B64URL, 20)
+            ),
+            4 => format!(
+                "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----",
+                r.chars(B64, 64)
+            ),
+            5 => format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----",
+                r.chars(B64, 64)
+            ),
             6 => "https://example.com/path?user=a:b".to_string(),
             7 => format!("https://{}@example.com/repo", r.pick(&["john", "deploy"])),
-            _ => format!("AKIA{}", r.from_set(b"abcdefghijklmnop", 16)),
+            _ => format!("AKIA{}", r.chars(b"abcdefghijklmnop", 16)),
         },
         12 => match r.below(7) {
-            0 => format!("{}.{}.{}.{}", r.range(256, 999), r.below(256), r.below(256), r.below(256)),
+            0 => format!(
+                "{}.{}.{}.{}",
+                r.range(256, 999),
+                r.below(256),
+                r.below(256),
+                r.below(256)
+            ),
             1 => format!("OID 1.3.6.1.4.1.{}", r.range(1, 9999)),
-            2 => format!("mac {}", (0..6).map(|_| r.from_set(HEX, 2)).collect::<Vec<_>>().join(":")),
-            3 => format!("at {:02}:{:02}:{:02}", r.below(24), r.below(60), r.below(60)),
+            2 => format!(
+                "mac {}",
+                (0..6)
+                    .map(|_| r.chars(HEX, 2))
+                    .collect::<Vec<_>>()
+                    .join(":")
+            ),
+            3 => format!(
+                "at {:02}:{:02}:{:02}",
+                r.below(24),
+                r.below(60),
+                r.below(60)
+            ),
             4 => "std::vector<int> and Foo::Bar::baz".to_string(),
-            5 => format!("{}.{}.{}.{}.{}", r.below(256), r.below(256), r.below(256), r.below(256), r.below(256)),
+            5 => format!(
+                "{}.{}.{}.{}.{}",
+                r.below(256),
+                r.below(256),
+                r.below(256),
+                r.below(256),
+                r.below(256)
+            ),
             _ => "dead::beef".to_string(),
+        },
+        14 => match r.below(12) {
+            0 => format!("port {}", r.range(1, 65535)),
+            1 => format!("PID {}", r.range(100, 99999)),
+            2 => format!(
+                "{},{:03},{:03}",
+                r.range(1, 999),
+                r.below(1000),
+                r.below(1000)
+            ),
+            3 => format!("0x{}", r.chars(HEX, 8)),
+            4 => format!("base64 {}=", r.chars(B64, 27)),
+            5 => "/usr/lib/x86_64-linux-gnu/libc.so.6".to_string(),
+            6 => format!(
+                "semver {}.{}.{}-beta.{}",
+                r.below(9),
+                r.below(20),
+                r.below(20),
+                r.below(9)
+            ),
+            7 => format!(
+                "subnet {}.{}.{}",
+                r.range(1, 223),
+                r.below(256),
+                r.below(256)
+            ),
+            8 => format!("tracking 1Z{}{}", r.chars(UPPER_ALNUM, 6), r.digits(10)),
+            9 => format!("IMEI 49{}", r.digits(13)),
+            10 => format!("EIN {}-{}", r.digits(2), r.digits(7)),
+            _ => format!(
+                "Build {}.{:02}.{:02}.{}",
+                r.range(2015, 2030),
+                r.range(1, 12),
+                r.range(1, 28),
+                r.digits(4)
+            ),
         },
         _ => match r.below(4) {
             0 => format!("{}{}", r.range(2, 9), r.digits(9)),

@@ -1,6 +1,7 @@
-//! Turns one request into a verdict. On `input` and `tool_result` every message belongs to the
-//! application and is scanned; on `output` only the last message (the model's reply) is judged,
-//! since the conversation before it already passed the input rail.
+//! Turns one request into a verdict. On `input` every message belongs to the application and is
+//! scanned; on `tool_result` only the tool results (`role: "tool"`), so that a redaction is
+//! reported on the rail that owns the data; on `output` only the last message (the model's
+//! reply), since the conversation before it already passed the input rail.
 
 use crate::config::Policy;
 use crate::redact::{self, Blocked, Counts};
@@ -17,9 +18,14 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
     let mut edits = Vec::new();
     let mut reasons = Vec::new();
     for (idx, msg) in request.messages.iter().enumerate().skip(first) {
+        if request.rail == Rail::ToolResult && msg.role != "tool" {
+            continue;
+        }
         let mut counts: Counts = [0; PiiType::COUNT];
         let result = match &msg.content {
-            Some(Content::Text(t)) => redact::text(t, policy, &mut counts).map(|o| o.map(Content::Text)),
+            Some(Content::Text(t)) => {
+                redact::text(t, policy, &mut counts).map(|o| o.map(Content::Text))
+            }
             Some(Content::Parts(p)) => {
                 redact::parts(p, policy, &mut counts).map(|o| o.map(Content::Parts))
             }
@@ -127,11 +133,17 @@ mod tests {
         let p = Policy::from_json(r#"{"types":{"CREDIT_CARD":"block"}}"#).unwrap();
         let r = request(
             Rail::Input,
-            vec![msg("user", "x"), msg("user", "pay with 4111 1111 1111 1111")],
+            vec![
+                msg("user", "x"),
+                msg("user", "pay with 4111 1111 1111 1111"),
+            ],
         );
         let Verdict::Block(reason) = evaluate(&r, &p) else {
             panic!("expected block")
         };
-        assert_eq!(reason, "message 1 contains a CREDIT_CARD (blocked by policy)");
+        assert_eq!(
+            reason,
+            "message 1 contains a CREDIT_CARD (blocked by policy)"
+        );
     }
 }

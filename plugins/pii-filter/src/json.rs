@@ -149,7 +149,14 @@ pub fn rewrite<E>(
     Ok(out)
 }
 
-fn splice(out: &mut Option<String>, src: &str, copied: &mut usize, from: usize, to: usize, s: &str) {
+fn splice(
+    out: &mut Option<String>,
+    src: &str,
+    copied: &mut usize,
+    from: usize,
+    to: usize,
+    s: &str,
+) {
     let o = out.get_or_insert_with(|| String::with_capacity(src.len()));
     o.push_str(&src[*copied..from]);
     o.push_str(&serde_json::to_string(s).expect("strings serialize"));

@@ -44,7 +44,7 @@ mod component {
 
         fn configure(config: String) -> Result<(), String> {
             let policy = Policy::from_json(&config)?;
-                railyard_plugin_sdk::log(
+            railyard_plugin_sdk::log(
                 railyard_plugin_sdk::Level::Info,
                 &format!("configured: {}", policy.summary()),
             );

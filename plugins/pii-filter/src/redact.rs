@@ -98,7 +98,10 @@ pub fn plain(
     if found.is_empty() {
         return Ok(None);
     }
-    if let Some(f) = found.iter().find(|f| policy.action(f.kind) == Action::Block) {
+    if let Some(f) = found
+        .iter()
+        .find(|f| policy.action(f.kind) == Action::Block)
+    {
         return Err(Blocked(f.kind));
     }
     let mut out = String::new();
@@ -190,7 +193,9 @@ mod tests {
         let p = Policy::from_json(r#"{"types":{"IP_ADDRESS":"allow"}}"#).unwrap();
         let mut c = [0; PiiType::COUNT];
         assert_eq!(
-            text("from 10.0.0.1 by a@b.com", &p, &mut c).unwrap().unwrap(),
+            text("from 10.0.0.1 by a@b.com", &p, &mut c)
+                .unwrap()
+                .unwrap(),
             "from 10.0.0.1 by [EMAIL]"
         );
     }

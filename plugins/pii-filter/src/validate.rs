@@ -14,7 +14,7 @@ pub fn luhn(digits: &[u8]) -> bool {
         }
         sum += v;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Whether a card number's issuer prefix (IIN) and length belong to a real card scheme. Luhn
@@ -27,7 +27,7 @@ pub fn card_issuer_ok(digits: &[u8]) -> bool {
             .iter()
             .fold(0u32, |acc, &d| acc * 10 + u32::from(d - b'0'))
     };
-    if len < 13 || len > 19 {
+    if !(13..=19).contains(&len) {
         return false;
     }
     let p1 = prefix(1);
@@ -71,11 +71,7 @@ pub fn card_issuer_ok(digits: &[u8]) -> bool {
 
 /// US Social Security Number ranges: area not 000, 666 or 900-999; group not 00; serial not 0000.
 pub fn ssn_ok(area: &[u8], group: &[u8], serial: &[u8]) -> bool {
-    area != b"000"
-        && area != b"666"
-        && area[0] != b'9'
-        && group != b"00"
-        && serial != b"0000"
+    area != b"000" && area != b"666" && area[0] != b'9' && group != b"00" && serial != b"0000"
 }
 
 /// The IBAN length registered for a country code, if the country issues IBANs.
@@ -193,7 +189,10 @@ mod tests {
 
     #[test]
     fn base64url() {
-        assert_eq!(base64url_decode(b"eyJhbGciOiJIUzI1NiJ9").unwrap(), br#"{"alg":"HS256"}"#);
+        assert_eq!(
+            base64url_decode(b"eyJhbGciOiJIUzI1NiJ9").unwrap(),
+            br#"{"alg":"HS256"}"#
+        );
         assert!(base64url_decode(b"ab$c").is_none());
     }
 }

@@ -66,6 +66,18 @@ pub fn run(b: &[u8], mut i: usize, f: impl Fn(u8) -> bool) -> usize {
     i
 }
 
+/// Like [`run`] but stops after `max` bytes, so a parser tried at many positions of one long
+/// run cannot go quadratic.
+#[inline]
+pub fn run_max(b: &[u8], i: usize, max: usize, f: impl Fn(u8) -> bool) -> usize {
+    let stop = b.len().min(i + max);
+    let mut j = i;
+    while j < stop && f(b[j]) {
+        j += 1;
+    }
+    j
+}
+
 /// What the words before a candidate say it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Label {
@@ -88,27 +100,123 @@ const FILLER: &[&[u8]] = &[
 ];
 
 const PHONE: &[&[u8]] = &[
-    b"phone", b"telephone", b"tel", b"mobile", b"mob", b"cell", b"cellphone", b"call", b"fax",
-    b"ph", b"whatsapp", b"sms", b"text", b"dial", b"contact", b"reach", b"telefon", b"handy",
-    b"rufnummer", b"mobil", b"portable", b"hotline", b"tlf", b"phonenumber",
+    b"phone",
+    b"telephone",
+    b"tel",
+    b"mobile",
+    b"mob",
+    b"cell",
+    b"cellphone",
+    b"call",
+    b"fax",
+    b"ph",
+    b"whatsapp",
+    b"sms",
+    b"text",
+    b"dial",
+    b"contact",
+    b"reach",
+    b"telefon",
+    b"handy",
+    b"rufnummer",
+    b"mobil",
+    b"portable",
+    b"hotline",
+    b"tlf",
+    b"phonenumber",
 ];
 
 const SSN: &[&[u8]] = &[b"ssn", b"social", b"security", b"ss", b"ssns"];
 
 const IDENT: &[&[u8]] = &[
-    b"order", b"orders", b"invoice", b"inv", b"tracking", b"track", b"ticket", b"ref",
-    b"reference", b"receipt", b"po", b"sku", b"case", b"transaction", b"txn", b"confirmation",
-    b"booking", b"shipment", b"serial", b"isbn", b"id", b"uid", b"pid", b"item", b"part",
-    b"batch", b"lot", b"issue", b"pr", b"commit", b"timestamp", b"ts", b"epoch", b"nonce",
-    b"request", b"req", b"job", b"run", b"build", b"zip", b"postal", b"postcode", b"plz",
+    b"order",
+    b"orders",
+    b"invoice",
+    b"inv",
+    b"tracking",
+    b"track",
+    b"ticket",
+    b"ref",
+    b"reference",
+    b"receipt",
+    b"po",
+    b"sku",
+    b"case",
+    b"transaction",
+    b"txn",
+    b"confirmation",
+    b"booking",
+    b"shipment",
+    b"serial",
+    b"isbn",
+    b"id",
+    b"uid",
+    b"pid",
+    b"item",
+    b"part",
+    b"batch",
+    b"lot",
+    b"issue",
+    b"pr",
+    b"commit",
+    b"timestamp",
+    b"ts",
+    b"epoch",
+    b"nonce",
+    b"request",
+    b"req",
+    b"job",
+    b"run",
+    b"build",
+    b"zip",
+    b"postal",
+    b"postcode",
+    b"plz",
 ];
 
 const VERSION: &[&[u8]] = &[
-    b"version", b"versions", b"ver", b"v", b"release", b"released", b"rel", b"firmware", b"fw",
-    b"tag", b"rev", b"revision", b"update", b"updated", b"upgrade", b"upgraded", b"downgrade",
-    b"package", b"pkg", b"sdk", b"chrome", b"firefox", b"safari", b"mozilla", b"applewebkit",
-    b"python", b"java", b"ruby", b"rust", b"npm", b"pip", b"kernel", b"macos", b"ios",
-    b"android", b"patch", b"hotfix", b"semver", b"bump", b"bumped", b"install", b"installed",
+    b"version",
+    b"versions",
+    b"ver",
+    b"v",
+    b"release",
+    b"released",
+    b"rel",
+    b"firmware",
+    b"fw",
+    b"tag",
+    b"rev",
+    b"revision",
+    b"update",
+    b"updated",
+    b"upgrade",
+    b"upgraded",
+    b"downgrade",
+    b"package",
+    b"pkg",
+    b"sdk",
+    b"chrome",
+    b"firefox",
+    b"safari",
+    b"mozilla",
+    b"applewebkit",
+    b"python",
+    b"java",
+    b"ruby",
+    b"rust",
+    b"npm",
+    b"pip",
+    b"kernel",
+    b"macos",
+    b"ios",
+    b"android",
+    b"patch",
+    b"hotfix",
+    b"semver",
+    b"bump",
+    b"bumped",
+    b"install",
+    b"installed",
     b"requires",
 ];
 
@@ -135,8 +243,7 @@ fn classify(word: &[u8]) -> Option<Label> {
 /// Labels written as one identifier (`customer_phone`, `orderId`, `social_security_number`).
 fn classify_compound(word: &[u8]) -> Label {
     let contains = |needle: &[u8]| word.windows(needle.len()).any(|w| w == needle);
-    if contains(b"phone") || contains(b"mobile") || contains(b"fax") || word.starts_with(b"tel")
-    {
+    if contains(b"phone") || contains(b"mobile") || contains(b"fax") || word.starts_with(b"tel") {
         Label::Phone
     } else if contains(b"ssn") || contains(b"social") {
         Label::Ssn
@@ -164,8 +271,22 @@ fn classify_compound(word: &[u8]) -> Label {
 fn is_label_gap(c: u8) -> bool {
     matches!(
         c,
-        b' ' | b'\t' | b'\r' | b'\n' | b':' | b'#' | b'=' | b'.' | b'-' | b'"' | b'\'' | b'('
-            | b'[' | b'*' | b'>' | b'`' | b'/'
+        b' ' | b'\t'
+            | b'\r'
+            | b'\n'
+            | b':'
+            | b'#'
+            | b'='
+            | b'.'
+            | b'-'
+            | b'"'
+            | b'\''
+            | b'('
+            | b'['
+            | b'*'
+            | b'>'
+            | b'`'
+            | b'/'
     )
 }
 

@@ -15,8 +15,8 @@ fn is_label(c: u8) -> bool {
 
 /// Top-level "domains" that are really file names (`icon@2x.png`).
 const FILE_EXTS: &[&[u8]] = &[
-    b"png", b"jpg", b"jpeg", b"gif", b"svg", b"webp", b"ico", b"bmp", b"js", b"ts", b"css",
-    b"map", b"json", b"txt", b"pdf", b"zip", b"tar", b"gz", b"mp4", b"mov",
+    b"png", b"jpg", b"jpeg", b"gif", b"svg", b"webp", b"ico", b"bmp", b"js", b"ts", b"css", b"map",
+    b"json", b"txt", b"pdf", b"zip", b"tar", b"gz", b"mp4", b"mov",
 ];
 
 pub(super) fn at_sign(b: &[u8], i: usize) -> Step {
@@ -71,6 +71,9 @@ fn email(b: &[u8], i: usize) -> Option<(usize, usize)> {
         }
         labels += 1;
         last_label = (ls, p);
+        if p - i > 254 {
+            return None;
+        }
         if at(b, p) == b'.' && is_label(at(b, p + 1)) {
             p += 1;
         } else {

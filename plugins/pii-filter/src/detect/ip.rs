@@ -1,7 +1,7 @@
 //! IP addresses. IPv4 needs context: "1.2.3.4" is an address in "from 1.2.3.4" but a version in
 //! "version 1.2.3.4", "Chrome/1.2.3.4" or "pkg==1.2.3.4", and never part of "1.2.3.4.5".
 
-use super::context::{at, is_hex, is_word, label_before, run, Label};
+use super::context::{at, is_hex, is_word, label_before, run, run_max, Label};
 use super::{Finding, Step};
 use crate::types::PiiType;
 use std::net::Ipv6Addr;
@@ -50,7 +50,7 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
     if i > 0 {
         let prev = b[i - 1];
         let prev2 = if i > 1 { b[i - 2] } else { 0 };
-        let versionish = matches!(prev, b'@' | b'~' | b'^' | b'<' | b'>')
+        let versionish = matches!(prev, b'~' | b'^' | b'<' | b'>')
             || (prev == b'=' && matches!(prev2, b'=' | b'<' | b'>' | b'~' | b'!'))
             || (matches!(prev, b'/' | b'-' | b'_') && prev2.is_ascii_alphabetic())
             || (prev == b'.' && prev2.is_ascii_digit());
@@ -66,7 +66,7 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
 
 /// An IPv6 address starting at `i` (a hex word followed by `:`, or `::`).
 pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
-    let mut e = run(b, i, |c| is_hex(c) || c == b':' || c == b'.');
+    let mut e = run_max(b, i, 46, |c| is_hex(c) || c == b':' || c == b'.');
     while e > i && b[e - 1] == b'.' {
         e -= 1;
     }
@@ -83,6 +83,14 @@ pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
         return None;
     }
     std::str::from_utf8(s).ok()?.parse::<Ipv6Addr>().ok()?;
+    // Short compressed forms also read as code paths (`E1::A`, `B2::new(`): accept them only in
+    // lowercase and not followed by a call or generic.
+    let groups = s.split(|&c| c == b':').filter(|g| !g.is_empty()).count();
+    if groups < 3
+        && (s.iter().any(u8::is_ascii_uppercase) || matches!(at(b, e), b'(' | b'<' | b'{'))
+    {
+        return None;
+    }
     Some(Step::Found(
         Finding {
             start: i,

@@ -1,8 +1,8 @@
 //! Finds PII in text with one left-to-right pass. Instead of running a dozen regexes over every
-//! message, the scanner looks only at bytes that can start something (`@`, `://`, `+`, `(`,
-//! `-----BEGIN`, and the first byte of a word) and hands those positions to a small format
-//! parser; candidates are then validated (Luhn, mod-97, ranges, decoding) and weighed against the
-//! words around them. Everything else is skipped a word at a time.
+//! message, the scanner stops only at bytes that can belong to a value (digits, uppercase
+//! letters, `@ : + ( - _`) and hands those positions to a small format parser; candidates are
+//! then validated (Luhn, mod-97, ranges, decoding) and weighed against the words around them.
+//! Lowercase prose costs one table load per byte.
 
 pub mod context;
 mod email;
@@ -12,7 +12,7 @@ mod phone;
 mod secrets;
 
 use crate::types::PiiType;
-use context::{is_hex, is_word, run, CLASS, WORD};
+use context::{is_hex, is_word, run};
 
 /// One detected value: its type and byte range in the scanned text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,6 +30,7 @@ pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
         b: text.as_bytes(),
         hint,
         out: Vec::new(),
+        pem: secrets::PemMarkers::new(),
     };
     s.run();
     resolve_overlaps(&mut s.out);
@@ -40,6 +41,7 @@ struct Scanner<'a> {
     b: &'a [u8],
     hint: Option<&'a str>,
     out: Vec<Finding>,
+    pem: secrets::PemMarkers,
 }
 
 /// What a detector made of a position.
@@ -50,91 +52,164 @@ enum Step {
     Skip(usize),
 }
 
+/// What a byte can start. Lowercase letters, spaces and most punctuation are `QUIET`, so prose
+/// is skipped with one table load per byte: tokens that start with a lowercase letter are found
+/// from a later byte instead (`eyJ` from its `J`, `ghp_` from its `_`, `xoxb-` from its `-`,
+/// hex-letter UUIDs and IPv6 addresses from their `-` or `:`).
+const QUIET: u8 = 0;
+const T_DIGIT: u8 = 1;
+const T_UPPER: u8 = 2;
+const T_AT: u8 = 3;
+const T_COLON: u8 = 4;
+const T_PHONE: u8 = 5;
+const T_DASH: u8 = 6;
+const T_UNDERSCORE: u8 = 7;
+
+const fn build_triggers() -> [u8; 256] {
+    let mut t = [QUIET; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = match b {
+            b'0'..=b'9' => T_DIGIT,
+            b'A'..=b'Z' => T_UPPER,
+            b'@' => T_AT,
+            b':' => T_COLON,
+            b'+' | b'(' => T_PHONE,
+            b'-' => T_DASH,
+            b'_' => T_UNDERSCORE,
+            _ => QUIET,
+        };
+        c += 1;
+    }
+    t
+}
+
+static TRIGGER: [u8; 256] = build_triggers();
+
 impl Scanner<'_> {
     fn run(&mut self) {
         let b = self.b;
         let n = b.len();
         let mut i = 0;
         while i < n {
-            let c = b[i];
-            let step = if CLASS[c as usize] & WORD == 0 {
-                match c {
-                    b'@' => email::at_sign(b, i),
-                    b':' => self.colon(i),
-                    b'+' | b'(' => phone::punct(b, i, self.hint),
-                    b'-' if context::at(b, i + 1) == b'-' => secrets::pem(b, i),
-                    _ => Step::Skip(i + 1),
-                }
-            } else if i > 0 && is_word(b[i - 1]) {
-                Step::Skip(run(b, i, is_word))
-            } else {
-                self.word(i)
+            let t = TRIGGER[b[i] as usize];
+            if t == QUIET {
+                i += 1;
+                continue;
+            }
+            let starts_word = i == 0 || !is_word(b[i - 1]);
+            let step = match t {
+                T_DIGIT if starts_word => numeric::at_digit(b, i, self.hint),
+                // Digits inside a word (`sha256`, `x86_64`): skip the word.
+                T_DIGIT => Step::Skip(run(b, i, is_word)),
+                T_UPPER if starts_word => self.upper(i),
+                T_UPPER => self.jwt_from_j(i),
+                T_AT => email::at_sign(b, i),
+                T_COLON => self.colon(i),
+                T_PHONE => phone::punct(b, i, self.hint),
+                T_DASH => self.dash(i),
+                _ => self.underscore(i),
             };
+            // Every step moves forward, whatever a detector answered.
             i = match step {
                 Step::Found(f, next) => {
                     self.out.push(f);
                     next
                 }
                 Step::Skip(next) => next,
-            };
+            }
+            .max(i + 1);
         }
+    }
+
+    /// Start of the word that ends at `i`, if the word is made of bytes satisfying `f`, starts
+    /// with a letter, and is at most `max` long.
+    fn word_before(&self, i: usize, max: usize, f: impl Fn(u8) -> bool) -> Option<usize> {
+        let b = self.b;
+        let mut s = i;
+        while s > 0 && f(b[s - 1]) && i - s <= max {
+            s -= 1;
+        }
+        let ok =
+            s < i && i - s <= max && b[s].is_ascii_alphabetic() && (s == 0 || !is_word(b[s - 1]));
+        ok.then_some(s)
+    }
+
+    /// An uppercase letter starting a word: AWS key or IBAN, else skip the word.
+    fn upper(&self, i: usize) -> Step {
+        let b = self.b;
+        let aws = if b[i] == b'A' {
+            secrets::aws(b, i)
+        } else {
+            None
+        };
+        aws.or_else(|| numeric::iban(b, i))
+            .unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+    }
+
+    /// A `J` inside a word: the third byte of a JWT (`eyJ`)?
+    fn jwt_from_j(&self, i: usize) -> Step {
+        let b = self.b;
+        if b[i] == b'J' && i >= 2 && &b[i - 2..i] == b"ey" && (i == 2 || !is_word(b[i - 3])) {
+            if let Some(step) = secrets::jwt(b, i - 2) {
+                return step;
+            }
+        }
+        Step::Skip(i + 1)
     }
 
     fn colon(&self, i: usize) -> Step {
         let b = self.b;
         let next = context::at(b, i + 1);
         if next == b'/' && context::at(b, i + 2) == b'/' {
-            secrets::url_credentials(b, i)
-        } else if next == b':' && (i == 0 || !is_word(b[i - 1])) {
-            ip::v6(b, i).unwrap_or(Step::Skip(i + 2))
-        } else {
-            Step::Skip(i + 1)
+            return secrets::url_credentials(b, i);
         }
+        if next == b':' && (i == 0 || !is_word(b[i - 1])) {
+            return ip::v6(b, i).unwrap_or(Step::Skip(i + 2));
+        }
+        // IPv6 starting with a hex letter (`fe80::1`); digit-first ones were tried at the digit.
+        if let Some(s) = self.word_before(i, 4, is_hex) {
+            if let Some(step) = ip::v6(b, s) {
+                return step;
+            }
+        }
+        Step::Skip(i + 1)
     }
 
-    /// At the first byte of a word. Most words are skipped after one pass and a few byte
-    /// comparisons; only words that can start a value go to a parser.
-    fn word(&self, i: usize) -> Step {
+    fn dash(&mut self, i: usize) -> Step {
         let b = self.b;
-        let c = b[i];
-        if c.is_ascii_digit() {
-            return numeric::at_digit(b, i, self.hint);
+        if context::at(b, i + 1) == b'-' {
+            return secrets::pem(b, i, &mut self.pem);
         }
-        let end = run(b, i, is_word);
-        let found = match c {
-            b'A'..=b'Z' => {
-                let aws = if c == b'A' && end - i == 20 {
-                    secrets::aws(b, i)
-                } else {
-                    None
-                };
-                aws.or_else(|| numeric::iban(b, i))
-            }
-            b'g' if end - i >= 40 => secrets::github(b, i),
-            b'x' if b[i..].starts_with(b"xox") || b[i..].starts_with(b"xapp") => {
-                secrets::slack(b, i)
-            }
-            b'e' if b[i..].starts_with(b"eyJ") => secrets::jwt(b, i),
-            _ => None,
-        };
-        if let Some(step) = found {
-            return step;
-        }
-        // A UUID or IPv6 address starting with a hex letter: a hex word then `-` or `:`.
-        let next = context::at(b, end);
-        if (next == b'-' || next == b':') && b[i..end].iter().all(|&c| is_hex(c)) {
-            if next == b'-' && end - i == 8 {
-                if let Some(e) = numeric::uuid_at(b, i) {
-                    return Step::Skip(e);
-                }
-            }
-            if next == b':' {
-                if let Some(step) = ip::v6(b, i) {
+        if let Some(s) = self.word_before(i, 9, |c| c.is_ascii_alphabetic() || c == b'.') {
+            // `xoxb-`, `xapp-`, `xoxe.xoxp-`.
+            if b[s] == b'x' {
+                if let Some(step) = secrets::slack(b, s) {
                     return step;
                 }
             }
         }
-        Step::Skip(end)
+        // A UUID whose first group starts with a hex letter.
+        if let Some(s) = self.word_before(i, 8, is_hex) {
+            if let Some(end) = numeric::uuid_at(b, s) {
+                return Step::Skip(end);
+            }
+        }
+        Step::Skip(i + 1)
+    }
+
+    /// `ghp_` and friends, `github_pat_`.
+    fn underscore(&self, i: usize) -> Step {
+        let b = self.b;
+        if let Some(s) = self.word_before(i, 6, |c| c.is_ascii_lowercase()) {
+            if b[s] == b'g' {
+                if let Some(step) = secrets::github(b, s) {
+                    return step;
+                }
+            }
+        }
+        Step::Skip(i + 1)
     }
 }
 

@@ -48,8 +48,9 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     if i > 0 && b[i - 1] == b'+' {
         return Step::Skip(group_run_end(b, i));
     }
-    // Cards, SSNs and phones all have nine digits or more; most numbers in prose don't.
-    if !has_digits(b, i, 9) {
+    // Cards, SSNs and phones all have nine digits or more; most numbers in prose don't. And
+    // each starts with a group of a telling length: check that before parsing.
+    if !has_digits(b, i, 9) || !could_be_card_ssn_or_phone(b, i, d_end) {
         return Step::Skip(d_end);
     }
     let label = label_before(b, i, hint);
@@ -60,7 +61,7 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
         Card::Valid(end) => return found(PiiType::CreditCard, i, end),
         // Card-shaped but invalid: its tail groups are not a phone either.
         Card::Invalid(end) => return Step::Skip(end),
-        Card::NotCard => {}
+        Card::No => {}
     }
     if let Some(end) = ssn(b, i, label) {
         return found(PiiType::UsSsn, i, end);
@@ -72,6 +73,23 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
         return Step::Skip(run(b, i, |c| is_digit(c) || c == b'.'));
     }
     Step::Skip(d_end)
+}
+
+/// Cheap test on the first digit group (`i..end`): can a card, SSN or phone start here?
+fn could_be_card_ssn_or_phone(b: &[u8], i: usize, end: usize) -> bool {
+    let len = end - i;
+    let grouped = matches!(at(b, end), b' ' | b'-' | b'.' | b'/') && is_digit(at(b, end + 1));
+    let card = (len == 4 && grouped) || (13..=19).contains(&len);
+    let ssn = len == 3 || len == 9;
+    let phone = b[i] == b'0'
+        || len == 3
+        || (10..=11).contains(&len)
+        || (len == 1 && b[i] == b'1' && {
+            // `1-800-555-0199`, `1 (555) 234-5678`: the trunk `1` then an area code.
+            let next = end + 1;
+            at(b, next) == b'(' || run(b, next, is_digit) - next == 3
+        });
+    card || ssn || phone
 }
 
 /// Whether at least `n` digits follow `i` within a phone/card-like run (digits, spaces, `-./()`).
@@ -148,14 +166,14 @@ enum Card {
     Valid(usize),
     /// Card-shaped (grouped like a card) but failing Luhn or the issuer check; skip to here.
     Invalid(usize),
-    NotCard,
+    No,
 }
 
 /// A payment card number at `i`: 13-19 digits, plain or grouped (4-4-4-4, Amex 4-6-5, Diners
 /// 4-6-4) with one separator style, Luhn-valid and with a real issuer prefix.
 fn card(b: &[u8], i: usize) -> Card {
     if continues_number(b, i) {
-        return Card::NotCard;
+        return Card::No;
     }
     let mut digits = [0u8; 19];
     let mut nd = 0;
@@ -194,7 +212,8 @@ fn card(b: &[u8], i: usize) -> Card {
         }
         let l = &lens[..k];
         let shape = match k {
-            1 => (13..=19).contains(&total),
+            // Unspaced 17-19 digit numbers are far more often integers than (rare) long cards.
+            1 => (13..=16).contains(&total),
             3 => l == [4, 6, 5] || l == [4, 6, 4] || (l[..2] == [4, 4] && l[2] <= 4),
             4 => l[..3] == [4, 4, 4] && (1..=4).contains(&l[3]),
             // 19-digit cards print as 4-4-4-4-3.
@@ -216,9 +235,33 @@ fn card(b: &[u8], i: usize) -> Card {
         if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
             continue;
         }
+        if k == 1 && in_number_list(b, i, end) {
+            return Card::No;
+        }
         return Card::Valid(end);
     }
-    shaped.map_or(Card::NotCard, Card::Invalid)
+    shaped.map_or(Card::No, Card::Invalid)
+}
+
+/// Whether the number at `start..end` sits in a list of other long numbers (a table of
+/// constants, a CSV column of ids): then Luhn passing is chance, not a card.
+fn in_number_list(b: &[u8], start: usize, end: usize) -> bool {
+    let sep = |c: u8| matches!(c, b' ' | b',' | b';' | b'\t' | b'\n' | b'\r' | b'|');
+    let mut p = start;
+    while p > 0 && start - p < 8 && sep(b[p - 1]) {
+        p -= 1;
+    }
+    let mut digits_before = 0;
+    while p > 0 && is_digit(b[p - 1]) {
+        p -= 1;
+        digits_before += 1;
+    }
+    let mut q = end;
+    while q < b.len() && q - end < 8 && sep(b[q]) {
+        q += 1;
+    }
+    let digits_after = run(b, q, is_digit) - q;
+    (digits_before >= 10 && p < start) || (digits_after >= 10 && q > end)
 }
 
 /// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;

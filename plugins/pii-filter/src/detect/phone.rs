@@ -4,7 +4,7 @@
 //! `06 12 34 56 78`). Digits without any separator count only after a phone label ("tel:",
 //! "call"), because bare ten-digit numbers are just as often ids and timestamps.
 
-use super::context::{at, is_word, label_before, run, Label};
+use super::context::{at, is_word, label_before, run_max, Label};
 use super::{Finding, Step};
 use crate::types::PiiType;
 
@@ -33,7 +33,7 @@ impl Groups {
         loop {
             let paren = at(b, p) == b'(';
             let gs = if paren { p + 1 } else { p };
-            let ge = run(b, gs, |c| c.is_ascii_digit());
+            let ge = run_max(b, gs, 16, |c| c.is_ascii_digit());
             if ge == gs || ge - gs > 15 {
                 break;
             }
@@ -171,7 +171,11 @@ fn international(b: &[u8], g: &Groups, k: usize) -> bool {
     }
     // Where the country's national number length is fixed, it must match (this keeps a
     // following number out: `+44 20 7946 0958 57%`).
-    let cc_len = if k == 1 { (1..=3).find(|&l| nsn_len(&buf[..l]).is_some()) } else { Some(g.len(0)) };
+    let cc_len = if k == 1 {
+        (1..=3).find(|&l| nsn_len(&buf[..l]).is_some())
+    } else {
+        Some(g.len(0))
+    };
     if let Some(l) = cc_len {
         if let Some((lo, hi)) = nsn_len(&buf[..l]) {
             if !(lo..=hi).contains(&(n - l)) {
@@ -213,7 +217,7 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
     let mut buf = [0u8; 24];
     let n = digits_of(b, g, k, &mut buf);
     let d = &buf[..n];
-    if n < 9 || n > 12 {
+    if !(9..=12).contains(&n) {
         return false;
     }
     if k == 1 {
@@ -252,11 +256,20 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
     // Trunk-0 countries: area code of 2-5 digits (with its 0), subscriber groups of 2-8; not
     // the layouts of an SSN (3-2-4) or a ZIP+4 code (5-4 with a dash).
     let ssn_like = k == 3 && lens(0) == 3 && lens(1) == 2 && lens(2) == 4;
+    // Pairs (`01 23 45 67 89`) are the French layout: exactly five, not part of a longer
+    // sequence of pairs (`01 02 03 04 05 06`).
+    let pairs = (0..k).all(|j| lens(j) == 2);
+    let more_pairs = (k < g.n && g.len(k) == 2 && g.sep[k] == main) || {
+        let s = g.start[0];
+        s >= 3 && b[s - 1] == main && b[s - 2].is_ascii_digit() && b[s - 3].is_ascii_digit()
+    };
+    let pairs_not_ten = pairs && (n != 10 || more_pairs);
     let zip_like = k == 2 && lens(0) == 5 && lens(1) == 4 && main == b'-';
     d[0] == b'0'
         && d[1] != b'0'
         && !ssn_like
         && !zip_like
+        && !pairs_not_ten
         && (2..=5).contains(&lens(0))
         && (1..k).all(|j| !g.paren[j] && (2..=8).contains(&lens(j)))
 }

@@ -2,7 +2,7 @@
 //! a PEM armour line, `scheme://user:password@host`) so they are matched by their prefix and
 //! checked structurally rather than guessed by entropy.
 
-use super::context::{at, is_word, run};
+use super::context::{at, is_word, run_max};
 use super::{Finding, Step};
 use crate::types::PiiType;
 use crate::validate;
@@ -32,7 +32,7 @@ pub(super) fn aws(b: &[u8], i: usize) -> Option<Step> {
 pub(super) fn github(b: &[u8], i: usize) -> Option<Step> {
     let rest = &b[i..];
     if rest.starts_with(b"github_pat_") {
-        let end = run(b, i + 11, |c| c.is_ascii_alphanumeric() || c == b'_');
+        let end = run_max(b, i + 11, 256, |c| c.is_ascii_alphanumeric() || c == b'_');
         if end - (i + 11) >= 22 && !is_word(at(b, end)) {
             return Some(found(PiiType::GithubToken, i, end));
         }
@@ -46,7 +46,7 @@ pub(super) fn github(b: &[u8], i: usize) -> Option<Step> {
     {
         return None;
     }
-    let end = run(b, i + 4, |c| c.is_ascii_alphanumeric());
+    let end = run_max(b, i + 4, 256, |c| c.is_ascii_alphanumeric());
     if (36..=251).contains(&(end - i - 4)) && !is_word(at(b, end)) {
         return Some(found(PiiType::GithubToken, i, end));
     }
@@ -69,7 +69,9 @@ pub(super) fn slack(b: &[u8], i: usize) -> Option<Step> {
     } else {
         return None;
     };
-    let mut end = run(b, i + prefix, |c| c.is_ascii_alphanumeric() || c == b'-');
+    let mut end = run_max(b, i + prefix, 256, |c| {
+        c.is_ascii_alphanumeric() || c == b'-'
+    });
     while end > i + prefix && b[end - 1] == b'-' {
         end -= 1;
     }
@@ -77,7 +79,8 @@ pub(super) fn slack(b: &[u8], i: usize) -> Option<Step> {
     if body.len() >= 10 && body.iter().any(u8::is_ascii_digit) && !is_word(at(b, end)) {
         return Some(found(PiiType::SlackToken, i, end));
     }
-    None
+    // Prefixes repeated inside this run (`xoxb-xoxb-...`) would fail the same way.
+    Some(Step::Skip(end.max(i + 1)))
 }
 
 fn is_b64url(c: u8) -> bool {
@@ -89,15 +92,19 @@ pub(super) fn jwt(b: &[u8], i: usize) -> Option<Step> {
     if !b[i..].starts_with(b"eyJ") {
         return None;
     }
-    let e1 = run(b, i, is_b64url);
-    if at(b, e1) != b'.' || !(10..=4096).contains(&(e1 - i)) {
+    let e1 = run_max(b, i, 4097, is_b64url);
+    if at(b, e1) != b'.' {
+        // Every `eyJ` inside this run would end at the same place: skip them all.
+        return Some(Step::Skip(e1.max(i + 1)));
+    }
+    if !(10..=4096).contains(&(e1 - i)) {
         return None;
     }
-    let e2 = run(b, e1 + 1, is_b64url);
+    let e2 = run_max(b, e1 + 1, 16384, is_b64url);
     if at(b, e2) != b'.' || e2 - e1 - 1 < 2 {
         return None;
     }
-    let e3 = run(b, e2 + 1, is_b64url);
+    let e3 = run_max(b, e2 + 1, 4096, is_b64url);
     // A fourth segment would make this something else (JWE has five).
     if at(b, e3) == b'.' && is_b64url(at(b, e3 + 1)) || is_word(at(b, e3)) {
         return None;
@@ -109,19 +116,73 @@ pub(super) fn jwt(b: &[u8], i: usize) -> Option<Step> {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    let mut from = 0;
+    while let Some(p) = hay[from..].iter().position(|&c| c == needle[0]) {
+        let at = from + p;
+        if hay[at..].starts_with(needle) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// The next occurrence of a needle at or after a position, remembered: the scanner only moves
+/// forward, so each PEM marker is searched for once per text however many headers there are.
+pub(super) struct NextMatch {
+    needle: &'static [u8],
+    /// `Some(result)` once searched (from a position at or before `result`).
+    cached: Option<Option<usize>>,
+}
+
+impl NextMatch {
+    pub(super) const fn new(needle: &'static [u8]) -> NextMatch {
+        NextMatch {
+            needle,
+            cached: None,
+        }
+    }
+
+    fn from(&mut self, b: &[u8], from: usize) -> Option<usize> {
+        match self.cached {
+            Some(None) => return None,
+            Some(Some(p)) if p >= from => return Some(p),
+            _ => {}
+        }
+        let r = find(&b[from..], self.needle).map(|p| from + p);
+        self.cached = Some(r);
+        r
+    }
+}
+
+/// Markers of PEM blocks, for [`pem`].
+pub(super) struct PemMarkers {
+    pub(super) begin: NextMatch,
+    pub(super) end: NextMatch,
+}
+
+const BEGIN: &[u8] = b"-----BEGIN ";
+
+impl PemMarkers {
+    pub(super) const fn new() -> PemMarkers {
+        PemMarkers {
+            begin: NextMatch::new(BEGIN),
+            end: NextMatch::new(b"-----END "),
+        }
+    }
 }
 
 /// PEM private-key blocks, from `-----BEGIN ... PRIVATE KEY-----` to the matching END line; a
 /// block cut off before its END line runs to the end of its base64 body.
-pub(super) fn pem(b: &[u8], i: usize) -> Step {
-    const BEGIN: &[u8] = b"-----BEGIN ";
+pub(super) fn pem(b: &[u8], i: usize, markers: &mut PemMarkers) -> Step {
     if !b[i..].starts_with(BEGIN) {
         return Step::Skip(i + 1);
     }
     let skip = Step::Skip(i + BEGIN.len());
     let ls = i + BEGIN.len();
-    let le = run(b, ls, |c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' ');
+    let le = run_max(b, ls, 64, |c| {
+        c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' '
+    });
     let label = &b[ls..le];
     if !b[le..].starts_with(b"-----")
         || !(label.ends_with(b"PRIVATE KEY") || label.ends_with(b"PRIVATE KEY BLOCK"))
@@ -129,12 +190,11 @@ pub(super) fn pem(b: &[u8], i: usize) -> Step {
         return skip;
     }
     let body = le + 5;
-    let window = &b[body..b.len().min(body + (1 << 16))];
     // The END line, unless another block begins first (then this one was cut off).
-    let end_line = find(window, b"-----END ");
-    let next_begin = find(window, BEGIN);
+    let end_line = markers.end.from(b, body);
+    let next_begin = markers.begin.from(b, body);
     if let Some(p) = end_line.filter(|&p| next_begin.is_none_or(|q| p < q)) {
-        let after = body + p + 9;
+        let after = p + 9;
         let tail = &b[after..b.len().min(after + 64)];
         if let Some(q) = find(tail, b"-----") {
             let end = after + q + 5;
@@ -147,7 +207,10 @@ pub(super) fn pem(b: &[u8], i: usize) -> Step {
     let mut p = body;
     let mut after_header = false;
     while p < b.len() {
-        let line_end = p + b[p..].iter().position(|&c| c == b'\n').unwrap_or(b.len() - p);
+        let line_end = p + b[p..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .unwrap_or(b.len() - p);
         let line = b[p..line_end].trim_ascii();
         if line.is_empty() {
             if !after_header && end > body {

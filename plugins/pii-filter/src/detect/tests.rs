@@ -1,3 +1,5 @@
+//! Detector unit tests: one value per format, and the look-alikes that must not match.
+
 use super::scan;
 
 fn kinds(text: &str) -> Vec<(&'static str, &str)> {
@@ -17,7 +19,11 @@ fn none(text: &str) {
 
 #[test]
 fn emails() {
-    one("mail john.doe+x@example.co.uk.", "EMAIL", "john.doe+x@example.co.uk");
+    one(
+        "mail john.doe+x@example.co.uk.",
+        "EMAIL",
+        "john.doe+x@example.co.uk",
+    );
     one("<a_b@sub.example.org>", "EMAIL", "a_b@sub.example.org");
     none("icon@2x.png");
     none("@mention and user@localhost");
@@ -44,17 +50,24 @@ fn phones() {
     none("5552345678");
     none("order #555-234-5678");
     none("555-234-5678-12");
+    none("array_impls! { 01 02 03 04 05 06 }");
 }
 
 #[test]
 fn cards() {
-    one("card 4111 1111 1111 1111 exp", "CREDIT_CARD", "4111 1111 1111 1111");
+    one(
+        "card 4111 1111 1111 1111 exp",
+        "CREDIT_CARD",
+        "4111 1111 1111 1111",
+    );
     one("4111-1111-1111-1111", "CREDIT_CARD", "4111-1111-1111-1111");
     one("3782 822463 10005", "CREDIT_CARD", "3782 822463 10005");
     one("5555555555554444", "CREDIT_CARD", "5555555555554444");
     none("4111 1111 1111 1112");
     none("1700000000000");
     none("order #4111111111111111");
+    none("4111111111111111111 (19 digits, unspaced)");
+    none("[5964946855123292381, 3622548288590237903, 13525995675852669549]");
 }
 
 #[test]
@@ -67,7 +80,11 @@ fn ssns() {
 
 #[test]
 fn ibans() {
-    one("IBAN DE89 3704 0044 0532 0130 00.", "IBAN", "DE89 3704 0044 0532 0130 00");
+    one(
+        "IBAN DE89 3704 0044 0532 0130 00.",
+        "IBAN",
+        "DE89 3704 0044 0532 0130 00",
+    );
     one("GB82WEST12345698765432", "IBAN", "GB82WEST12345698765432");
     none("DE89 3704 0044 0532 0130 01");
     none("DE8937040044053201300");
@@ -76,28 +93,50 @@ fn ibans() {
 #[test]
 fn ips() {
     one("from 192.168.1.20:8080", "IP_ADDRESS", "192.168.1.20");
-    one("host [2001:db8::8a2e:370:7334]:443", "IP_ADDRESS", "2001:db8::8a2e:370:7334");
-    one("fe80::1ff:fe23:4567:890a", "IP_ADDRESS", "fe80::1ff:fe23:4567:890a");
+    one(
+        "host [2001:db8::8a2e:370:7334]:443",
+        "IP_ADDRESS",
+        "2001:db8::8a2e:370:7334",
+    );
+    one(
+        "fe80::1ff:fe23:4567:890a",
+        "IP_ADDRESS",
+        "fe80::1ff:fe23:4567:890a",
+    );
     one("::ffff:10.0.0.1", "IP_ADDRESS", "::ffff:10.0.0.1");
     none("version 1.2.3.4");
     none("v1.2.3.4 and v1.2.3");
     none("Chrome/120.0.0.0 Safari");
     none("foo==1.2.3.4");
+    one("ssh root@10.1.2.3", "IP_ADDRESS", "10.1.2.3");
     none("1.2.3.4.5 and 300.1.1.1");
     none("at 10:30:00 and dead::beef std::vector 00:1a:2b:3c:4d:5e");
+    none("match x { E1::A => B2::new(1) }");
 }
 
 #[test]
 fn secrets() {
-    one("key AKIAIOSFODNN7EXAMPLE", "AWS_KEY", "AKIAIOSFODNN7EXAMPLE");
+    one(
+        "key AKIAIOSFODNN7EXAMPLE",
+        "AWS_KEY",
+        "AKIAIOSFODNN7EXAMPLE",
+    );
     let gh = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
     one(gh, "GITHUB_TOKEN", gh);
-    one("xoxb-123456789012-1234567890123-abcdefghijklmn", "SLACK_TOKEN", "xoxb-123456789012-1234567890123-abcdefghijklmn");
+    one(
+        "xoxb-123456789012-1234567890123-abcdefghijklmn",
+        "SLACK_TOKEN",
+        "xoxb-123456789012-1234567890123-abcdefghijklmn",
+    );
     let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
     one(&format!("Bearer {jwt}"), "JWT", jwt);
     let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----";
     one(&format!("key:\n{pem}\nthanks"), "PRIVATE_KEY", pem);
-    one("postgres://admin:s3cret@db.internal/app", "URL_CREDENTIALS", "admin:s3cret");
+    one(
+        "postgres://admin:s3cret@db.internal/app",
+        "URL_CREDENTIALS",
+        "admin:s3cret",
+    );
     none("https://user@example.com/ and https://example.com/@me");
     none("-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----");
     none("eyJub3QiOiJhIGp3dCJ9.eyJ4IjoxfQ.abc");
@@ -109,4 +148,39 @@ fn hard_negatives() {
     none("d41d8cd98f00b204e9800998ecf8427e da39a3ee5e6b4b0d3255bfef95601890afd80709");
     none("commit 4f2a9c1 at 2024-01-15T10:30:00Z (1705314600, 1705314600000)");
     none("order #123456789012, INV-2024-000123, 15.01.2024, 12/25/2024");
+}
+
+/// Inputs built to make a careless scanner quadratic must still scan in linear time.
+#[test]
+fn adversarial_inputs_stay_linear() {
+    let patterns: &[&str] = &[
+        "-----BEGIN RSA PRIVATE KEY-----\n",
+        "a:",
+        "1:",
+        "a@",
+        "x.",
+        "1-",
+        "1 ",
+        "1.",
+        "+1",
+        "(1",
+        "::",
+        "xoxb-",
+        "github_pat_",
+        "ghp_",
+        "eyJ-",
+        "eyJ.",
+        "DE89 ",
+        "AKIA",
+        "https://a:b",
+    ];
+    for p in patterns {
+        let text = p.repeat((1 << 20) / p.len());
+        let t = std::time::Instant::now();
+        let found = scan(&text, None).len();
+        let secs = t.elapsed().as_secs_f64();
+        println!("{p:?}: {:.0} ms", secs * 1e3);
+        // Generous for debug builds; a quadratic pass over 1 MiB takes minutes.
+        assert!(secs < 5.0, "{p:?}: {secs:.2}s ({found} findings)");
+    }
 }

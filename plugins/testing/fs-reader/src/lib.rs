@@ -1,5 +1,7 @@
 //! Tries to read the host's files. Using `std::fs` makes the component import wasi:filesystem,
 //! so the host must refuse to load it.
+// A component only: natively (e.g. `cargo test --workspace`) there is nothing to build.
+#![cfg(target_arch = "wasm32")]
 
 use railyard_plugin_sdk::{export, Info, Plugin, Rail, Request, Verdict};
 

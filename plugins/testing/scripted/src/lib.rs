@@ -1,5 +1,7 @@
 //! A plugin for the host's own tests. Its config picks one behaviour (`mode`), so one component
 //! exercises every verdict and every kind of fault the host must contain.
+// A component only: natively (e.g. `cargo test --workspace`) there is nothing to build.
+#![cfg(target_arch = "wasm32")]
 
 use railyard_plugin_sdk::{
     export, log, ArgumentsEdit, CallRef, Content, ContentEdit, Edit, Info, Level, Modification,
@@ -15,7 +17,13 @@ thread_local! {
 struct Scripted;
 
 fn config_str(key: &str) -> String {
-    CONFIG.with(|c| c.borrow().get(key).and_then(Value::as_str).unwrap_or("").to_string())
+    CONFIG.with(|c| {
+        c.borrow()
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    })
 }
 
 impl Plugin for Scripted {

@@ -1,4 +1,6 @@
 //! Exports `railyard:policy/plugin@0.2.0`: the host speaks 0.1.0 and must refuse this at load.
+// A component only: natively (e.g. `cargo test --workspace`) there is nothing to build.
+#![cfg(target_arch = "wasm32")]
 
 wit_bindgen::generate!({ path: "wit", world: "policy" });
 

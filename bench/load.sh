@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Load test: the same chat request straight to a backend vs through Railyard with the bundled
+# policy chain, at concurrency 1, 16 and 64, in one run. Prints p50/p99 latency and throughput,
+# and the ratios against the direct baseline.
+#
+# Backend: Railyard's built-in demo model (`railyard demo-backend`), an in-memory scripted
+# OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
+# Load generator: hey (Debian package `hey`).
+#
+# Usage: bench/load.sh [seconds-per-run]   (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-10}"
+command -v hey >/dev/null || { echo "needs hey: apt-get install -y hey" >&2; exit 2; }
+cargo build --release -q
+bin=target/release/railyard
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+
+$bin demo-backend --listen 127.0.0.1:19100 >/dev/null &
+RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:19101 \
+    --backend http://127.0.0.1:19100/v1 >/dev/null &
+for port in 19100 19101; do
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+        sleep 0.1
+    done
+done
+
+# ~2 KB conversation, one email address (so the input rail modifies), ordinary text elsewhere.
+python3 - "$work/body.json" <<'PY'
+import json, sys
+s = "The quarterly report is attached; please review the figures before Friday. "
+msgs = [{"role": "system", "content": "You are a helpful assistant."}]
+for i in range(7):
+    t = s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")
+    msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
+json.dump({"model": "demo", "messages": msgs}, open(sys.argv[1], "w"))
+PY
+echo "request body: $(wc -c < "$work/body.json") bytes; $secs s per run; $(nproc) cores; $(uname -m)"
+
+run() { # url concurrency -> "p50_ms p99_ms rps"
+    hey -z "${secs}s" -c "$2" -m POST -T application/json -D "$work/body.json" "$1" > "$work/out"
+    local rps p50 p99 errs
+    rps=$(awk '/Requests\/sec/ {print $2}' "$work/out")
+    p50=$(awk '/ 50% in/ {print $3*1000}' "$work/out")
+    p99=$(awk '/ 99% in/ {print $3*1000}' "$work/out")
+    errs=$(awk '/Status code distribution/,0' "$work/out" | grep -v '\[200\]' | grep -c '\[' || true)
+    [ "$errs" = 0 ] || { echo "non-200 answers:" >&2; cat "$work/out" >&2; exit 1; }
+    echo "$p50 $p99 $rps"
+}
+
+printf '%-5s %-9s %10s %10s %10s\n' conc target p50_ms p99_ms req/s
+for c in 1 16 64; do
+    read -r dp50 dp99 drps < <(run http://127.0.0.1:19100/v1/chat/completions "$c")
+    read -r rp50 rp99 rrps < <(run http://127.0.0.1:19101/v1/chat/completions "$c")
+    printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" direct "$dp50" "$dp99" "$drps"
+    printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
+    awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
+        'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+done

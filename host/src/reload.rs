@@ -1,0 +1,268 @@
+//! Hot reload: build a new policy set exactly as at start-up, and publish it only if all of it
+//! loads; otherwise keep serving the old one and say why, loudly.
+//!
+//! Triggers: file changes (the config and every plugin it names, watched with `notify` and
+//! debounced), `SIGHUP`, and `POST /v1/admin/reload`. Reloads are serialised. Readers get whole
+//! snapshots through a `watch` channel: a request keeps the set it started with, the next one sees
+//! the new set.
+//!
+//! File changes are detected by a fingerprint (size, mtime, inode of each watched file, following
+//! symlinks, plus the config's content) taken after every burst of events in the watched
+//! directories. That covers how files really change: written in place, an editor's temp file
+//! renamed over the original, deleted and recreated, or a whole directory swapped through a
+//! symlink as Kubernetes does for mounted ConfigMaps (`..data` replaced atomically).
+
+use crate::config::{Config, ConfigError};
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+use crate::policy::{PolicySet, Revision};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// Quiet time after the last file event before the files are looked at: editors and
+/// `kubectl` write in several steps.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// Settings given on the command line that outlive reloads.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--backend` (or the demo backend's URL).
+    pub backend: Option<String>,
+}
+
+impl Overrides {
+    /// Apply to a freshly loaded config.
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(listen) = &self.listen {
+            config.server.listen = listen.clone();
+        }
+        if let Some(url) = &self.backend {
+            config.backend.url = url.trim_end_matches('/').to_string();
+        }
+    }
+}
+
+/// A reload that was refused.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadFailure {
+    /// When, in seconds since the Unix epoch.
+    pub at: u64,
+    /// What triggered it.
+    pub cause: String,
+    /// Why it was refused (names the file and the problem).
+    pub error: String,
+}
+
+/// Builds and publishes policy sets.
+pub struct Reloader {
+    engine: Arc<Engine>,
+    config_path: PathBuf,
+    overrides: Overrides,
+    tx: watch::Sender<Arc<PolicySet>>,
+    metrics: Arc<Metrics>,
+    last_failure: Mutex<Option<ReloadFailure>>,
+    serial: Mutex<()>,
+}
+
+impl Reloader {
+    /// Load the initial set; fails like start-up should.
+    pub fn start(
+        engine: Arc<Engine>,
+        config_path: PathBuf,
+        overrides: Overrides,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Arc<Reloader>, watch::Receiver<Arc<PolicySet>>), ConfigError> {
+        let set = build(&engine, &config_path, &overrides)?;
+        let (tx, rx) = watch::channel(Arc::new(set));
+        let reloader = Arc::new(Reloader {
+            engine,
+            config_path,
+            overrides,
+            tx,
+            metrics,
+            last_failure: Mutex::new(None),
+            serial: Mutex::new(()),
+        });
+        Ok((reloader, rx))
+    }
+
+    /// The set being served.
+    pub fn current(&self) -> Arc<PolicySet> {
+        self.tx.borrow().clone()
+    }
+
+    /// A new receiver of published sets (each reload is one new value).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<PolicySet>> {
+        self.tx.subscribe()
+    }
+
+    /// The last refused reload, if the latest attempt failed.
+    pub fn last_failure(&self) -> Option<ReloadFailure> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Build the config afresh and publish it if everything loads. Blocking (compiles plugins):
+    /// call from a blocking thread.
+    pub fn reload(&self, cause: &str) -> Result<Revision, String> {
+        let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+        let started = std::time::Instant::now();
+        let next = self.current().revision().number + 1;
+        match build(&self.engine, &self.config_path, &self.overrides) {
+            Ok(set) => {
+                let set = set.with_revision_number(next);
+                let revision = set.revision().clone();
+                self.tx.send_replace(Arc::new(set));
+                *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                self.metrics.reload(true);
+                tracing::info!(
+                    cause,
+                    revision = revision.number,
+                    hash = %&revision.hash[..16],
+                    ms = started.elapsed().as_millis() as u64,
+                    "policy set reloaded"
+                );
+                Ok(revision)
+            }
+            Err(err) => {
+                let error = err.to_string();
+                self.metrics.reload(false);
+                tracing::error!(
+                    cause,
+                    "reload refused, still serving revision {}: {error}",
+                    next - 1
+                );
+                let at = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default();
+                *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(ReloadFailure {
+                        at,
+                        cause: cause.to_string(),
+                        error: error.clone(),
+                    });
+                Err(error)
+            }
+        }
+    }
+
+    /// The files a reload depends on: the config, and the plugins it names now (read from the
+    /// file on disk, so a plugin added by an edit that failed to load is watched too).
+    fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.config_path.clone()];
+        match Config::load(&self.config_path) {
+            Ok(config) => files.extend(config.plugins.into_iter().map(|p| p.path)),
+            Err(_) => files.extend(
+                self.current()
+                    .config()
+                    .plugins
+                    .iter()
+                    .map(|p| p.path.clone()),
+            ),
+        }
+        files
+    }
+}
+
+fn build(engine: &Engine, path: &Path, overrides: &Overrides) -> Result<PolicySet, ConfigError> {
+    let mut config = Config::load(path)?;
+    overrides.apply(&mut config);
+    PolicySet::build(config, engine)
+}
+
+/// What a file looks like now: enough to tell that it changed, without reading plugins.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Missing,
+    File {
+        len: u64,
+        modified: Option<SystemTime>,
+        inode: u64,
+    },
+}
+
+fn fingerprint(files: &[PathBuf], config: &Path) -> (Vec<Seen>, Option<String>) {
+    use std::os::unix::fs::MetadataExt;
+    let seen = files
+        .iter()
+        .map(|f| match std::fs::metadata(f) {
+            Ok(m) => Seen::File {
+                len: m.len(),
+                modified: m.modified().ok(),
+                inode: m.ino(),
+            },
+            Err(_) => Seen::Missing,
+        })
+        .collect();
+    let text = std::fs::read(config)
+        .ok()
+        .map(|b| crate::engine::sha256_hex(&b));
+    (seen, text)
+}
+
+/// Watch the config and plugin files and reload when they change. The watcher lives as long as
+/// the returned handle's thread (the process).
+pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
+    use notify::{RecursiveMode, Watcher};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |event| {
+        let _ = tx.send(event);
+    })?;
+    let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
+    let sync_dirs = |watcher: &mut notify::RecommendedWatcher,
+                     dirs: &mut BTreeSet<PathBuf>,
+                     files: &[PathBuf]| {
+        let wanted: BTreeSet<PathBuf> = files
+            .iter()
+            .map(|f| match f.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            })
+            .collect();
+        for gone in dirs.difference(&wanted) {
+            let _ = watcher.unwatch(gone);
+        }
+        for new in wanted.difference(dirs) {
+            if let Err(e) = watcher.watch(new, RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %new.display(), "cannot watch: {e}");
+            }
+        }
+        *dirs = wanted;
+    };
+    let files = reloader.watched_files();
+    sync_dirs(&mut watcher, &mut dirs, &files);
+    let mut last = fingerprint(&files, &reloader.config_path);
+    std::thread::Builder::new()
+        .name("railyard-watch".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                while rx.recv_timeout(DEBOUNCE).is_ok() {}
+                let files = reloader.watched_files();
+                let now = fingerprint(&files, &reloader.config_path);
+                if now == last {
+                    continue;
+                }
+                let _ = reloader.reload("file change");
+                // Compare later events against what this reload started from, so a change made
+                // during the reload is not missed; if the config now names other plugins, watch
+                // their directories too.
+                let after = reloader.watched_files();
+                if after == files {
+                    last = now;
+                } else {
+                    sync_dirs(&mut watcher, &mut dirs, &after);
+                    last = fingerprint(&after, &reloader.config_path);
+                }
+            }
+        })
+        .map_err(|e| notify::Error::generic(&e.to_string()))?;
+    Ok(())
+}
