@@ -11,46 +11,32 @@
 
 pub mod policy;
 
-// The component glue exists only in the wasm build: natively (unit tests) the crate is the
-// policy logic alone, since the exported symbol names do not link on native targets.
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use super::policy::{self, Config};
-    use railyard_plugin_sdk::{export, Info, Plugin, Rail, Request, Verdict};
-    use std::cell::RefCell;
+use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
-    thread_local! {
-        static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
-    }
-
-    struct Allowlist;
-
-    impl Plugin for Allowlist {
-        fn describe() -> Info {
-            Info {
-                name: "allowlist".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                rails: vec![Rail::ToolCall],
-                config_schema: Some(policy::CONFIG_SCHEMA.into()),
-            }
-        }
-
-        fn configure(config: String) -> Result<(), String> {
-            let parsed = Config::parse(&config)?;
-            CONFIG.with(|c| *c.borrow_mut() = Some(parsed));
-            Ok(())
-        }
-
-        fn evaluate(request: Request) -> Verdict {
-            CONFIG.with(|c| match c.borrow().as_ref() {
-                Some(config) => policy::evaluate(config, &request),
-                // Fail closed: without its config the plugin cannot know what is allowed.
-                None => {
-                    Verdict::Block("allowlist plugin was evaluated before it was configured".into())
-                }
-            })
-        }
-    }
-
-    export!(Allowlist);
+/// The plugin: its parsed config.
+pub struct Allowlist {
+    config: policy::Config,
 }
+
+impl PolicyPlugin for Allowlist {
+    fn info() -> Info {
+        Info {
+            name: "allowlist".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            rails: vec![Rail::ToolCall],
+            config_schema: Some(policy::CONFIG_SCHEMA.into()),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        Ok(Allowlist {
+            config: policy::Config::parse(config)?,
+        })
+    }
+
+    fn evaluate(&mut self, request: &Request) -> Verdict {
+        policy::evaluate(&self.config, request)
+    }
+}
+
+export_policy!(Allowlist);

@@ -10,44 +10,32 @@
 
 pub mod policy;
 
-// The component glue exists only in the wasm build: natively (unit tests) the crate is the
-// policy logic alone, since the exported symbol names do not link on native targets.
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use super::policy::{self, Config};
-    use railyard_plugin_sdk::{export, Info, Plugin, Rail, Request, Verdict};
-    use std::cell::RefCell;
+use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
-    thread_local! {
-        static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
-    }
-
-    struct Normalise;
-
-    impl Plugin for Normalise {
-        fn describe() -> Info {
-            Info {
-                name: "normalise".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                rails: vec![Rail::ToolCall],
-                config_schema: Some(policy::CONFIG_SCHEMA.into()),
-            }
-        }
-
-        fn configure(config: String) -> Result<(), String> {
-            let parsed = Config::parse(&config)?;
-            CONFIG.with(|c| *c.borrow_mut() = Some(parsed));
-            Ok(())
-        }
-
-        fn evaluate(request: Request) -> Verdict {
-            CONFIG.with(|c| match c.borrow().as_ref() {
-                Some(config) => policy::evaluate(config, &request),
-                // Repairing is a convenience, never a guard: unconfigured, change nothing.
-                None => Verdict::Allow,
-            })
-        }
-    }
-
-    export!(Normalise);
+/// The plugin: its parsed config.
+pub struct Normalise {
+    config: policy::Config,
 }
+
+impl PolicyPlugin for Normalise {
+    fn info() -> Info {
+        Info {
+            name: "normalise".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            rails: vec![Rail::ToolCall],
+            config_schema: Some(policy::CONFIG_SCHEMA.into()),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        Ok(Normalise {
+            config: policy::Config::parse(config)?,
+        })
+    }
+
+    fn evaluate(&mut self, request: &Request) -> Verdict {
+        policy::evaluate(&self.config, request)
+    }
+}
+
+export_policy!(Normalise);

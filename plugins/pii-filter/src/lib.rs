@@ -17,45 +17,36 @@ mod dataset;
 #[cfg(test)]
 mod quality;
 
-/// The component glue. Native builds (the tests) leave it out: its exports are wasm-only.
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use crate::config::{self, Policy};
-    use crate::evaluate;
-    use railyard_plugin_sdk::{export, Info, Plugin, Rail, Request, Verdict};
-    use std::cell::RefCell;
+use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
-    thread_local! {
-        /// The policy of this instance, set by `configure`.
-        static POLICY: RefCell<Policy> = RefCell::new(Policy::default());
-    }
-
-    struct PiiFilter;
-
-    impl Plugin for PiiFilter {
-        fn describe() -> Info {
-            Info {
-                name: "pii-filter".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                rails: vec![Rail::Input, Rail::Output, Rail::ToolResult],
-                config_schema: Some(config::schema()),
-            }
-        }
-
-        fn configure(config: String) -> Result<(), String> {
-            let policy = Policy::from_json(&config)?;
-            railyard_plugin_sdk::log(
-                railyard_plugin_sdk::Level::Info,
-                &format!("configured: {}", policy.summary()),
-            );
-            POLICY.with(|p| *p.borrow_mut() = policy);
-            Ok(())
-        }
-
-        fn evaluate(request: Request) -> Verdict {
-            POLICY.with(|p| evaluate::evaluate(&request, &p.borrow()))
-        }
-    }
-
-    export!(PiiFilter);
+/// The plugin: the policy this instance was configured with.
+pub struct PiiFilter {
+    policy: config::Policy,
 }
+
+impl PolicyPlugin for PiiFilter {
+    fn info() -> Info {
+        Info {
+            name: "pii-filter".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            rails: vec![Rail::Input, Rail::Output, Rail::ToolResult],
+            config_schema: Some(config::schema()),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        let policy = config::Policy::from_json(config)?;
+        #[cfg(target_arch = "wasm32")]
+        railyard_plugin_sdk::log(
+            railyard_plugin_sdk::Level::Info,
+            &format!("configured: {}", policy.summary()),
+        );
+        Ok(PiiFilter { policy })
+    }
+
+    fn evaluate(&mut self, request: &Request) -> Verdict {
+        evaluate::evaluate(request, &self.policy)
+    }
+}
+
+export_policy!(PiiFilter);

@@ -11,50 +11,35 @@
 
 pub mod policy;
 
-// The component glue exists only in the wasm build: natively (unit tests) the crate is the
-// policy logic alone, since the exported symbol names do not link on native targets.
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use super::policy::{self, Config, SchemaCache};
-    use railyard_plugin_sdk::{export, Info, Plugin, Rail, Request, Verdict};
-    use std::cell::RefCell;
+use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
-    thread_local! {
-        static CONFIG: RefCell<Option<Config>> = const { RefCell::new(None) };
-        // Compiling a schema costs milliseconds; the same tools come back on every request.
-        static CACHE: RefCell<SchemaCache> = RefCell::new(SchemaCache::default());
-    }
-
-    struct SchemaValidator;
-
-    impl Plugin for SchemaValidator {
-        fn describe() -> Info {
-            Info {
-                name: "schema-validator".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                rails: vec![Rail::ToolCall],
-                config_schema: Some(policy::CONFIG_SCHEMA.into()),
-            }
-        }
-
-        fn configure(config: String) -> Result<(), String> {
-            let parsed = Config::parse(&config)?;
-            CONFIG.with(|c| *c.borrow_mut() = Some(parsed));
-            Ok(())
-        }
-
-        fn evaluate(request: Request) -> Verdict {
-            CONFIG.with(|c| match c.borrow().as_ref() {
-                Some(config) => {
-                    CACHE.with(|cache| policy::evaluate(config, &mut cache.borrow_mut(), &request))
-                }
-                // Fail closed: never let an unvalidated call through.
-                None => Verdict::Block(
-                    "schema-validator plugin was evaluated before it was configured".into(),
-                ),
-            })
-        }
-    }
-
-    export!(SchemaValidator);
+/// The plugin: its parsed config, plus caches.
+pub struct SchemaValidator {
+    config: policy::Config,
+    /// Compiling a schema costs milliseconds; the same tools come back on every request.
+    cache: policy::SchemaCache,
 }
+
+impl PolicyPlugin for SchemaValidator {
+    fn info() -> Info {
+        Info {
+            name: "schema-validator".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            rails: vec![Rail::ToolCall],
+            config_schema: Some(policy::CONFIG_SCHEMA.into()),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        Ok(SchemaValidator {
+            config: policy::Config::parse(config)?,
+            cache: policy::SchemaCache::default(),
+        })
+    }
+
+    fn evaluate(&mut self, request: &Request) -> Verdict {
+        policy::evaluate(&self.config, &mut self.cache, request)
+    }
+}
+
+export_policy!(SchemaValidator);
