@@ -12,6 +12,7 @@
 //!
 //! In every list the entry `"*"` matches any name; matching is otherwise exact.
 
+use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Request, ToolDef, Verdict};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,9 +56,6 @@ pub const CONFIG_SCHEMA: &str = r#"{
 const ANY: &str = "*";
 /// At most this many distinct problems are spelled out in one reason.
 const MAX_REPORTED: usize = 10;
-/// Names quoted in reasons are cut to this many characters (they come from the model).
-const MAX_QUOTED: usize = 80;
-
 /// What a principal missing from `principals` gets.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -208,29 +206,10 @@ fn join_problems(mut problems: Vec<String>) -> String {
     reason
 }
 
-/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
-/// escaped, cut to a readable length.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
-    out.push('\'');
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_QUOTED {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || c == '\'' || c == '\\' {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use railyard_plugin_sdk::reason::MAX_QUOTED;
     use railyard_plugin_sdk::{Context, Message, Rail, ToolCall};
 
     fn function(name: &str) -> ToolDef {

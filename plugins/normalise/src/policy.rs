@@ -18,11 +18,11 @@
 //! schema-validator to judge. Repaired arguments are re-serialised compactly, keeping key order;
 //! numbers elsewhere in them keep their value but may change spelling (`1e2` becomes `100.0`).
 
+pub use railyard_plugin_sdk::json::parse_strict;
+use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
-use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
-use std::fmt;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
 pub const CONFIG_SCHEMA: &str = r#"{
@@ -50,9 +50,6 @@ pub const CONFIG_SCHEMA: &str = r#"{
 const MAX_REF_HOPS: usize = 16;
 /// Deepest nesting of arguments walked (serde_json itself refuses deeper than 128).
 const MAX_DEPTH: usize = 128;
-/// Model-supplied names quoted in reasons are cut to this many characters.
-const MAX_QUOTED: usize = 80;
-
 /// The plugin's config, parsed from the JSON the host validated against [`CONFIG_SCHEMA`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -414,101 +411,6 @@ fn push_segment(path: &mut String, segment: &str) {
             c if c.is_control() => path.extend(c.escape_debug()),
             c => path.push(c),
         }
-    }
-}
-
-fn call_label(call: &ToolCall, index: usize) -> String {
-    if call.id.is_empty() {
-        format!("call #{index}")
-    } else {
-        format!("call {}", quote(&call.id))
-    }
-}
-
-/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
-/// escaped, cut to a readable length.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
-    out.push('\'');
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_QUOTED {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || c == '\'' || c == '\\' {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
-
-/// Parses JSON text like `serde_json::from_str`, but refuses duplicate object keys (re-serialising
-/// would silently drop one of them).
-pub fn parse_strict(text: &str) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = StrictValue.deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
-struct StrictValue;
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
-    type Value = Value;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(StrictValue)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(A::Error::custom("duplicate key"));
-            }
-            let value = map.next_value_seed(StrictValue)?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
     }
 }
 

@@ -11,6 +11,9 @@ wit_bindgen::generate!({
     export_macro_name: "export",
 });
 
+pub mod json;
+pub mod reason;
+
 pub use exports::railyard::policy::plugin::Guest as Plugin;
 pub use railyard::policy::types::*;
 

@@ -14,6 +14,7 @@
 //!
 //! Every violation is reported (up to a cap), each naming the message index and the call id.
 
+use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Content, Message, Request, ToolCall, Verdict};
 use serde::Deserialize;
 use serde_json::Value;
@@ -35,8 +36,6 @@ pub const CONFIG_SCHEMA: &str = r#"{
 
 /// At most this many violations are spelled out in one reason.
 const MAX_REPORTED: usize = 10;
-/// Ids and names quoted in reasons are cut to this many characters.
-const MAX_QUOTED: usize = 80;
 
 /// The plugin's config, parsed from the JSON the host validated against [`CONFIG_SCHEMA`].
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -202,26 +201,6 @@ fn type_phrase(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// Quotes an application- or model-supplied id or name for a reason: single quotes, control
-/// characters and quotes escaped, cut to a readable length.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
-    out.push('\'');
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_QUOTED {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || c == '\'' || c == '\\' {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
 }
 
 #[cfg(test)]

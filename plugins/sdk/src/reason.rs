@@ -1,0 +1,36 @@
+//! Helpers for writing reasons: they must tell a developer exactly what was wrong, and must
+//! never echo values a policy is protecting (or let a model-chosen name garble the log).
+
+use crate::ToolCall;
+
+/// Longest model-supplied name quoted in a reason, in characters.
+pub const MAX_QUOTED: usize = 80;
+
+/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
+/// escaped, cut to a readable length.
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
+    out.push('\'');
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_QUOTED {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || c == '\'' || c == '\\' {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// `call 'id'`, or `call #index` when the model gave no id.
+pub fn call_label(call: &ToolCall, index: usize) -> String {
+    if call.id.is_empty() {
+        format!("call #{index}")
+    } else {
+        format!("call {}", quote(&call.id))
+    }
+}
