@@ -5,13 +5,13 @@
 #
 # Backend: Railyard's built-in demo model (`railyard demo-backend`), an in-memory scripted
 # OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
-# Load generator: hey (Debian package `hey`).
+# Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
 # Usage: bench/load.sh [seconds-per-run]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
-command -v hey >/dev/null || { echo "needs hey: apt-get install -y hey" >&2; exit 2; }
+command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
 cargo build --release -q
 bin=target/release/railyard
 work=$(mktemp -d)
@@ -39,14 +39,23 @@ json.dump({"model": "demo", "messages": msgs}, open(sys.argv[1], "w"))
 PY
 echo "request body: $(wc -c < "$work/body.json") bytes; $secs s per run; $(nproc) cores; $(uname -m)"
 
+cat > "$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("$work/body.json", "r"); wrk.body = f:read("*a"); f:close()
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %.4f %.4f %.1f %d %d\\n", latency:percentile(50) / 1000,
+    latency:percentile(99) / 1000, summary.requests / (summary.duration / 1e6),
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.timeout, summary.requests))
+end
+LUA
+
 run() { # url concurrency -> "p50_ms p99_ms rps"
-    hey -z "${secs}s" -c "$2" -m POST -T application/json -D "$work/body.json" "$1" > "$work/out"
-    local rps p50 p99 errs
-    rps=$(awk '/Requests\/sec/ {print $2}' "$work/out")
-    p50=$(awk '/ 50% in/ {print $3*1000}' "$work/out")
-    p99=$(awk '/ 99% in/ {print $3*1000}' "$work/out")
-    errs=$(awk '/Status code distribution/,0' "$work/out" | grep -v '\[200\]' | grep -c '\[' || true)
-    [ "$errs" = 0 ] || { echo "non-200 answers:" >&2; cat "$work/out" >&2; exit 1; }
+    wrk -t1 -c"$2" -d"${secs}s" -s "$work/post.lua" "$1" > "$work/out"
+    local p50 p99 rps errs
+    read -r _ p50 p99 rps errs _ < <(grep '^RESULT' "$work/out")
+    [ "$errs" = 0 ] || { echo "errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
     echo "$p50 $p99 $rps"
 }
 

@@ -11,6 +11,9 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "railyard", version, about = "Policy engine for LLM traffic")]
 struct Cli {

@@ -85,8 +85,10 @@ impl App {
         )
     }
 
-    /// Run one rail's chain off the async worker's hot loop (plugins are synchronous and bounded
-    /// by their CPU deadline), recording metrics.
+    /// Run one rail's chain, recording metrics. Plugins run inline on the async worker: a pooled
+    /// call takes microseconds and every call is bounded by its plugin's CPU deadline, while
+    /// handing each chain to a blocking thread (`block_in_place`) was measured to cost about a
+    /// quarter of the proxy's throughput.
     pub(crate) fn check(
         &self,
         set: &PolicySet,
@@ -94,7 +96,7 @@ impl App {
         payload: crate::payload::Payload,
         ctx: &Context,
     ) -> Evaluation {
-        let eval = tokio::task::block_in_place(|| set.check(rail, payload, ctx));
+        let eval = set.check(rail, payload, ctx);
         self.metrics.evaluation(&eval);
         eval
     }

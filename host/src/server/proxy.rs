@@ -233,8 +233,10 @@ async fn handle(
     let ctx = context(request_id, headers);
     let mut report = Report::default();
 
+    // The tool_result rail judges tool results: a conversation without any has nothing for it.
+    let has_tool_results = payload.messages.iter().any(|m| m.role == "tool");
     for rail in [Rail::ToolResult, Rail::Input] {
-        if !options.runs(set, rail) {
+        if !options.runs(set, rail) || (rail == Rail::ToolResult && !has_tool_results) {
             continue;
         }
         let eval = app.check(set, rail, payload, &ctx);
