@@ -137,6 +137,13 @@ fn backend_failures_map_to_502_504_and_pass_through() {
     assert_eq!(r.status, 502);
     assert_eq!(r.json()["error"]["code"], "backend_unreachable");
 
+    // https:// to a server that speaks plain HTTP: the TLS handshake fails, a 502 that says so.
+    let plain = MockBackend::start(Script::Json(200, json!({})));
+    let daemon = Daemon::start(&bundled(), &format!("https://{}/v1", plain.addr));
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "backend_unreachable");
+
     let cfg = write_config("[backend]\ntimeout_ms = 300\n");
     let hang = MockBackend::start(Script::Hang);
     let daemon = Daemon::start(&cfg.path, &hang.url());

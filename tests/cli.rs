@@ -184,3 +184,42 @@ fn guest_output_and_log_lines_reach_the_log_tagged_with_the_plugin() {
         "{err}"
     );
 }
+
+#[test]
+fn json_logs_are_one_json_object_per_line() {
+    let cfg = write_config(&scripted("chatty", "[\"input\"]", "", "{ mode = \"log\" }"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args([
+            "--log-format",
+            "json",
+            "check",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--rail",
+            "input",
+        ])
+        .env("RAILYARD_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"messages": [{"role": "user", "content": "hi"}]}"#);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["fields"]["plugin"] == "chatty"
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("guest log import"))),
+        "{err}"
+    );
+}

@@ -1,5 +1,6 @@
-//! The upstream model server: any OpenAI-compatible HTTP endpoint (vLLM, llama.cpp server,
-//! Ollama, OpenAI-compatible gateways). One pooled HTTP/1.1 client per daemon.
+//! The upstream model server: any OpenAI-compatible HTTP(S) endpoint (vLLM, llama.cpp server,
+//! Ollama, OpenAI and other hosted APIs). One pooled HTTP/1.1 client per daemon; `https://`
+//! URLs use rustls with the system's CA certificates.
 //!
 //! Errors are typed so the server can map them to exactly one status: unreachable → 502,
 //! timeout → 504. A backend that answers with an error status is not an error here: its status
@@ -11,6 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Response, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -31,27 +33,32 @@ pub enum BackendError {
 /// Client for the configured backend.
 #[derive(Clone)]
 pub struct Backend {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     url: Uri,
     timeout: Duration,
     api_key: Option<HeaderValue>,
 }
 
 impl Backend {
-    /// A client for `config`. Only `http://` URLs are supported by this build.
+    /// A client for `config` (`http://` or `https://`).
     pub fn new(config: &BackendConfig) -> Result<Backend, String> {
         let url: Uri = format!("{}/chat/completions", config.url)
             .parse()
             .map_err(|e| format!("backend.url '{}' is not a valid URL: {e}", config.url))?;
         match url.scheme_str() {
-            Some("http") => {}
+            Some("http" | "https") => {}
             Some(other) => {
                 return Err(format!(
-                    "backend.url '{}': scheme '{other}' is not supported (use http://; put a TLS-terminating proxy in front of remote backends)",
+                    "backend.url '{}': scheme '{other}' is not supported (use http:// or https://)",
                     config.url
                 ))
             }
-            None => return Err(format!("backend.url '{}' needs a scheme (http://)", config.url)),
+            None => {
+                return Err(format!(
+                    "backend.url '{}' needs a scheme (http:// or https://)",
+                    config.url
+                ))
+            }
         }
         let api_key = match &config.api_key_env {
             None => None,
@@ -68,7 +75,16 @@ impl Backend {
         };
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
         connector.set_connect_timeout(Some(config.timeout.min(Duration::from_secs(10))));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| {
+                format!("cannot load the system's CA certificates for https backends: {e}")
+            })?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(connector);
@@ -125,4 +141,34 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> BackendConfig {
+        BackendConfig {
+            url: url.into(),
+            timeout: Duration::from_secs(1),
+            api_key_env: None,
+        }
+    }
+
+    #[test]
+    fn accepts_http_and_https_refuses_the_rest() {
+        assert!(Backend::new(&config("http://127.0.0.1:8000/v1")).is_ok());
+        assert!(Backend::new(&config("https://api.example.com/v1")).is_ok());
+        let e = Backend::new(&config("ftp://example.com")).err().unwrap();
+        assert!(e.contains("scheme 'ftp' is not supported"), "{e}");
+        let e = Backend::new(&config("localhost:8000")).err().unwrap();
+        assert!(e.contains("localhost:8000"), "{e}");
+        let mut c = config("http://127.0.0.1:8000/v1");
+        c.api_key_env = Some("RAILYARD_TEST_SURELY_UNSET_KEY".into());
+        let e = Backend::new(&c).err().unwrap();
+        assert!(
+            e.contains("RAILYARD_TEST_SURELY_UNSET_KEY is not set"),
+            "{e}"
+        );
+    }
 }

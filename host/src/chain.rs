@@ -47,8 +47,9 @@ pub enum Verdict {
     Block,
 }
 
-/// One plugin's decision, as recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// One plugin's decision, as recorded; ordered by strength (a fault is the strongest: it is
+/// what an operator must see first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decided {
     /// Allowed.

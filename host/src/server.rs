@@ -204,8 +204,10 @@ pub(crate) fn context(request_id: &str, _headers: &HeaderMap) -> Context {
     }
 }
 
-/// One line per request for the decision log: rails run and each plugin's verdict and time.
-/// Never message content, never reasons (a third-party plugin might quote what it caught).
+/// One line per request for the decision log: the policy revision, each rail's strongest verdict
+/// and each plugin's strongest verdict with its total time (a streamed reply runs the output rail
+/// once per window: those runs are summed, with a count). Never message content, never reasons
+/// (a third-party plugin might quote what it caught).
 pub(crate) fn log_decisions(
     request_id: &str,
     endpoint: &str,
@@ -215,26 +217,50 @@ pub(crate) fn log_decisions(
     if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
         return;
     }
-    let rails: Vec<String> = evals
+    let mut rails: Vec<(Rail, Verdict, u32)> = Vec::new();
+    let mut plugins: Vec<(Rail, &str, crate::chain::Decided, u32, std::time::Duration)> =
+        Vec::new();
+    for e in evals {
+        match rails.iter_mut().find(|r| r.0 == e.rail) {
+            Some(r) => {
+                r.1 = r.1.max(e.verdict);
+                r.2 += 1;
+            }
+            None => rails.push((e.rail, e.verdict, 1)),
+        }
+        for d in &e.decisions {
+            match plugins
+                .iter_mut()
+                .find(|p| p.0 == e.rail && p.1 == d.plugin)
+            {
+                Some(p) => {
+                    p.2 = p.2.max(d.verdict);
+                    p.3 += 1;
+                    p.4 += d.duration_us;
+                }
+                None => plugins.push((e.rail, &d.plugin, d.verdict, 1, d.duration_us)),
+            }
+        }
+    }
+    let times = |n: u32| {
+        if n > 1 {
+            format!("x{n}")
+        } else {
+            String::new()
+        }
+    };
+    let rails: Vec<String> = rails
         .iter()
-        .map(|e| format!("{}={}", e.rail, verdict_str(e.verdict)))
+        .map(|(rail, v, n)| format!("{rail}={}{}", verdict_str(*v), times(*n)))
         .collect();
-    let decisions: Vec<String> = evals
+    let decisions: Vec<String> = plugins
         .iter()
-        .flat_map(|e| {
-            e.decisions.iter().map(move |d| {
-                let verdict = serde_json::to_value(d.verdict)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                format!(
-                    "{}:{}:{}:{}us",
-                    e.rail,
-                    d.plugin,
-                    verdict,
-                    d.duration_us.as_micros()
-                )
-            })
+        .map(|(rail, plugin, v, n, t)| {
+            let verdict = serde_json::to_value(v)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("{rail}:{plugin}:{verdict}{}:{}us", times(*n), t.as_micros())
         })
         .collect();
     tracing::info!(
