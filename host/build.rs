@@ -1,12 +1,40 @@
-//! Builds the policy plugins in `../plugins` (every workspace member but this one) for
-//! wasm32-wasip2, so a plain `cargo build`/`cargo test`/`cargo run` always has the bundled
-//! policies and the test plugins, built from source, as wasmtime's test-programs do. They go to `target/plugins/wasm32-wasip2/release/*.wasm`, which is
-//! where `policies/railyard.toml` looks for them. Set `RAILYARD_SKIP_PLUGIN_BUILD=1` to skip.
+//! Compiles the gRPC API (`../proto`) with protox (no system protoc), and builds the policy
+//! plugins in `../plugins` (every workspace member but this one) for wasm32-wasip2, so a plain
+//! `cargo build`/`cargo test`/`cargo run` always has the bundled policies and the test plugins,
+//! built from source, as wasmtime's test-programs do. They go to
+//! `target/plugins/wasm32-wasip2/release/*.wasm`, where `policies/railyard.toml` looks for them.
+//! Set `RAILYARD_SKIP_PLUGIN_BUILD=1` to skip the plugins.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
+    compile_proto();
+    build_plugins();
+}
+
+/// The gRPC API (`proto/railyard/v1/policy.proto`), compiled with protox (pure Rust: no system
+/// protoc), plus its encoded descriptor set for gRPC server reflection.
+fn compile_proto() {
+    let host = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let proto_dir = host.parent().expect("repository root").join("proto");
+    let file = proto_dir.join("railyard/v1/policy.proto");
+    println!("cargo:rerun-if-changed={}", proto_dir.display());
+    let fds = protox::compile([&file], [&proto_dir]).unwrap_or_else(|e| panic!("{e:?}"));
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
+    std::fs::write(
+        out.join("railyard_v1_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )
+    .expect("write the descriptor set");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)
+        .expect("generate gRPC code");
+}
+
+fn build_plugins() {
     let host = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = host.parent().expect("host/ sits in the repository root");
     let plugins = root.join("plugins");

@@ -283,6 +283,8 @@ pub fn completion(message: Value, finish: &str) -> Value {
 /// A running `railyard serve`, killed on drop.
 pub struct Daemon {
     pub addr: SocketAddr,
+    /// The gRPC address, when the daemon serves gRPC.
+    pub grpc: Option<SocketAddr>,
     child: Child,
 }
 
@@ -311,17 +313,26 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("railyard listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .parse()
-            .unwrap();
-        Daemon { addr, child }
+        // stdout: "railyard grpc listening on ADDR" (when enabled), then the HTTP line.
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut grpc = None;
+        let addr = loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                panic!("the daemon exited before listening");
+            }
+            if let Some(g) = line.trim().strip_prefix("railyard grpc listening on ") {
+                grpc = Some(g.parse().unwrap());
+                continue;
+            }
+            break line
+                .trim()
+                .strip_prefix("railyard listening on http://")
+                .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+                .parse()
+                .unwrap();
+        };
+        Daemon { addr, grpc, child }
     }
 }
 

@@ -15,6 +15,7 @@ mod chain;
 mod cli;
 mod clients;
 mod config;
+mod grpc;
 mod http;
 mod policies;
 mod proxy;

@@ -35,6 +35,8 @@ pub enum OnBlock {
 pub struct ServerConfig {
     /// Listen address.
     pub listen: String,
+    /// gRPC listen address; no gRPC server when absent.
+    pub grpc_listen: Option<String>,
     /// Assistant text sent when a request is refused.
     pub refusal: String,
     /// What a block looks like to the client.
@@ -172,6 +174,7 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<String>,
+    grpc_listen: Option<String>,
     refusal: Option<String>,
     on_block: Option<OnBlock>,
     max_body_bytes: Option<Spanned<u64>>,
@@ -290,6 +293,7 @@ impl Config {
         };
         let server = ServerConfig {
             listen: raw.server.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
+            grpc_listen: raw.server.grpc_listen.filter(|g| !g.is_empty()),
             refusal: raw
                 .server
                 .refusal

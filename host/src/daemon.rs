@@ -22,6 +22,8 @@ pub struct ServeOptions {
     pub listen: Option<String>,
     /// Backend URL override.
     pub backend: Option<String>,
+    /// gRPC listen address override.
+    pub grpc_listen: Option<String>,
     /// Start the built-in demo model and use it as the backend.
     pub demo_backend: bool,
     /// Do not watch files for changes (reload only on SIGHUP or the admin API).
@@ -51,6 +53,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let mut overrides = Overrides {
         listen: options.listen.clone(),
         backend: options.backend.clone(),
+        grpc_listen: options.grpc_listen.clone(),
     };
     // Read the config once up front for what cannot change on reload (engine cache, backend).
     let mut config = Config::load(&options.config)?;
@@ -76,6 +79,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     })?;
     let set = reloader.current();
     let listen = set.config().server.listen.clone();
+    let grpc_listen = set.config().server.grpc_listen.clone();
     tracing::info!(
         plugins = set.plugins().len(),
         revision = %&set.revision().hash[..16],
@@ -95,6 +99,25 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))?;
     let addr = listener.local_addr()?;
+    if let Some(grpc_listen) = grpc_listen {
+        let grpc = tokio::net::TcpListener::bind(&grpc_listen)
+            .await
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {grpc_listen} (gRPC): {e}"),
+                )
+            })?;
+        let grpc_addr = grpc.local_addr()?;
+        println!("railyard grpc listening on {grpc_addr}");
+        tracing::info!(addr = %grpc_addr, "gRPC listening");
+        let app = app.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::server::grpc::serve(app, grpc, shutdown()).await {
+                tracing::error!("gRPC server failed: {e}");
+            }
+        });
+    }
     // The first line on stdout says where we listen (tests and scripts read it with port 0).
     println!("railyard listening on http://{addr}");
     let _ = std::io::stdout().flush();

@@ -43,6 +43,9 @@ enum Command {
         /// Backend base URL (overrides backend.url), e.g. http://127.0.0.1:8000/v1.
         #[arg(long)]
         backend: Option<String>,
+        /// gRPC listen address (overrides server.grpc_listen), e.g. 127.0.0.1:8081.
+        #[arg(long)]
+        grpc_listen: Option<String>,
         /// Use a built-in scripted model instead of a real backend (for trying Railyard out).
         #[arg(long)]
         demo_backend: bool,
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         config,
         listen,
         backend,
+        grpc_listen,
         demo_backend,
         no_watch,
     } = cli.command
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
             config,
             listen,
             backend,
+            grpc_listen,
             demo_backend,
             no_watch,
         });

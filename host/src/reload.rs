@@ -33,6 +33,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--backend` (or the demo backend's URL).
     pub backend: Option<String>,
+    /// `--grpc-listen`.
+    pub grpc_listen: Option<String>,
 }
 
 impl Overrides {
@@ -40,6 +42,9 @@ impl Overrides {
     pub fn apply(&self, config: &mut Config) {
         if let Some(listen) = &self.listen {
             config.server.listen = listen.clone();
+        }
+        if let Some(grpc) = &self.grpc_listen {
+            config.server.grpc_listen = Some(grpc.clone());
         }
         if let Some(url) = &self.backend {
             config.backend.url = url.trim_end_matches('/').to_string();
@@ -58,8 +63,29 @@ pub struct ReloadFailure {
     pub error: String,
 }
 
+/// One reload attempt, as announced to watchers (gRPC `WatchPolicies`).
+#[derive(Debug, Clone)]
+pub struct ReloadEvent {
+    /// The revision served after the attempt.
+    pub revision: Revision,
+    /// Whether the attempt succeeded.
+    pub ok: bool,
+    /// Why it was refused.
+    pub error: Option<String>,
+    /// When, in seconds since the Unix epoch.
+    pub at: u64,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
 /// Builds and publishes policy sets.
 pub struct Reloader {
+    events: tokio::sync::broadcast::Sender<ReloadEvent>,
     engine: Arc<Engine>,
     config_path: PathBuf,
     overrides: Overrides,
@@ -80,6 +106,7 @@ impl Reloader {
         let set = build(&engine, &config_path, &overrides)?;
         let (tx, rx) = watch::channel(Arc::new(set));
         let reloader = Arc::new(Reloader {
+            events: tokio::sync::broadcast::channel(64).0,
             engine,
             config_path,
             overrides,
@@ -99,6 +126,11 @@ impl Reloader {
     /// A new receiver of published sets (each reload is one new value).
     pub fn subscribe(&self) -> watch::Receiver<Arc<PolicySet>> {
         self.tx.subscribe()
+    }
+
+    /// Reload attempts from now on.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<ReloadEvent> {
+        self.events.subscribe()
     }
 
     /// The last refused reload, if the latest attempt failed.
@@ -122,6 +154,12 @@ impl Reloader {
                 self.tx.send_replace(Arc::new(set));
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 self.metrics.reload(true);
+                let _ = self.events.send(ReloadEvent {
+                    revision: revision.clone(),
+                    ok: true,
+                    error: None,
+                    at: now_secs(),
+                });
                 tracing::info!(
                     cause,
                     revision = revision.number,
@@ -139,10 +177,13 @@ impl Reloader {
                     "reload refused, still serving revision {}: {error}",
                     next - 1
                 );
-                let at = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or_default();
+                let at = now_secs();
+                let _ = self.events.send(ReloadEvent {
+                    revision: self.current().revision().clone(),
+                    ok: false,
+                    error: Some(error.clone()),
+                    at,
+                });
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some(ReloadFailure {
                         at,

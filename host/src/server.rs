@@ -4,12 +4,14 @@
 //! - `proxy`: `POST /v1/chat/completions`, non-streaming (rails around one backend call);
 //! - `stream`: the streaming variant (SSE), with a hold-back window on the output rail;
 //! - `check`: `POST /v1/check`, one rail without a model;
-//! - `admin`: `/v1/policies`, `/healthz`, `/readyz`, `/metrics`;
+//! - `admin`: `/v1/policies`, `/v1/admin/reload`, `/healthz`, `/readyz`, `/metrics`;
+//! - `grpc`: the same checks over gRPC (`railyard.v1.PolicyService`), health and reflection;
 //! - `error`: every failure mapped to an OpenAI-style error response.
 
 mod admin;
 mod check;
 pub mod error;
+pub mod grpc;
 mod proxy;
 mod stream;
 
@@ -77,7 +79,7 @@ impl App {
         &self.metrics
     }
 
-    fn new_request_id(&self) -> String {
+    pub(crate) fn new_request_id(&self) -> String {
         format!(
             "ry-{}-{:06x}",
             self.id_prefix,

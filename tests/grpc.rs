@@ -1,0 +1,302 @@
+//! The gRPC door: a Rust tonic client and a Python grpcio client (stubs generated from the proto
+//! by grpcio-tools, plus server reflection through grpcio-reflection) against the real daemon:
+//! the same chains as HTTP.
+
+use crate::http::{Daemon, MockBackend, Script};
+use crate::support::*;
+use railyard::server::grpc::proto;
+use railyard::server::grpc::proto::policy_service_client::PolicyServiceClient;
+use std::time::Duration;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn start(config: &std::path::Path) -> (Daemon, MockBackend) {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start_with(
+        config,
+        &["--backend", &backend.url(), "--grpc-listen", "127.0.0.1:0"],
+    );
+    (daemon, backend)
+}
+
+fn user(text: &str) -> proto::Message {
+    proto::Message {
+        role: "user".into(),
+        content: Some(text.into()),
+        ..Default::default()
+    }
+}
+
+fn call(name: &str, args: &str) -> proto::Message {
+    proto::Message {
+        role: "assistant".into(),
+        tool_calls: vec![proto::ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: args.into(),
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_verdict_kind_over_grpc() {
+    let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
+    let url = format!("http://{}", daemon.grpc.expect("gRPC is on"));
+    runtime().block_on(async {
+        let mut client = PolicyServiceClient::connect(url).await.unwrap();
+
+        let allow = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::Input as i32,
+                messages: vec![user("hello there")],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(allow.verdict(), proto::Verdict::Allow);
+        assert_eq!(allow.decisions[0].plugin, "pii");
+        assert_eq!(allow.revision.as_ref().unwrap().number, 1);
+        assert!(!allow.request_id.is_empty());
+
+        let modify = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::Input as i32,
+                messages: vec![user("mail jane.doe@example.com")],
+                request_id: "grpc-test-1".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(modify.verdict(), proto::Verdict::Modify);
+        assert_eq!(modify.messages[0].content.as_deref(), Some("mail [EMAIL]"));
+        assert_eq!(modify.request_id, "grpc-test-1");
+
+        let weather = proto::Tool {
+            r#type: "function".into(),
+            name: Some("get_weather".into()),
+            parameters_json: Some(
+                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        let block = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::ToolCall as i32,
+                messages: vec![user("weather"), call("get_weather", "{}")],
+                tools: vec![weather],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            block.verdict(),
+            proto::Verdict::Block,
+            "a block is a response, not an error"
+        );
+        let blocked = block.blocked.unwrap();
+        assert_eq!(blocked.plugin, "schema-validator");
+        assert!(
+            blocked.reason.contains("'city' is a required property"),
+            "{}",
+            blocked.reason
+        );
+
+        let bad = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::Unspecified as i32,
+                messages: vec![user("x")],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+        assert!(bad.message().contains("rail is required"));
+
+        let bad = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::Input as i32,
+                messages: vec![proto::Message {
+                    role: "user".into(),
+                    content_json: Some("[not json".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+        assert!(
+            bad.message().contains("messages[0].content_json"),
+            "{}",
+            bad.message()
+        );
+
+        // Many checks on one stream.
+        let requests: Vec<_> = ["a@b.co", "nothing", "c@d.org"]
+            .iter()
+            .map(|t| proto::CheckRequest {
+                rail: proto::Rail::Input as i32,
+                messages: vec![user(&format!("mail {t}"))],
+                ..Default::default()
+            })
+            .collect();
+        let mut answers = client
+            .check_stream(tokio_stream::iter(requests))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut verdicts = Vec::new();
+        while let Some(a) = answers.message().await.unwrap() {
+            verdicts.push(a.verdict());
+        }
+        assert_eq!(
+            verdicts,
+            [
+                proto::Verdict::Modify,
+                proto::Verdict::Allow,
+                proto::Verdict::Modify
+            ]
+        );
+    });
+}
+
+#[test]
+fn reject_and_reloads_are_seen_over_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("railyard.toml");
+    let entry = |mode: &str| {
+        scripted(
+            "gate",
+            "[\"tool_call\"]",
+            "",
+            &format!("{{ mode = \"{mode}\", tool = \"rm\", text = \"no rm\" }}"),
+        )
+    };
+    std::fs::write(&config, entry("reject-tool")).unwrap();
+    let (daemon, _backend) = start(&config);
+    let url = format!("http://{}", daemon.grpc.unwrap());
+    runtime().block_on(async {
+        let mut client = PolicyServiceClient::connect(url).await.unwrap();
+        let reject = client
+            .check(proto::CheckRequest {
+                rail: proto::Rail::ToolCall as i32,
+                messages: vec![call("rm", "{}")],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reject.verdict(), proto::Verdict::Reject);
+        assert!(reject.messages[0].tool_calls.is_empty());
+        assert_eq!(reject.rejections[0].tool_call_id, "call_1");
+        assert_eq!(reject.rejections[0].reason, "no rm (rm)");
+
+        let mut events = client
+            .watch_policies(proto::WatchPoliciesRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let first = events.message().await.unwrap().unwrap();
+        assert!(first.ok);
+        assert_eq!(first.revision.unwrap().number, 1);
+
+        std::fs::write(&config, "[[plugins]\nbroken").unwrap();
+        let refused = tokio::time::timeout(Duration::from_secs(20), events.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(!refused.ok);
+        assert!(
+            refused.error.contains("railyard.toml:1"),
+            "{}",
+            refused.error
+        );
+        assert_eq!(
+            refused.revision.unwrap().number,
+            1,
+            "the old set keeps serving"
+        );
+
+        std::fs::write(&config, entry("block")).unwrap();
+        let loaded = tokio::time::timeout(Duration::from_secs(20), events.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(loaded.ok, "{}", loaded.error);
+        assert_eq!(loaded.revision.unwrap().number, 2);
+    });
+}
+
+#[test]
+fn health_service_reports_serving() {
+    let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
+    let url = format!("http://{}", daemon.grpc.unwrap());
+    runtime().block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "railyard.v1.PolicyService".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            status.status(),
+            tonic_health::pb::health_check_response::ServingStatus::Serving
+        );
+    });
+}
+
+#[test]
+fn python_grpcio_client_calls_check() {
+    let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
+    let python = root().join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run scripts/setup.sh: it installs grpcio for this test"
+    );
+    let out = std::process::Command::new(python)
+        .arg(root().join("tests/clients/grpc_client.py"))
+        .arg(root().join("proto"))
+        .arg(daemon.grpc.unwrap().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["verdict"], "VERDICT_MODIFY");
+    assert_eq!(seen["content"], "call me on [PHONE]");
+    assert_eq!(seen["plugin"], "pii");
+    assert_eq!(seen["blocked_verdict"], "VERDICT_BLOCK");
+    assert_eq!(seen["invalid_code"], "INVALID_ARGUMENT");
+    let services = seen["services"].as_array().unwrap();
+    assert!(
+        services.contains(&"railyard.v1.PolicyService".into()),
+        "{services:?}"
+    );
+    assert!(
+        services.contains(&"grpc.health.v1.Health".into()),
+        "{services:?}"
+    );
+    assert_eq!(seen["check_input"], "railyard/v1/policy.proto");
+}
