@@ -6,8 +6,14 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
+    railyard_with_env(args, stdin, &[])
+}
+
+/// Run `railyard` with `args`, `stdin` and extra environment; (exit code, stdout, stderr).
+fn railyard_with_env(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
         .args(args)
+        .envs(env.iter().copied())
         .env(
             "RAILYARD_CACHE_DIR",
             std::env::temp_dir().join("railyard-cli-test-cache"),
@@ -149,29 +155,17 @@ fn plugins_lists_the_bundled_set() {
 #[test]
 fn guest_output_and_log_lines_reach_the_log_tagged_with_the_plugin() {
     let cfg = write_config(&scripted("chatty", "[\"input\"]", "", "{ mode = \"log\" }"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
-        .args([
+    let (_, _, err) = railyard_with_env(
+        &[
             "check",
             "--config",
             cfg.path.to_str().unwrap(),
             "--rail",
             "input",
-        ])
-        .env("RAILYARD_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"messages": [{"role": "user", "content": "hi"}]}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+        ],
+        r#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+        &[("RAILYARD_LOG", "info"), ("NO_COLOR", "1")],
+    );
     assert!(
         err.lines()
             .any(|l| l.contains("plugin=\"chatty\"")
@@ -188,8 +182,8 @@ fn guest_output_and_log_lines_reach_the_log_tagged_with_the_plugin() {
 #[test]
 fn json_logs_are_one_json_object_per_line() {
     let cfg = write_config(&scripted("chatty", "[\"input\"]", "", "{ mode = \"log\" }"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
-        .args([
+    let (_, _, err) = railyard_with_env(
+        &[
             "--log-format",
             "json",
             "check",
@@ -197,20 +191,10 @@ fn json_logs_are_one_json_object_per_line() {
             cfg.path.to_str().unwrap(),
             "--rail",
             "input",
-        ])
-        .env("RAILYARD_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"messages": [{"role": "user", "content": "hi"}]}"#);
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+        ],
+        r#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+        &[("RAILYARD_LOG", "info")],
+    );
     let lines: Vec<Value> = err
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -222,4 +206,25 @@ fn json_logs_are_one_json_object_per_line() {
                 .is_some_and(|m| m.contains("guest log import"))),
         "{err}"
     );
+}
+
+#[test]
+fn serve_refuses_a_bad_config_with_exit_64_before_binding() {
+    let cfg = write_config("[[plugins]]\nname = \"ghost\"\npath = \"ghost.wasm\"\n");
+    let (code, out, err) = railyard(
+        &[
+            "serve",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "",
+    );
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("railyard.toml:1: plugins[0] (ghost).path"),
+        "{err}"
+    );
+    assert!(!out.contains("listening"), "nothing was bound: {out}");
 }

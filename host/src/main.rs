@@ -120,17 +120,7 @@ fn main() -> ExitCode {
     }
     if let Command::DemoBackend { listen } = cli.command {
         init_logging(cli.log_format, "warn");
-        let result = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .and_then(|rt| rt.block_on(railyard::demo::serve(&listen)));
-        return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(1)
-            }
-        };
+        return block_on(railyard::demo::serve(&listen), |_| 1);
     }
     init_logging(cli.log_format, "warn");
     match run(cli.command) {
@@ -143,6 +133,18 @@ fn main() -> ExitCode {
 }
 
 fn serve(options: railyard::daemon::ServeOptions) -> ExitCode {
+    block_on(railyard::daemon::serve(options), |err| match err {
+        // EX_USAGE: the config is wrong, nothing was bound.
+        railyard::daemon::DaemonError::Config(_) | railyard::daemon::DaemonError::Backend(_) => 64,
+        _ => 1,
+    })
+}
+
+/// Run a daemon future on a multi-threaded runtime; print its error and exit with `code(err)`.
+fn block_on<E: std::fmt::Display>(
+    future: impl std::future::Future<Output = Result<(), E>>,
+    code: impl FnOnce(&E) -> u8,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,16 +155,11 @@ fn serve(options: railyard::daemon::ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(railyard::daemon::serve(options)) {
+    match runtime.block_on(future) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
-            match err {
-                // EX_USAGE: the config is wrong, nothing was bound.
-                railyard::daemon::DaemonError::Config(_)
-                | railyard::daemon::DaemonError::Backend(_) => ExitCode::from(64),
-                _ => ExitCode::from(1),
-            }
+            ExitCode::from(code(&err))
         }
     }
 }
