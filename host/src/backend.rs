@@ -30,10 +30,17 @@ pub enum BackendError {
     Timeout(u128),
 }
 
+/// The pooled client: plain for `http://` (no TLS layer on the hot path), rustls for `https://`.
+#[derive(Clone)]
+enum Upstream {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
+
 /// Client for the configured backend.
 #[derive(Clone)]
 pub struct Backend {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Upstream,
     url: Uri,
     timeout: Duration,
     api_key: Option<HeaderValue>,
@@ -77,17 +84,22 @@ impl Backend {
         connector.set_nodelay(true);
         connector.enforce_http(false);
         connector.set_connect_timeout(Some(config.timeout.min(Duration::from_secs(10))));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| {
-                format!("cannot load the system's CA certificates for https backends: {e}")
-            })?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client = Client::builder(TokioExecutor::new())
+        let builder = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+            .clone();
+        let client = if url.scheme_str() == Some("https") {
+            let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_native_roots()
+                .map_err(|e| {
+                    format!("cannot load the system's CA certificates for https backends: {e}")
+                })?
+                .https_only()
+                .enable_http1()
+                .wrap_connector(connector);
+            Upstream::Tls(builder.build(connector))
+        } else {
+            Upstream::Plain(builder.build(connector))
+        };
         Ok(Backend {
             client,
             url,
@@ -115,7 +127,13 @@ impl Backend {
         if let Some(auth) = self.api_key.clone().or(client_auth) {
             request.headers_mut().insert(AUTHORIZATION, auth);
         }
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+        let call = async {
+            match &self.client {
+                Upstream::Plain(c) => c.request(request).await,
+                Upstream::Tls(c) => c.request(request).await,
+            }
+        };
+        match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
             Ok(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
             Ok(Ok(response)) => Ok(response),
