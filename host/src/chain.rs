@@ -33,6 +33,16 @@ pub enum OnError {
     Allow,
 }
 
+impl OnError {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Block => "block",
+            OnError::Allow => "allow",
+        }
+    }
+}
+
 /// Overall verdict of a chain, ordered by strength.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +55,18 @@ pub enum Verdict {
     Reject,
     /// The request is refused.
     Block,
+}
+
+impl Verdict {
+    /// The wire spelling (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Modify => "modify",
+            Verdict::Reject => "reject",
+            Verdict::Block => "block",
+        }
+    }
 }
 
 /// One plugin's decision, as recorded; ordered by strength (a fault is the strongest: it is
@@ -62,6 +84,19 @@ pub enum Decided {
     Block,
     /// Faulted (see `fault` and `on_error`).
     Fault,
+}
+
+impl Decided {
+    /// The wire spelling (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decided::Allow => "allow",
+            Decided::Modify => "modify",
+            Decided::Reject => "reject",
+            Decided::Block => "block",
+            Decided::Fault => "fault",
+        }
+    }
 }
 
 /// The record of one plugin's turn in a chain.
@@ -422,6 +457,46 @@ fn apply(
             removed.reverse();
             records.extend(removed);
             Ok(Applied::Reject(records))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `as_str` spellings (logs, metrics, gRPC) are the serialized ones (JSON APIs).
+    #[test]
+    fn spellings_match_serde() {
+        let same = |json: serde_json::Value, s: &str| assert_eq!(json, serde_json::json!(s));
+        for v in [
+            Verdict::Allow,
+            Verdict::Modify,
+            Verdict::Reject,
+            Verdict::Block,
+        ] {
+            same(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+        for d in [
+            Decided::Allow,
+            Decided::Modify,
+            Decided::Reject,
+            Decided::Block,
+            Decided::Fault,
+        ] {
+            same(serde_json::to_value(d).unwrap(), d.as_str());
+        }
+        for o in [OnError::Block, OnError::Allow] {
+            same(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+        for f in [
+            FaultKind::Deadline,
+            FaultKind::MemoryCap,
+            FaultKind::Trap,
+            FaultKind::InvalidVerdict,
+            FaultKind::Configure,
+        ] {
+            same(serde_json::to_value(f).unwrap(), f.as_str());
         }
     }
 }

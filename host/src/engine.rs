@@ -160,6 +160,19 @@ pub enum FaultKind {
     Configure,
 }
 
+impl FaultKind {
+    /// The wire spelling (as serialized), e.g. `memory_cap`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Deadline => "deadline",
+            FaultKind::MemoryCap => "memory_cap",
+            FaultKind::Trap => "trap",
+            FaultKind::InvalidVerdict => "invalid_verdict",
+            FaultKind::Configure => "configure",
+        }
+    }
+}
+
 impl std::fmt::Display for FaultKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -4,7 +4,7 @@
 //! policies × verdicts), so a map behind a mutex per family is simpler than a metrics framework
 //! and cheap next to a plugin call.
 
-use crate::chain::{Decided, Evaluation};
+use crate::chain::Evaluation;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -142,26 +142,16 @@ impl Metrics {
     /// Record every decision of an evaluation.
     pub fn evaluation(&self, eval: &Evaluation) {
         for d in &eval.decisions {
-            let verdict = match d.verdict {
-                Decided::Allow => "allow",
-                Decided::Modify => "modify",
-                Decided::Reject => "reject",
-                Decided::Block => "block",
-                Decided::Fault => "fault",
-            };
             self.verdicts.with(
                 vec![
                     ("rail", eval.rail.to_string()),
                     ("policy", d.plugin.clone()),
-                    ("verdict", verdict.to_string()),
+                    ("verdict", d.verdict.as_str().to_string()),
                 ],
                 |c| *c += 1,
             );
             if let Some(kind) = d.fault {
-                let kind = serde_json::to_value(kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
+                let kind = kind.as_str().to_string();
                 self.faults
                     .with(vec![("policy", d.plugin.clone()), ("kind", kind)], |c| {
                         *c += 1

@@ -253,16 +253,17 @@ pub(crate) fn log_decisions(
     };
     let rails: Vec<String> = rails
         .iter()
-        .map(|(rail, v, n)| format!("{rail}={}{}", verdict_str(*v), times(*n)))
+        .map(|(rail, v, n)| format!("{rail}={}{}", v.as_str(), times(*n)))
         .collect();
     let decisions: Vec<String> = plugins
         .iter()
         .map(|(rail, plugin, v, n, t)| {
-            let verdict = serde_json::to_value(v)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            format!("{rail}:{plugin}:{verdict}{}:{}us", times(*n), t.as_micros())
+            format!(
+                "{rail}:{plugin}:{}{}:{}us",
+                v.as_str(),
+                times(*n),
+                t.as_micros()
+            )
         })
         .collect();
     tracing::info!(
@@ -275,15 +276,6 @@ pub(crate) fn log_decisions(
         decisions = %decisions.join(","),
         "decision"
     );
-}
-
-pub(crate) fn verdict_str(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Allow => "allow",
-        Verdict::Modify => "modify",
-        Verdict::Reject => "reject",
-        Verdict::Block => "block",
-    }
 }
 
 /// A JSON response with a status.

@@ -144,13 +144,6 @@ fn verdict_out(v: Verdict) -> proto::Verdict {
     }
 }
 
-fn name_of<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 fn response_out(
     eval: &Evaluation,
     revision: &crate::policy::Revision,
@@ -164,11 +157,11 @@ fn response_out(
             .iter()
             .map(|d| proto::Decision {
                 plugin: d.plugin.clone(),
-                verdict: name_of(&d.verdict),
+                verdict: d.verdict.as_str().into(),
                 reason: d.reason.clone().unwrap_or_default(),
-                fault: d.fault.map(|f| name_of(&f)).unwrap_or_default(),
+                fault: d.fault.map(|f| f.as_str().into()).unwrap_or_default(),
                 on_error: if d.verdict == Decided::Fault {
-                    d.on_error.map(|o| name_of(&o)).unwrap_or_default()
+                    d.on_error.map(|o| o.as_str().into()).unwrap_or_default()
                 } else {
                     String::new()
                 },

@@ -6,7 +6,7 @@
 //! pass through untouched both ways; the request's `tools` are forwarded unchanged.
 
 use super::error::ApiError;
-use super::{context, log_decisions, parse_object, read_body, verdict_str, App, RequestId};
+use super::{context, log_decisions, parse_object, read_body, App, RequestId};
 use crate::chain::{Evaluation, Verdict};
 use crate::config::OnBlock;
 use crate::payload::{Content, Context, Message, Payload, Rail};
@@ -94,7 +94,7 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
-    fn from_eval(eval: &Evaluation) -> Option<Refusal> {
+    pub(crate) fn from_eval(eval: &Evaluation) -> Option<Refusal> {
         eval.blocked.as_ref().map(|b| Refusal {
             rail: eval.rail,
             policy: b.plugin.clone(),
@@ -140,20 +140,18 @@ impl Report {
         revision: &crate::policy::Revision,
         blocked: Option<&Refusal>,
     ) -> Value {
-        let mut rails = Map::new();
+        // Each rail's strongest verdict (a streamed reply runs the output rail once per window).
+        let mut strongest: Vec<(Rail, Verdict)> = Vec::new();
         for e in &self.evals {
-            let slot = rails.entry(e.rail.as_str()).or_insert(json!("allow"));
-            let strongest = [slot.as_str().unwrap_or("allow"), verdict_str(e.verdict)]
-                .into_iter()
-                .max_by_key(|v| {
-                    ["allow", "modify", "reject", "block"]
-                        .iter()
-                        .position(|x| x == v)
-                })
-                .unwrap_or("allow")
-                .to_string();
-            *slot = Value::String(strongest);
+            match strongest.iter_mut().find(|r| r.0 == e.rail) {
+                Some(r) => r.1 = r.1.max(e.verdict),
+                None => strongest.push((e.rail, e.verdict)),
+            }
         }
+        let rails: Map<String, Value> = strongest
+            .into_iter()
+            .map(|(rail, v)| (rail.as_str().to_string(), json!(v.as_str())))
+            .collect();
         let rejections: Vec<Value> = self
             .evals
             .iter()

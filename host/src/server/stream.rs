@@ -344,12 +344,7 @@ impl Relay {
         payload.messages.push(message);
         let eval = self.app.check(&self.set, Rail::Output, payload, &self.ctx);
         let verdict = eval.verdict;
-        let refusal = eval.blocked.as_ref().map(|b| Refusal {
-            rail: Rail::Output,
-            policy: b.plugin.clone(),
-            reason: b.reason.clone(),
-            fault: b.fault,
-        });
+        let refusal = Refusal::from_eval(&eval);
         let mut judged = self.report.push(eval);
         if let Some(refusal) = refusal {
             return self.blocked(refusal).await;
