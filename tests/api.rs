@@ -162,7 +162,7 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     assert_eq!(get(daemon.addr, "/healthz").status, 200);
     assert_eq!(get(daemon.addr, "/readyz").status, 200);
     let policies = get(daemon.addr, "/v1/policies").json();
-    assert_eq!(policies["plugins"].as_array().unwrap().len(), 5);
+    assert_eq!(policies["plugins"].as_array().unwrap().len(), 7);
     assert_eq!(
         policies["chains"]["tool_call"],
         json!(["normalise", "allowlist", "schema-validator"])
@@ -183,13 +183,13 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     let text = metrics.body;
     assert!(
         text.contains(
-            "railyard_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"
+            "railyard_requests_total{endpoint=\"/v1/chat/completions\",tenant=\"default\",status=\"200\"} 1"
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "railyard_verdicts_total{rail=\"input\",policy=\"pii\",verdict=\"modify\"} 1"
+            "railyard_verdicts_total{tenant=\"default\",rail=\"input\",policy=\"pii\",verdict=\"modify\"} 1"
         ),
         "{text}"
     );

@@ -139,7 +139,9 @@ fn plugins_lists_the_bundled_set() {
             "pii",
             "normalise",
             "allowlist",
-            "schema-validator"
+            "schema-validator",
+            "allowlist-support",
+            "allowlist-payments"
         ]
     );
     for p in list.as_array().unwrap() {

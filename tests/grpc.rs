@@ -7,6 +7,39 @@ use crate::support::*;
 use railyard::server::grpc::proto;
 use railyard::server::grpc::proto::policy_service_client::PolicyServiceClient;
 use std::time::Duration;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// Adds `authorization: Bearer KEY` to every call (no header when `None`).
+#[derive(Clone)]
+pub struct Key(pub Option<String>);
+
+impl tonic::service::Interceptor for Key {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(key) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {key}").parse().unwrap());
+        }
+        Ok(request)
+    }
+}
+
+pub type Client = PolicyServiceClient<InterceptedService<Channel, Key>>;
+
+/// A client presenting `key`.
+pub async fn client_with(url: String, key: Option<&str>) -> Client {
+    let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
+    PolicyServiceClient::with_interceptor(channel, Key(key.map(str::to_string)))
+}
+
+/// A client presenting the bundled config's demo key.
+async fn client(url: String) -> Client {
+    client_with(url, Some(crate::http::DEMO_KEY)).await
+}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -49,7 +82,7 @@ fn every_verdict_kind_over_grpc() {
     let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
     let url = format!("http://{}", daemon.grpc.expect("gRPC is on"));
     runtime().block_on(async {
-        let mut client = PolicyServiceClient::connect(url).await.unwrap();
+        let mut client = client(url).await;
 
         let allow = client
             .check(proto::CheckRequest {
@@ -186,7 +219,7 @@ fn reject_and_reloads_are_seen_over_grpc() {
     let (daemon, _backend) = start(&config);
     let url = format!("http://{}", daemon.grpc.unwrap());
     runtime().block_on(async {
-        let mut client = PolicyServiceClient::connect(url).await.unwrap();
+        let mut client = client(url).await;
         let reject = client
             .check(proto::CheckRequest {
                 rail: proto::Rail::ToolCall as i32,
@@ -289,6 +322,7 @@ fn python_grpcio_client_calls_check() {
     assert_eq!(seen["plugin"], "pii");
     assert_eq!(seen["blocked_verdict"], "VERDICT_BLOCK");
     assert_eq!(seen["invalid_code"], "INVALID_ARGUMENT");
+    assert_eq!(seen["no_key_code"], "UNAUTHENTICATED");
     let services = seen["services"].as_array().unwrap();
     assert!(
         services.contains(&"railyard.v1.PolicyService".into()),

@@ -76,8 +76,48 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// Send one request (`Connection: close`) and read the whole response.
+/// The demo API key of the bundled config (`policies/keys.toml`): principal `demo`, default tenant.
+pub const DEMO_KEY: &str = "demo-key";
+/// The bundled config's demo admin key.
+pub const ADMIN_KEY: &str = "demo-admin-key";
+
+fn is_admin_path(path: &str) -> bool {
+    path == "/metrics" || path == "/v1/policies" || path.starts_with("/v1/admin/")
+}
+
+/// Send one request (`Connection: close`) and read the whole response. Unless `headers` has an
+/// `Authorization`, the bundled config's demo key goes along (its admin key for admin paths;
+/// open configs ignore it); an empty `Authorization` value sends none.
 pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let default_auth = format!(
+        "Bearer {}",
+        if is_admin_path(path) {
+            ADMIN_KEY
+        } else {
+            DEMO_KEY
+        }
+    );
+    let mut all: Vec<(&str, &str)> = headers
+        .iter()
+        .filter(|(k, v)| !(k.eq_ignore_ascii_case("authorization") && v.is_empty()))
+        .copied()
+        .collect();
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        all.push(("Authorization", &default_auth));
+    }
+    send(addr, method, path, &all, body)
+}
+
+fn send(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -285,6 +325,8 @@ pub struct Daemon {
     pub addr: SocketAddr,
     /// The gRPC address, when the daemon serves gRPC.
     pub grpc: Option<SocketAddr>,
+    /// The admin address, when admin endpoints have their own listener.
+    pub admin: Option<SocketAddr>,
     child: Child,
 }
 
@@ -313,9 +355,11 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        // stdout: "railyard grpc listening on ADDR" (when enabled), then the HTTP line.
+        // stdout: "railyard grpc listening on ADDR" and "railyard admin listening on http://ADDR"
+        // (when enabled), then the HTTP line.
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut grpc = None;
+        let mut admin = None;
         let addr = loop {
             let mut line = String::new();
             if stdout.read_line(&mut line).unwrap() == 0 {
@@ -325,6 +369,13 @@ impl Daemon {
                 grpc = Some(g.parse().unwrap());
                 continue;
             }
+            if let Some(a) = line
+                .trim()
+                .strip_prefix("railyard admin listening on http://")
+            {
+                admin = Some(a.parse().unwrap());
+                continue;
+            }
             break line
                 .trim()
                 .strip_prefix("railyard listening on http://")
@@ -332,7 +383,12 @@ impl Daemon {
                 .parse()
                 .unwrap();
         };
-        Daemon { addr, grpc, child }
+        Daemon {
+            addr,
+            grpc,
+            admin,
+            child,
+        }
     }
 }
 

@@ -8,7 +8,10 @@
 //! - `cli`: `railyard check` and `railyard plugins`;
 //! - `policies`: the golden cases under `policies/tests/` against the bundled config;
 //! - `http`: loopback test doubles (HTTP client, scripted model backend, daemon handle);
-//! - `proxy`, `streaming`, `api`: the real daemon over real HTTP.
+//! - `proxy`, `streaming`, `api`: the real daemon over real HTTP;
+//! - `grpc`, `clients`: the gRPC service, and real client libraries (OpenAI SDK, grpcio);
+//! - `reload`: hot reload under traffic;
+//! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints.
 
 mod api;
 mod chain;
@@ -23,3 +26,4 @@ mod reload;
 mod runtime;
 mod streaming;
 mod support;
+mod tenants;

@@ -183,7 +183,7 @@ fn client_disconnect_cancels_the_backend_stream() {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(daemon.addr).unwrap();
         let body = stream_request().to_string();
-        write!(s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        write!(s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", crate::http::DEMO_KEY, body.len()).unwrap();
         let mut buf = [0u8; 512];
         let _ = s.read(&mut buf).unwrap();
     } // the client hangs up after the first bytes

@@ -170,6 +170,7 @@ mod tests {
             url: url.into(),
             timeout: Duration::from_secs(1),
             api_key_env: None,
+            forward_client_authorization: false,
         }
     }
 

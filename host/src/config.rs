@@ -5,10 +5,12 @@
 //! Loading the plugins a config names (and checking each plugin's config against the schema the
 //! plugin declares) is the next phase: see [`crate::policy`].
 
+use crate::auth::{ApiKey, KeyDigest};
 use crate::chain::OnError;
 use crate::engine::{Isolation, Limits};
 use crate::payload::{Rail, ToolDef};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -59,6 +61,44 @@ pub struct BackendConfig {
     /// Name of an environment variable holding the backend API key (sent instead of the
     /// client's `Authorization`).
     pub api_key_env: Option<String>,
+    /// Forward the client's own `Authorization` to the backend (only when Railyard does not
+    /// authenticate callers: otherwise that header carries a Railyard key).
+    pub forward_client_authorization: bool,
+}
+
+/// `[auth]`: callers must present one of these keys. Absent: the daemon runs open.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// Every key: `[[auth.keys]]` then the keys file's.
+    pub keys: Vec<ApiKey>,
+    /// The keys file (absolute), watched and reloaded with the config.
+    pub keys_file: Option<PathBuf>,
+}
+
+/// `[admin]`: how `/v1/policies`, `/v1/admin/*` and `/metrics` are protected.
+#[derive(Debug, Clone, Default)]
+pub struct AdminConfig {
+    /// A separate listen address for the admin endpoints (then absent from the main one).
+    pub listen: Option<String>,
+    /// Digests of admin keys; when any, admin endpoints require one of them.
+    pub keys: Vec<KeyDigest>,
+}
+
+/// `[tenants.NAME]`: a tenant's chains and limits.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    /// The name keys refer to.
+    pub name: String,
+    /// Largest request body this tenant may send.
+    pub max_body_bytes: usize,
+    /// Most requests in flight at once; `None` is unlimited.
+    pub max_concurrent: Option<usize>,
+    /// Rails whose chain this tenant replaces, with the plugin ids in order.
+    pub chains: Vec<(Rail, Vec<String>)>,
+    /// Rails whose default chain this tenant extends, with the plugin ids appended.
+    pub extend: Vec<(Rail, Vec<String>)>,
+    /// Line of the tenant's table.
+    pub line: usize,
 }
 
 /// One `[[plugins]]` entry, resolved.
@@ -93,6 +133,12 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[backend]`.
     pub backend: BackendConfig,
+    /// `[auth]`; `None` runs open (every caller anonymous, in the default tenant).
+    pub auth: Option<AuthConfig>,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+    /// `[tenants.*]`, in file order.
+    pub tenants: Vec<TenantConfig>,
     /// Where compiled plugins are cached.
     pub cache_dir: Option<PathBuf>,
     /// `[[tools]]` declared in config, merged into every request's tools for validation.
@@ -163,6 +209,11 @@ struct RawConfig {
     backend: RawBackend,
     #[serde(default)]
     defaults: RawLimits,
+    auth: Option<Spanned<RawAuth>>,
+    #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
+    tenants: BTreeMap<String, Spanned<RawTenant>>,
     cache_dir: Option<String>,
     #[serde(default)]
     tools: Vec<Spanned<toml::Value>>,
@@ -188,6 +239,52 @@ struct RawBackend {
     url: Option<String>,
     timeout_ms: Option<Spanned<u64>>,
     api_key_env: Option<String>,
+    forward_client_authorization: Option<Spanned<bool>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    keys_file: Option<Spanned<String>>,
+    #[serde(default)]
+    keys: Vec<Spanned<RawKey>>,
+}
+
+/// One key, in `[[auth.keys]]` or a keys file's `[[keys]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKey {
+    sha256: Spanned<String>,
+    principal: Spanned<String>,
+    tenant: Option<Spanned<String>>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKeysFile {
+    #[serde(default)]
+    keys: Vec<Spanned<RawKey>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    listen: Option<String>,
+    #[serde(default)]
+    keys_sha256: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    max_body_bytes: Option<Spanned<u64>>,
+    max_concurrent: Option<Spanned<u64>>,
+    #[serde(default)]
+    chains: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    extend: BTreeMap<String, Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -320,6 +417,11 @@ impl Config {
                 .to_string(),
             timeout: backend_timeout,
             api_key_env: raw.backend.api_key_env,
+            forward_client_authorization: raw
+                .backend
+                .forward_client_authorization
+                .as_ref()
+                .is_some_and(|f| *f.get_ref()),
         };
 
         let defaults = resolve_limits(&mut p, "defaults", &raw.defaults, &Limits::default());
@@ -406,6 +508,55 @@ impl Config {
             });
         }
 
+        let tenants = resolve_tenants(&mut p, &raw.tenants, &plugins, max_body_bytes);
+        let tenant_names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+        let mut keys_file_error = None;
+        let auth = raw.auth.as_ref().map(|auth| {
+            let mut keys = resolve_keys(&mut p, "auth.keys", &auth.get_ref().keys, &tenant_names);
+            let keys_file = auth
+                .get_ref()
+                .keys_file
+                .as_ref()
+                .map(|f| base.join(f.get_ref()));
+            if let Some(file) = &keys_file {
+                match load_keys_file(file, &tenant_names) {
+                    Ok(more) => keys.extend(more),
+                    Err(e) => keys_file_error = Some(e),
+                }
+            }
+            let mut seen: Vec<&KeyDigest> = Vec::new();
+            for k in &keys {
+                if seen.contains(&&k.digest) {
+                    p.at(
+                        auth.span(),
+                        "auth",
+                        format!(
+                            "the key of principal '{}' is configured twice (same sha256)",
+                            k.principal
+                        ),
+                    );
+                }
+                seen.push(&k.digest);
+            }
+            AuthConfig { keys, keys_file }
+        });
+        if let (Some(f), Some(_)) = (&raw.backend.forward_client_authorization, &auth) {
+            if *f.get_ref() {
+                p.at(f.span(), "backend.forward_client_authorization", "cannot be true while [auth] is on: the client's Authorization header carries its Railyard key");
+            }
+        }
+        let mut admin_keys = Vec::new();
+        for (i, k) in raw.admin.keys_sha256.iter().enumerate() {
+            match crate::auth::parse_digest(k.get_ref()) {
+                Ok(d) => admin_keys.push(d),
+                Err(e) => p.at(k.span(), format!("admin.keys_sha256[{i}]"), e),
+            }
+        }
+        let admin = AdminConfig {
+            listen: raw.admin.listen.filter(|l| !l.is_empty()),
+            keys: admin_keys,
+        };
+
         let cache_dir = match raw.cache_dir {
             Some(dir) if dir.is_empty() => None,
             Some(dir) => Some(base.join(dir)),
@@ -419,16 +570,190 @@ impl Config {
                 problems: p.list,
             });
         }
+        if let Some(e) = keys_file_error {
+            return Err(e);
+        }
+        // The keys file is part of what a revision names: a revoked key changes the hash.
+        let mut digest_input = text.to_string();
+        if let Some(file) = auth.as_ref().and_then(|a| a.keys_file.as_ref()) {
+            digest_input.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+        }
         Ok(Config {
             path: path.to_owned(),
-            digest: crate::engine::sha256_hex(text.as_bytes()),
+            digest: crate::engine::sha256_hex(digest_input.as_bytes()),
             server,
             backend,
+            auth,
+            admin,
+            tenants,
             cache_dir,
             tools,
             plugins,
         })
     }
+}
+
+fn resolve_keys(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: &[Spanned<RawKey>],
+    tenants: &[&str],
+) -> Vec<ApiKey> {
+    let mut keys = Vec::new();
+    for (i, entry) in raw.iter().enumerate() {
+        let k = entry.get_ref();
+        let at = format!("{key}[{i}]");
+        let digest = match crate::auth::parse_digest(k.sha256.get_ref()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                p.at(k.sha256.span(), format!("{at}.sha256"), e);
+                None
+            }
+        };
+        let principal = k.principal.get_ref().trim().to_string();
+        if principal.is_empty() {
+            p.at(
+                k.principal.span(),
+                format!("{at}.principal"),
+                "must not be empty",
+            );
+        }
+        if let Some(t) = &k.tenant {
+            if !tenants.contains(&t.get_ref().as_str()) {
+                let known = if tenants.is_empty() {
+                    "none are configured".to_string()
+                } else {
+                    format!("configured: {}", tenants.join(", "))
+                };
+                p.at(
+                    t.span(),
+                    format!("{at}.tenant"),
+                    format!("unknown tenant '{}' ({known})", t.get_ref()),
+                );
+            }
+        }
+        if let Some(digest) = digest {
+            keys.push(ApiKey {
+                digest,
+                principal,
+                tenant: k.tenant.as_ref().map(|t| t.get_ref().clone()),
+                labels: k.labels.clone().into_iter().collect(),
+            });
+        }
+    }
+    keys
+}
+
+/// Read a keys file (`[[keys]]` entries); its problems name the keys file.
+fn load_keys_file(file: &Path, tenants: &[&str]) -> Result<Vec<ApiKey>, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        ConfigError::single(file, None, "", format!("cannot read the keys file: {e}"))
+    })?;
+    let raw: RawKeysFile = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map(|s| line_of(&text, s.start));
+        ConfigError::single(file, line, "", e.message().trim().to_string())
+    })?;
+    let mut p = Problems {
+        text: &text,
+        list: Vec::new(),
+    };
+    let keys = resolve_keys(&mut p, "keys", &raw.keys, tenants);
+    if p.list.is_empty() {
+        Ok(keys)
+    } else {
+        Err(ConfigError {
+            file: file.to_owned(),
+            problems: p.list,
+        })
+    }
+}
+
+fn resolve_tenants(
+    p: &mut Problems<'_>,
+    raw: &BTreeMap<String, Spanned<RawTenant>>,
+    plugins: &[PluginConfig],
+    default_body: usize,
+) -> Vec<TenantConfig> {
+    let mut tenants: Vec<TenantConfig> = Vec::new();
+    for (name, entry) in raw {
+        let t = entry.get_ref();
+        let key = format!("tenants.{name}");
+        if name.is_empty()
+            || name == crate::auth::DEFAULT_TENANT
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            p.at(entry.span(), &key, format!("'{name}' is not a valid tenant name (letters, digits, '-' and '_'; 'default' is reserved)"));
+        }
+        let max_body_bytes = match &t.max_body_bytes {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(
+                    v.span(),
+                    format!("{key}.max_body_bytes"),
+                    "must be greater than 0",
+                );
+                default_body
+            }
+            Some(v) => *v.get_ref() as usize,
+            None => default_body,
+        };
+        let max_concurrent = match &t.max_concurrent {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(
+                    v.span(),
+                    format!("{key}.max_concurrent"),
+                    "must be greater than 0",
+                );
+                None
+            }
+            Some(v) => Some(*v.get_ref() as usize),
+            None => None,
+        };
+        let mut rails_of = |table: &BTreeMap<String, Spanned<Vec<String>>>, what: &str| {
+            let mut out = Vec::new();
+            for (rail_name, ids) in table {
+                let Some(rail) = Rail::parse(rail_name) else {
+                    p.at(ids.span(), format!("{key}.{what}"), format!("unknown rail '{rail_name}' (expected one of: input, tool_result, tool_call, output)"));
+                    continue;
+                };
+                for id in ids.get_ref() {
+                    if !plugins.iter().any(|pc| &pc.name == id) {
+                        p.at(
+                            ids.span(),
+                            format!("{key}.{what}.{rail_name}"),
+                            format!("no plugin named '{id}' in [[plugins]]"),
+                        );
+                    }
+                }
+                out.push((rail, ids.get_ref().clone()));
+            }
+            out
+        };
+        let chains = rails_of(&t.chains, "chains");
+        let extend = rails_of(&t.extend, "extend");
+        for (rail, _) in &extend {
+            if chains.iter().any(|(r, _)| r == rail) {
+                p.at(
+                    entry.span(),
+                    &key,
+                    format!(
+                        "the {rail} rail is both replaced (chains) and extended (extend): pick one"
+                    ),
+                );
+            }
+        }
+        tenants.push(TenantConfig {
+            name: name.clone(),
+            max_body_bytes,
+            max_concurrent,
+            chains,
+            extend,
+            line: line_of(p.text, entry.span().start),
+        });
+    }
+    tenants.sort_by_key(|t| t.line);
+    tenants
 }
 
 fn resolve_limits(p: &mut Problems<'_>, key: &str, raw: &RawLimits, base: &Limits) -> Limits {
@@ -537,5 +862,37 @@ mod tests {
         let e = parse("[[tools]]\ntype = \"function\"\nfunction = { description = \"x\" }\n")
             .unwrap_err();
         assert!(e.to_string().contains("tools[0].function.name"), "{e}");
+    }
+
+    #[test]
+    fn keys_and_tenants_are_checked() {
+        let hex = "ab".repeat(32);
+        let e = parse(&format!(
+            "[auth]\n[[auth.keys]]\nsha256 = \"{hex}\"\nprincipal = \"a\"\ntenant = \"nope\"\n\n[[auth.keys]]\nsha256 = \"xyz\"\nprincipal = \" \"\n\n[tenants.t]\nchains = {{ tool_call = [\"ghost\"] }}\nextend = {{ tool_call = [] }}\n\n[backend]\nforward_client_authorization = true\n"
+        ))
+        .unwrap_err();
+        let text = e.to_string();
+        for expected in [
+            ":5: auth.keys[0].tenant: unknown tenant 'nope' (configured: t)",
+            ":8: auth.keys[1].sha256: must be the SHA-256",
+            ":9: auth.keys[1].principal: must not be empty",
+            "tenants.t.chains.tool_call: no plugin named 'ghost'",
+            "both replaced (chains) and extended (extend)",
+            "backend.forward_client_authorization: cannot be true while [auth] is on",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn open_without_auth_and_tenant_defaults() {
+        let c = parse("[server]\nmax_body_bytes = 100\n[tenants.t]\nmax_concurrent = 3\n").unwrap();
+        assert!(c.auth.is_none());
+        assert_eq!(c.tenants[0].max_body_bytes, 100);
+        assert_eq!(c.tenants[0].max_concurrent, Some(3));
+        assert!(parse("[tenants.default]\n")
+            .unwrap_err()
+            .to_string()
+            .contains("reserved"));
     }
 }

@@ -80,6 +80,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let set = reloader.current();
     let listen = set.config().server.listen.clone();
     let grpc_listen = set.config().server.grpc_listen.clone();
+    let admin_listen = set.config().admin.listen.clone();
+    warn_if_open(set.config(), &listen);
     tracing::info!(
         plugins = set.plugins().len(),
         revision = %&set.revision().hash[..16],
@@ -118,14 +120,51 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
             }
         });
     }
-    // The first line on stdout says where we listen (tests and scripts read it with port 0).
+    if let Some(admin_listen) = &admin_listen {
+        let admin = tokio::net::TcpListener::bind(admin_listen)
+            .await
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {admin_listen} (admin): {e}"),
+                )
+            })?;
+        let admin_addr = admin.local_addr()?;
+        println!("railyard admin listening on http://{admin_addr}");
+        tracing::info!(addr = %admin_addr, "admin endpoints listening");
+        let router = crate::server::admin_router(app.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(admin, router)
+                .with_graceful_shutdown(shutdown())
+                .await
+            {
+                tracing::error!("admin server failed: {e}");
+            }
+        });
+    }
+    // The last line on stdout says where we listen (tests and scripts read it with port 0).
     println!("railyard listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "listening");
-    axum::serve(listener, router(app))
+    axum::serve(listener, router(app, admin_listen.is_none()))
         .with_graceful_shutdown(shutdown())
         .await?;
     Ok(())
+}
+
+/// Say loudly when callers are not authenticated or admin endpoints are unprotected.
+fn warn_if_open(config: &Config, listen: &str) {
+    if config.auth.is_none() {
+        tracing::warn!(
+            "NO API KEYS CONFIGURED: the daemon is open on {listen}; every caller is anonymous (no principal, default tenant). Add [auth] keys to {}",
+            config.path.display()
+        );
+    }
+    if config.admin.keys.is_empty() && config.admin.listen.is_none() {
+        tracing::warn!(
+            "admin endpoints (/v1/policies, /v1/admin/reload, /metrics) are unprotected on {listen}: set [admin] keys_sha256 or a separate [admin] listen"
+        );
+    }
 }
 
 /// Reload on SIGHUP.

@@ -5,6 +5,7 @@
 //! payload. The layers, in the order a request meets them:
 //!
 //! - [`config`]: `railyard.toml`, parsed and explained;
+//! - [`auth`]: API keys: who is calling, as a principal, a tenant and labels;
 //! - [`engine`]: wasmtime, the component cache, the sandbox and instance pools;
 //! - [`policy`]: a loaded, configured policy set with one chain per rail;
 //! - [`chain`]: running one rail's chain with exact, fail-closed semantics;
@@ -15,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod backend;
 pub mod chain;
 pub mod config;

@@ -66,6 +66,9 @@ enum Command {
         /// Principal to put in the context (as if authenticated).
         #[arg(long)]
         principal: Option<String>,
+        /// Tenant whose chains run (as if authenticated with one of its keys).
+        #[arg(long)]
+        tenant: Option<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -80,6 +83,11 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: String,
     },
+    /// API keys: make one, or hash one for `[auth]` / a keys file.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// List the plugins a config loads, with version, hash, rails and config schema.
     Plugins {
         /// Config file.
@@ -89,6 +97,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Generate a new random key; print it once, with the config entry holding only its hash.
+    New {
+        /// Principal the key stands for.
+        #[arg(long)]
+        principal: String,
+        /// Tenant of the key (default tenant when absent).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Print the SHA-256 of a key (read from standard input, one line), as config stores it.
+    Hash,
 }
 
 fn parse_rail(s: &str) -> Result<Rail, String> {
@@ -187,10 +210,12 @@ fn load(config: &std::path::Path) -> Result<PolicySet> {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Serve { .. } | Command::DemoBackend { .. } => unreachable!("handled in main"),
+        Command::Keys { command } => keys(command),
         Command::Check {
             config,
             rail,
             principal,
+            tenant,
             json,
             file,
         } => {
@@ -208,9 +233,17 @@ fn run(command: Command) -> Result<ExitCode> {
             let payload =
                 Payload::from_openai(&body).context("the payload is not an OpenAI chat payload")?;
             let set = load(&config)?;
+            if let Some(t) = &tenant {
+                anyhow::ensure!(
+                    set.has_tenant(t),
+                    "{} has no tenant '{t}'",
+                    config.display()
+                );
+            }
             let ctx = Context {
                 request_id: "cli".into(),
                 principal,
+                tenant,
                 ..Context::default()
             };
             let eval = set.check(rail, payload, &ctx);
@@ -256,6 +289,39 @@ fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn keys(command: KeysCommand) -> Result<ExitCode> {
+    match command {
+        KeysCommand::New { principal, tenant } => {
+            let key = railyard::auth::generate().context("reading /dev/urandom")?;
+            let hash = railyard::auth::hash_hex(&key);
+            println!("# The key (give it to the caller; it is not stored anywhere):");
+            println!("#   {key}");
+            println!("# The entry for [auth] (as [[auth.keys]]) or a keys file (as [[keys]]):");
+            println!("[[keys]]");
+            println!("sha256 = \"{hash}\"");
+            println!("principal = {}", toml_string(&principal));
+            if let Some(t) = tenant {
+                println!("tenant = {}", toml_string(&t));
+            }
+        }
+        KeysCommand::Hash => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("reading the key from standard input")?;
+            let key = line.trim_end_matches(['\n', '\r']);
+            anyhow::ensure!(!key.is_empty(), "no key on standard input");
+            println!("{}", railyard::auth::hash_hex(key));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A TOML basic string (JSON string escaping is valid TOML).
+fn toml_string(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
 }
 
 fn print_evaluation(eval: &Evaluation) {

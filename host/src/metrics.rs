@@ -72,6 +72,8 @@ pub struct Metrics {
     backend_latency: Family<Histogram>,
     backend_errors: Family<u64>,
     reloads: Family<u64>,
+    auth_failures: Family<u64>,
+    throttled: Family<u64>,
 }
 
 impl Default for Metrics {
@@ -102,6 +104,14 @@ impl Default for Metrics {
                 "Backend calls that failed, by kind.",
             ),
             reloads: Family::new("railyard_reloads_total", "Policy reloads by result."),
+            auth_failures: Family::new(
+                "railyard_auth_failures_total",
+                "Requests refused for a missing or unknown API or admin key.",
+            ),
+            throttled: Family::new(
+                "railyard_tenant_throttled_total",
+                "Requests refused with 429 because their tenant was at max_concurrent.",
+            ),
         }
     }
 }
@@ -128,22 +138,36 @@ fn label_text(labels: &Labels, extra: Option<(&str, String)>) -> String {
 }
 
 impl Metrics {
-    /// Count one HTTP request.
-    pub fn request(&self, endpoint: &str, status: u16) {
+    /// Count one request (`tenant` empty when no caller was authenticated, e.g. health checks).
+    pub fn request(&self, endpoint: &str, tenant: &str, status: u16) {
         self.requests.with(
             vec![
                 ("endpoint", endpoint.to_string()),
+                ("tenant", tenant.to_string()),
                 ("status", status.to_string()),
             ],
             |c| *c += 1,
         );
     }
 
-    /// Record every decision of an evaluation.
-    pub fn evaluation(&self, eval: &Evaluation) {
+    /// Count a refused key.
+    pub fn auth_failure(&self) {
+        self.auth_failures.with(Vec::new(), |c| *c += 1);
+    }
+
+    /// Count a request refused by its tenant's concurrency limit.
+    pub fn throttled(&self, tenant: &str) {
+        self.throttled
+            .with(vec![("tenant", tenant.to_string())], |c| *c += 1);
+    }
+
+    /// Record every decision of an evaluation made for `tenant` (`None`: the default tenant).
+    pub fn evaluation(&self, eval: &Evaluation, tenant: Option<&str>) {
+        let tenant = tenant.unwrap_or(crate::auth::DEFAULT_TENANT);
         for d in &eval.decisions {
             self.verdicts.with(
                 vec![
+                    ("tenant", tenant.to_string()),
                     ("rail", eval.rail.to_string()),
                     ("policy", d.plugin.clone()),
                     ("verdict", d.verdict.as_str().to_string()),
@@ -193,6 +217,8 @@ impl Metrics {
             &self.faults,
             &self.backend_errors,
             &self.reloads,
+            &self.auth_failures,
+            &self.throttled,
         ] {
             let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
             let _ = writeln!(out, "# TYPE {} counter", family.name);

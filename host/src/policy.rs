@@ -27,6 +27,8 @@ pub struct PolicySet {
     config: Config,
     plugins: Vec<Arc<Plugin>>,
     chains: [Chain; 4],
+    /// Each tenant's chains (the default chains, replaced or extended per rail).
+    tenants: Vec<(String, [Chain; 4])>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -133,24 +135,74 @@ impl PolicySet {
                 problems,
             });
         }
-        let chain_for = |rail: Rail| {
-            let steps = loaded
-                .iter()
-                .zip(&config.plugins)
-                .filter(|((_, rails), _)| rails.contains(&rail))
-                .map(|((plugin, _), pc)| Step {
-                    plugin: plugin.clone(),
-                    on_error: pc.on_error,
-                })
-                .collect();
-            Chain::new(rail, steps)
+        // Every plugin is loaded now, so `loaded` and `config.plugins` line up.
+        let step = |i: usize| Step {
+            plugin: loaded[i].0.clone(),
+            on_error: config.plugins[i].on_error,
         };
-        let chains = [
-            chain_for(Rail::ToolResult),
-            chain_for(Rail::Input),
-            chain_for(Rail::ToolCall),
-            chain_for(Rail::Output),
-        ];
+        let defaults: Vec<Vec<usize>> = Rail::ALL
+            .into_iter()
+            .map(|rail| {
+                (0..loaded.len())
+                    .filter(|&i| loaded[i].1.contains(&rail))
+                    .collect()
+            })
+            .collect();
+        let arrange = |ids: &dyn Fn(Rail) -> Vec<usize>| -> [Chain; 4] {
+            // Rail::ALL is in rail_index order.
+            Rail::ALL.map(|rail| Chain::new(rail, ids(rail).into_iter().map(step).collect()))
+        };
+        let default_ids = |rail: Rail| defaults[rail_index(rail)].clone();
+        let chains = arrange(&default_ids);
+        let mut tenants = Vec::new();
+        for tenant in &config.tenants {
+            let mut plan: Vec<(Rail, Vec<usize>)> = Vec::new();
+            for rail in Rail::ALL {
+                let replaced = tenant.chains.iter().find(|(r, _)| *r == rail);
+                let extended = tenant.extend.iter().find(|(r, _)| *r == rail);
+                let named: Vec<&String> = replaced
+                    .or(extended)
+                    .map(|(_, ids)| ids.iter().collect())
+                    .unwrap_or_default();
+                let mut ids = if replaced.is_some() {
+                    Vec::new()
+                } else {
+                    default_ids(rail)
+                };
+                for id in named {
+                    let Some(i) = config.plugins.iter().position(|pc| &pc.name == id) else {
+                        continue; // reported by Config::parse
+                    };
+                    let info = loaded[i].0.info();
+                    if !info.rails.contains(&rail) {
+                        let handles: Vec<_> = info.rails.iter().map(|r| r.as_str()).collect();
+                        problems.push(Problem {
+                            line: Some(tenant.line),
+                            key: format!("tenants.{}", tenant.name),
+                            message: format!(
+                                "plugin '{id}' does not handle the {rail} rail (it handles: {})",
+                                handles.join(", ")
+                            ),
+                        });
+                    }
+                    ids.push(i);
+                }
+                plan.push((rail, ids));
+            }
+            let ids = |rail: Rail| {
+                plan.iter()
+                    .find(|(r, _)| *r == rail)
+                    .map(|(_, ids)| ids.clone())
+                    .unwrap_or_default()
+            };
+            tenants.push((tenant.name.clone(), arrange(&ids)));
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError {
+                file: config.path.clone(),
+                problems,
+            });
+        }
         let mut hasher = String::with_capacity(64 * (loaded.len() + 1));
         hasher.push_str(&config.digest);
         for (plugin, _) in &loaded {
@@ -164,6 +216,7 @@ impl PolicySet {
             plugins: loaded.into_iter().map(|(p, _)| p).collect(),
             config,
             chains,
+            tenants,
         })
     }
 
@@ -193,15 +246,18 @@ impl PolicySet {
         &self.plugins
     }
 
-    /// The rails `plugin` (by id) runs on in this set, in the order rails run.
+    /// The rails `plugin` (by id) runs on in this set (in any tenant's chains), in the order
+    /// rails run.
     pub fn rails_of(&self, plugin: &str) -> Vec<Rail> {
+        let runs_in = |chain: &Chain| chain.steps().iter().any(|s| s.plugin.id() == plugin);
         Rail::ALL
             .into_iter()
             .filter(|r| {
-                self.chain(*r)
-                    .steps()
-                    .iter()
-                    .any(|s| s.plugin.id() == plugin)
+                runs_in(self.chain(*r))
+                    || self
+                        .tenants
+                        .iter()
+                        .any(|(_, chains)| runs_in(&chains[rail_index(*r)]))
             })
             .collect()
     }
@@ -231,39 +287,89 @@ impl PolicySet {
                 })
             })
             .collect();
-        let chains: serde_json::Map<String, serde_json::Value> = Rail::ALL
-            .into_iter()
-            .map(|r| {
-                let ids: Vec<&str> = self
-                    .chain(r)
-                    .steps()
-                    .iter()
-                    .map(|s| s.plugin.id())
-                    .collect();
-                (r.to_string(), serde_json::json!(ids))
+        let chains = |tenant: Option<&str>| -> serde_json::Map<String, serde_json::Value> {
+            Rail::ALL
+                .into_iter()
+                .map(|r| {
+                    let ids: Vec<&str> = self
+                        .chain_for(tenant, r)
+                        .steps()
+                        .iter()
+                        .map(|s| s.plugin.id())
+                        .collect();
+                    (r.to_string(), serde_json::json!(ids))
+                })
+                .collect()
+        };
+        let tenants: serde_json::Map<String, serde_json::Value> = self
+            .config
+            .tenants
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    serde_json::json!({
+                        "chains": chains(Some(&t.name)),
+                        "max_body_bytes": t.max_body_bytes,
+                        "max_concurrent": t.max_concurrent,
+                    }),
+                )
             })
             .collect();
         serde_json::json!({
             "config": self.config.path,
             "revision": self.revision,
+            "auth": match &self.config.auth {
+                Some(a) => serde_json::json!({"keys": a.keys.len(), "keys_file": a.keys_file}),
+                None => serde_json::json!("open"),
+            },
             "plugins": plugins,
-            "chains": chains,
+            "chains": chains(None),
+            "tenants": tenants,
         })
     }
 
-    /// The chain of `rail`.
+    /// The default chain of `rail`.
     pub fn chain(&self, rail: Rail) -> &Chain {
         &self.chains[rail_index(rail)]
     }
 
-    /// Run `rail`'s chain. Tools declared in config are merged into the payload's tools for the
+    /// The chain of `rail` for `tenant` (`None`, or a tenant without its own chains: the
+    /// default chain).
+    pub fn chain_for(&self, tenant: Option<&str>, rail: Rail) -> &Chain {
+        match tenant.and_then(|t| self.tenants.iter().find(|(name, _)| name == t)) {
+            Some((_, chains)) => &chains[rail_index(rail)],
+            None => self.chain(rail),
+        }
+    }
+
+    /// Whether config defines `tenant`.
+    pub fn has_tenant(&self, tenant: &str) -> bool {
+        self.config.tenants.iter().any(|t| t.name == tenant)
+    }
+
+    /// The config of `tenant`, if it has one.
+    pub fn tenant(&self, tenant: Option<&str>) -> Option<&crate::config::TenantConfig> {
+        tenant.and_then(|t| self.config.tenants.iter().find(|c| c.name == t))
+    }
+
+    /// Largest body `tenant` may send.
+    pub fn max_body_bytes(&self, tenant: Option<&str>) -> usize {
+        self.tenant(tenant)
+            .map(|t| t.max_body_bytes)
+            .unwrap_or(self.config.server.max_body_bytes)
+    }
+
+    /// Run `rail`'s chain (the caller's tenant's, per `ctx.tenant`). Tools declared in config are merged into the payload's tools for the
     /// plugins (a config tool replaces a request tool of the same name: the operator's schema is
     /// authoritative); the returned payload keeps the request's own tools.
     pub fn check(&self, rail: Rail, payload: Payload, ctx: &Context) -> Evaluation {
         let own_tools = payload.tools.clone();
         let mut payload = payload;
         payload.tools = merge_tools(&payload.tools, &self.config.tools);
-        let mut eval = self.chain(rail).run(payload, ctx);
+        let mut eval = self
+            .chain_for(ctx.tenant.as_deref(), rail)
+            .run(payload, ctx);
         eval.payload.tools = own_tools;
         eval
     }

@@ -1,8 +1,8 @@
 //! Hot reload: build a new policy set exactly as at start-up, and publish it only if all of it
 //! loads; otherwise keep serving the old one and say why, loudly.
 //!
-//! Triggers: file changes (the config and every plugin it names, watched with `notify` and
-//! debounced), `SIGHUP`, and `POST /v1/admin/reload`. Reloads are serialised. Readers get whole
+//! Triggers: file changes (the config, its keys file and every plugin it names, watched with
+//! `notify` and debounced), `SIGHUP`, and `POST /v1/admin/reload`. Reloads are serialised. Readers get whole
 //! snapshots through a `watch` channel: a request keeps the set it started with, the next one sees
 //! the new set.
 //!
@@ -199,15 +199,15 @@ impl Reloader {
     /// file on disk, so a plugin added by an edit that failed to load is watched too).
     fn watched_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.config_path.clone()];
+        let named = |config: &Config| {
+            let keys = config.auth.as_ref().and_then(|a| a.keys_file.clone());
+            keys.into_iter()
+                .chain(config.plugins.iter().map(|p| p.path.clone()))
+                .collect::<Vec<_>>()
+        };
         match Config::load(&self.config_path) {
-            Ok(config) => files.extend(config.plugins.into_iter().map(|p| p.path)),
-            Err(_) => files.extend(
-                self.current()
-                    .config()
-                    .plugins
-                    .iter()
-                    .map(|p| p.path.clone()),
-            ),
+            Ok(config) => files.extend(named(&config)),
+            Err(_) => files.extend(named(self.current().config())),
         }
         files
     }

@@ -12,9 +12,11 @@ mod admin;
 mod check;
 pub mod error;
 pub mod grpc;
+mod limits;
 mod proxy;
 mod stream;
 
+use crate::auth::Caller;
 use crate::backend::Backend;
 use crate::chain::{Evaluation, Verdict};
 use crate::metrics::Metrics;
@@ -23,7 +25,7 @@ use crate::policy::PolicySet;
 use crate::reload::Reloader;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -41,6 +43,7 @@ pub struct App {
     reloader: Arc<Reloader>,
     backend: Backend,
     metrics: Arc<Metrics>,
+    limits: limits::TenantLimits,
     id_prefix: String,
     next_id: AtomicU64,
 }
@@ -56,6 +59,7 @@ impl App {
             reloader,
             backend,
             metrics,
+            limits: limits::TenantLimits::default(),
             id_prefix: format!(
                 "{:08x}",
                 (nanos as u64 ^ (std::process::id() as u64) << 32) as u32
@@ -99,31 +103,191 @@ impl App {
         ctx: &Context,
     ) -> Evaluation {
         let eval = set.check(rail, payload, ctx);
-        self.metrics.evaluation(&eval);
+        self.metrics.evaluation(&eval, ctx.tenant.as_deref());
         eval
     }
+
+    /// Who presents `authorization` (an `Authorization` header value), under `set`'s keys.
+    pub(crate) fn authenticate(
+        &self,
+        set: &PolicySet,
+        authorization: Option<&str>,
+    ) -> Result<Caller, crate::auth::AuthError> {
+        let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
+        let result = crate::auth::authenticate(keys, authorization);
+        if result.is_err() {
+            self.metrics.auth_failure();
+        }
+        result
+    }
+
+    /// Count one more request in flight for `caller`'s tenant, or refuse (the tenant's limit).
+    pub(crate) fn admit(
+        &self,
+        set: &PolicySet,
+        caller: &Caller,
+    ) -> Result<Option<limits::Permit>, ApiError> {
+        let max = set
+            .tenant(caller.tenant.as_deref())
+            .and_then(|t| t.max_concurrent);
+        self.limits
+            .acquire(caller.tenant_name(), max)
+            .map_err(|limit| {
+                self.metrics.throttled(caller.tenant_name());
+                ApiError::TooManyRequests {
+                    tenant: caller.tenant_name().to_string(),
+                    limit,
+                }
+            })
+    }
 }
+
+/// What the auth layer established for a request: the policy snapshot it is judged by (from
+/// authentication to the last rail) and who is calling.
+#[derive(Clone)]
+pub(crate) struct Authenticated {
+    pub set: Arc<PolicySet>,
+    pub caller: Caller,
+}
+
+/// The tenant a response was served for (for the request metrics).
+#[derive(Clone)]
+struct TenantLabel(String);
 
 /// The request id a handler works under (set by the middleware).
 #[derive(Clone)]
 pub(crate) struct RequestId(pub String);
 
-/// The router with every endpoint.
-pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+/// The router: the API (proxy and check, behind authentication), health, and the admin
+/// endpoints unless they have a listener of their own (`[admin] listen`).
+pub fn router(app: Arc<App>, with_admin: bool) -> Router {
+    let api = Router::new()
         .route("/v1/chat/completions", post(proxy::chat_completions))
         .route("/v1/check", post(check::check))
-        .route("/v1/policies", get(admin::policies))
-        .route("/v1/admin/reload", post(admin::reload))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            authenticate,
+        ));
+    let mut router = Router::new().merge(api).merge(health());
+    if with_admin {
+        router = router.merge(admin(app.clone()));
+    }
+    finish(router, app)
+}
+
+/// The router of a separate admin listener: admin endpoints and health.
+pub fn admin_router(app: Arc<App>) -> Router {
+    finish(Router::new().merge(admin(app.clone())).merge(health()), app)
+}
+
+fn health() -> Router<Arc<App>> {
+    Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
+}
+
+fn admin(app: Arc<App>) -> Router<Arc<App>> {
+    Router::new()
+        .route("/v1/policies", get(admin::policies))
+        .route("/v1/admin/reload", post(admin::reload))
         .route("/metrics", get(admin::metrics))
+        .layer(axum::middleware::from_fn_with_state(app, require_admin))
+}
+
+fn finish(router: Router<Arc<App>>, app: Arc<App>) -> Router {
+    router
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             request_id,
         ))
         .with_state(app)
+}
+
+fn authorization(request: &Request) -> Option<&str> {
+    request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Authenticate the caller and admit it under its tenant's concurrency limit, before the body is
+/// read. The permit is held until the response body is finished (a whole stream).
+async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let set = app.policies();
+    let caller = match app.authenticate(&set, authorization(&request)) {
+        Ok(caller) => caller,
+        Err(e) => return ApiError::Unauthorized(e.to_string()).into_response(),
+    };
+    let tenant = TenantLabel(caller.tenant_name().to_string());
+    let permit = match app.admit(&set, &caller) {
+        Ok(permit) => permit,
+        Err(e) => {
+            let mut response = e.into_response();
+            response.extensions_mut().insert(tenant);
+            return response;
+        }
+    };
+    request
+        .extensions_mut()
+        .insert(Authenticated { set, caller });
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(tenant);
+    match permit {
+        None => response,
+        Some(permit) => response.map(|body| {
+            Body::new(Held {
+                body,
+                _permit: permit,
+            })
+        }),
+    }
+}
+
+/// A response body that keeps its tenant's permit until it is finished or dropped.
+struct Held {
+    body: Body,
+    _permit: limits::Permit,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Admin endpoints require an admin key when `[admin] keys_sha256` names any.
+async fn require_admin(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let set = app.policies();
+    let keys = &set.config().admin.keys;
+    if !keys.is_empty() {
+        let ok = crate::auth::bearer(authorization(&request))
+            .is_ok_and(|token| crate::auth::matches_any(keys, token));
+        if !ok {
+            app.metrics.auth_failure();
+            return ApiError::Unauthorized(
+                "admin endpoints require an admin key: send 'Authorization: Bearer <admin key>'"
+                    .into(),
+            )
+            .into_response();
+        }
+    }
+    drop(set);
+    next.run(request).await
 }
 
 async fn not_found(request: Request) -> ApiError {
@@ -154,7 +318,12 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
-    app.metrics.request(&endpoint, response.status().as_u16());
+    let tenant = response
+        .extensions()
+        .get::<TenantLabel>()
+        .map_or("", |t| t.0.as_str());
+    app.metrics
+        .request(&endpoint, tenant, response.status().as_u16());
     response
 }
 
@@ -195,14 +364,14 @@ pub(crate) fn parse_object(
     }
 }
 
-/// The caller's context. Until callers authenticate (API keys), there is no principal: it must
-/// never be taken from the body.
-pub(crate) fn context(request_id: &str, _headers: &HeaderMap) -> Context {
+/// The context plugins see: the request id and what authentication established (never anything
+/// from the body).
+pub(crate) fn context(request_id: &str, caller: &Caller) -> Context {
     Context {
         request_id: request_id.to_string(),
-        principal: None,
-        tenant: None,
-        metadata: Vec::new(),
+        principal: caller.principal.clone(),
+        tenant: caller.tenant.clone(),
+        metadata: caller.labels.clone(),
     }
 }
 
@@ -213,6 +382,7 @@ pub(crate) fn context(request_id: &str, _headers: &HeaderMap) -> Context {
 pub(crate) fn log_decisions(
     request_id: &str,
     endpoint: &str,
+    ctx: &Context,
     revision: &crate::policy::Revision,
     evals: &[&Evaluation],
 ) {
@@ -270,6 +440,8 @@ pub(crate) fn log_decisions(
         target: "railyard::decision",
         request_id,
         endpoint,
+        tenant = ctx.tenant.as_deref().unwrap_or(crate::auth::DEFAULT_TENANT),
+        principal = ctx.principal.as_deref().unwrap_or("-"),
         revision = revision.number,
         policy_hash = %&revision.hash[..16],
         rails = %rails.join(","),

@@ -19,10 +19,19 @@ sys.path.insert(0, out)
 from railyard.v1 import policy_pb2, policy_pb2_grpc  # noqa: E402
 
 stub = policy_pb2_grpc.PolicyServiceStub(grpc.insecure_channel(target))
+auth = (("authorization", "Bearer demo-key"),)  # the bundled config's demo key
 seen = {}
+try:
+    stub.Check(policy_pb2.CheckRequest(
+        rail=policy_pb2.RAIL_INPUT, messages=[policy_pb2.Message(role="user", content="x")]))
+    seen["no_key_code"] = None
+except grpc.RpcError as e:
+    seen["no_key_code"] = e.code().name
+
 r = stub.Check(policy_pb2.CheckRequest(
     rail=policy_pb2.RAIL_INPUT,
-    messages=[policy_pb2.Message(role="user", content="call me on +44 20 7946 0958")]))
+    messages=[policy_pb2.Message(role="user", content="call me on +44 20 7946 0958")]),
+    metadata=auth)
 seen["verdict"] = policy_pb2.Verdict.Name(r.verdict)
 seen["content"] = r.messages[0].content
 seen["plugin"] = r.decisions[0].plugin
@@ -30,11 +39,13 @@ seen["plugin"] = r.decisions[0].plugin
 r = stub.Check(policy_pb2.CheckRequest(
     rail=policy_pb2.RAIL_TOOL_CALL,
     messages=[policy_pb2.Message(role="assistant", tool_calls=[
-        policy_pb2.ToolCall(id="c1", name="drop_tables", arguments="{}")])]))
+        policy_pb2.ToolCall(id="c1", name="drop_tables", arguments="{}")])]),
+    metadata=auth)
 seen["blocked_verdict"] = policy_pb2.Verdict.Name(r.verdict)
 
 try:
-    stub.Check(policy_pb2.CheckRequest(messages=[policy_pb2.Message(role="user", content="x")]))
+    stub.Check(policy_pb2.CheckRequest(messages=[policy_pb2.Message(role="user", content="x")]),
+               metadata=auth)
     seen["invalid_code"] = None
 except grpc.RpcError as e:
     seen["invalid_code"] = e.code().name

@@ -7,7 +7,7 @@ import sys
 
 import openai
 
-client = openai.OpenAI(base_url=sys.argv[1], api_key="sk-test")
+client = openai.OpenAI(base_url=sys.argv[1], api_key="demo-key")  # the bundled config's demo key
 weather = [{
     "type": "function",
     "function": {

@@ -3,11 +3,11 @@
 //! decision with its duration.
 
 use super::error::ApiError;
-use super::{context, log_decisions, parse_object, read_body, App, RequestId};
+use super::{context, log_decisions, parse_object, read_body, App, Authenticated, RequestId};
 use crate::payload::{Payload, Rail};
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde_json::Value;
@@ -17,10 +17,10 @@ use std::sync::Arc;
 pub(crate) async fn check(
     State(app): State<Arc<App>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
-    headers: HeaderMap,
+    Extension(auth): Extension<Authenticated>,
     body: Body,
 ) -> Response {
-    match handle(&app, &request_id, &headers, body).await {
+    match handle(&app, &request_id, auth, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -29,11 +29,10 @@ pub(crate) async fn check(
 async fn handle(
     app: &Arc<App>,
     request_id: &str,
-    headers: &HeaderMap,
+    Authenticated { set, caller }: Authenticated,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let set = app.policies();
-    let bytes = read_body(body, set.config().server.max_body_bytes).await?;
+    let bytes = read_body(body, set.max_body_bytes(caller.tenant.as_deref())).await?;
     let mut body = parse_object(&bytes)?;
     let rail = match body.remove("rail") {
         Some(Value::String(s)) => Rail::parse(&s).ok_or_else(|| {
@@ -57,10 +56,13 @@ async fn handle(
     };
     let payload = Payload::from_openai(&Value::Object(body))
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
-    let eval = app.check(&set, rail, payload, &context(request_id, headers));
-    log_decisions(request_id, "check", set.revision(), &[&eval]);
+    let ctx = context(request_id, &caller);
+    let eval = app.check(&set, rail, payload, &ctx);
+    log_decisions(request_id, "check", &ctx, set.revision(), &[&eval]);
     let mut out = eval.to_json();
     out["request_id"] = Value::String(request_id.to_string());
+    out["caller"] =
+        serde_json::json!({"principal": caller.principal, "tenant": caller.tenant_name()});
     out["revision"] = serde_json::to_value(set.revision()).unwrap_or_default();
     Ok(super::json_response(StatusCode::OK, out))
 }

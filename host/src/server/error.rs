@@ -3,7 +3,7 @@
 //! [`ApiError`] and never build error bodies themselves.
 
 use crate::backend::BackendError;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -33,6 +33,17 @@ pub enum ApiError {
     /// No such endpoint (404).
     #[error("no route for {0}")]
     NotFound(String),
+    /// Missing or unknown API key (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The caller's tenant has too many requests in flight (429, with `Retry-After`).
+    #[error("tenant '{tenant}' already has {limit} requests in flight (its max_concurrent); retry shortly")]
+    TooManyRequests {
+        /// The tenant.
+        tenant: String,
+        /// Its limit.
+        limit: usize,
+    },
 }
 
 impl ApiError {
@@ -73,6 +84,16 @@ impl ApiError {
                 "backend_invalid_response",
             ),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "not_found"),
+            ApiError::Unauthorized(_) => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "invalid_api_key",
+            ),
+            ApiError::TooManyRequests { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "tenant_concurrency_limit",
+            ),
         }
     }
 
@@ -90,6 +111,18 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _, _) = self.parts();
-        (status, axum::Json(self.body())).into_response()
+        let mut response = (status, axum::Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            // Requests in flight are short: a second is a fair first back-off.
+            ApiError::TooManyRequests { .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
     }
 }

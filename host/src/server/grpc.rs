@@ -8,7 +8,7 @@
 
 use super::App;
 use crate::chain::{Decided, Evaluation, Verdict};
-use crate::payload::{Content, Context, Message, Payload, Rail, ToolCall, ToolDef};
+use crate::payload::{Content, Message, Payload, Rail, ToolCall, ToolDef};
 use futures_util::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -196,8 +196,36 @@ fn revision_out(r: &crate::policy::Revision) -> proto::Revision {
     }
 }
 
-/// One check: the same path as `POST /v1/check`.
-fn check(app: &App, request: proto::CheckRequest) -> Result<proto::CheckResponse, Status> {
+/// The `authorization` metadata of a call, as text.
+fn authorization<T>(request: &Request<T>) -> Option<String> {
+    request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// One check: the same path as `POST /v1/check`. The key is checked against the policy set of
+/// this very check, so a key revoked by a reload stops working mid-stream too.
+fn check(
+    app: &App,
+    authorization: Option<&str>,
+    request: proto::CheckRequest,
+) -> Result<proto::CheckResponse, Status> {
+    let set = app.policies();
+    let caller = app
+        .authenticate(&set, authorization)
+        .map_err(|e| Status::unauthenticated(e.to_string()))?;
+    let _permit = app
+        .admit(&set, &caller)
+        .map_err(|e| Status::resource_exhausted(e.to_string()))?;
+    let size = prost::Message::encoded_len(&request);
+    let max = set.max_body_bytes(caller.tenant.as_deref());
+    if size > max {
+        return Err(Status::resource_exhausted(format!(
+            "request is {size} bytes, over the {max} byte limit"
+        )));
+    }
     let rail = rail_of(request.rail)?;
     let messages = request
         .messages
@@ -216,18 +244,18 @@ fn check(app: &App, request: proto::CheckRequest) -> Result<proto::CheckResponse
     } else {
         request.request_id.chars().take(128).collect()
     };
-    let mut metadata: Vec<(String, String)> = request.metadata.into_iter().collect();
-    metadata.sort();
-    // Until callers authenticate there is no principal; it never comes from the request.
-    let ctx = Context {
-        request_id: request_id.clone(),
-        principal: None,
-        tenant: None,
-        metadata,
-    };
-    let set = app.policies();
+    // The key's labels as they are; the request's own metadata is the caller's claim, so it is
+    // namespaced and can never pose as a label.
+    let mut ctx = super::context(&request_id, &caller);
+    let mut claimed: Vec<(String, String)> = request
+        .metadata
+        .into_iter()
+        .map(|(k, v)| (format!("request.{k}"), v))
+        .collect();
+    claimed.sort();
+    ctx.metadata.extend(claimed);
     let eval = app.check(&set, rail, Payload { messages, tools }, &ctx);
-    super::log_decisions(&request_id, "grpc", set.revision(), &[&eval]);
+    super::log_decisions(&request_id, "grpc", &ctx, set.revision(), &[&eval]);
     Ok(response_out(&eval, set.revision(), request_id))
 }
 
@@ -237,10 +265,11 @@ impl PolicyService for Grpc {
         &self,
         request: Request<proto::CheckRequest>,
     ) -> Result<Response<proto::CheckResponse>, Status> {
-        let result = check(&self.app, request.into_inner());
+        let auth = authorization(&request);
+        let result = check(&self.app, auth.as_deref(), request.into_inner());
         self.app
             .metrics()
-            .request("grpc.Check", if result.is_ok() { 200 } else { 400 });
+            .request("grpc.Check", "", status_code(&result));
         result.map(Response::new)
     }
 
@@ -251,10 +280,14 @@ impl PolicyService for Grpc {
         request: Request<Streaming<proto::CheckRequest>>,
     ) -> Result<Response<Self::CheckStreamStream>, Status> {
         let app = self.app.clone();
+        let auth = authorization(&request);
+        // Refuse a stream with a bad key up front, rather than on its first message.
+        app.authenticate(&app.policies(), auth.as_deref())
+            .map_err(|e| Status::unauthenticated(e.to_string()))?;
         let out = request.into_inner().map(move |item| {
-            let result = item.and_then(|r| check(&app, r));
+            let result = item.and_then(|r| check(&app, auth.as_deref(), r));
             app.metrics()
-                .request("grpc.CheckStream", if result.is_ok() { 200 } else { 400 });
+                .request("grpc.CheckStream", "", status_code(&result));
             result
         });
         Ok(Response::new(Box::pin(out)))
@@ -264,8 +297,11 @@ impl PolicyService for Grpc {
 
     async fn watch_policies(
         &self,
-        _request: Request<proto::WatchPoliciesRequest>,
+        request: Request<proto::WatchPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
+        self.app
+            .authenticate(&self.app.policies(), authorization(&request).as_deref())
+            .map_err(|e| Status::unauthenticated(e.to_string()))?;
         let reloader = self.app.reloader();
         // Subscribe before reading the current state, so no reload falls in between.
         let events = tokio_stream::wrappers::BroadcastStream::new(reloader.events());
@@ -295,6 +331,16 @@ impl PolicyService for Grpc {
         Ok(Response::new(Box::pin(
             futures_util::stream::once(async move { Ok(first) }).chain(rest),
         )))
+    }
+}
+
+/// The HTTP-like status a gRPC outcome is counted under.
+fn status_code<T>(result: &Result<T, Status>) -> u16 {
+    match result {
+        Ok(_) => 200,
+        Err(s) if s.code() == tonic::Code::Unauthenticated => 401,
+        Err(s) if s.code() == tonic::Code::ResourceExhausted => 429,
+        Err(_) => 400,
     }
 }
 

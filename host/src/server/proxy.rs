@@ -6,7 +6,7 @@
 //! pass through untouched both ways; the request's `tools` are forwarded unchanged.
 
 use super::error::ApiError;
-use super::{context, log_decisions, parse_object, read_body, App, RequestId};
+use super::{context, log_decisions, parse_object, read_body, App, Authenticated, RequestId};
 use crate::chain::{Evaluation, Verdict};
 use crate::config::OnBlock;
 use crate::payload::{Content, Context, Message, Payload, Rail};
@@ -24,6 +24,8 @@ use std::time::Instant;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RequestOptions {
     disabled: Vec<Rail>,
+    /// The caller's tenant, whose chains run.
+    tenant: Option<String>,
 }
 
 impl RequestOptions {
@@ -31,15 +33,22 @@ impl RequestOptions {
     pub(crate) fn take(
         body: &mut Map<String, Value>,
         overrides_allowed: bool,
+        tenant: Option<String>,
     ) -> Result<RequestOptions, ApiError> {
         let Some(value) = body.remove("railyard") else {
-            return Ok(RequestOptions::default());
+            return Ok(RequestOptions {
+                tenant,
+                ..RequestOptions::default()
+            });
         };
         let bad = |m: String, p: &str| ApiError::bad_request(m, Some(p.to_string()));
         let obj = value
             .as_object()
             .ok_or_else(|| bad("'railyard' must be an object".into(), "railyard"))?;
-        let mut options = RequestOptions::default();
+        let mut options = RequestOptions {
+            tenant,
+            ..RequestOptions::default()
+        };
         for (key, value) in obj {
             if key != "rails" {
                 return Err(bad(
@@ -78,9 +87,13 @@ impl RequestOptions {
         Ok(options)
     }
 
-    /// Whether `rail` runs for this request: not switched off, and has plugins.
+    /// Whether `rail` runs for this request: not switched off, and the tenant's chain has plugins.
     pub(crate) fn runs(&self, set: &PolicySet, rail: Rail) -> bool {
-        !self.disabled.contains(&rail) && !set.chain(rail).steps().is_empty()
+        !self.disabled.contains(&rail)
+            && !set
+                .chain_for(self.tenant.as_deref(), rail)
+                .steps()
+                .is_empty()
     }
 }
 
@@ -174,9 +187,9 @@ impl Report {
         out
     }
 
-    pub(crate) fn log(&self, request_id: &str, endpoint: &str, revision: &crate::policy::Revision) {
+    pub(crate) fn log(&self, ctx: &Context, endpoint: &str, revision: &crate::policy::Revision) {
         let evals: Vec<&Evaluation> = self.evals.iter().collect();
-        log_decisions(request_id, endpoint, revision, &evals);
+        log_decisions(&ctx.request_id, endpoint, ctx, revision, &evals);
     }
 }
 
@@ -184,11 +197,12 @@ impl Report {
 pub(crate) async fn chat_completions(
     State(app): State<Arc<App>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
+    Extension(Authenticated { set, caller }): Extension<Authenticated>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let set = app.policies();
-    match handle(&app, &set, &request_id, &headers, body).await {
+    let ctx = context(&request_id, &caller);
+    match handle(&app, &set, &ctx, &headers, body).await {
         Ok(response) => response,
         Err(err) => {
             if matches!(err, ApiError::Backend(_)) {
@@ -202,15 +216,16 @@ pub(crate) async fn chat_completions(
 async fn handle(
     app: &Arc<App>,
     set: &Arc<PolicySet>,
-    request_id: &str,
+    ctx: &Context,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let server = &set.config().server;
-    let bytes = read_body(body, server.max_body_bytes).await?;
+    let request_id = ctx.request_id.as_str();
+    let bytes = read_body(body, set.max_body_bytes(ctx.tenant.as_deref())).await?;
     let mut body = parse_object(&bytes)?;
     drop(bytes);
-    let options = RequestOptions::take(&mut body, server.allow_rail_overrides)?;
+    let options = RequestOptions::take(&mut body, server.allow_rail_overrides, ctx.tenant.clone())?;
     let body = Value::Object(body);
     let mut payload = Payload::from_openai(&body)
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
@@ -228,7 +243,6 @@ async fn handle(
         }
     };
     let model = body.get("model").cloned().unwrap_or(Value::Null);
-    let ctx = context(request_id, headers);
     let mut report = Report::default();
 
     // The tool_result rail judges tool results: a conversation without any has nothing for it.
@@ -237,11 +251,11 @@ async fn handle(
         if !options.runs(set, rail) || (rail == Rail::ToolResult && !has_tool_results) {
             continue;
         }
-        let eval = app.check(set, rail, payload, &ctx);
+        let eval = app.check(set, rail, payload, ctx);
         let refusal = Refusal::from_eval(&eval);
         payload = report.push(eval);
         if let Some(refusal) = refusal {
-            report.log(request_id, "chat", set.revision());
+            report.log(ctx, "chat", set.revision());
             return Ok(refusal_response(set, request_id, &model, &refusal, &report));
         }
     }
@@ -250,13 +264,14 @@ async fn handle(
     let forwarded =
         serde_json::to_vec(&body).map_err(|e| ApiError::bad_request(e.to_string(), None))?;
     let started = Instant::now();
-    let response = app
-        .backend
-        .chat(
-            forwarded.into(),
-            headers.get(header::AUTHORIZATION).cloned(),
-        )
-        .await?;
+    // The client's Authorization goes to the backend only when config says so (and never while
+    // Railyard authenticates callers: then it carries a Railyard key).
+    let client_auth = if set.config().backend.forward_client_authorization {
+        headers.get(header::AUTHORIZATION).cloned()
+    } else {
+        None
+    };
+    let response = app.backend.chat(forwarded.into(), client_auth).await?;
     app.metrics().backend(started.elapsed());
     let status = response.status();
 
@@ -264,7 +279,7 @@ async fn handle(
         return Ok(super::stream::relay(
             app.clone(),
             set.clone(),
-            ctx,
+            ctx.clone(),
             payload,
             options,
             report,
@@ -276,7 +291,7 @@ async fn handle(
     let bytes = app.backend.read_body(response.into_body(), left).await?;
     if !status.is_success() {
         // The backend's own error, passed through with its status.
-        report.log(request_id, "chat", set.revision());
+        report.log(ctx, "chat", set.revision());
         let mut passthrough = Response::new(Body::from(bytes));
         *passthrough.status_mut() = status;
         if let Some(ct) = content_type {
@@ -286,8 +301,8 @@ async fn handle(
     }
     let mut reply = parse_object(&bytes)
         .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
-    let refusal = judge_choices(app, set, &ctx, &payload, &options, &mut reply, &mut report)?;
-    report.log(request_id, "chat", set.revision());
+    let refusal = judge_choices(app, set, ctx, &payload, &options, &mut reply, &mut report)?;
+    report.log(ctx, "chat", set.revision());
     if let Some(refusal) = refusal {
         return Ok(refusal_response(
             set,

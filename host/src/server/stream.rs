@@ -204,7 +204,7 @@ impl Relay {
             .await;
         let _ = self.send("[DONE]".into()).await;
         self.report
-            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
+            .log(&self.ctx, "chat-stream", self.set.revision());
     }
 
     async fn blocked(&mut self, refusal: Refusal) -> Flow {
@@ -219,7 +219,7 @@ impl Relay {
             .await;
         let _ = self.send("[DONE]".into()).await;
         self.report
-            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
+            .log(&self.ctx, "chat-stream", self.set.revision());
         Flow::Stop
     }
 
@@ -498,7 +498,7 @@ impl Relay {
         }
         let _ = self.send("[DONE]".into()).await;
         self.report
-            .log(&self.ctx.request_id, "chat-stream", self.set.revision());
+            .log(&self.ctx, "chat-stream", self.set.revision());
     }
 }
 
