@@ -5,12 +5,16 @@ use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
+pub fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
     railyard_with_env(args, stdin, &[])
 }
 
 /// Run `railyard` with `args`, `stdin` and extra environment; (exit code, stdout, stderr).
-fn railyard_with_env(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+pub fn railyard_with_env(
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
         .args(args)
         .envs(env.iter().copied())

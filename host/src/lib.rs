@@ -12,12 +12,14 @@
 //! - [`payload`]: OpenAI JSON and the WIT records plugins see;
 //! - [`server`], [`backend`], [`daemon`]: the HTTP daemon around a model backend;
 //! - [`reload`]: hot reload of config and plugins;
+//! - [`cases`]: `railyard test`, policy test cases run through the real chains;
 //! - [`metrics`]: Prometheus metrics; [`demo`]: a scripted model for trying Railyard out.
 
 #![deny(missing_docs)]
 
 pub mod auth;
 pub mod backend;
+pub mod cases;
 pub mod chain;
 pub mod config;
 pub mod daemon;

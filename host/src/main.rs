@@ -83,6 +83,19 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: String,
     },
+    /// Run policy test cases: each case's payload and caller through the real plugins of its
+    /// config, checked against the expected verdict, reason and edits.
+    ///
+    /// Case files are JSON files inside a `tests` folder (or given by name). Exit code: 0 all
+    /// passed, 1 a case failed, 2 error.
+    Test {
+        /// Case files, or folders to search.
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+        /// Print failures and the summary only.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// API keys: make one, or hash one for `[auth]` / a keys file.
     Keys {
         #[command(subcommand)]
@@ -211,6 +224,7 @@ fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Serve { .. } | Command::DemoBackend { .. } => unreachable!("handled in main"),
         Command::Keys { command } => keys(command),
+        Command::Test { paths, quiet } => test(&paths, quiet),
         Command::Check {
             config,
             rail,
@@ -289,6 +303,58 @@ fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn test(paths: &[PathBuf], quiet: bool) -> Result<ExitCode> {
+    let files = railyard::cases::discover(paths).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        !files.is_empty(),
+        "no case files found (JSON files inside a `tests` folder) under {}",
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let started = std::time::Instant::now();
+    let mut runner = railyard::cases::Runner::new().map_err(anyhow::Error::msg)?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let (mut passed, mut failed) = (0, 0);
+    for file in &files {
+        let shown = file.strip_prefix(&cwd).unwrap_or(file);
+        let shown = shown
+            .strip_prefix(".")
+            .unwrap_or(shown)
+            .display()
+            .to_string();
+        for outcome in runner.run_file(file) {
+            match &outcome.failure {
+                None => {
+                    passed += 1;
+                    if !quiet {
+                        println!("ok    {shown}  {}", outcome.name);
+                    }
+                }
+                Some(why) => {
+                    failed += 1;
+                    println!("FAIL  {shown}  {}", outcome.name);
+                    for line in why.lines() {
+                        println!("      {line}");
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "\n{passed} passed, {failed} failed ({} case files, {:.2} s)",
+        files.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn keys(command: KeysCommand) -> Result<ExitCode> {

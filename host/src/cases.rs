@@ -1,0 +1,335 @@
+//! `railyard test`: policy unit tests, in the spirit of `opa test`. Case files next to a policy or
+//! config give a rail, a payload, a caller and what must come out; the runner loads the real
+//! components through the real chain (the same [`PolicySet::check`] the daemon runs) and reports
+//! each case, with a diff when an edited payload differs.
+//!
+//! A case file is JSON: one case, or `{"config": "...", "cases": [...]}`. A case:
+//!
+//! ```json
+//! {"name": "...", "rail": "input", "config": "../railyard.toml",
+//!  "context": {"principal": "alice", "tenant": "acme", "metadata": {"k": "v"}},
+//!  "payload": {"messages": [...], "tools": [...]},
+//!  "expect": {"verdict": "modify", "reason_contains": "...", "messages": [...],
+//!             "absent": ["..."]}}
+//! ```
+//!
+//! `config` (on the case, else on the file) is relative to the case file; without one, the
+//! nearest `railyard.toml` in the case file's folder or above is used.
+
+use crate::chain::Verdict;
+use crate::engine::{ComponentCache, Engine};
+use crate::payload::{Context, Payload, Rail};
+use crate::policy::PolicySet;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Folders never searched for case files.
+const SKIPPED_DIRS: [&str; 4] = ["node_modules", "target", "templates", "__pycache__"];
+
+/// One case's outcome.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The case file.
+    pub file: PathBuf,
+    /// The case's name (its `name`, else `description`, else its position).
+    pub name: String,
+    /// `None` when it passed; otherwise what went wrong, ready to print (may span lines).
+    pub failure: Option<String>,
+}
+
+/// Every case file under `paths`: files given are taken as they are; folders are searched for
+/// `*.json` files inside a `tests` folder (so `package.json` and friends are left alone),
+/// skipping hidden folders, `node_modules`, `target` and `templates`.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut found = Vec::new();
+    for path in paths {
+        if path.is_file() {
+            found.push(path.clone());
+        } else if path.is_dir() {
+            let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let in_tests = abs.components().any(|c| c.as_os_str() == "tests");
+            walk(path, in_tests, &mut found).map_err(|e| format!("{}: {e}", path.display()))?;
+        } else {
+            return Err(format!("{}: no such file or folder", path.display()));
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+fn walk(dir: &Path, in_tests: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            if name.starts_with('.') || SKIPPED_DIRS.contains(&name) {
+                continue;
+            }
+            walk(&path, in_tests || name == "tests", out)?;
+        } else if in_tests && name.ends_with(".json") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Runs cases, loading each config once.
+pub struct Runner {
+    engine: Engine,
+    sets: HashMap<PathBuf, Result<PolicySet, String>>,
+}
+
+impl Runner {
+    /// A runner with its own engine (compiled plugins cached in the default cache folder).
+    pub fn new() -> Result<Runner, String> {
+        let engine = Engine::new(ComponentCache::new(ComponentCache::default_dir()))
+            .map_err(|e| format!("cannot start the wasm engine: {e}"))?;
+        Ok(Runner {
+            engine,
+            sets: HashMap::new(),
+        })
+    }
+
+    /// Run every case of `file`.
+    pub fn run_file(&mut self, file: &Path) -> Vec<Outcome> {
+        let fail = |name: String, why: String| {
+            vec![Outcome {
+                file: file.to_owned(),
+                name,
+                failure: Some(why),
+            }]
+        };
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => return fail("(file)".into(), format!("cannot read: {e}")),
+        };
+        let doc: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => return fail("(file)".into(), format!("not valid JSON: {e}")),
+        };
+        let (file_config, cases): (Option<&str>, Vec<&Value>) = match &doc["cases"] {
+            Value::Array(list) => (doc["config"].as_str(), list.iter().collect()),
+            Value::Null if doc.get("rail").is_some() => (None, vec![&doc]),
+            _ => {
+                return fail(
+                    "(file)".into(),
+                    "not a case file: expected an object with \"rail\" (one case) or \"cases\" (a list)"
+                        .into(),
+                )
+            }
+        };
+        let dir = file.parent().unwrap_or(Path::new("."));
+        cases
+            .into_iter()
+            .enumerate()
+            .map(|(i, case)| {
+                let name = case["name"]
+                    .as_str()
+                    .or(case["description"].as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("case {}", i + 1));
+                let config = case["config"].as_str().or(file_config);
+                let failure = self.run_case(dir, config, case).err();
+                Outcome {
+                    file: file.to_owned(),
+                    name,
+                    failure,
+                }
+            })
+            .collect()
+    }
+
+    fn set(&mut self, config: PathBuf) -> Result<&PolicySet, String> {
+        let engine = &self.engine;
+        self.sets
+            .entry(config.clone())
+            .or_insert_with(|| PolicySet::load(&config, engine).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| format!("the config does not load:\n{e}"))
+    }
+
+    fn run_case(&mut self, dir: &Path, config: Option<&str>, case: &Value) -> Result<(), String> {
+        let config = match config {
+            Some(rel) => dir.join(rel),
+            None => nearest_config(dir).ok_or_else(|| {
+                format!(
+                    "no \"config\" given and no railyard.toml in {} or above",
+                    dir.display()
+                )
+            })?,
+        };
+        let rail = case["rail"]
+            .as_str()
+            .and_then(Rail::parse)
+            .ok_or("\"rail\" must be one of input, tool_result, tool_call, output")?;
+        let payload = Payload::from_openai(&case["payload"])
+            .map_err(|e| format!("\"payload\" is not an OpenAI chat payload: {e}"))?;
+        let expect = &case["expect"];
+        let want = expect["verdict"]
+            .as_str()
+            .ok_or("\"expect.verdict\" is required (allow, modify, reject or block)")?;
+        if !["allow", "modify", "reject", "block"].contains(&want) {
+            return Err(format!(
+                "\"expect.verdict\" '{want}' is not one of allow, modify, reject, block"
+            ));
+        }
+        let ctx = context(&case["context"]);
+        let set = self.set(config)?;
+        if let Some(t) = &ctx.tenant {
+            if !set.has_tenant(t) {
+                return Err(format!("the config has no tenant '{t}'"));
+            }
+        }
+        let eval = set.check(rail, payload, &ctx);
+        let result = eval.to_json();
+        let decisions: Vec<String> = eval
+            .decisions
+            .iter()
+            .map(|d| {
+                let reason = d
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("{} {}{reason}", d.plugin, d.verdict.as_str())
+            })
+            .collect();
+        let mut problems = String::new();
+        if eval.verdict.as_str() != want {
+            let _ = writeln!(
+                problems,
+                "verdict: expected {want}, got {}",
+                eval.verdict.as_str()
+            );
+        }
+        if let Some(part) = expect["reason_contains"].as_str() {
+            if !eval
+                .decisions
+                .iter()
+                .any(|d| d.reason.as_deref().is_some_and(|r| r.contains(part)))
+            {
+                let _ = writeln!(problems, "no reason contains {part:?}");
+            }
+        }
+        if !expect["messages"].is_null() && result["payload"]["messages"] != expect["messages"] {
+            let _ = writeln!(problems, "edited messages differ (- expected, + got):");
+            problems.push_str(&diff(&expect["messages"], &result["payload"]["messages"]));
+        }
+        if let Some(absent) = expect["absent"].as_array() {
+            // A blocked payload is the caller's own input, returned as it came: only what
+            // Railyard says about it (reasons, rejections) must not repeat it.
+            let mut said = result.clone();
+            if eval.verdict == Verdict::Block {
+                said["payload"] = Value::Null;
+            }
+            let everything = said.to_string();
+            for value in absent.iter().filter_map(Value::as_str) {
+                if everything.contains(value) {
+                    let _ = writeln!(
+                        problems,
+                        "{value:?} still appears in the result or a reason"
+                    );
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            let _ = writeln!(problems, "decisions:");
+            for d in decisions {
+                let _ = writeln!(problems, "  {d}");
+            }
+            Err(problems.trim_end().to_string())
+        }
+    }
+}
+
+/// The nearest `railyard.toml` in `dir` or above.
+fn nearest_config(dir: &Path) -> Option<PathBuf> {
+    let dir = std::path::absolute(dir).ok()?;
+    dir.ancestors()
+        .map(|d| d.join("railyard.toml"))
+        .find(|p| p.is_file())
+}
+
+fn context(c: &Value) -> Context {
+    Context {
+        request_id: "railyard-test".into(),
+        principal: c["principal"].as_str().map(str::to_string),
+        tenant: c["tenant"].as_str().map(str::to_string),
+        metadata: c["metadata"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// A line diff of two JSON values, pretty-printed.
+fn diff(expected: &Value, got: &Value) -> String {
+    let a = serde_json::to_string_pretty(expected).unwrap_or_default();
+    let b = serde_json::to_string_pretty(got).unwrap_or_default();
+    let mut out = String::new();
+    for change in similar::TextDiff::from_lines(&a, &b).iter_all_changes() {
+        let sign = match change.tag() {
+            similar::ChangeTag::Delete => "-",
+            similar::ChangeTag::Insert => "+",
+            similar::ChangeTag::Equal => " ",
+        };
+        let _ = writeln!(out, "  {sign} {}", change.value().trim_end_matches('\n'));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_marks_changed_lines() {
+        let d = diff(
+            &serde_json::json!({"a": 1, "b": 2}),
+            &serde_json::json!({"a": 1, "b": 3}),
+        );
+        assert!(
+            d.contains("  -   \"b\": 2") && d.contains("  +   \"b\": 3"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn discovery_takes_json_under_tests_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "package.json",
+            "tests/a.json",
+            "tests/deep/b.json",
+            "node_modules/tests/c.json",
+            "x/tests/d.json",
+            "tests/readme.md",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "{}").unwrap();
+        }
+        let found = discover(&[root.to_path_buf()]).unwrap();
+        let rel: Vec<_> = found
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(rel, ["tests/a.json", "tests/deep/b.json", "x/tests/d.json"]);
+        assert!(discover(&[root.join("missing")]).is_err());
+    }
+}
