@@ -3,6 +3,8 @@
 //! `cargo build`/`cargo test`/`cargo run` always has the bundled policies and the test plugins,
 //! built from source, as wasmtime's test-programs do. They go to
 //! `target/plugins/wasm32-wasip2/release/*.wasm`, where `policies/railyard.toml` looks for them.
+//! The JavaScript and Python plugins are built by `scripts/build-plugins.sh` (npm and
+//! componentize-py, pinned; incremental) into `target/plugins/components/`.
 //! Set `RAILYARD_SKIP_PLUGIN_BUILD=1` to skip the plugins.
 
 use std::path::PathBuf;
@@ -40,8 +42,13 @@ fn build_plugins() {
     let plugins = root.join("plugins");
     let target_dir = root.join("target").join("plugins");
     let out = target_dir.join("wasm32-wasip2").join("release");
-    println!("cargo:rerun-if-changed={}", plugins.display());
+    // Not the whole plugins/ tree: node_modules alone holds tens of thousands of files.
+    watch_sources(&plugins);
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("scripts/build-plugins.sh").display()
+    );
     println!("cargo:rerun-if-env-changed=RAILYARD_SKIP_PLUGIN_BUILD");
     println!("cargo:rustc-env=RAILYARD_PLUGIN_DIR={}", out.display());
     if std::env::var_os("RAILYARD_SKIP_PLUGIN_BUILD").is_some() {
@@ -89,5 +96,42 @@ fn build_plugins() {
              `rustup target add wasm32-wasip2`)\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    let output = Command::new("bash")
+        .arg(root.join("scripts/build-plugins.sh"))
+        .arg(target_dir.join("components"))
+        .current_dir(root)
+        .output()
+        .unwrap_or_else(|e| panic!("could not run scripts/build-plugins.sh: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the JavaScript and Python plugins failed (run scripts/setup.sh first)\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// Ask cargo to rerun this script when any plugin source changes. Cargo scans a watched folder
+/// recursively, so folders holding dependency or build output (node_modules: tens of thousands of
+/// files) are split: their other entries are watched one by one.
+fn watch_sources(dir: &std::path::Path) {
+    const SKIP: [&str; 4] = ["node_modules", "target", "__pycache__", ".venv"];
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    let skipped = |p: &std::path::Path| p.file_name().is_some_and(|n| SKIP.iter().any(|s| n == *s));
+    if !entries.iter().any(|p| skipped(p)) {
+        println!("cargo:rerun-if-changed={}", dir.display());
+        return;
+    }
+    for path in entries.iter().filter(|p| !skipped(p)) {
+        if path.is_dir() {
+            watch_sources(path);
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
 }

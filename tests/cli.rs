@@ -234,3 +234,53 @@ fn serve_refuses_a_bad_config_with_exit_64_before_binding() {
     );
     assert!(!out.contains("listening"), "nothing was bound: {out}");
 }
+
+#[test]
+fn check_enforces_plugin_deadlines() {
+    // The CLI must keep its engine (and so the epoch ticker) alive while plugins run: a looping
+    // plugin is stopped by its deadline and the request is blocked, not left hanging.
+    let cfg = write_config(&scripted(
+        "spin",
+        "[\"input\"]",
+        "timeout_ms = 50",
+        "{ mode = \"by-message\" }",
+    ));
+    let payload = serde_json::json!({"messages": [{"role": "user", "content": "loop"}]});
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args([
+            "check",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--rail",
+            "input",
+            "--json",
+            "-",
+        ])
+        .env(
+            "RAILYARD_CACHE_DIR",
+            std::env::temp_dir().join("railyard-cli-test-cache"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("railyard check never returned: the plugin deadline was not enforced");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["decisions"][0]["fault"], "deadline", "{result}");
+}

@@ -11,6 +11,7 @@
 //! - `proxy`, `streaming`, `api`: the real daemon over real HTTP;
 //! - `grpc`, `clients`: the gRPC service, and real client libraries (OpenAI SDK, grpcio);
 //! - `reload`: hot reload under traffic;
+//! - `polyglot`: JavaScript and Python plugins, and `railyard new` for each language;
 //! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints.
 
 mod api;
@@ -21,6 +22,7 @@ mod config;
 mod grpc;
 mod http;
 mod policies;
+mod polyglot;
 mod proxy;
 mod reload;
 mod runtime;

@@ -12,6 +12,7 @@
 //! - [`payload`]: OpenAI JSON and the WIT records plugins see;
 //! - [`server`], [`backend`], [`daemon`]: the HTTP daemon around a model backend;
 //! - [`reload`]: hot reload of config and plugins;
+//! - [`scaffold`]: `railyard new`, plugin project templates for Rust, JavaScript and Python;
 //! - [`cases`]: `railyard test`, policy test cases run through the real chains;
 //! - [`metrics`]: Prometheus metrics; [`demo`]: a scripted model for trying Railyard out.
 
@@ -29,4 +30,5 @@ pub mod metrics;
 pub mod payload;
 pub mod policy;
 pub mod reload;
+pub mod scaffold;
 pub mod server;

@@ -96,6 +96,17 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Scaffold a plugin project: sources, the WIT contract, a build script, a config that loads
+    /// it and test cases that pass out of the box.
+    New {
+        /// Language: rust, js or python.
+        #[arg(long, value_parser = parse_lang)]
+        lang: railyard::scaffold::Lang,
+        /// Plugin name (lowercase kebab-case, e.g. deny-phrases).
+        name: String,
+        /// Folder to create (default: ./NAME).
+        dir: Option<PathBuf>,
+    },
     /// API keys: make one, or hash one for `[auth]` / a keys file.
     Keys {
         #[command(subcommand)]
@@ -125,6 +136,10 @@ enum KeysCommand {
     },
     /// Print the SHA-256 of a key (read from standard input, one line), as config stores it.
     Hash,
+}
+
+fn parse_lang(s: &str) -> Result<railyard::scaffold::Lang, String> {
+    s.parse()
 }
 
 fn parse_rail(s: &str) -> Result<Rail, String> {
@@ -213,11 +228,14 @@ fn init_logging(format: LogFormat, default: &str) {
     }
 }
 
-fn load(config: &std::path::Path) -> Result<PolicySet> {
+/// Load a config's policy set, with the engine it runs on: the engine must outlive the set, since
+/// dropping it stops the epoch ticker that enforces plugin deadlines.
+fn load(config: &std::path::Path) -> Result<(Engine, PolicySet)> {
     let config = Config::load(config).map_err(anyhow::Error::msg)?;
     let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
         .map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e}"))?;
-    PolicySet::build(config, &engine).map_err(anyhow::Error::msg)
+    let set = PolicySet::build(config, &engine).map_err(anyhow::Error::msg)?;
+    Ok((engine, set))
 }
 
 fn run(command: Command) -> Result<ExitCode> {
@@ -225,6 +243,24 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Serve { .. } | Command::DemoBackend { .. } => unreachable!("handled in main"),
         Command::Keys { command } => keys(command),
         Command::Test { paths, quiet } => test(&paths, quiet),
+        Command::New { lang, name, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let written =
+                railyard::scaffold::scaffold(lang, &name, &dir).map_err(anyhow::Error::msg)?;
+            println!(
+                "created {} ({lang} plugin, {} files):",
+                dir.display(),
+                written.len()
+            );
+            for f in &written {
+                println!("  {}", f.strip_prefix(&dir).unwrap_or(f).display());
+            }
+            println!(
+                "\nnext:\n  cd {}\n  ./build.sh\n  railyard test",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check {
             config,
             rail,
@@ -246,7 +282,7 @@ fn run(command: Command) -> Result<ExitCode> {
                 serde_json::from_str(&text).with_context(|| format!("{file} is not valid JSON"))?;
             let payload =
                 Payload::from_openai(&body).context("the payload is not an OpenAI chat payload")?;
-            let set = load(&config)?;
+            let (_engine, set) = load(&config)?;
             if let Some(t) = &tenant {
                 anyhow::ensure!(
                     set.has_tenant(t),
@@ -272,7 +308,7 @@ fn run(command: Command) -> Result<ExitCode> {
             })
         }
         Command::Plugins { config, json } => {
-            let set = load(&config)?;
+            let (_engine, set) = load(&config)?;
             let described = set.describe();
             let list = described["plugins"].as_array().cloned().unwrap_or_default();
             if json {

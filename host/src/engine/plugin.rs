@@ -171,6 +171,15 @@ impl Plugin {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// The largest linear memory among idle instances, in bytes: what one warm instance costs.
+    pub fn idle_instance_memory(&self) -> usize {
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.iter()
+            .map(|i| i.store.data().limiter.peak)
+            .max()
+            .unwrap_or(0)
+    }
+
     fn checkout(&self) -> Option<Instance> {
         if self.limits.isolation == Isolation::PerCall {
             return None;

@@ -54,6 +54,7 @@ impl HostState {
             limiter: MemoryLimiter {
                 cap: memory_cap,
                 hit: false,
+                peak: 0,
             },
             stdout,
             stderr,
@@ -132,6 +133,8 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
 pub struct MemoryLimiter {
     cap: usize,
     pub(crate) hit: bool,
+    /// Largest linear memory this instance was allowed (what it costs while pooled).
+    pub(crate) peak: usize,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -145,6 +148,7 @@ impl ResourceLimiter for MemoryLimiter {
             self.hit = true;
             return Ok(false);
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 

@@ -1,0 +1,64 @@
+"""tool-limits policy plugin (rail: tool_call), written in Python and built into a WebAssembly
+component with componentize-py against wit/policy.wit (world `policy`).
+
+This file is only the WIT glue: the `plugin` export and the `host` import. The decision logic is
+in tool_limits.py, which imports nothing from the bindings and is unit-tested under CPython
+(test/test_tool_limits.py).
+"""
+
+import json
+
+from wit_world import exports
+from componentize_py_types import Err
+from wit_world.imports import host
+from wit_world.imports.types import (
+    CallRef,
+    Info,
+    Level,
+    Rail,
+    Rejection,
+    Target_ToolCall,
+    Verdict_Allow,
+    Verdict_Block,
+    Verdict_Reject,
+)
+
+import tool_limits
+
+# Set by configure(); evaluate() before configure() refuses every governed call (there is no
+# sensible default config: the plugin exists to enforce one).
+_config = None
+
+
+class Plugin(exports.Plugin):
+    def describe(self) -> Info:
+        return Info(
+            name=tool_limits.NAME,
+            version=tool_limits.VERSION,
+            rails=[Rail.TOOL_CALL],
+            config_schema=json.dumps(tool_limits.CONFIG_SCHEMA),
+        )
+
+    def configure(self, config: str) -> None:
+        global _config
+        try:
+            _config = tool_limits.parse_config(config)
+        except tool_limits.ConfigError as e:
+            raise Err(str(e))
+
+    def evaluate(self, request):
+        if _config is None:
+            host.log(Level.ERROR, "evaluate called before configure")
+            return Verdict_Block("tool-limits is not configured")
+        outcome = tool_limits.evaluate(_config, request)
+        if outcome[0] == "allow":
+            return Verdict_Allow()
+        if outcome[0] == "block":
+            return Verdict_Block(outcome[1])
+        _, rejections, message_index = outcome
+        return Verdict_Reject(
+            [
+                Rejection(target=Target_ToolCall(CallRef(message=message_index, call=ci)), message=text)
+                for ci, text in rejections
+            ]
+        )
