@@ -46,12 +46,13 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # Whether $1 is missing or older than any file under the other arguments (files or folders;
-# node_modules and __pycache__ are not looked into).
+# node_modules and __pycache__ are not looked into, and folders' own times do not count: running
+# the unit tests creates __pycache__ and touches src/).
 stale() {
     local out="$1"
     shift
     [ -f "$out" ] || return 0
-    [ -n "$(find "$@" \( -name node_modules -o -name __pycache__ \) -prune -o -newer "$out" -print -quit 2>/dev/null)" ]
+    [ -n "$(find "$@" \( -name node_modules -o -name __pycache__ \) -prune -o -type f -newer "$out" -print -quit 2>/dev/null)" ]
 }
 
 # --- prompt-guard (JavaScript) -----------------------------------------------------------------

@@ -190,3 +190,34 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
     assert_ne!(code, 0);
     assert!(err.contains("not empty") || err.contains("exists"), "{err}");
 }
+
+#[test]
+fn the_plugins_own_unit_tests_pass_in_their_languages() {
+    // prompt-guard's logic under Node's test runner; tool-limits' under Python's unittest.
+    let node = Command::new("node")
+        .args(["--test", "test/"])
+        .current_dir(root().join("plugins/prompt-guard"))
+        .output()
+        .expect("node is installed by scripts/setup.sh");
+    assert!(
+        node.status.success(),
+        "prompt-guard unit tests:\n{}{}",
+        String::from_utf8_lossy(&node.stdout),
+        String::from_utf8_lossy(&node.stderr)
+    );
+    let python = Command::new(root().join(".venv/bin/python"))
+        .args([
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "plugins/tool-limits/test",
+        ])
+        .current_dir(root())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect(".venv is made by scripts/setup.sh");
+    let err = String::from_utf8_lossy(&python.stderr);
+    assert!(python.status.success(), "tool-limits unit tests:\n{err}");
+    assert!(err.contains("OK"), "{err}");
+}
