@@ -7,13 +7,16 @@
 # OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
-# Usage: bench/load.sh [seconds-per-run]   (default 10)
+# Usage: [RAILYARD_KEY=demo-support-key] bench/load.sh [seconds-per-run]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
 cargo build --release -q
 bin=target/release/railyard
+# The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
+# the support tenant's chains (prompt-guard, JavaScript, on the input rail).
+key="${RAILYARD_KEY:-demo-key}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
@@ -37,11 +40,12 @@ for i in range(7):
     msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
 json.dump({"model": "demo", "messages": msgs}, open(sys.argv[1], "w"))
 PY
-echo "request body: $(wc -c < "$work/body.json") bytes; $secs s per run; $(nproc) cores; $(uname -m)"
+echo "request body: $(wc -c < "$work/body.json") bytes; $secs s per run; $(nproc) cores; $(uname -m); key $key"
 
 cat > "$work/post.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $key"
 local f = io.open("$work/body.json", "r"); wrk.body = f:read("*a"); f:close()
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %.4f %.4f %.1f %d %d\\n", latency:percentile(50) / 1000,

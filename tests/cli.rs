@@ -145,7 +145,9 @@ fn plugins_lists_the_bundled_set() {
             "allowlist",
             "schema-validator",
             "allowlist-support",
-            "allowlist-payments"
+            "allowlist-payments",
+            "prompt-guard",
+            "tool-limits"
         ]
     );
     for p in list.as_array().unwrap() {

@@ -58,6 +58,7 @@ async fn http_load(addr: String, body: Bytes, conc: usize) {
                     let t = Instant::now();
                     let req = hyper::Request::post(&url)
                         .header("content-type", "application/json")
+                        .header("authorization", "Bearer demo-key")
                         .body(Full::new(body.clone()))
                         .unwrap();
                     let res = client.request(req).await.unwrap();
@@ -93,7 +94,10 @@ async fn grpc_load(addr: String, request: proto::CheckRequest, conc: usize) {
                 let mut lat = Vec::new();
                 while Instant::now() < deadline {
                     let t = Instant::now();
-                    let r = client.check(request.clone()).await.unwrap().into_inner();
+                    let mut call = tonic::Request::new(request.clone());
+                    call.metadata_mut()
+                        .insert("authorization", "Bearer demo-key".parse().unwrap());
+                    let r = client.check(call).await.unwrap().into_inner();
                     assert_eq!(r.verdict(), proto::Verdict::Modify);
                     lat.push(t.elapsed());
                 }
