@@ -81,11 +81,11 @@ impl Default for Metrics {
         Metrics {
             requests: Family::new(
                 "railyard_requests_total",
-                "HTTP requests by endpoint and status code.",
+                "Requests by endpoint, tenant (empty before authentication) and status code.",
             ),
             verdicts: Family::new(
                 "railyard_verdicts_total",
-                "Plugin decisions by rail, policy and verdict.",
+                "Plugin decisions by tenant, rail, policy and verdict.",
             ),
             faults: Family::new(
                 "railyard_plugin_faults_total",
