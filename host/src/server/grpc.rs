@@ -205,17 +205,33 @@ fn authorization<T>(request: &Request<T>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// One check, counted in the request metrics under `endpoint` and the caller's tenant.
+fn counted_check(
+    app: &App,
+    endpoint: &str,
+    authorization: Option<&str>,
+    request: proto::CheckRequest,
+) -> Result<proto::CheckResponse, Status> {
+    let mut tenant = String::new();
+    let result = check(app, authorization, request, &mut tenant);
+    app.metrics()
+        .request(endpoint, &tenant, status_code(&result));
+    result
+}
+
 /// One check: the same path as `POST /v1/check`. The key is checked against the policy set of
 /// this very check, so a key revoked by a reload stops working mid-stream too.
 fn check(
     app: &App,
     authorization: Option<&str>,
     request: proto::CheckRequest,
+    tenant: &mut String,
 ) -> Result<proto::CheckResponse, Status> {
     let set = app.policies();
     let caller = app
         .authenticate(&set, authorization)
         .map_err(|e| Status::unauthenticated(e.to_string()))?;
+    tenant.push_str(caller.tenant_name());
     let _permit = app
         .admit(&set, &caller)
         .map_err(|e| Status::resource_exhausted(e.to_string()))?;
@@ -266,11 +282,13 @@ impl PolicyService for Grpc {
         request: Request<proto::CheckRequest>,
     ) -> Result<Response<proto::CheckResponse>, Status> {
         let auth = authorization(&request);
-        let result = check(&self.app, auth.as_deref(), request.into_inner());
-        self.app
-            .metrics()
-            .request("grpc.Check", "", status_code(&result));
-        result.map(Response::new)
+        counted_check(
+            &self.app,
+            "grpc.Check",
+            auth.as_deref(),
+            request.into_inner(),
+        )
+        .map(Response::new)
     }
 
     type CheckStreamStream = BoxStream<proto::CheckResponse>;
@@ -285,10 +303,7 @@ impl PolicyService for Grpc {
         app.authenticate(&app.policies(), auth.as_deref())
             .map_err(|e| Status::unauthenticated(e.to_string()))?;
         let out = request.into_inner().map(move |item| {
-            let result = item.and_then(|r| check(&app, auth.as_deref(), r));
-            app.metrics()
-                .request("grpc.CheckStream", "", status_code(&result));
-            result
+            item.and_then(|r| counted_check(&app, "grpc.CheckStream", auth.as_deref(), r))
         });
         Ok(Response::new(Box::pin(out)))
     }
