@@ -9,12 +9,8 @@ pub fn railyard(args: &[&str], stdin: &str) -> (i32, String, String) {
     railyard_with_env(args, stdin, &[])
 }
 
-/// Run `railyard` with `args`, `stdin` and extra environment; (exit code, stdout, stderr).
-pub fn railyard_with_env(
-    args: &[&str],
-    stdin: &str,
-    env: &[(&str, &str)],
-) -> (i32, String, String) {
+/// Start `railyard` with `args` and extra environment, `stdin` written to it.
+fn spawn_railyard(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
         .args(args)
         .envs(env.iter().copied())
@@ -29,7 +25,16 @@ pub fn railyard_with_env(
         .unwrap();
     // The child may exit before reading (e.g. on a usage error): a broken pipe is fine here.
     let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    let out = child.wait_with_output().unwrap();
+    child
+}
+
+/// Run `railyard` with `args`, `stdin` and extra environment; (exit code, stdout, stderr).
+pub fn railyard_with_env(
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
+    let out = spawn_railyard(args, stdin, env).wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -248,31 +253,14 @@ fn check_enforces_plugin_deadlines() {
         "{ mode = \"by-message\" }",
     ));
     let payload = serde_json::json!({"messages": [{"role": "user", "content": "loop"}]});
-    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
-        .args([
-            "check",
-            "--config",
-            cfg.path.to_str().unwrap(),
-            "--rail",
-            "input",
-            "--json",
-            "-",
-        ])
-        .env(
-            "RAILYARD_CACHE_DIR",
-            std::env::temp_dir().join("railyard-cli-test-cache"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
+    let config = cfg.path.to_str().unwrap();
+    let mut child = spawn_railyard(
+        &[
+            "check", "--config", config, "--rail", "input", "--json", "-",
+        ],
+        &payload.to_string(),
+        &[],
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
