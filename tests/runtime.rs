@@ -316,3 +316,26 @@ fn describe_reports_name_rails_and_schema() {
     assert_eq!(p.info().rails.len(), 4);
     assert!(p.info().config_schema.as_ref().unwrap()["properties"]["mode"].is_object());
 }
+
+#[test]
+fn deadlines_hold_after_the_engine_is_dropped() {
+    // The plugins keep the epoch ticker alive: a set that outlives its engine still stops a
+    // looping plugin at its deadline.
+    let cfg = write_config(&scripted(
+        "driven",
+        "[\"input\"]",
+        "timeout_ms = 20",
+        "{ mode = \"by-message\" }",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = railyard::engine::Engine::new(railyard::engine::ComponentCache::new(Some(
+        dir.path().to_path_buf(),
+    )))
+    .unwrap();
+    let set = railyard::policy::PolicySet::load(&cfg.path, &engine).unwrap();
+    drop(engine);
+    assert_eq!(
+        set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
+        Some(FaultKind::Deadline)
+    );
+}

@@ -17,7 +17,6 @@ pub use plugin::{Plugin, PluginInfo};
 use bindings::{Policy, CONTRACT_PACKAGE, CONTRACT_VERSION, PLUGIN_INTERFACE};
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
@@ -201,8 +200,13 @@ pub struct Engine {
     engine: wasmtime::Engine,
     linker: Linker<HostState>,
     cache: ComponentCache,
-    stop_ticker: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
 }
+
+/// Keeps the epoch ticker running: the engine and every plugin loaded from it hold one, and the
+/// ticker thread stops when the last of them is gone. (Tied to the engine alone, a policy set
+/// that outlived its engine would silently run without deadlines.)
+pub(crate) struct Ticker;
 
 impl Engine {
     /// An engine with epoch-based deadlines and the given compiled-component cache.
@@ -218,14 +222,14 @@ impl Engine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
-        let stop_ticker = Arc::new(AtomicBool::new(false));
+        let ticker = Arc::new(Ticker);
         {
             let engine = engine.clone();
-            let stop = stop_ticker.clone();
+            let alive = Arc::downgrade(&ticker);
             std::thread::Builder::new()
                 .name("railyard-epoch".into())
                 .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
+                    while alive.strong_count() > 0 {
                         std::thread::sleep(EPOCH_TICK);
                         engine.increment_epoch();
                     }
@@ -235,7 +239,7 @@ impl Engine {
             engine,
             linker,
             cache,
-            stop_ticker,
+            ticker,
         })
     }
 
@@ -263,7 +267,16 @@ impl Engine {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
             })?;
-        Plugin::new(id, path, digest, cached, self.engine.clone(), pre, limits)
+        Plugin::new(
+            id,
+            path,
+            digest,
+            cached,
+            self.engine.clone(),
+            self.ticker.clone(),
+            pre,
+            limits,
+        )
     }
 
     fn check_contract(
@@ -308,12 +321,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        self.stop_ticker.store(true, Ordering::Relaxed);
     }
 }
 

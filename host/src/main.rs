@@ -228,14 +228,12 @@ fn init_logging(format: LogFormat, default: &str) {
     }
 }
 
-/// Load a config's policy set, with the engine it runs on: the engine must outlive the set, since
-/// dropping it stops the epoch ticker that enforces plugin deadlines.
-fn load(config: &std::path::Path) -> Result<(Engine, PolicySet)> {
+fn load(config: &std::path::Path) -> Result<PolicySet> {
     let config = Config::load(config).map_err(anyhow::Error::msg)?;
     let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
         .map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e}"))?;
-    let set = PolicySet::build(config, &engine).map_err(anyhow::Error::msg)?;
-    Ok((engine, set))
+    // The plugins keep the deadline ticker alive after the engine is dropped.
+    PolicySet::build(config, &engine).map_err(anyhow::Error::msg)
 }
 
 fn run(command: Command) -> Result<ExitCode> {
@@ -282,7 +280,7 @@ fn run(command: Command) -> Result<ExitCode> {
                 serde_json::from_str(&text).with_context(|| format!("{file} is not valid JSON"))?;
             let payload =
                 Payload::from_openai(&body).context("the payload is not an OpenAI chat payload")?;
-            let (_engine, set) = load(&config)?;
+            let set = load(&config)?;
             if let Some(t) = &tenant {
                 anyhow::ensure!(
                     set.has_tenant(t),
@@ -308,7 +306,7 @@ fn run(command: Command) -> Result<ExitCode> {
             })
         }
         Command::Plugins { config, json } => {
-            let (_engine, set) = load(&config)?;
+            let set = load(&config)?;
             let described = set.describe();
             let list = described["plugins"].as_array().cloned().unwrap_or_default();
             if json {

@@ -43,6 +43,8 @@ pub struct Plugin {
     from_cache: bool,
     info: PluginInfo,
     engine: wasmtime::Engine,
+    /// Keeps deadlines ticking while this plugin can run.
+    _ticker: Arc<super::Ticker>,
     pre: PolicyPre<HostState>,
     limits: Limits,
     config: OnceLock<String>,
@@ -56,6 +58,7 @@ impl Plugin {
         digest: String,
         from_cache: bool,
         engine: wasmtime::Engine,
+        ticker: Arc<super::Ticker>,
         pre: PolicyPre<HostState>,
         limits: Limits,
     ) -> Result<Plugin, LoadError> {
@@ -71,6 +74,7 @@ impl Plugin {
                 config_schema: None,
             },
             engine,
+            _ticker: ticker,
             pre,
             limits,
             config: OnceLock::new(),
