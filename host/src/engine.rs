@@ -267,16 +267,7 @@ impl Engine {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
             })?;
-        Plugin::new(
-            id,
-            path,
-            digest,
-            cached,
-            self.engine.clone(),
-            self.ticker.clone(),
-            pre,
-            limits,
-        )
+        Plugin::new(id, path, digest, cached, self, pre, limits)
     }
 
     fn check_contract(
