@@ -48,6 +48,12 @@ fn a_failing_case_exits_non_zero_with_a_readable_diff() {
          "expect": {"verdict": "allow"}}
     ]});
     std::fs::write(dir.path().join("tests/cases.json"), cases.to_string()).unwrap();
+    // The same format in YAML.
+    std::fs::write(
+        dir.path().join("tests/more.yaml"),
+        "cases:\n  - name: yaml works too\n    rail: input\n    payload:\n      messages:\n        - {role: user, content: yo}\n    expect:\n      verdict: modify\n      messages:\n        - {role: user, content: \"yo [checked]\"}\n",
+    )
+    .unwrap();
     // Run from inside the folder, as an author would.
     let (code, out, err) = {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_railyard"))
@@ -77,5 +83,9 @@ fn a_failing_case_exits_non_zero_with_a_readable_diff() {
     assert!(out.contains("no reason contains \"nope\""), "{out}");
     assert!(out.contains("suffix modify: appended 10 bytes"), "{out}");
     assert!(out.contains("\"rail\" must be one of"), "{out}");
-    assert!(out.contains("1 passed, 3 failed (1 case files"), "{out}");
+    assert!(
+        out.contains("ok    tests/more.yaml  yaml works too"),
+        "{out}"
+    );
+    assert!(out.contains("2 passed, 3 failed (2 case files"), "{out}");
 }

@@ -3,7 +3,8 @@
 //! components through the real chain (the same [`PolicySet::check`] the daemon runs) and reports
 //! each case, with a diff when an edited payload differs.
 //!
-//! A case file is JSON: one case, or `{"config": "...", "cases": [...]}`. A case:
+//! A case file is JSON or YAML (`.yaml`/`.yml`, the same structure): one case, or
+//! `{"config": "...", "cases": [...]}`. A case:
 //!
 //! ```json
 //! {"name": "...", "rail": "input", "config": "../railyard.toml",
@@ -40,7 +41,8 @@ pub struct Outcome {
 }
 
 /// Every case file under `paths`: files given are taken as they are; folders are searched for
-/// `*.json` files inside a `tests` folder (so `package.json` and friends are left alone),
+/// `*.json`, `*.yaml` and `*.yml` files inside a `tests` folder (so `package.json` and friends are
+/// left alone),
 /// skipping hidden folders, `node_modules`, `target` and `templates`.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut found = Vec::new();
@@ -69,7 +71,7 @@ fn walk(dir: &Path, in_tests: bool, out: &mut Vec<PathBuf>) -> std::io::Result<(
                 continue;
             }
             walk(&path, in_tests || name == "tests", out)?;
-        } else if in_tests && name.ends_with(".json") {
+        } else if in_tests && [".json", ".yaml", ".yml"].iter().any(|e| name.ends_with(e)) {
             out.push(path);
         }
     }
@@ -106,9 +108,15 @@ impl Runner {
             Ok(t) => t,
             Err(e) => return fail("(file)".into(), format!("cannot read: {e}")),
         };
-        let doc: Value = match serde_json::from_str(&text) {
+        let yaml = file.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        let doc: Result<Value, String> = if yaml {
+            yaml_serde::from_str(&text).map_err(|e| format!("not valid YAML: {e}"))
+        } else {
+            serde_json::from_str(&text).map_err(|e| format!("not valid JSON: {e}"))
+        };
+        let doc = match doc {
             Ok(v) => v,
-            Err(e) => return fail("(file)".into(), format!("not valid JSON: {e}")),
+            Err(e) => return fail("(file)".into(), e),
         };
         let (file_config, cases): (Option<&str>, Vec<&Value>) = match &doc["cases"] {
             Value::Array(list) => (doc["config"].as_str(), list.iter().collect()),
@@ -319,6 +327,7 @@ mod tests {
             "node_modules/tests/c.json",
             "x/tests/d.json",
             "tests/readme.md",
+            "tests/e.yaml",
         ] {
             let p = root.join(f);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -329,7 +338,15 @@ mod tests {
             .iter()
             .map(|p| p.strip_prefix(root).unwrap().to_str().unwrap().to_string())
             .collect();
-        assert_eq!(rel, ["tests/a.json", "tests/deep/b.json", "x/tests/d.json"]);
+        assert_eq!(
+            rel,
+            [
+                "tests/a.json",
+                "tests/deep/b.json",
+                "tests/e.yaml",
+                "x/tests/d.json"
+            ]
+        );
         assert!(discover(&[root.join("missing")]).is_err());
     }
 }

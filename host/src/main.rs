@@ -86,7 +86,7 @@ enum Command {
     /// Run policy test cases: each case's payload and caller through the real plugins of its
     /// config, checked against the expected verdict, reason and edits.
     ///
-    /// Case files are JSON files inside a `tests` folder (or given by name). Exit code: 0 all
+    /// Case files are JSON or YAML files inside a `tests` folder (or given by name). Exit code: 0 all
     /// passed, 1 a case failed, 2 error.
     Test {
         /// Case files, or folders to search.
@@ -343,7 +343,7 @@ fn test(paths: &[PathBuf], quiet: bool) -> Result<ExitCode> {
     let files = railyard::cases::discover(paths).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(
         !files.is_empty(),
-        "no case files found (JSON files inside a `tests` folder) under {}",
+        "no case files found (JSON or YAML files inside a `tests` folder) under {}",
         paths
             .iter()
             .map(|p| p.display().to_string())
