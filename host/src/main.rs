@@ -86,8 +86,8 @@ enum Command {
     /// Run policy test cases: each case's payload and caller through the real plugins of its
     /// config, checked against the expected verdict, reason and edits.
     ///
-    /// Case files are JSON or YAML files inside a `tests` folder (or given by name). Exit code: 0 all
-    /// passed, 1 a case failed, 2 error.
+    /// Case files are JSON or YAML files inside a `tests` folder (or given by name). Exit code:
+    /// 0 all passed, 1 a case failed, 2 error.
     Test {
         /// Case files, or folders to search.
         #[arg(default_value = ".")]
