@@ -151,6 +151,12 @@ impl Reloader {
             Ok(set) => {
                 let set = set.with_revision_number(next);
                 let revision = set.revision().clone();
+                if set.config().auth.is_none() && self.current().config().auth.is_some() {
+                    tracing::warn!(
+                        cause,
+                        "the reloaded config has no [auth]: the daemon is now OPEN, every caller is anonymous"
+                    );
+                }
                 self.tx.send_replace(Arc::new(set));
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 self.metrics.reload(true);
