@@ -500,3 +500,31 @@ fn keys_new_makes_a_key_that_works() {
     let r = check_as(daemon.addr, Some(&key), &hello()).json();
     assert_eq!(r["caller"], json!({"principal": "svc-a", "tenant": "t1"}));
 }
+
+#[test]
+fn a_tenant_chain_must_fit_its_plugins_rails() {
+    let err = policy_error(&format!(
+        "[tenants.t]\nextend = {{ input = [\"tools\"] }}\n\n[[plugins]]\nname = \"tools\"\npath = \"{}\"\nrails = []\n",
+        plugin("allowlist").display()
+    ));
+    assert!(
+        err.contains("railyard.toml:1: tenants.t: plugin 'tools' does not handle the input rail (it handles: tool_call)"),
+        "{err}"
+    );
+    // The same plugin where it belongs: only the tenant's tool_call chain has it.
+    let set = policy_set(&format!(
+        "[tenants.t]\nextend = {{ tool_call = [\"tools\"] }}\n\n[[plugins]]\nname = \"tools\"\npath = \"{}\"\nrails = []\n",
+        plugin("allowlist").display()
+    ));
+    assert!(set
+        .chain(railyard::payload::Rail::ToolCall)
+        .steps()
+        .is_empty());
+    assert_eq!(
+        set.chain_for(Some("t"), railyard::payload::Rail::ToolCall)
+            .steps()
+            .len(),
+        1
+    );
+    assert_eq!(set.rails_of("tools"), [railyard::payload::Rail::ToolCall]);
+}

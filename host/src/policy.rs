@@ -140,6 +140,7 @@ impl PolicySet {
             plugin: loaded[i].0.clone(),
             on_error: config.plugins[i].on_error,
         };
+        // Plugin indices per rail, in rail_index order (which is Rail::ALL's).
         let defaults: Vec<Vec<usize>> = Rail::ALL
             .into_iter()
             .map(|rail| {
@@ -148,53 +149,47 @@ impl PolicySet {
                     .collect()
             })
             .collect();
-        let arrange = |ids: &dyn Fn(Rail) -> Vec<usize>| -> [Chain; 4] {
-            // Rail::ALL is in rail_index order.
-            Rail::ALL.map(|rail| Chain::new(rail, ids(rail).into_iter().map(step).collect()))
+        let arrange = |ids: &[Vec<usize>]| -> [Chain; 4] {
+            Rail::ALL.map(|rail| {
+                Chain::new(
+                    rail,
+                    ids[rail_index(rail)].iter().map(|&i| step(i)).collect(),
+                )
+            })
         };
-        let default_ids = |rail: Rail| defaults[rail_index(rail)].clone();
-        let chains = arrange(&default_ids);
+        let chains = arrange(&defaults);
         let mut tenants = Vec::new();
         for tenant in &config.tenants {
-            let mut plan: Vec<(Rail, Vec<usize>)> = Vec::new();
-            for rail in Rail::ALL {
-                let replaced = tenant.chains.iter().find(|(r, _)| *r == rail);
-                let extended = tenant.extend.iter().find(|(r, _)| *r == rail);
-                let named: Vec<&String> = replaced
-                    .or(extended)
-                    .map(|(_, ids)| ids.iter().collect())
-                    .unwrap_or_default();
-                let mut ids = if replaced.is_some() {
-                    Vec::new()
-                } else {
-                    default_ids(rail)
-                };
-                for id in named {
-                    let Some(i) = config.plugins.iter().position(|pc| &pc.name == id) else {
-                        continue; // reported by Config::parse
+            let ids: Vec<Vec<usize>> = Rail::ALL
+                .into_iter()
+                .map(|rail| {
+                    let replaced = tenant.chains.iter().find(|(r, _)| *r == rail);
+                    let extended = tenant.extend.iter().find(|(r, _)| *r == rail);
+                    let mut ids = match replaced {
+                        Some(_) => Vec::new(),
+                        None => defaults[rail_index(rail)].clone(),
                     };
-                    let info = loaded[i].0.info();
-                    if !info.rails.contains(&rail) {
-                        let handles: Vec<_> = info.rails.iter().map(|r| r.as_str()).collect();
-                        problems.push(Problem {
-                            line: Some(tenant.line),
-                            key: format!("tenants.{}", tenant.name),
-                            message: format!(
-                                "plugin '{id}' does not handle the {rail} rail (it handles: {})",
-                                handles.join(", ")
-                            ),
-                        });
+                    for id in replaced.or(extended).map_or(&[][..], |(_, ids)| ids) {
+                        let Some(i) = config.plugins.iter().position(|pc| &pc.name == id) else {
+                            continue; // reported by Config::parse
+                        };
+                        let info = loaded[i].0.info();
+                        if !info.rails.contains(&rail) {
+                            let handles: Vec<_> = info.rails.iter().map(|r| r.as_str()).collect();
+                            problems.push(Problem {
+                                line: Some(tenant.line),
+                                key: format!("tenants.{}", tenant.name),
+                                message: format!(
+                                    "plugin '{id}' does not handle the {rail} rail (it handles: {})",
+                                    handles.join(", ")
+                                ),
+                            });
+                        }
+                        ids.push(i);
                     }
-                    ids.push(i);
-                }
-                plan.push((rail, ids));
-            }
-            let ids = |rail: Rail| {
-                plan.iter()
-                    .find(|(r, _)| *r == rail)
-                    .map(|(_, ids)| ids.clone())
-                    .unwrap_or_default()
-            };
+                    ids
+                })
+                .collect();
             tenants.push((tenant.name.clone(), arrange(&ids)));
         }
         if !problems.is_empty() {
