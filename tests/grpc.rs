@@ -41,7 +41,8 @@ async fn client(url: String) -> Client {
     client_with(url, Some(crate::http::DEMO_KEY)).await
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+/// A single-threaded runtime for a test's async client code.
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

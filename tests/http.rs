@@ -184,6 +184,21 @@ pub fn post(addr: SocketAddr, path: &str, body: &Value) -> Reply {
     )
 }
 
+/// POST JSON presenting `key` as the bearer token (`None`: no Authorization header at all).
+pub fn post_as(addr: SocketAddr, path: &str, key: Option<&str>, body: &Value) -> Reply {
+    let auth = key.map(|k| format!("Bearer {k}")).unwrap_or_default();
+    request(
+        addr,
+        "POST",
+        path,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &auth),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
 /// GET.
 pub fn get(addr: SocketAddr, path: &str) -> Reply {
     request(addr, "GET", path, &[], b"")

@@ -7,21 +7,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// A generous bound for "eventually": reloads take ~100 ms; CI machines can be slow.
-const EVENTUALLY: Duration = Duration::from_secs(20);
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + EVENTUALLY;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "not within {EVENTUALLY:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
+use std::time::Duration;
 
 /// Replace `path` the way editors and deploy tools do: write a temp file, rename it over.
 fn replace(path: &Path, bytes: &[u8]) {

@@ -88,3 +88,18 @@ pub fn ctx() -> Context {
         ..Context::default()
     }
 }
+
+/// A generous bound for "eventually": reloads take ~100 ms; CI machines can be slow.
+pub const EVENTUALLY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Poll `f` until it holds, failing the test after [`EVENTUALLY`].
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {EVENTUALLY:?}: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+}

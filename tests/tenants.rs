@@ -2,14 +2,14 @@
 //! keys file), the principal coming only from the key, tenants with their own chains and limits,
 //! and protected admin endpoints. All against the real daemon.
 
-use crate::grpc::client_with;
+use crate::grpc::{client_with, runtime};
 use crate::http::*;
 use crate::support::*;
 use railyard::server::grpc::proto;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn hash(key: &str) -> String {
     railyard::auth::hash_hex(key)
@@ -25,42 +25,8 @@ fn key_entry(table: &str, key: &str, principal: &str, tenant: Option<&str>) -> S
     )
 }
 
-fn check_as(addr: SocketAddr, key: Option<&str>, body: &Value) -> Reply {
-    let auth = key.map(|k| format!("Bearer {k}")).unwrap_or_default();
-    request(
-        addr,
-        "POST",
-        "/v1/check",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", &auth),
-        ],
-        body.to_string().as_bytes(),
-    )
-}
-
-fn chat_as(addr: SocketAddr, key: &str, body: &Value) -> Reply {
-    request(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", &format!("Bearer {key}")),
-        ],
-        body.to_string().as_bytes(),
-    )
-}
-
 fn hello() -> Value {
     json!({"rail": "input", "messages": [{"role": "user", "content": "hello"}]})
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// The gRPC status code of a Check on the input rail presenting `key`.
@@ -83,14 +49,6 @@ fn grpc_check(grpc: SocketAddr, key: Option<&str>) -> tonic::Code {
             Err(status) => status.code(),
         }
     })
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -116,7 +74,7 @@ fn missing_wrong_and_revoked_keys_over_http_and_grpc() {
     );
     let grpc = daemon.grpc.unwrap();
 
-    let missing = check_as(daemon.addr, None, &hello());
+    let missing = post_as(daemon.addr, "/v1/check", None, &hello());
     assert_eq!(missing.status, 401, "{}", missing.body);
     assert_eq!(missing.json()["error"]["code"], "invalid_api_key");
     assert!(missing.json()["error"]["message"]
@@ -124,15 +82,16 @@ fn missing_wrong_and_revoked_keys_over_http_and_grpc() {
         .unwrap()
         .contains("missing API key"));
     assert_eq!(missing.header("www-authenticate"), Some("Bearer"));
-    let wrong = check_as(daemon.addr, Some("key-three"), &hello());
+    let wrong = post_as(daemon.addr, "/v1/check", Some("key-three"), &hello());
     assert_eq!(wrong.status, 401);
     assert!(
         !wrong.body.contains("key-three"),
         "errors never echo a presented key"
     );
-    let chat = chat_as(
+    let chat = post_as(
         daemon.addr,
-        "nope",
+        "/v1/chat/completions",
+        Some("nope"),
         &json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
     );
     assert_eq!(chat.status, 401);
@@ -140,7 +99,7 @@ fn missing_wrong_and_revoked_keys_over_http_and_grpc() {
         backend.seen().is_empty(),
         "an unknown caller never reaches the model"
     );
-    let ok = check_as(daemon.addr, Some("key-one"), &hello());
+    let ok = post_as(daemon.addr, "/v1/check", Some("key-one"), &hello());
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(ok.json()["caller"]["principal"], "one");
 
@@ -153,14 +112,17 @@ fn missing_wrong_and_revoked_keys_over_http_and_grpc() {
 
     // Revoke key-one by rewriting the keys file: the watcher reloads it.
     std::fs::write(&keys, key_entry("keys", "key-two", "two", None)).unwrap();
-    wait_for("key-one revoked", || {
-        check_as(daemon.addr, Some("key-one"), &hello()).status == 401
+    eventually("key-one revoked", || {
+        post_as(daemon.addr, "/v1/check", Some("key-one"), &hello()).status == 401
     });
     assert_eq!(
         grpc_check(grpc, Some("key-one")),
         tonic::Code::Unauthenticated
     );
-    assert_eq!(check_as(daemon.addr, Some("key-two"), &hello()).status, 200);
+    assert_eq!(
+        post_as(daemon.addr, "/v1/check", Some("key-two"), &hello()).status,
+        200
+    );
     assert_eq!(grpc_check(grpc, Some("key-two")), tonic::Code::Ok);
 
     // A broken keys file is refused as a whole: the keys in force stay in force.
@@ -173,14 +135,20 @@ fn missing_wrong_and_revoked_keys_over_http_and_grpc() {
         b"",
     );
     assert_eq!(policies.status, 200, "no admin key configured: open");
-    wait_for("the broken keys file refused", || {
+    eventually("the broken keys file refused", || {
         let p = get(daemon.addr, "/v1/policies").json();
         p["last_reload_error"]["error"]
             .as_str()
             .is_some_and(|e| e.contains("keys.toml:2") && e.contains("sha256"))
     });
-    assert_eq!(check_as(daemon.addr, Some("key-two"), &hello()).status, 200);
-    assert_eq!(check_as(daemon.addr, Some("key-one"), &hello()).status, 401);
+    assert_eq!(
+        post_as(daemon.addr, "/v1/check", Some("key-two"), &hello()).status,
+        200
+    );
+    assert_eq!(
+        post_as(daemon.addr, "/v1/check", Some("key-one"), &hello()).status,
+        401
+    );
 }
 
 fn refund_call() -> Value {
@@ -201,24 +169,36 @@ fn two_tenants_get_different_verdicts_for_the_same_tool_call() {
     let check = json!({"rail": "tool_call", "tools": [refund_tool()],
         "messages": [{"role": "user", "content": "refund order A1"}, refund_call()]});
 
-    let support = check_as(daemon.addr, Some("demo-support-key"), &check).json();
+    let support = post_as(daemon.addr, "/v1/check", Some("demo-support-key"), &check).json();
     assert_eq!(support["verdict"], "block", "{support}");
     assert_eq!(support["blocked"]["plugin"], "allowlist-support");
     assert_eq!(support["caller"]["tenant"], "support");
-    let payments = check_as(daemon.addr, Some("demo-payments-key"), &check).json();
+    let payments = post_as(daemon.addr, "/v1/check", Some("demo-payments-key"), &check).json();
     assert_eq!(payments["verdict"], "allow", "{payments}");
     assert_eq!(payments["caller"]["tenant"], "payments");
 
     // The same through the proxy: the model emits the same call for both callers.
     let chat = json!({"model": "m", "tools": [refund_tool()],
         "messages": [{"role": "user", "content": "refund order A1"}]});
-    let support = chat_as(daemon.addr, "demo-support-key", &chat).json();
+    let support = post_as(
+        daemon.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &chat,
+    )
+    .json();
     assert_eq!(
         support["railyard"]["blocked"]["policy"],
         "allowlist-support"
     );
     assert!(support["choices"][0]["message"]["tool_calls"].is_null());
-    let payments = chat_as(daemon.addr, "demo-payments-key", &chat).json();
+    let payments = post_as(
+        daemon.addr,
+        "/v1/chat/completions",
+        Some("demo-payments-key"),
+        &chat,
+    )
+    .json();
     assert_eq!(
         payments["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "refund",
         "{payments}"
@@ -341,7 +321,7 @@ fn admin_endpoints_need_the_admin_key() {
     );
     assert_eq!(r.status, 200);
     // The admin key is not an API key.
-    let r = check_as(daemon.addr, Some("demo-admin-key"), &hello());
+    let r = post_as(daemon.addr, "/v1/check", Some("demo-admin-key"), &hello());
     assert_eq!(r.status, 401);
 }
 
@@ -366,7 +346,7 @@ fn admin_endpoints_on_their_own_listener() {
         "no API on the admin port"
     );
     assert_eq!(
-        check_as(daemon.addr, None, &hello()).status,
+        post_as(daemon.addr, "/v1/check", None, &hello()).status,
         200,
         "open: no [auth]"
     );
@@ -403,13 +383,15 @@ fn a_tenant_at_its_concurrency_limit_gets_429_while_another_is_served() {
         json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
     let first = {
         let stream = stream.clone();
-        std::thread::spawn(move || chat_as(addr, "noisy-key", &stream))
+        std::thread::spawn(move || {
+            post_as(addr, "/v1/chat/completions", Some("noisy-key"), &stream)
+        })
     };
-    wait_for("the first stream reaches the backend", || {
+    eventually("the first stream reaches the backend", || {
         !backend.seen().is_empty()
     });
 
-    let refused = chat_as(addr, "noisy-key", &stream);
+    let refused = post_as(addr, "/v1/chat/completions", Some("noisy-key"), &stream);
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert_eq!(refused.json()["error"]["type"], "rate_limit_error");
@@ -417,17 +399,23 @@ fn a_tenant_at_its_concurrency_limit_gets_429_while_another_is_served() {
         .as_str()
         .unwrap()
         .contains("tenant 'noisy'"));
-    assert_eq!(check_as(addr, Some("noisy-key"), &hello()).status, 429);
+    assert_eq!(
+        post_as(addr, "/v1/check", Some("noisy-key"), &hello()).status,
+        429
+    );
 
     // The other tenant is served meanwhile, stream and all.
-    let quiet = chat_as(addr, "quiet-key", &stream);
+    let quiet = post_as(addr, "/v1/chat/completions", Some("quiet-key"), &stream);
     assert_eq!(quiet.status, 200);
     assert!(quiet.streamed_text().contains("w19"), "{}", quiet.body);
 
     let first = first.join().unwrap();
     assert!(first.streamed_text().contains("w19"));
     // The permit went with the finished stream.
-    assert_eq!(check_as(addr, Some("noisy-key"), &hello()).status, 200);
+    assert_eq!(
+        post_as(addr, "/v1/check", Some("noisy-key"), &hello()).status,
+        200
+    );
     let metrics = get(addr, "/metrics").body;
     assert!(
         metrics.contains("railyard_tenant_throttled_total{tenant=\"noisy\"} 2"),
@@ -442,10 +430,13 @@ fn body_limits_are_per_tenant() {
     let backend = MockBackend::start(Script::Hang);
     let daemon = Daemon::start(&config, &backend.url());
     let big = json!({"rail": "input", "messages": [{"role": "user", "content": "x".repeat(2000)}]});
-    let noisy = check_as(daemon.addr, Some("noisy-key"), &big);
+    let noisy = post_as(daemon.addr, "/v1/check", Some("noisy-key"), &big);
     assert_eq!(noisy.status, 413, "{}", noisy.body);
     assert!(noisy.body.contains("1024 byte limit"), "{}", noisy.body);
-    assert_eq!(check_as(daemon.addr, Some("quiet-key"), &big).status, 200);
+    assert_eq!(
+        post_as(daemon.addr, "/v1/check", Some("quiet-key"), &big).status,
+        200
+    );
 }
 
 #[test]
@@ -497,7 +488,7 @@ fn keys_new_makes_a_key_that_works() {
     .unwrap();
     let backend = MockBackend::start(Script::Hang);
     let daemon = Daemon::start(&config, &backend.url());
-    let r = check_as(daemon.addr, Some(&key), &hello()).json();
+    let r = post_as(daemon.addr, "/v1/check", Some(&key), &hello()).json();
     assert_eq!(r["caller"], json!({"principal": "svc-a", "tenant": "t1"}));
 }
 
