@@ -320,6 +320,14 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Deserialize `text` (read from `file`); a syntax or type error names the file and the line.
+fn from_toml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        ConfigError::single(file, line, "", e.message().trim().to_string())
+    })
+}
+
 struct Problems<'a> {
     text: &'a str,
     list: Vec<Problem>,
@@ -350,10 +358,7 @@ impl Config {
 
     /// Resolve config `text`; relative paths in it are taken from `path`'s directory.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start));
-            ConfigError::single(path, line, "", e.message().trim().to_string())
-        })?;
+        let raw: RawConfig = from_toml(path, text)?;
         let base = path
             .parent()
             .map(Path::to_path_buf)
@@ -511,6 +516,7 @@ impl Config {
         let tenants = resolve_tenants(&mut p, &raw.tenants, &plugins, max_body_bytes);
         let tenant_names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
         let mut keys_file_error = None;
+        let mut keys_text = String::new();
         let auth = raw.auth.as_ref().map(|auth| {
             let mut keys = resolve_keys(&mut p, "auth.keys", &auth.get_ref().keys, &tenant_names);
             let keys_file = auth
@@ -520,7 +526,10 @@ impl Config {
                 .map(|f| base.join(f.get_ref()));
             if let Some(file) = &keys_file {
                 match load_keys_file(file, &tenant_names) {
-                    Ok(more) => keys.extend(more),
+                    Ok((more, text)) => {
+                        keys.extend(more);
+                        keys_text = text;
+                    }
                     Err(e) => keys_file_error = Some(e),
                 }
             }
@@ -574,10 +583,7 @@ impl Config {
             return Err(e);
         }
         // The keys file is part of what a revision names: a revoked key changes the hash.
-        let mut digest_input = text.to_string();
-        if let Some(file) = auth.as_ref().and_then(|a| a.keys_file.as_ref()) {
-            digest_input.push_str(&std::fs::read_to_string(file).unwrap_or_default());
-        }
+        let digest_input = format!("{text}{keys_text}");
         Ok(Config {
             path: path.to_owned(),
             digest: crate::engine::sha256_hex(digest_input.as_bytes()),
@@ -644,22 +650,19 @@ fn resolve_keys(
     keys
 }
 
-/// Read a keys file (`[[keys]]` entries); its problems name the keys file.
-fn load_keys_file(file: &Path, tenants: &[&str]) -> Result<Vec<ApiKey>, ConfigError> {
+/// Read a keys file (`[[keys]]` entries): its keys and its text. Its problems name the keys file.
+fn load_keys_file(file: &Path, tenants: &[&str]) -> Result<(Vec<ApiKey>, String), ConfigError> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         ConfigError::single(file, None, "", format!("cannot read the keys file: {e}"))
     })?;
-    let raw: RawKeysFile = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map(|s| line_of(&text, s.start));
-        ConfigError::single(file, line, "", e.message().trim().to_string())
-    })?;
+    let raw: RawKeysFile = from_toml(file, &text)?;
     let mut p = Problems {
         text: &text,
         list: Vec::new(),
     };
     let keys = resolve_keys(&mut p, "keys", &raw.keys, tenants);
     if p.list.is_empty() {
-        Ok(keys)
+        Ok((keys, text))
     } else {
         Err(ConfigError {
             file: file.to_owned(),

@@ -205,6 +205,16 @@ fn authorization<T>(request: &Request<T>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Who presents `authorization` under `set`'s keys, as a gRPC status on failure.
+fn caller(
+    app: &App,
+    set: &crate::policy::PolicySet,
+    authorization: Option<&str>,
+) -> Result<crate::auth::Caller, Status> {
+    app.authenticate(set, authorization)
+        .map_err(|e| Status::unauthenticated(e.to_string()))
+}
+
 /// One check, counted in the request metrics under `endpoint` and the caller's tenant.
 fn counted_check(
     app: &App,
@@ -228,9 +238,7 @@ fn check(
     tenant: &mut String,
 ) -> Result<proto::CheckResponse, Status> {
     let set = app.policies();
-    let caller = app
-        .authenticate(&set, authorization)
-        .map_err(|e| Status::unauthenticated(e.to_string()))?;
+    let caller = caller(app, &set, authorization)?;
     tenant.push_str(caller.tenant_name());
     let _permit = app
         .admit(&set, &caller)
@@ -300,8 +308,7 @@ impl PolicyService for Grpc {
         let app = self.app.clone();
         let auth = authorization(&request);
         // Refuse a stream with a bad key up front, rather than on its first message.
-        app.authenticate(&app.policies(), auth.as_deref())
-            .map_err(|e| Status::unauthenticated(e.to_string()))?;
+        caller(&app, &app.policies(), auth.as_deref())?;
         let out = request.into_inner().map(move |item| {
             item.and_then(|r| counted_check(&app, "grpc.CheckStream", auth.as_deref(), r))
         });
@@ -314,9 +321,11 @@ impl PolicyService for Grpc {
         &self,
         request: Request<proto::WatchPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
-        self.app
-            .authenticate(&self.app.policies(), authorization(&request).as_deref())
-            .map_err(|e| Status::unauthenticated(e.to_string()))?;
+        caller(
+            &self.app,
+            &self.app.policies(),
+            authorization(&request).as_deref(),
+        )?;
         let reloader = self.app.reloader();
         // Subscribe before reading the current state, so no reload falls in between.
         let events = tokio_stream::wrappers::BroadcastStream::new(reloader.events());
