@@ -7,13 +7,17 @@
 # OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
-# Usage: [RAILYARD_KEY=demo-support-key] bench/load.sh [seconds-per-run]   (default 10)
+# Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BASELINE=/path/to/old/railyard] \
+#        bench/load.sh [seconds-per-run]   (default 10)
+# With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
+# measured in the same run, so a change is compared before/after on one machine state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
 cargo build --release -q
 bin=target/release/railyard
+baseline="${RAILYARD_BASELINE:-}"
 # The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
 key="${RAILYARD_KEY:-demo-key}"
@@ -23,7 +27,13 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 $bin demo-backend --listen 127.0.0.1:19100 >/dev/null &
 RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:19101 \
     --backend http://127.0.0.1:19100/v1 >/dev/null &
-for port in 19100 19101; do
+ports="19100 19101"
+if [ -n "$baseline" ]; then
+    RAILYARD_LOG=warn "$baseline" serve --config policies/railyard.toml --listen 127.0.0.1:19102 \
+        --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
+    ports="$ports 19102"
+fi
+for port in $ports; do
     for _ in $(seq 100); do
         curl -s -o /dev/null "http://127.0.0.1:$port/" && break
         sleep 0.1
@@ -71,4 +81,10 @@ for c in 1 16 64; do
     printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
     awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
         'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+    if [ -n "$baseline" ]; then
+        read -r bp50 bp99 brps < <(run http://127.0.0.1:19102/v1/chat/completions "$c")
+        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" baseline "$bp50" "$bp99" "$brps"
+        awk -v a="$dp50" -v b="$bp50" -v c="$dp99" -v d="$bp99" -v e="$drps" -v f="$brps" -v g="$rrps" \
+            'BEGIN { printf "      baseline: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct; this build %.2fx the baseline\n", b-a, d-c, 100*f/e, g/f }'
+    fi
 done

@@ -343,6 +343,8 @@ pub struct Daemon {
     /// The admin address, when admin endpoints have their own listener.
     pub admin: Option<SocketAddr>,
     child: Child,
+    /// Its log lines (JSON), when started with [`Daemon::start_logged`].
+    logs: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 impl Daemon {
@@ -352,7 +354,38 @@ impl Daemon {
     }
 
     pub fn start_with(config: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        Daemon::spawn(config, extra, false)
+    }
+
+    /// Start the daemon with JSON logs (`--log-format json`, info level) kept for [`Daemon::logs`].
+    pub fn start_logged(config: &Path, extra: &[&str]) -> Daemon {
+        Daemon::spawn(config, extra, true)
+    }
+
+    /// The daemon's log lines so far, parsed.
+    pub fn logs(&self) -> Vec<Value> {
+        let lines = self.logs.as_ref().expect("started with start_logged");
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    fn spawn(config: &Path, extra: &[&str], logged: bool) -> Daemon {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_railyard"));
+        if logged {
+            command
+                .args(["--log-format", "json"])
+                .env("RAILYARD_LOG", "info")
+                .stderr(Stdio::piped());
+        } else {
+            command
+                .env("RAILYARD_LOG", "warn,railyard::decision=info")
+                .stderr(Stdio::inherit());
+        }
+        let mut child = command
             .args([
                 "serve",
                 "--config",
@@ -365,11 +398,20 @@ impl Daemon {
                 "RAILYARD_CACHE_DIR",
                 std::env::temp_dir().join("railyard-daemon-test-cache"),
             )
-            .env("RAILYARD_LOG", "warn,railyard::decision=info")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
+        let logs = child.stderr.take().map(|stderr| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    sink.lock().unwrap().push(line);
+                }
+            });
+            lines
+        });
         // stdout: "railyard grpc listening on ADDR" and "railyard admin listening on http://ADDR"
         // (when enabled), then the HTTP line.
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -403,6 +445,7 @@ impl Daemon {
             grpc,
             admin,
             child,
+            logs,
         }
     }
 }

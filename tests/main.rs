@@ -12,13 +12,15 @@
 //! - `grpc`, `clients`: the gRPC service, and real client libraries (OpenAI SDK, grpcio);
 //! - `reload`: hot reload under traffic;
 //! - `polyglot`: JavaScript and Python plugins, and `railyard new` for each language;
-//! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints.
+//! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints;
+//! - `faults`: a hostile plugin through the running daemon's every door (containment, #13).
 
 mod api;
 mod chain;
 mod cli;
 mod clients;
 mod config;
+mod faults;
 mod grpc;
 mod http;
 mod policies;

@@ -103,3 +103,19 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
 }
+
+/// The SHA-256 (hex) config stores for an API key.
+pub fn hash(key: &str) -> String {
+    railyard::auth::hash_hex(key)
+}
+
+/// One API key entry in `[[table]]` (`auth.keys` in a config, `keys` in a keys file).
+pub fn key_entry(table: &str, key: &str, principal: &str, tenant: Option<&str>) -> String {
+    let tenant = tenant
+        .map(|t| format!("tenant = \"{t}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "[[{table}]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\n{tenant}\n",
+        hash(key)
+    )
+}

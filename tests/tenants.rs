@@ -11,20 +11,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-fn hash(key: &str) -> String {
-    railyard::auth::hash_hex(key)
-}
-
-fn key_entry(table: &str, key: &str, principal: &str, tenant: Option<&str>) -> String {
-    let tenant = tenant
-        .map(|t| format!("tenant = \"{t}\"\n"))
-        .unwrap_or_default();
-    format!(
-        "[[{table}]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\n{tenant}\n",
-        hash(key)
-    )
-}
-
 fn hello() -> Value {
     json!({"rail": "input", "messages": [{"role": "user", "content": "hello"}]})
 }

@@ -306,6 +306,70 @@ impl Chain {
     }
 }
 
+/// Longest reason a verdict may give (block, modify) and longest rejection message, in bytes:
+/// reasons go into decision records and answers, not whole documents.
+pub const MAX_REASON_BYTES: usize = 4096;
+/// Bytes of new content and arguments one modify verdict may carry, beyond four times the text
+/// of the request it edits: room to rewrite everything several times over, not to balloon it.
+pub const EDIT_BYTES_HEADROOM: usize = 1 << 20;
+
+fn too_large(message: String) -> PluginFault {
+    PluginFault {
+        kind: FaultKind::VerdictTooLarge,
+        message,
+    }
+}
+
+fn check_reason(what: &str, reason: &str) -> Result<(), PluginFault> {
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(too_large(format!(
+            "{what} is {} bytes (at most {MAX_REASON_BYTES})",
+            reason.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Items a verdict can address: messages and tool calls. No valid verdict names more edits or
+/// rejections than there are items.
+fn items(payload: &Payload) -> usize {
+    payload.messages.len()
+        + payload
+            .messages
+            .iter()
+            .map(|m| m.tool_calls.len())
+            .sum::<usize>()
+}
+
+/// Bytes of text and arguments in `payload` (the base of the edit budget).
+fn text_bytes(payload: &Payload) -> usize {
+    payload
+        .messages
+        .iter()
+        .map(|m| {
+            let content = match &m.content {
+                Some(Content::Text(t)) => t.len(),
+                Some(Content::Parts(p)) => p.to_string().len(),
+                None => 0,
+            };
+            content
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.arguments.len())
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
+fn edit_bytes(edit: &wit::Edit) -> usize {
+    match edit {
+        wit::Edit::Content(e) => match &e.content {
+            wit::Content::Text(t) | wit::Content::Parts(t) => t.len(),
+        },
+        wit::Edit::Arguments(e) => e.arguments.len(),
+    }
+}
+
 fn invalid(message: String) -> PluginFault {
     PluginFault {
         kind: FaultKind::InvalidVerdict,
@@ -366,14 +430,34 @@ fn apply(
 ) -> Result<Applied, PluginFault> {
     match verdict {
         wit::Verdict::Allow => Ok(Applied::Allow),
-        wit::Verdict::Block(reason) => Ok(Applied::Block(if reason.trim().is_empty() {
-            format!("blocked by policy '{plugin}'")
-        } else {
-            reason
-        })),
+        wit::Verdict::Block(reason) => {
+            check_reason("the block reason", &reason)?;
+            Ok(Applied::Block(if reason.trim().is_empty() {
+                format!("blocked by policy '{plugin}'")
+            } else {
+                reason
+            }))
+        }
         wit::Verdict::Modify(modification) => {
             if modification.edits.is_empty() {
                 return Err(invalid("modify verdict carries no edits".into()));
+            }
+            check_reason("the modify reason", &modification.reason)?;
+            let addressable = items(payload);
+            if modification.edits.len() > addressable {
+                return Err(too_large(format!(
+                    "{} edits for a request of {addressable} messages and tool calls",
+                    modification.edits.len()
+                )));
+            }
+            let bytes: usize = modification.edits.iter().map(edit_bytes).sum();
+            let budget = text_bytes(payload)
+                .saturating_mul(4)
+                .saturating_add(EDIT_BYTES_HEADROOM);
+            if bytes > budget {
+                return Err(too_large(format!(
+                    "the edits carry {bytes} bytes (at most {budget} for this request)"
+                )));
             }
             // Validate everything before touching the payload: all or nothing.
             enum Change {
@@ -415,6 +499,16 @@ fn apply(
         wit::Verdict::Reject(rejections) => {
             if rejections.is_empty() {
                 return Err(invalid("reject verdict names no item".into()));
+            }
+            let addressable = items(payload);
+            if rejections.len() > addressable {
+                return Err(too_large(format!(
+                    "{} rejections for a request of {addressable} messages and tool calls",
+                    rejections.len()
+                )));
+            }
+            for r in &rejections {
+                check_reason("a rejection message", &r.message)?;
             }
             let mut messages = Vec::new();
             let mut calls = Vec::new();
@@ -489,13 +583,7 @@ mod tests {
         for o in [OnError::Block, OnError::Allow] {
             same(serde_json::to_value(o).unwrap(), o.as_str());
         }
-        for f in [
-            FaultKind::Deadline,
-            FaultKind::MemoryCap,
-            FaultKind::Trap,
-            FaultKind::InvalidVerdict,
-            FaultKind::Configure,
-        ] {
+        for f in FaultKind::ALL {
             same(serde_json::to_value(f).unwrap(), f.as_str());
         }
     }

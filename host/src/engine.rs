@@ -13,6 +13,10 @@ mod sandbox;
 
 pub use cache::{sha256_hex, ComponentCache};
 pub use plugin::{Plugin, PluginInfo};
+pub use sandbox::{
+    LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
+    STDIO_BYTES_PER_CALL,
+};
 
 use bindings::{Policy, CONTRACT_PACKAGE, CONTRACT_VERSION, PLUGIN_INTERFACE};
 use sandbox::HostState;
@@ -157,6 +161,14 @@ pub enum FaultKind {
     InvalidVerdict,
     /// `configure` refused the config when a new instance was made.
     Configure,
+    /// The verdict is past a size cap (reason, rejection message, number or size of edits).
+    VerdictTooLarge,
+    /// The plugin printed or logged past a per-call cap.
+    OutputFlood,
+    /// The plugin waited on a clock (time is frozen in the sandbox: the wait could never end).
+    Sleep,
+    /// The plugin called `exit`.
+    Exit,
 }
 
 impl FaultKind {
@@ -168,8 +180,25 @@ impl FaultKind {
             FaultKind::Trap => "trap",
             FaultKind::InvalidVerdict => "invalid_verdict",
             FaultKind::Configure => "configure",
+            FaultKind::VerdictTooLarge => "verdict_too_large",
+            FaultKind::OutputFlood => "output_flood",
+            FaultKind::Sleep => "sleep",
+            FaultKind::Exit => "exit",
         }
     }
+
+    /// Every kind, in declaration order.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Deadline,
+        FaultKind::MemoryCap,
+        FaultKind::Trap,
+        FaultKind::InvalidVerdict,
+        FaultKind::Configure,
+        FaultKind::VerdictTooLarge,
+        FaultKind::OutputFlood,
+        FaultKind::Sleep,
+        FaultKind::Exit,
+    ];
 }
 
 impl std::fmt::Display for FaultKind {
@@ -180,6 +209,10 @@ impl std::fmt::Display for FaultKind {
             FaultKind::Trap => "trap",
             FaultKind::InvalidVerdict => "invalid verdict",
             FaultKind::Configure => "configure failed",
+            FaultKind::VerdictTooLarge => "verdict too large",
+            FaultKind::OutputFlood => "output flood",
+            FaultKind::Sleep => "slept",
+            FaultKind::Exit => "exited",
         })
     }
 }
@@ -219,7 +252,7 @@ impl Engine {
         let engine = wasmtime::Engine::new(&config)?;
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        sandbox::add_to_linker(&mut linker)?;
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let ticker = Arc::new(Ticker);
@@ -295,6 +328,7 @@ impl Engine {
                 },
             });
         }
+        let mut forbidden = Vec::new();
         for (import, _) in ty.imports(&self.engine) {
             if import.starts_with("railyard:policy/")
                 && !import.ends_with(&format!("@{CONTRACT_VERSION}"))
@@ -305,11 +339,14 @@ impl Engine {
                 .iter()
                 .any(|p| import.starts_with(p))
             {
-                return Err(LoadError::ForbiddenImport {
-                    path: path.to_owned(),
-                    import: import.to_string(),
-                });
+                forbidden.push(import.to_string());
             }
+        }
+        if !forbidden.is_empty() {
+            return Err(LoadError::ForbiddenImport {
+                path: path.to_owned(),
+                import: forbidden.join(", "),
+            });
         }
         Ok(())
     }

@@ -425,6 +425,21 @@ pub(crate) fn log_decisions(
         .iter()
         .map(|(rail, v, n)| format!("{rail}={}{}", v.as_str(), times(*n)))
         .collect();
+    // Faults, each with how it was resolved: what an operator must find first.
+    let faults: Vec<String> = evals
+        .iter()
+        .flat_map(|e| {
+            e.decisions.iter().filter_map(move |d| {
+                Some(format!(
+                    "{}:{}:{}:{}",
+                    e.rail,
+                    d.plugin,
+                    d.fault?.as_str(),
+                    d.on_error.map_or("-", |o| o.as_str())
+                ))
+            })
+        })
+        .collect();
     let decisions: Vec<String> = plugins
         .iter()
         .map(|(rail, plugin, v, n, t)| {
@@ -446,6 +461,7 @@ pub(crate) fn log_decisions(
         policy_hash = %&revision.hash[..16],
         rails = %rails.join(","),
         decisions = %decisions.join(","),
+        faults = %faults.join(","),
         "decision"
     );
 }

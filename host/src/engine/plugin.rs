@@ -7,7 +7,7 @@
 //! cost for a clean instance every time. Any instance that faults is dropped, never reused.
 
 use super::bindings::{wit, PolicyPre};
-use super::sandbox::{truncate, HostState};
+use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -49,6 +49,8 @@ pub struct Plugin {
     limits: Limits,
     config: OnceLock<String>,
     pool: Mutex<Vec<Instance>>,
+    /// Lines this plugin may write to the daemon's log (its own and the host's about it).
+    budget: Arc<LogBudget>,
 }
 
 impl Plugin {
@@ -78,6 +80,7 @@ impl Plugin {
             limits,
             config: OnceLock::new(),
             pool: Mutex::new(Vec::new()),
+            budget: Arc::default(),
         };
         let describe_fault = |fault| LoadError::Describe {
             path: path.to_owned(),
@@ -215,7 +218,11 @@ impl Plugin {
     fn instantiate_raw(&self) -> Result<Instance, PluginFault> {
         let mut store = Store::new(
             &self.engine,
-            HostState::new(self.id.clone(), self.limits.memory_bytes),
+            HostState::new(
+                self.id.clone(),
+                self.limits.memory_bytes,
+                self.budget.clone(),
+            ),
         );
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(ticks(CONFIGURE_TIMEOUT));
@@ -240,7 +247,7 @@ impl Plugin {
         let result = f(bindings, store);
         match result {
             Ok(value) => {
-                store.data_mut().flush_output();
+                store.data_mut().end_call(true);
                 Ok(value)
             }
             Err(err) => Err(self.fault(store, err, deadline)),
@@ -253,13 +260,21 @@ impl Plugin {
         err: wasmtime::Error,
         deadline: Duration,
     ) -> PluginFault {
-        let stderr = store.data_mut().flush_output();
-        let trap = err.downcast_ref::<wasmtime::Trap>().copied();
-        let (kind, mut message) = if trap == Some(wasmtime::Trap::Interrupt) {
+        let CallOutput { stderr, trap } = store.data_mut().end_call(false);
+        let wasm_trap = err.downcast_ref::<wasmtime::Trap>().copied();
+        let (kind, mut message) = if wasm_trap == Some(wasmtime::Trap::Interrupt) {
             (
                 FaultKind::Deadline,
                 format!("ran past its {} ms CPU deadline", deadline.as_millis()),
             )
+        } else if let Some(trap) = trap {
+            let kind = match trap {
+                SandboxTrap::Sleep => FaultKind::Sleep,
+                SandboxTrap::OutputFlood { .. } | SandboxTrap::LogFlood { .. } => {
+                    FaultKind::OutputFlood
+                }
+            };
+            (kind, trap.to_string())
         } else if store.data().limiter.hit {
             (
                 FaultKind::MemoryCap,
@@ -268,27 +283,29 @@ impl Plugin {
                     self.limits.memory_bytes >> 20
                 ),
             )
+        } else if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            (FaultKind::Exit, format!("called exit({})", exit.0))
         } else {
-            let what = match trap {
+            let what = match wasm_trap {
                 Some(trap) => trap.to_string(),
                 None => err.root_cause().to_string(),
             };
             (FaultKind::Trap, what)
         };
         let stderr = stderr.trim();
-        if !stderr.is_empty() {
-            let tail = if stderr.len() > FAULT_STDERR_CAP {
-                let mut start = stderr.len() - FAULT_STDERR_CAP;
-                while !stderr.is_char_boundary(start) {
-                    start += 1;
-                }
-                &stderr[start..]
-            } else {
-                truncate(stderr, FAULT_STDERR_CAP)
-            };
-            message.push_str(&format!(" (guest stderr: {tail})"));
+        if !stderr.is_empty() && kind != FaultKind::OutputFlood {
+            message.push_str(&format!(
+                " (guest stderr: {})",
+                tail(stderr, FAULT_STDERR_CAP)
+            ));
         }
-        tracing::warn!(plugin = %self.id, kind = %kind, "plugin fault: {message}");
+        forward(
+            store.data().budget(),
+            &self.id,
+            "fault",
+            Severity::Warn,
+            &format!("plugin fault ({}): {message}", kind.as_str()),
+        );
         PluginFault { kind, message }
     }
 }

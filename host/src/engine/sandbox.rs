@@ -1,30 +1,51 @@
-//! What a plugin instance may touch: the per-store state, the memory limiter, captured stdio and
-//! frozen clocks.
+//! What a plugin instance may touch: the per-store state, the memory limiter, the WASI subset it
+//! links against (`wasi`: nothing that can block or reach outside), what it prints and logs
+//! (`output`: captured, capped, rate-limited) and frozen clocks.
 //!
 //! Every instance gets an empty WASI context (no preopened directories, no environment, no args,
 //! no network, stdin closed), so a wasm32-wasip2 guest links but reaches nothing. The clocks are
 //! frozen so plugins cannot time anything (no timing side channels, no time-dependent verdicts).
-//! Guest stdout/stderr are captured into bounded buffers and forwarded to `tracing` after each
-//! call, tagged with the plugin name.
+
+mod output;
+mod wasi;
+
+pub(crate) use output::{forward, tail, Severity};
+pub use output::{
+    LogBudget, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
+    STDIO_BYTES_PER_CALL,
+};
+pub(crate) use wasi::add_to_linker;
 
 use crate::engine::bindings::{wit, LogImport};
-use std::sync::{Arc, Mutex};
+use output::{GuestOutput, LogLines};
+use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::ResourceTable;
 use wasmtime::ResourceLimiter;
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-/// Most bytes of guest stdout or stderr kept per call; the rest is dropped (not an error, so a
-/// chatty plugin cannot trap itself by printing).
-const GUEST_OUTPUT_CAP: usize = 16 * 1024;
-/// Most `log` import lines forwarded per call: a plugin must not be able to flood the daemon log.
-const LOG_LINES_PER_CALL: u32 = 64;
-/// Longest `log` line forwarded, in bytes.
-const LOG_LINE_CAP: usize = 2048;
 /// Table elements a guest may grow to (function tables; guards against table-growth abuse).
 const TABLE_ELEMENTS_CAP: usize = 100_000;
+
+/// Why the sandbox stopped a call, when it was the sandbox's doing (not the guest's own trap).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum SandboxTrap {
+    /// The guest waited on a clock; time is frozen, so the wait could never end.
+    #[error("waited on a clock (time is frozen in the sandbox, so the wait could never end)")]
+    Sleep,
+    /// Too much stdout/stderr in one call.
+    #[error("wrote {what} in one call")]
+    OutputFlood {
+        /// What overflowed.
+        what: String,
+    },
+    /// Too many `log` lines (or bytes of them) in one call.
+    #[error("sent {what} in one call")]
+    LogFlood {
+        /// What overflowed.
+        what: String,
+    },
+}
 
 /// State held by each plugin instance's `Store`.
 pub struct HostState {
@@ -32,15 +53,26 @@ pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
-    pub(crate) stdout: GuestOutput,
-    pub(crate) stderr: GuestOutput,
-    log_lines: u32,
+    stdout: GuestOutput,
+    stderr: GuestOutput,
+    log: LogLines,
+    budget: Arc<LogBudget>,
+    /// Set when a host function stops the call (see [`SandboxTrap`]).
+    trap: Option<SandboxTrap>,
+}
+
+/// What one call printed, once it is over.
+pub(crate) struct CallOutput {
+    /// The end of its stderr (for fault messages).
+    pub stderr: String,
+    /// Why the sandbox stopped it, if it did.
+    pub trap: Option<SandboxTrap>,
 }
 
 impl HostState {
-    pub(crate) fn new(plugin: Arc<str>, memory_cap: usize) -> Self {
-        let stdout = GuestOutput::default();
-        let stderr = GuestOutput::default();
+    pub(crate) fn new(plugin: Arc<str>, memory_cap: usize, budget: Arc<LogBudget>) -> Self {
+        let stdout = GuestOutput::new("stdout");
+        let stderr = GuestOutput::new("stderr");
         let wasi = WasiCtx::builder()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -58,28 +90,48 @@ impl HostState {
             },
             stdout,
             stderr,
-            log_lines: 0,
+            log: LogLines::default(),
+            budget,
+            trap: None,
         }
     }
 
-    /// Reset per-call counters before a call.
+    /// Reset per-call state before a call.
     pub(crate) fn begin_call(&mut self) {
         self.limiter.hit = false;
-        self.log_lines = 0;
+        self.log.reset();
+        self.trap = None;
     }
 
-    /// Forward what the guest printed during the last call to tracing; returns the stderr text
-    /// (for fault messages).
-    pub(crate) fn flush_output(&mut self) -> String {
-        let out = self.stdout.take();
-        if !out.is_empty() {
-            tracing::info!(plugin = %self.plugin, stream = "stdout", "{}", out.trim_end());
+    /// End a call: forward what the guest printed to the log (cut, within the plugin's budget;
+    /// stderr only when `stderr_to_log`: a fault report carries its tail instead) and say why the
+    /// sandbox stopped it, if it did.
+    pub(crate) fn end_call(&mut self, stderr_to_log: bool) -> CallOutput {
+        let (out, out_flooded) = self.stdout.take();
+        let (err, err_flooded) = self.stderr.take();
+        for (text, source, severity, wanted) in [
+            (&out, "stdout", Severity::Info, true),
+            (&err, "stderr", Severity::Warn, stderr_to_log),
+        ] {
+            let text = text.trim();
+            if wanted && !text.is_empty() {
+                forward(&self.budget, &self.plugin, source, severity, text);
+            }
         }
-        let err = self.stderr.take();
-        if !err.is_empty() {
-            tracing::warn!(plugin = %self.plugin, stream = "stderr", "{}", err.trim_end());
-        }
-        err
+        let trap = self.trap.take().or_else(|| {
+            (out_flooded || err_flooded).then(|| SandboxTrap::OutputFlood {
+                what: format!(
+                    "more than {STDIO_BYTES_PER_CALL} bytes to {}",
+                    if out_flooded { "stdout" } else { "stderr" }
+                ),
+            })
+        });
+        CallOutput { stderr: err, trap }
+    }
+
+    /// The plugin's log budget (shared by its instances and its fault reports).
+    pub(crate) fn budget(&self) -> &LogBudget {
+        &self.budget
     }
 }
 
@@ -95,36 +147,29 @@ impl WasiView for HostState {
 impl wit::Host for HostState {}
 
 impl LogImport for HostState {
-    fn log(&mut self, level: wit::Level, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > LOG_LINES_PER_CALL {
-            if self.log_lines == LOG_LINES_PER_CALL + 1 {
-                tracing::warn!(plugin = %self.plugin, "log lines past {LOG_LINES_PER_CALL} in one call dropped");
+    fn log(&mut self, level: wit::Level, message: String) -> wasmtime::Result<()> {
+        match self.log.count(message.len()) {
+            Err(trap) => {
+                self.trap = Some(trap.clone());
+                Err(trap.into())
             }
-            return;
+            Ok(false) => {
+                self.budget.suppress(1);
+                Ok(())
+            }
+            Ok(true) => {
+                let severity = match level {
+                    wit::Level::Trace => Severity::Trace,
+                    wit::Level::Debug => Severity::Debug,
+                    wit::Level::Info => Severity::Info,
+                    wit::Level::Warn => Severity::Warn,
+                    wit::Level::Error => Severity::Error,
+                };
+                forward(&self.budget, &self.plugin, "log", severity, &message);
+                Ok(())
+            }
         }
-        let message = truncate(&message, LOG_LINE_CAP);
-        let plugin = &*self.plugin;
-        match level {
-            wit::Level::Trace => tracing::trace!(plugin, "{message}"),
-            wit::Level::Debug => tracing::debug!(plugin, "{message}"),
-            wit::Level::Info => tracing::info!(plugin, "{message}"),
-            wit::Level::Warn => tracing::warn!(plugin, "{message}"),
-            wit::Level::Error => tracing::error!(plugin, "{message}"),
-        }
     }
-}
-
-/// Cut `s` to at most `max` bytes on a char boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// Caps linear memory per instance and remembers whether the cap was hit, so that the trap a
@@ -180,56 +225,5 @@ impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
     }
     fn now(&self) -> u64 {
         0
-    }
-}
-
-/// A bounded in-memory sink for guest stdout/stderr that silently drops bytes past its cap.
-#[derive(Clone, Default)]
-pub(crate) struct GuestOutput(Arc<Mutex<Vec<u8>>>);
-
-impl GuestOutput {
-    fn take(&self) -> String {
-        let bytes = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn push(&self, bytes: &[u8]) {
-        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let room = GUEST_OUTPUT_CAP.saturating_sub(buf.len());
-        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
-    }
-}
-
-impl IsTerminal for GuestOutput {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl StdoutStream for GuestOutput {
-    fn p2_stream(&self) -> Box<dyn OutputStream> {
-        Box::new(self.clone())
-    }
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        // Only WASIp3 guests use this path; Railyard plugins are WASIp2.
-        Box::new(tokio::io::sink())
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl Pollable for GuestOutput {
-    async fn ready(&mut self) {}
-}
-
-impl OutputStream for GuestOutput {
-    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
-        self.push(&bytes);
-        Ok(())
-    }
-    fn flush(&mut self) -> StreamResult<()> {
-        Ok(())
-    }
-    fn check_write(&mut self) -> Result<usize, StreamError> {
-        Ok(64 * 1024)
     }
 }

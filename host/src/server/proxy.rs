@@ -7,7 +7,7 @@
 
 use super::error::ApiError;
 use super::{context, log_decisions, parse_object, read_body, App, Authenticated, RequestId};
-use crate::chain::{Evaluation, Verdict};
+use crate::chain::{Decided, Evaluation, Verdict};
 use crate::config::OnBlock;
 use crate::payload::{Content, Context, Message, Payload, Rail};
 use crate::policy::PolicySet;
@@ -142,9 +142,12 @@ impl Report {
         payload
     }
 
-    /// Whether any rail did more than allow.
+    /// Whether any rail did more than allow, or a plugin faulted (even when it failed open: the
+    /// caller sees that a policy did not run).
     pub(crate) fn acted(&self) -> bool {
-        self.evals.iter().any(|e| e.verdict != Verdict::Allow)
+        self.evals.iter().any(|e| {
+            e.verdict != Verdict::Allow || e.decisions.iter().any(|d| d.verdict == Decided::Fault)
+        })
     }
 
     pub(crate) fn json(
@@ -176,10 +179,26 @@ impl Report {
                 })
             })
             .collect();
+        let faults: Vec<Value> = self
+            .evals
+            .iter()
+            .flat_map(|e| {
+                e.decisions
+                    .iter()
+                    .filter(|d| d.verdict == Decided::Fault)
+                    .map(move |d| {
+                        json!({"rail": e.rail, "policy": d.plugin, "fault": d.fault,
+                            "on_error": d.on_error})
+                    })
+            })
+            .collect();
         let mut out =
             json!({"request_id": request_id, "revision": revision.number, "rails": rails});
         if !rejections.is_empty() {
             out["rejections"] = Value::Array(rejections);
+        }
+        if !faults.is_empty() {
+            out["faults"] = Value::Array(faults);
         }
         if let Some(b) = blocked {
             out["blocked"] = b.json();
