@@ -41,7 +41,7 @@ MODES = [
     ("stderr-flood", "output_flood", None),
     ("sleep", "sleep", None),
     ("oom", "memory_cap", 20),
-    ("loop", "deadline", 20),
+    ("loop", "deadline", 10),
 ]
 
 
@@ -54,7 +54,7 @@ def main():
     with open(config, "w") as f:
         f.write(
             f'[[plugins]]\nname = "hostile"\npath = "{PLUGIN}"\nrails = ["input"]\n'
-            'on_error = "block"\ntimeout_ms = 50\nmemory_mb = 256\n'
+            'on_error = "block"\ntimeout_ms = 500\nmemory_mb = 256\n'
         )
     daemon = subprocess.Popen(
         [BIN, "serve", "--config", config, "--listen", "127.0.0.1:0", "--no-watch",

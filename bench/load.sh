@@ -7,16 +7,20 @@
 # OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
-# Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BASELINE=/path/to/old/railyard] \
-#        bench/load.sh [seconds-per-run]   (default 10)
+# Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
+#        [RAILYARD_BASELINE=/path/to/old/railyard] bench/load.sh [seconds-per-run]   (default 10)
 # With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
 # measured in the same run, so a change is compared before/after on one machine state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
-cargo build --release -q
-bin=target/release/railyard
+if [ -n "${RAILYARD_BIN:-}" ]; then
+    bin="$RAILYARD_BIN"
+else
+    cargo build --release -q
+    bin=target/release/railyard
+fi
 baseline="${RAILYARD_BASELINE:-}"
 # The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
