@@ -2,15 +2,25 @@
 //! whole decision is unit-testable on the build machine.
 //!
 //! Order of checks for each call of the last message (the model's reply), first failure wins:
-//! 1. the name is declared in `request.tools` (a function name, or a hosted tool's type when the
-//!    hosted tool is declared by type only);
-//! 2. the name is not in the config's `deny` list;
-//! 3. when `allow` is given, the name is in it;
-//! 4. when `principals` is given, the request's principal is listed and the name is in its list
+//! 1. the name is declared in `request.tools` (the request's tools merged with the config's
+//!    `[[tools]]` by the host): a function name, a hosted tool's type when the hosted tool is
+//!    declared by type only (`{"type": "web_search"}`), or a hosted tool's name when it has one;
+//! 2. the name is not declared as a function more than once: a call to a duplicated function
+//!    name is ambiguous (which declaration the application runs is unknown). A function and a
+//!    hosted type of the same name are not a duplicate: the function wins (see below);
+//! 3. the name is not in the config's `deny` list;
+//! 4. when `allow` is given, the name is in it;
+//! 5. when `principals` is given, the request's principal is listed and the name is in its list
 //!    (a principal that is missing from the map, or a request without a principal, follows
 //!    `unknown_principal`: `deny` — the default, fail closed — or `default`, the rules above only).
 //!
+//! Rules 1-2 are NeMo Guardrails' IORails tool-call allowlist; 3-5 are Railyard's narrowing.
 //! In every list the entry `"*"` matches any name; matching is otherwise exact.
+//!
+//! Hosted calls: a reply's call to a hosted tool (`{"type": "web_search", ...}` with no
+//! `function` object) reaches plugins as a call named after its type. The allowlist cannot tell
+//! it from a function call of that name, and need not: either way the name must be declared, and
+//! the lists above apply to it.
 
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Request, ToolDef, Verdict};
@@ -107,11 +117,12 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
         return Verdict::Allow;
     }
     let declared = declared_names(&request.tools);
+    let duplicated = duplicated_functions(&request.tools);
     let rule = principal_rule(config, request.context.principal.as_deref());
 
     let mut problems: Vec<String> = Vec::new();
     for call in &reply.tool_calls {
-        if let Some(why) = why_not_allowed(config, &declared, &rule, &call.name) {
+        if let Some(why) = why_not_allowed(config, &declared, &duplicated, &rule, &call.name) {
             let problem = format!(
                 "tool call {} is not an allowed tool: {why}",
                 quote(&call.name)
@@ -146,6 +157,18 @@ fn declared_names(tools: &[ToolDef]) -> BTreeSet<&str> {
     names
 }
 
+/// Function names declared more than once, with how many times.
+fn duplicated_functions(tools: &[ToolDef]) -> BTreeMap<&str, usize> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for tool in tools.iter().filter(|t| t.kind == "function") {
+        if let Some(name) = tool.name.as_deref() {
+            *counts.entry(name).or_default() += 1;
+        }
+    }
+    counts.retain(|_, n| *n > 1);
+    counts
+}
+
 fn principal_rule<'a>(config: &'a Config, principal: Option<&'a str>) -> PrincipalRule<'a> {
     let Some(map) = &config.principals else {
         return PrincipalRule::Unrestricted;
@@ -170,11 +193,18 @@ fn principal_rule<'a>(config: &'a Config, principal: Option<&'a str>) -> Princip
 fn why_not_allowed(
     config: &Config,
     declared: &BTreeSet<&str>,
+    duplicated: &BTreeMap<&str, usize>,
     rule: &PrincipalRule<'_>,
     name: &str,
 ) -> Option<String> {
     if !declared.contains(name) {
         return Some("it is not declared in the request's tools".into());
+    }
+    if let Some(times) = duplicated.get(name) {
+        return Some(format!(
+            "it is ambiguous, as the request's tools declare function {} {times} times",
+            quote(name)
+        ));
     }
     if listed(&config.deny, name) {
         return Some("it is denied by the allowlist config's deny list".into());
@@ -342,6 +372,77 @@ mod tests {
         ));
         let reason = block_reason(evaluate(&config("{}"), &reply(&["file_search"], tools)));
         assert!(reason.starts_with("tool call 'file_search' is not an allowed tool"));
+    }
+
+    #[test]
+    fn duplicated_function_name_is_ambiguous() {
+        let tools = vec![
+            function("get_weather"),
+            function("send_email"),
+            function("get_weather"),
+        ];
+        assert_eq!(
+            block_reason(evaluate(&config("{}"), &reply(&["get_weather"], tools.clone()))),
+            "tool call 'get_weather' is not an allowed tool: it is ambiguous, as the request's tools \
+             declare function 'get_weather' 2 times"
+        );
+        // Only calls to the duplicated name are affected.
+        assert_allow(evaluate(
+            &config("{}"),
+            &reply(&["send_email"], tools.clone()),
+        ));
+        // Identical declarations are still two declarations.
+        let mut same = tools;
+        same.push(function("get_weather"));
+        assert!(
+            block_reason(evaluate(&config("{}"), &reply(&["get_weather"], same)))
+                .ends_with("declare function 'get_weather' 3 times")
+        );
+        // Being ambiguous comes before the lists: an admin cannot call it either.
+        let cfg = config(r#"{"principals":{"admin":["*"]}}"#);
+        let req = request(
+            vec![message("user", &[]), message("assistant", &["f"])],
+            vec![function("f"), function("f")],
+            Some("admin"),
+        );
+        assert!(block_reason(evaluate(&cfg, &req)).contains("ambiguous"));
+    }
+
+    #[test]
+    fn function_and_hosted_type_of_one_name_are_not_duplicates() {
+        // The function declaration wins (schema-validator validates against it).
+        let tools = vec![hosted("web_search"), function("web_search")];
+        assert_allow(evaluate(&config("{}"), &reply(&["web_search"], tools)));
+        // Two hosted declarations of one type carry nothing that could differ.
+        let tools = vec![hosted("web_search"), hosted("web_search")];
+        assert_allow(evaluate(&config("{}"), &reply(&["web_search"], tools)));
+    }
+
+    #[test]
+    fn hosted_call_record_is_allowlisted_by_type() {
+        // The host presents a hosted call (no function object) as a call named after its type,
+        // with empty arguments.
+        let mut req = reply(&["web_search"], vec![hosted("web_search")]);
+        req.messages[1].tool_calls[0].arguments = String::new();
+        assert_allow(evaluate(&config("{}"), &req));
+        // Declared by type only; a call to another hosted type is not.
+        let mut other = reply(&["code_interpreter"], vec![hosted("web_search")]);
+        other.messages[1].tool_calls[0].arguments = String::new();
+        assert!(block_reason(evaluate(&config("{}"), &other)).contains("not declared"));
+        // The tenants' allow lists apply to hosted types like to functions.
+        let support = config(r#"{"allow":["get_time","lookup_order","web_search"]}"#);
+        assert_allow(evaluate(&support, &req));
+        let payments = config(r#"{"allow":["get_time","lookup_order","refund","transfer"]}"#);
+        assert!(block_reason(evaluate(&payments, &req)).contains("allow list"));
+    }
+
+    #[test]
+    fn hosted_tool_with_a_name_is_called_by_name() {
+        let named = ToolDef {
+            name: Some("my_search".into()),
+            ..hosted("web_search")
+        };
+        assert_allow(evaluate(&config("{}"), &reply(&["my_search"], vec![named])));
     }
 
     #[test]

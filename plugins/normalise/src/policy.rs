@@ -807,6 +807,42 @@ mod tests {
     }
 
     #[test]
+    fn hosted_calls_and_no_argument_tools_are_left_alone() {
+        let mut tools = tools();
+        tools.push(function("now", Some(r#"{"type":"object"}"#)));
+        tools.push(function(
+            "today",
+            Some(r#"{"type":"object","properties":{}}"#),
+        ));
+        for (name, arguments) in [
+            // A hosted call reaches plugins named after its type, with empty arguments or the
+            // JSON of what else it carried: no schema, nothing to repair.
+            ("web_search", ""),
+            ("web_search", r#"{"web_search":{"limit":"5"}}"#),
+            // No-argument tools: nothing is added, removed or converted at the top level.
+            ("ping", ""),
+            ("ping", "{}"),
+            ("ping", r#"{"n":"1"}"#),
+            ("now", ""),
+            ("now", "{}"),
+            ("now", r#"{"n":"1"}"#),
+            ("today", r#"{"flag":"true"}"#),
+        ] {
+            let req = request(
+                vec![
+                    message("user", vec![]),
+                    message("assistant", vec![call("c", name, arguments)]),
+                ],
+                tools.clone(),
+            );
+            assert!(
+                matches!(evaluate(&Config::default(), &req), Verdict::Allow),
+                "{name} {arguments}"
+            );
+        }
+    }
+
+    #[test]
     fn conflicting_or_broken_declarations_are_left_alone() {
         let conflicting = vec![
             function(
