@@ -7,6 +7,7 @@
 pub mod context;
 mod email;
 mod ip;
+pub mod normalise;
 mod numeric;
 mod phone;
 mod secrets;
@@ -26,6 +27,20 @@ pub struct Finding {
 /// was found under, if any; it serves as a label when the value starts the text
 /// (`{"ssn": "123456789"}`).
 pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
+    match normalise::Normalised::of(text) {
+        None => scan_view(text, hint),
+        Some(n) => {
+            let mut found = scan_view(&n.text, hint);
+            for f in &mut found {
+                (f.start, f.end) = n.original(f.start, f.end);
+            }
+            found
+        }
+    }
+}
+
+/// Scans text that is already in its normalised form.
+fn scan_view(text: &str, hint: Option<&str>) -> Vec<Finding> {
     let mut s = Scanner {
         b: text.as_bytes(),
         hint,
@@ -87,6 +102,62 @@ const fn build_triggers() -> [u8; 256] {
 
 static TRIGGER: [u8; 256] = build_triggers();
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Bytes of `w` (all ASCII) in `lo..=hi`: their high bits set.
+#[inline(always)]
+fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
+    // For bytes below 0x80 neither sum carries into the next byte.
+    let ge_lo = w.wrapping_add(ONES * u64::from(0x80 - lo));
+    let gt_hi = w.wrapping_add(ONES * u64::from(0x7F - hi));
+    ge_lo & !gt_hi & HIGH
+}
+
+/// Bytes of `w` (all ASCII) equal to `c`: their high bits set.
+#[inline(always)]
+fn equal(w: u64, c: u8) -> u64 {
+    !(w ^ (ONES * u64::from(c))).wrapping_add(ONES * 0x7F) & HIGH
+}
+
+/// Whether any of these eight bytes may trigger a detector: a superset of the non-`QUIET`
+/// bytes (`( ) * +` count, as do `; <`), and any non-ASCII byte.
+#[inline(always)]
+fn may_trigger(w: u64) -> bool {
+    w & HIGH != 0
+        || (in_range(w, b'(', b'+')
+            | equal(w, b'-')
+            | in_range(w, b'0', b'=')
+            | in_range(w, b'@', b'Z')
+            | equal(w, b'_'))
+            != 0
+}
+
+/// The first position at or after `i` whose byte is not `QUIET`. Prose is mostly lowercase
+/// letters and spaces, so it is skipped eight bytes at a time.
+#[inline]
+fn skip_quiet(b: &[u8], mut i: usize) -> usize {
+    loop {
+        while let Some(chunk) = b.get(i..i + 8) {
+            if may_trigger(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
+                break;
+            }
+            i += 8;
+        }
+        // The chunk that may hold a trigger, byte by byte.
+        let stop = (i + 8).min(b.len());
+        while i < stop {
+            if TRIGGER[b[i] as usize] != QUIET {
+                return i;
+            }
+            i += 1;
+        }
+        if i >= b.len() {
+            return i;
+        }
+    }
+}
+
 impl Scanner<'_> {
     fn run(&mut self) {
         let b = self.b;
@@ -95,7 +166,7 @@ impl Scanner<'_> {
         while i < n {
             let t = TRIGGER[b[i] as usize];
             if t == QUIET {
-                i += 1;
+                i = skip_quiet(b, i + 1);
                 continue;
             }
             let starts_word = i == 0 || !is_word(b[i - 1]);

@@ -184,3 +184,20 @@ fn adversarial_inputs_stay_linear() {
         assert!(secs < 5.0, "{p:?}: {secs:.2}s ({found} findings)");
     }
 }
+
+/// The word-at-a-time skip never passes over a byte that can start a value.
+#[test]
+fn quiet_skip_stops_at_every_trigger() {
+    for c in 0..=255u8 {
+        for pos in 0..8 {
+            let mut b = [b'a'; 20];
+            b[3 + pos] = c;
+            let stop = super::skip_quiet(&b, 0);
+            if super::TRIGGER[c as usize] != super::QUIET {
+                assert_eq!(stop, 3 + pos, "byte {c:#x}");
+            } else {
+                assert_eq!(stop, 20, "byte {c:#x}");
+            }
+        }
+    }
+}
