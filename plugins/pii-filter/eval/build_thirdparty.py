@@ -6,7 +6,8 @@ cards per brand, IBANs, SSNs, emails, IPs, passwords), PyJWT (tokens), `cryptogr
 private keys), and, for vendor secrets, random bodies shaped by the formats the vendors and the
 public secret-detection rule sets document (prefix, alphabet, length; see SOURCES.md). Phone
 numbers are kept only when libphonenumber (`phonenumbers`) says they are valid for the locale's
-region, so the truth does not depend on Faker's occasional impossible numbers.
+region, and IBANs and SSNs only when python-stdnum says they are valid, so the truth does not
+depend on Faker's occasional impossible values.
 
 The text around each value is Faker's own (lorem sentences in the locale's language, profile
 fields) in a few neutral layouts: prose, `key: value` lines, JSON, CSV and `.env`. Nothing here
@@ -16,7 +17,7 @@ numbers, other countries' national ids) and Luhn-broken card numbers.
 
 Usage (writes next to this file):
     python3 -m venv /work/venv-faker
-    /work/venv-faker/bin/pip install Faker==33.1.0 phonenumbers==8.13.52 PyJWT==2.10.1 cryptography==44.0.0
+    /work/venv-faker/bin/pip install Faker==33.1.0 phonenumbers==8.13.52 PyJWT==2.10.1 cryptography==44.0.0 python-stdnum==1.20
     /work/venv-faker/bin/python plugins/pii-filter/eval/build_thirdparty.py
 """
 
@@ -32,6 +33,8 @@ import urllib.parse
 
 import jwt
 import phonenumbers
+from stdnum import iban as stdnum_iban
+from stdnum.us import ssn as stdnum_ssn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from faker import Faker
@@ -261,7 +264,8 @@ IIN = {
     "amex": (["34", "37"], [15]),
     "diners": (["300", "305", "36", "38"], [14]),
     "discover": (["6011", "644", "649", "65"], [16, 19]),
-    "jcb": (["3528", "3550", "3589"], [15, 16]),
+    "jcb": (["3528", "3550", "3589"], [16, 17, 18, 19]),
+    "jcb-legacy": (["1800", "2131"], [15]),
     "unionpay": (["62"], [16, 17, 18, 19]),
     "maestro": (["5018", "5020", "5038", "6304", "6759", "6761", "6763"], list(range(12, 20))),
     "mir": (["2200", "2204"], [16]),
@@ -289,8 +293,10 @@ def cards():
 def ssns(n):
     out = []
     f = fakers["en_US"]
-    for _ in range(n):
+    while len(out) < n:
         v = f.ssn()
+        if not stdnum_ssn.is_valid(v):
+            continue
         style = rng.choice(["dash", "dash", "space", "none"])
         if style == "space":
             v = v.replace("-", " ")
@@ -307,8 +313,15 @@ def ibans(n_per_locale):
     out = []
     for loc in LOCALES:
         f = fakers[loc]
-        for _ in range(n_per_locale):
+        kept = tries = 0
+        while kept < n_per_locale and tries < 20 * n_per_locale:
+            tries += 1
             v = f.iban()
+            # Some of Faker's locales write IBANs of the wrong length (en_IN's GB ones);
+            # python-stdnum decides what counts as a real IBAN.
+            if not stdnum_iban.is_valid(v):
+                continue
+            kept += 1
             if rng.random() < 0.4:
                 v = " ".join(v[i:i + 4] for i in range(0, len(v), 4))
             out.append(place("IBAN", "iban", v, f"faker:{loc}:iban", f))
@@ -651,7 +664,7 @@ def main():
     pos += phones(25)
     pos += cards()
     pos += ssns(250)
-    pos += ibans(21)
+    pos += ibans(25)
     pos += emails(21)
     pos += ips(250)
     pos += url_credentials(250)

@@ -664,7 +664,12 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                     "Mobile: {} / Office: none",
                 ])
             };
-            s.templated(tpl, t, &v);
+            // An extension is part of the number (it is redacted with it).
+            if tpl == "office {} ext. 12" {
+                s.templated("office {}", t, &format!("{v} ext. 12"));
+            } else {
+                s.templated(tpl, t, &v);
+            }
         }
         CreditCard => {
             let v = card(r);

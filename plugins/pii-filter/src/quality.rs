@@ -171,7 +171,6 @@ fn load_third_party() -> Vec<ThirdParty> {
 }
 
 #[test]
-#[ignore = "enabled once the detectors meet the aims"]
 fn quality_third_party_set() {
     let raw = load_third_party();
     let samples: Vec<Labelled> = raw

@@ -53,13 +53,25 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
         let versionish = matches!(prev, b'~' | b'^' | b'<' | b'>')
             || (prev == b'=' && matches!(prev2, b'=' | b'<' | b'>' | b'~' | b'!'))
             || (matches!(prev, b'/' | b'-' | b'_') && prev2.is_ascii_alphabetic())
-            || (prev == b'.' && prev2.is_ascii_digit());
+            || (prev == b'.' && prev2.is_ascii_digit())
+            // Firefox's `rv:1.9.0.20`.
+            || (prev == b':' && i >= 3 && &b[i - 3..i - 1] == b"rv");
         if versionish {
             return V4::Suppressed(dotted_end());
         }
     }
-    if label_before(b, i, hint) == Label::Version {
+    let label = label_before(b, i, hint);
+    if label == Label::Version {
         return V4::Suppressed(dotted_end());
+    }
+    // `3.5.1.13`, `7.8.8.8`: with every part between 1 and 20 a dotted quad is far more often a
+    // section or version number than an address; it needs an address label or a port or prefix.
+    let small = b[i..p]
+        .split(|&c| c == b'.')
+        .all(|part| part.len() <= 2 && part != b"0" && (part.len() < 2 || part <= &b"20"[..]));
+    let after_at = i > 0 && b[i - 1] == b'@';
+    if small && label != Label::Network && !after_at && !matches!(next, b':' | b'/') {
+        return V4::Suppressed(p);
     }
     V4::Match(p)
 }

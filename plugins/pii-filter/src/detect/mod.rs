@@ -4,9 +4,11 @@
 //! then validated (Luhn, mod-97, ranges, decoding) and weighed against the words around them.
 //! Lowercase prose costs one table load per byte.
 
+mod assign;
 pub mod context;
 mod email;
 mod ip;
+mod keys;
 pub mod normalise;
 mod numeric;
 mod phone;
@@ -79,6 +81,7 @@ const T_COLON: u8 = 4;
 const T_PHONE: u8 = 5;
 const T_DASH: u8 = 6;
 const T_UNDERSCORE: u8 = 7;
+const T_EQUALS: u8 = 8;
 
 const fn build_triggers() -> [u8; 256] {
     let mut t = [QUIET; 256];
@@ -93,6 +96,7 @@ const fn build_triggers() -> [u8; 256] {
             b'+' | b'(' => T_PHONE,
             b'-' => T_DASH,
             b'_' => T_UNDERSCORE,
+            b'=' => T_EQUALS,
             _ => QUIET,
         };
         c += 1;
@@ -180,6 +184,7 @@ impl Scanner<'_> {
                 T_COLON => self.colon(i),
                 T_PHONE => phone::punct(b, i, self.hint),
                 T_DASH => self.dash(i),
+                T_EQUALS => self.assignment(i),
                 _ => self.underscore(i),
             };
             // Every step moves forward, whatever a detector answered.
@@ -207,16 +212,38 @@ impl Scanner<'_> {
         ok.then_some(s)
     }
 
-    /// An uppercase letter starting a word: AWS key or IBAN, else skip the word.
-    fn upper(&self, i: usize) -> Step {
+    /// An uppercase letter starting a word: AWS key id (and the secret key after it), a vendor
+    /// key or IBAN, else skip the word.
+    fn upper(&mut self, i: usize) -> Step {
         let b = self.b;
-        let aws = if b[i] == b'A' {
-            secrets::aws(b, i)
-        } else {
-            None
-        };
-        aws.or_else(|| numeric::iban(b, i))
-            .unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+        if b[i] == b'A' {
+            if let Some(step) = secrets::aws(b, i) {
+                if let Some(secret) = assign::aws_secret_after(b, i + 20) {
+                    self.out.push(secret);
+                }
+                return step;
+            }
+        }
+        if matches!(b[i], b'A' | b'S') {
+            if let Some(step) = keys::upper(b, i) {
+                return step;
+            }
+        }
+        numeric::iban(b, i).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+    }
+
+    /// A `:` or `=` after a credential label: the value is reported as a credential unless a
+    /// detector for its own format finds it (that finding wins; see [`resolve_overlaps`]), so
+    /// scanning goes on at the value.
+    fn assignment(&mut self, i: usize) -> Step {
+        match assign::at_assignment(self.b, i) {
+            Some(f) => {
+                let next = f.start;
+                self.out.push(f);
+                Step::Skip(next)
+            }
+            None => Step::Skip(i + 1),
+        }
     }
 
     /// A `J` inside a word: the third byte of a JWT (`eyJ`)?
@@ -230,14 +257,24 @@ impl Scanner<'_> {
         Step::Skip(i + 1)
     }
 
-    fn colon(&self, i: usize) -> Step {
+    fn colon(&mut self, i: usize) -> Step {
         let b = self.b;
         let next = context::at(b, i + 1);
         if next == b'/' && context::at(b, i + 2) == b'/' {
+            if let Some(step) = secrets::slack_webhook(b, i) {
+                return step;
+            }
             return secrets::url_credentials(b, i);
         }
         if next == b':' && (i == 0 || !is_word(b[i - 1])) {
             return ip::v6(b, i).unwrap_or(Step::Skip(i + 2));
+        }
+        if next != b':' {
+            if let Some(f) = assign::at_assignment(b, i) {
+                let next = f.start;
+                self.out.push(f);
+                return Step::Skip(next);
+            }
         }
         // IPv6 starting with a hex letter (`fe80::1`); digit-first ones were tried at the digit.
         if let Some(s) = self.word_before(i, 4, is_hex) {
@@ -260,6 +297,15 @@ impl Scanner<'_> {
                     return step;
                 }
             }
+            // `sk-`, `sk-proj-`, `sk-ant-` (OpenAI, Anthropic); `glpat-` (GitLab).
+            let key = match b[s] {
+                b's' => keys::sk_dash(b, s),
+                b'g' => keys::gitlab(b, s),
+                _ => None,
+            };
+            if let Some(step) = key {
+                return step;
+            }
         }
         // A UUID whose first group starts with a hex letter.
         if let Some(s) = self.word_before(i, 8, is_hex) {
@@ -270,26 +316,35 @@ impl Scanner<'_> {
         Step::Skip(i + 1)
     }
 
-    /// `ghp_` and friends, `github_pat_`.
+    /// `ghp_` and friends, `github_pat_`; Stripe `sk_live_`..., npm `npm_`, Hugging Face `hf_`.
     fn underscore(&self, i: usize) -> Step {
         let b = self.b;
         if let Some(s) = self.word_before(i, 6, |c| c.is_ascii_lowercase()) {
-            if b[s] == b'g' {
-                if let Some(step) = secrets::github(b, s) {
-                    return step;
-                }
+            let found = match b[s] {
+                b'g' => secrets::github(b, s),
+                b's' | b'r' | b'p' | b'n' | b'h' => keys::underscore_prefixed(b, s),
+                _ => None,
+            };
+            if let Some(step) = found {
+                return step;
             }
         }
         Step::Skip(i + 1)
     }
 }
 
-/// Keeps the earliest (then longest) of overlapping findings.
+/// Keeps the earliest (then longest) of overlapping findings; for the same span, a format's
+/// own detector wins over the label-based CREDENTIAL (`api_key=sk-...` is an API_KEY).
 fn resolve_overlaps(out: &mut Vec<Finding>) {
     if out.len() < 2 {
         return;
     }
-    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    out.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(b.end.cmp(&a.end))
+            .then((a.kind == PiiType::Credential).cmp(&(b.kind == PiiType::Credential)))
+    });
     let mut kept = 0;
     let mut last_end = 0;
     for i in 0..out.len() {

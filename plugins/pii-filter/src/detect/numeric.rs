@@ -79,11 +79,11 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
 fn could_be_card_ssn_or_phone(b: &[u8], i: usize, end: usize) -> bool {
     let len = end - i;
     let grouped = matches!(at(b, end), b' ' | b'-' | b'.' | b'/') && is_digit(at(b, end + 1));
-    let card = (len == 4 && grouped) || (13..=19).contains(&len);
+    let card = (len == 4 && grouped) || (12..=19).contains(&len);
     let ssn = len == 3 || len == 9;
     let phone = b[i] == b'0'
-        || len == 3
-        || (10..=11).contains(&len)
+        || ((2..=5).contains(&len) && grouped)
+        || (9..=12).contains(&len)
         || (len == 1 && b[i] == b'1' && {
             // `1-800-555-0199`, `1 (555) 234-5678`: the trunk `1` then an area code.
             let next = end + 1;
@@ -212,15 +212,14 @@ fn card(b: &[u8], i: usize) -> Card {
         }
         let l = &lens[..k];
         let shape = match k {
-            // Unspaced 17-19 digit numbers are far more often integers than (rare) long cards.
-            1 => (13..=16).contains(&total),
+            1 => true,
             3 => l == [4, 6, 5] || l == [4, 6, 4] || (l[..2] == [4, 4] && l[2] <= 4),
             4 => l[..3] == [4, 4, 4] && (1..=4).contains(&l[3]),
-            // 19-digit cards print as 4-4-4-4-3.
-            5 => l == [4, 4, 4, 4, 3],
+            // 17-19 digit cards print as 4-4-4-4 and the rest.
+            5 => l[..4] == [4, 4, 4, 4] && l[4] <= 3,
             _ => false,
         };
-        if !shape || !(13..=19).contains(&total) {
+        if !shape || !(12..=19).contains(&total) {
             continue;
         }
         if k > 1 {

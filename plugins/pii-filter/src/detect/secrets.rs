@@ -269,3 +269,32 @@ pub(super) fn url_credentials(b: &[u8], i: usize) -> Step {
     // A user name alone (`https://ghp_...@github.com`): scan it as ordinary text.
     Step::Skip(a)
 }
+
+/// Slack incoming-webhook URLs (`https://hooks.slack.com/services/T.../B.../...`, also
+/// `/workflows/` and `/triggers/`): the whole URL is the credential. `i` is at `://`.
+pub(super) fn slack_webhook(b: &[u8], i: usize) -> Option<Step> {
+    const HOST: &[u8] = b"hooks.slack.com/";
+    let rest = &b[i + 3..];
+    if !rest.starts_with(HOST) {
+        return None;
+    }
+    let scheme = if i >= 5 && &b[i - 5..i] == b"https" {
+        i - 5
+    } else if i >= 4 && &b[i - 4..i] == b"http" {
+        i - 4
+    } else {
+        return None;
+    };
+    let path = i + 3 + HOST.len();
+    let kind_ok = [&b"services/"[..], b"workflows/", b"triggers/"]
+        .iter()
+        .any(|k| b[path..].starts_with(k));
+    let end = run_max(b, path, 256, |c| {
+        c.is_ascii_alphanumeric() || c == b'/' || c == b'_' || c == b'-'
+    });
+    let mut end = end;
+    while end > path && b[end - 1] == b'/' {
+        end -= 1;
+    }
+    (kind_ok && end - path >= 30).then(|| found(PiiType::SlackToken, scheme, end))
+}
