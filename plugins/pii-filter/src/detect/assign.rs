@@ -167,7 +167,7 @@ fn aws_secret_at(b: &[u8], s: usize) -> bool {
 /// A secret access key within a few lines after an access key id that ends at `from`
 /// (credential files, CSV exports, `aws configure` output, JSON from `create-access-key`).
 pub(super) fn aws_secret_after(b: &[u8], from: usize) -> Option<Finding> {
-    let stop = b.len().min(from + 160);
+    let stop = b.len().min(from + 100);
     let mut p = from;
     while p < stop {
         if is_b64(b[p]) && (p == 0 || !is_b64(b[p - 1])) {
