@@ -17,6 +17,8 @@ mod dataset;
 #[cfg(test)]
 mod quality;
 #[cfg(test)]
+mod realtext;
+#[cfg(test)]
 mod throughput;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};

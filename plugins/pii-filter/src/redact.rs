@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn parts_text_urls_and_filenames() {
-        let src = r#"[{"type":"text","text":"hi a@b.com"},{"type":"image_url","image_url":{"url":"https://u:pw@x.org/i.png?to=a@b.com","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AKIAIOSFODNN7EXAMPLE"}},{"type":"file","file":{"filename":"ssn 078-05-1120.pdf","file_data":"eyJhbGciOiJub25lIn0"}}]"#;
+        let src = r#"[{"type":"text","text":"hi a@b.com"},{"type":"image_url","image_url":{"url":"https://u:s3cr3t@x.org/i.png?to=a@b.com","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AKIAIOSFODNN7EXAMPLE"}},{"type":"file","file":{"filename":"ssn 078-05-1120.pdf","file_data":"eyJhbGciOiJub25lIn0"}}]"#;
         let mut c = [0; PiiType::COUNT];
         let out = parts(src, &Policy::default(), &mut c).unwrap().unwrap();
         assert_eq!(

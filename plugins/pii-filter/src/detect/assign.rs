@@ -48,6 +48,7 @@ const NOT_LABELS: &[&[u8]] = &[
     b"septoken",
     b"clstoken",
     b"masktoken",
+    b"allowcredentials",
 ];
 
 /// Values that are placeholders or types, not credentials (compared lowercase).
@@ -276,28 +277,61 @@ fn looks_like_credential(v: &[u8]) -> bool {
     if NOT_VALUES.contains(&&lower[..]) || placeholder(v) {
         return false;
     }
+    // Credentials have no spaces, and rarely several colons (`prefix:2002:da8:1::`).
+    if v.iter().any(u8::is_ascii_whitespace) || v.iter().filter(|&&c| c == b':').count() >= 2 {
+        return false;
+    }
     if v.iter().all(|&c| c == v[0]) || lower.windows(4).any(|w| w == b"xxxx") {
         return false;
     }
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    // `os.environ[...]`, `self.password`, `config.db.password`, `getenv(...)`, `Vec<u8>`.
-    let head = v.iter().take_while(|&&c| ident(c)).count();
-    if head > 0 && !v[0].is_ascii_digit() {
-        match v.get(head) {
-            Some(b'.') if v.get(head + 1).is_some_and(|c| c.is_ascii_alphabetic()) => {
-                let dotted = v
+    // `os.environ[...]`, `self.password`, `config.db.password`, `getenv(...)`, `Vec<u8>`,
+    // `Token![;]`, `(self.password...`, `*const c_char`.
+    let code = v.strip_prefix(b"(").unwrap_or(v);
+    let code = code.strip_prefix(b"*").unwrap_or(code);
+    let head = code.iter().take_while(|&&c| ident(c)).count();
+    if head > 0 && !code[0].is_ascii_digit() {
+        let name = &code[..head];
+        // snake_case or CamelCase names; a random password mixes digits and cases.
+        let snake = name.len() >= 3
+            && name.iter().all(|c| !c.is_ascii_uppercase())
+            && !name.ends_with(b"_");
+        let screaming = name.len() >= 3 && name.iter().all(|c| !c.is_ascii_lowercase());
+        // Every capital starts a word of two or more lowercase letters (`Some`, `TcpStream`).
+        let camel = name[0].is_ascii_uppercase()
+            && name.iter().enumerate().all(|(k, c)| {
+                !c.is_ascii_uppercase()
+                    || (name.get(k + 1).is_some_and(u8::is_ascii_lowercase)
+                        && name.get(k + 2).is_some_and(u8::is_ascii_lowercase))
+            })
+            && !name.iter().any(u8::is_ascii_digit);
+        let named = snake || screaming || camel;
+        if named && head == code.len() && head < v.len() {
+            // `*const`, `(token`: a name behind an operator.
+            return false;
+        }
+        match code.get(head) {
+            Some(b'.') if code.get(head + 1).is_some_and(|c| c.is_ascii_alphabetic()) => {
+                let dotted = code
                     .iter()
                     .all(|&c| ident(c) || c == b'.' || c == b'(' || c == b')');
                 if dotted || head >= 2 {
                     return false;
                 }
             }
-            Some(b'(') if head >= 3 && v.ends_with(b")") => return false,
-            Some(b'<') if head >= 3 && v.ends_with(b">") => return false,
-            Some(b'[') if head >= 3 && v.ends_with(b"]") => return false,
-            Some(b':') if v.get(head + 1) == Some(&b':') => return false,
+            Some(b'(' | b'!' | b'[' | b'<') if named && head >= 2 => return false,
+            Some(b'(') if head >= 3 && code.ends_with(b")") => return false,
+            Some(b':') if code.get(head + 1) == Some(&b':') => return false,
             _ => {}
         }
+    }
+    // `1*tchar` (grammar notation), `DEQUEUE!(...)` were caught above or here: a repetition.
+    if v.len() >= 3
+        && v[0].is_ascii_digit()
+        && v[1] == b'*'
+        && v[2..].iter().all(u8::is_ascii_lowercase)
+    {
+        return false;
     }
     let lowers = v.iter().filter(|c| c.is_ascii_lowercase()).count();
     let uppers = v.iter().filter(|c| c.is_ascii_uppercase()).count();
@@ -345,7 +379,7 @@ fn placeholder(v: &[u8]) -> bool {
         }
         b'*' => v.iter().all(|&c| c == b'*'),
         b'<' => v.ends_with(b">"),
-        b'{' => true,
+        b'{' | b'\\' => true,
         _ => false,
     }
 }

@@ -143,7 +143,6 @@ const PHONE: &[&[u8]] = &[
     b"ph",
     b"whatsapp",
     b"sms",
-    b"text",
     b"dial",
     b"contact",
     b"reach",

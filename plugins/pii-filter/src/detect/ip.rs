@@ -68,7 +68,12 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
     // section or version number than an address; it needs an address label or a port or prefix.
     let small = b[i..p]
         .split(|&c| c == b'.')
+        .take(3)
         .all(|part| part.len() <= 2 && part != b"0" && (part.len() < 2 || part <= &b"20"[..]));
+    // The unspecified, loopback and broadcast addresses belong to no one.
+    if matches!(&b[i..p], b"0.0.0.0" | b"127.0.0.1" | b"255.255.255.255") {
+        return V4::Suppressed(p);
+    }
     let after_at = i > 0 && b[i - 1] == b'@';
     if small && label != Label::Network && !after_at && !matches!(next, b':' | b'/') {
         return V4::Suppressed(p);

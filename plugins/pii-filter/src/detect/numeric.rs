@@ -234,7 +234,7 @@ fn card(b: &[u8], i: usize) -> Card {
         if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
             continue;
         }
-        if k == 1 && in_number_list(b, i, end) {
+        if k == 1 && (in_number_list(b, i, end) || in_code(b, i, end)) {
             return Card::No;
         }
         return Card::Valid(end);
@@ -260,7 +260,21 @@ fn in_number_list(b: &[u8], start: usize, end: usize) -> bool {
         q += 1;
     }
     let digits_after = run(b, q, is_digit) - q;
-    (digits_before >= 10 && p < start) || (digits_after >= 10 && q > end)
+    (digits_before >= 6 && p < start) || (digits_after >= 6 && q > end)
+}
+
+/// Whether the number at `start..end` is a literal in code: an argument (`f(4111...`), an
+/// index or list item (`[4111...`), or a statement's end (`x = 4111...;`). Luhn-valid
+/// constants are common there and card numbers are not.
+fn in_code(b: &[u8], start: usize, end: usize) -> bool {
+    let prev = b[..start]
+        .iter()
+        .rev()
+        .find(|c| **c != b' ')
+        .copied()
+        .unwrap_or(0);
+    let next = b[end..].iter().find(|c| **c != b' ').copied().unwrap_or(0);
+    matches!(prev, b'(' | b'[') || matches!(next, b';' | b')' | b']')
 }
 
 /// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;

@@ -141,9 +141,17 @@ enum Start {
 }
 
 fn phone(b: &[u8], i: usize, start: Start, label: Label) -> Option<usize> {
-    // Inside a longer number such as `12-555-123-4567` or `1.555.123.4567`.
+    // Inside a longer number such as `12-555-123-4567`, `1.555.123.4567`, a time
+    // (`03:05:07.123457-05:00`) or a row of numbers (`96 192 384 768 1536`).
     let from = if start == Start::Plus { i - 1 } else { i };
-    if from >= 2 && matches!(b[from - 1], b'-' | b'.' | b'/') && b[from - 2].is_ascii_digit() {
+    if from >= 2
+        && b[from - 2].is_ascii_digit()
+        && (matches!(b[from - 1], b'-' | b'.' | b'/' | b':')
+            || (b[from - 1] == b' ' && start == Start::National && b[from] != b'('))
+    {
+        return None;
+    }
+    if hex_neighbour(b, from) {
         return None;
     }
     let g = Groups::parse(b, i);
@@ -263,6 +271,9 @@ fn international(b: &[u8], g: &Groups, from: usize, k: usize) -> bool {
     // The country code is the first group when it is one (`+44 20 ...`), else a prefix of it
     // (`+4420 7946 0958`, `+919141777631`).
     if first <= 3 && k > from + 1 {
+        if d[..first] == *b"1" {
+            return nanp_ok(&d[1..]);
+        }
         if nsn_len(&d[..first]).is_some() {
             return nsn_fits(&d[..first], &d[first..]);
         }
@@ -272,9 +283,11 @@ fn international(b: &[u8], g: &Groups, from: usize, k: usize) -> bool {
         .filter(|&l| l < n)
         .find(|&l| nsn_len(&d[..l]).is_some());
     match fits {
+        Some(1) => nanp_ok(&d[1..]),
         Some(l) => nsn_fits(&d[..l], &d[l..]),
-        // An unknown code: E.164 length is all there is to check.
-        None => true,
+        // An unknown code: E.164 length is all there is to check, when the number is grouped
+        // like one (`+4294967296` alone is as likely a signed integer in code).
+        None => k > from + 1,
     }
 }
 
@@ -300,6 +313,10 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
     } else {
         None
     };
+    // A hex dump's `00 20 80 00` has groups of zeros no phone number has.
+    if (1..k).any(|j| b[g.start[j]..g.end[j]].iter().all(|&c| c == b'0')) {
+        return false;
+    }
     if let Some(from) = idd {
         if from == 1 && k > 1 {
             return nsn_len(&b[g.start[1]..g.end[1]]).is_some() && international(b, g, 1, k);
@@ -311,7 +328,8 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
                 l < rest.len()
                     && nsn_len(&rest[..l]).is_some_and(|_| nsn_fits(&rest[..l], &rest[l..]))
             });
-            return known && k > 1 && separators_ok(g, 1, k);
+            // Only when the digit run ends here: `0061 10376 0315 0300` is a row of code points.
+            return known && k > 1 && k == g.n && separators_ok(g, 1, k);
         }
     }
     if k == 1 {
@@ -324,7 +342,7 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
         if labelled {
             return (9..=12).contains(&n) && !d.starts_with(b"00");
         }
-        return trunk0 && (10..=11).contains(&n) && d != b"0123456789";
+        return trunk0 && (10..=11).contains(&n) && !counting(d);
     }
     if n > 12 {
         return false;
@@ -367,7 +385,20 @@ fn national_shape(b: &[u8], g: &Groups, k: usize, label: Label) -> bool {
         let s = g.start[0];
         s >= 3 && b[s - 1] == main && b[s - 2].is_ascii_digit() && b[s - 3].is_ascii_digit()
     };
-    if ssn_like || zip_like || (pairs && (n != 10 || more_pairs)) {
+    // `08-01-3697739`: a day and a month first.
+    let date_like = k == 3
+        && lens(0) == 2
+        && lens(1) == 2
+        && matches!(g.sep[1], b'-' | b'/' | b'.')
+        && g.sep[1] == g.sep[2];
+    // `016.016.016.016` (an address with leading zeros), `01234.000000` (a decimal).
+    let dotted_number = main == b'.' && (k == 2 || (k == 4 && (0..k).all(|j| lens(j) <= 3)));
+    // A two-digit area code then a pair is the French layout, which is pairs throughout.
+    let mixed_pairs = k >= 3 && lens(0) == 2 && lens(1) == 2 && !pairs;
+    if ssn_like || zip_like || date_like || dotted_number || mixed_pairs {
+        return false;
+    }
+    if pairs && (n != 10 || more_pairs) {
         return false;
     }
     let groups_ok = (2..=5).contains(&lens(0)) && (1..k).all(|j| (2..=8).contains(&lens(j)));
@@ -399,4 +430,40 @@ fn separators_ok(g: &Groups, from: usize, k: usize) -> bool {
         }
     }
     true
+}
+
+/// `0123456789`, `0987654321`: digits counting up or down, a test string rather than a number.
+fn counting(d: &[u8]) -> bool {
+    let step = |up: bool| {
+        d.windows(2).all(|w| {
+            let (a, b) = (w[0] - b'0', w[1] - b'0');
+            if up {
+                b == (a + 1) % 10
+            } else {
+                a == (b + 1) % 10
+            }
+        })
+    };
+    step(true) || step(false)
+}
+
+/// A four-digit hex token with letters next to the candidate (`0061 05AE 10376`): a code point
+/// or hex dump, not a phone number.
+fn hex_neighbour(b: &[u8], from: usize) -> bool {
+    let token = |s: usize| {
+        let t = &b[s..b.len().min(s + 5)];
+        t.len() >= 4
+            && t[..4].iter().all(u8::is_ascii_hexdigit)
+            && t[..4].iter().any(u8::is_ascii_alphabetic)
+            && t.get(4).is_none_or(|c| !c.is_ascii_alphanumeric())
+    };
+    // The token after the first group, or the one before the candidate.
+    let first_end = from
+        + b[from..]
+            .iter()
+            .take(6)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+    (at(b, first_end) == b' ' && token(first_end + 1))
+        || (from >= 5 && b[from - 1] == b' ' && token(from - 5))
 }

@@ -259,12 +259,27 @@ pub(super) fn url_credentials(b: &[u8], i: usize) -> Step {
         return Step::Skip(a);
     };
     let userinfo = &b[a..at_pos];
-    let has_password = userinfo
-        .iter()
-        .position(|&c| c == b':')
-        .is_some_and(|c| a + c + 1 < at_pos);
+    // A real password, not a documentation placeholder (`user:password@`, `a:b@`, `:${PASS}@`).
+    let has_password = userinfo.iter().position(|&c| c == b':').is_some_and(|c| {
+        let pw = &b[a + c + 1..at_pos];
+        let lower = pw.to_ascii_lowercase();
+        pw.len() >= 3
+            && !matches!(
+                &lower[..],
+                b"password" | b"pass" | b"passwd" | b"pwd" | b"secret"
+            )
+            && !pw.starts_with(b"${")
+            && !pw.starts_with(b"$(")
+            && !matches!(pw[0], b'<' | b'{')
+            && !pw.iter().all(|&c| c == b'*')
+            && !lower.windows(4).any(|w| w == b"xxxx")
+    });
     if has_password && at_pos + 1 < e {
         return found(PiiType::UrlCredentials, a, at_pos);
+    }
+    if userinfo.contains(&b':') {
+        // `user:password@host` with a placeholder: not an email address either.
+        return Step::Skip(at_pos + 1);
     }
     // A user name alone (`https://ghp_...@github.com`): scan it as ordinary text.
     Step::Skip(a)

@@ -201,3 +201,23 @@ fn quiet_skip_stops_at_every_trigger() {
         }
     }
 }
+
+/// Code and data that real-text scans flagged (Rust crates, Python's standard library, man
+/// pages): none of it is personal data.
+#[test]
+fn real_text_look_alikes() {
+    none("        sig.generics.lt_token = Some(Token![<](sig.ident.span()));");
+    none("    pub semi_token: Token![;],");
+    none("            a = +4294967296  # 1 << 32");
+    none("        self.assertEqual(format(1234, 'b'), '+10011010010')");
+    none("     6 12 24 48 96 192 384 768 1536 3072");
+    none("        \"016.016.016.016\", \"01234.000000\"");
+    none("('2020-01-01T03:05:07.123457-05:00', \"12 31 04 000047 33 22 06 366\", \"01 02 03 000004\")");
+    none("0000120 20 80 00 00 20 80 00 00 20 80 00 00 20 80 00 00");
+    none("0061 10376 0315 0300 05AE 0062;0061 05AE 10376 0300 0315 0062;");
+    none("        pub pw_passwd: *const c_char,");
+    none("    *token = DEQUEUE!((*parser).tokens);");
+    none("    let mut unique_token = Token(SERVER.0 + 1);");
+    none("                    let token = next(&mut unique_token);");
+    none("    // token = 1*tchar");
+}
