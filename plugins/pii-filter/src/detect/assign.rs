@@ -168,23 +168,34 @@ fn aws_secret_at(b: &[u8], s: usize) -> bool {
 /// A secret access key within a few lines after an access key id that ends at `from`
 /// (credential files, CSV exports, `aws configure` output, JSON from `create-access-key`).
 pub(super) fn aws_secret_after(b: &[u8], from: usize) -> Option<Finding> {
-    let stop = b.len().min(from + 100);
+    // Start positions up to 100 bytes on. A key covers 40 bytes, so look at the last byte of
+    // each candidate first and jump past it when it can't belong to a key: prose costs a few
+    // reads per word instead of one per byte.
+    let last_start = b.len().saturating_sub(40).min(from + 100);
     let mut p = from;
-    while p < stop {
-        if is_b64(b[p]) && (p == 0 || !is_b64(b[p - 1])) {
-            if aws_secret_at(b, p) {
-                return Some(Finding {
-                    start: p,
-                    end: p + 40,
-                    kind: PiiType::AwsKey,
-                });
-            }
-            while p < stop && is_b64(b[p]) {
-                p += 1;
-            }
-        } else {
-            p += 1;
+    while p <= last_start {
+        let q = p + 39;
+        if !is_b64(b[q]) {
+            p = q + 1;
+            continue;
         }
+        let mut r = q;
+        while r > p && is_b64(b[r - 1]) {
+            r -= 1;
+        }
+        if r > p {
+            p = r;
+            continue;
+        }
+        if aws_secret_at(b, p) {
+            return Some(Finding {
+                start: p,
+                end: p + 40,
+                kind: PiiType::AwsKey,
+            });
+        }
+        // Inside a longer run: move past it.
+        p = q + 1 + b[q + 1..].iter().take_while(|&&c| is_b64(c)).count();
     }
     None
 }

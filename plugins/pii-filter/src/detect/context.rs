@@ -250,27 +250,39 @@ const VERSION: &[&[u8]] = &[
     b"requires",
 ];
 
+/// Every listed word with what it says (`None`: a filler), sorted for binary search. The
+/// lists are checked in priority order, so a word in two lists keeps the first meaning.
+fn known_words() -> &'static [(&'static [u8], Option<Label>)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static [u8], Option<Label>)>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let lists: [(&[&'static [u8]], Option<Label>); 6] = [
+            (FILLER, None),
+            (PHONE, Some(Label::Phone)),
+            (SSN, Some(Label::Ssn)),
+            (VERSION, Some(Label::Version)),
+            (IDENT, Some(Label::Identifier)),
+            (NETWORK, Some(Label::Network)),
+        ];
+        let mut table: Vec<(&'static [u8], Option<Label>)> = Vec::new();
+        for (list, label) in lists {
+            for &w in list {
+                if !table.iter().any(|(x, _)| *x == w) {
+                    table.push((w, label));
+                }
+            }
+        }
+        table.sort_by(|a, b| a.0.cmp(b.0));
+        table
+    })
+}
+
 fn classify(word: &[u8]) -> Option<Label> {
-    let has = |list: &[&[u8]]| list.contains(&word);
-    if has(FILLER) {
-        return None;
+    let table = known_words();
+    match table.binary_search_by(|(w, _)| (*w).cmp(word)) {
+        Ok(k) => table[k].1,
+        Err(_) => Some(classify_compound(word)),
     }
-    if has(PHONE) {
-        return Some(Label::Phone);
-    }
-    if has(SSN) {
-        return Some(Label::Ssn);
-    }
-    if has(VERSION) {
-        return Some(Label::Version);
-    }
-    if has(IDENT) {
-        return Some(Label::Identifier);
-    }
-    if has(NETWORK) {
-        return Some(Label::Network);
-    }
-    Some(classify_compound(word))
 }
 
 /// Labels written as one identifier (`customer_phone`, `orderId`, `social_security_number`).

@@ -83,6 +83,12 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
 
 /// An IPv6 address starting at `i` (a hex word followed by `:`, or `::`).
 pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
+    // Every address has a second colon at most five bytes after its first one; times
+    // (`03:00`) and labels (`Note: ...`) do not, and are dropped before any parsing.
+    let c1 = i + b[i..b.len().min(i + 5)].iter().position(|&c| c == b':')?;
+    if !b[c1 + 1..b.len().min(c1 + 6)].contains(&b':') {
+        return None;
+    }
     let mut e = run_max(b, i, 46, |c| is_hex(c) || c == b':' || c == b'.');
     while e > i && b[e - 1] == b'.' {
         e -= 1;
