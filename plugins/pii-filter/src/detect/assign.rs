@@ -104,7 +104,8 @@ fn label(b: &[u8], i: usize) -> Option<Kind> {
             return None;
         }
     }
-    if s == e {
+    // A field of a colon-separated layout (`name:password:uid`), not an assignment.
+    if s == e || (s > 0 && b[s - 1] == b':') {
         return None;
     }
     let mut buf = [0u8; 48];
@@ -262,8 +263,17 @@ pub(super) fn at_assignment(b: &[u8], i: usize) -> Option<Finding> {
         let v = &b[start..e];
         let opens = v.iter().filter(|&&c| c == b'(').count();
         let closes = v.iter().filter(|&&c| c == b')').count();
-        if e > start && closes > opens && b[e - 1] == b')' && !line_end {
-            e -= 1;
+        if e > start && closes > opens && b[e - 1] == b')' {
+            // `f(password=password)`, `password: prompt):`: a name closing a call.
+            if b[start..e - 1]
+                .iter()
+                .all(|&c| c.is_ascii_alphanumeric() || c == b'_')
+            {
+                return None;
+            }
+            if !line_end {
+                e -= 1;
+            }
         }
     }
     let v = &b[start..e];
@@ -322,7 +332,11 @@ fn looks_like_credential(v: &[u8]) -> bool {
             return false;
         }
         match code.get(head) {
-            Some(b'.') if code.get(head + 1).is_some_and(|c| c.is_ascii_alphabetic()) => {
+            Some(b'.')
+                if code
+                    .get(head + 1)
+                    .is_some_and(|&c| c.is_ascii_alphabetic() || c == b'_') =>
+            {
                 let dotted = code
                     .iter()
                     .all(|&c| ident(c) || c == b'.' || c == b'(' || c == b')');

@@ -109,6 +109,10 @@ pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
     // Short compressed forms also read as code paths (`E1::A`, `B2::new(`): accept them only in
     // lowercase and not followed by a call or generic.
     let groups = s.split(|&c| c == b':').filter(|g| !g.is_empty()).count();
+    // `::1` (loopback, no one's) and `[::3]` (a slice in Python) are not worth a finding.
+    if compressed && groups < 2 {
+        return None;
+    }
     if groups < 3
         && (s.iter().any(u8::is_ascii_uppercase) || matches!(at(b, e), b'(' | b'<' | b'{'))
     {

@@ -220,4 +220,8 @@ fn real_text_look_alikes() {
     none("    let mut unique_token = Token(SERVER.0 + 1);");
     none("                    let token = next(&mut unique_token);");
     none("    // token = 1*tchar");
+    none("        self.assertEqual(sz[::3], b\"f\") and [::1]:8080");
+    none("nntp_class('dummy', user=login, password=password)");
+    none("        token = self._fp.read(1)[0]");
+    none("group_name:password:GID:user_list");
 }
