@@ -298,6 +298,13 @@ fn looks_like_credential(v: &[u8]) -> bool {
     if NOT_VALUES.contains(&&lower[..]) || placeholder(v) {
         return false;
     }
+    // `(required)`, and roff's escapes in man pages (`my\-secret`, `bar\fR`).
+    if (v[0] == b'(' && v.ends_with(b")"))
+        || v.windows(2)
+            .any(|w| w[0] == b'\\' && matches!(w[1], b'-' | b'&' | b'f' | b'e' | b'('))
+    {
+        return false;
+    }
     // Credentials have no spaces, and rarely several colons (`prefix:2002:da8:1::`).
     if v.iter().any(u8::is_ascii_whitespace) || v.iter().filter(|&&c| c == b':').count() >= 2 {
         return false;
