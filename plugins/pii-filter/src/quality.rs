@@ -163,7 +163,7 @@ struct ThirdParty {
 
 fn load_third_party() -> Vec<ThirdParty> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/eval/thirdparty.jsonl");
-    let data = std::fs::read_to_string(path).expect("eval/thirdparty.jsonl (see eval/README)");
+    let data = std::fs::read_to_string(path).expect("eval/thirdparty.jsonl (see eval/SOURCES.md)");
     data.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("a JSON line"))

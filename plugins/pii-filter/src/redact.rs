@@ -37,7 +37,9 @@ pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Str
         return text_at(s, None, policy, counts, 0);
     }
     json::rewrite(s, |v, site| {
-        if site.is_key || site.number || site.depth < 2 {
+        // Keys of parts are the schema's (`type`, `text`); strings directly in the list are
+        // not valid parts but still reach the model, so they are scanned too.
+        if site.is_key || site.number {
             return Ok(None);
         }
         match site.key {
@@ -207,6 +209,15 @@ mod tests {
             r#"[{"type":"text","text":"hi [EMAIL]"},{"type":"image_url","image_url":{"url":"https://[URL_CREDENTIALS]@x.org/i.png?to=[EMAIL]","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AKIAIOSFODNN7EXAMPLE"}},{"type":"file","file":{"filename":"ssn [US_SSN].pdf","file_data":"eyJhbGciOiJub25lIn0"}}]"#
         );
         assert_eq!(c[PiiType::Email.index()], 2);
+    }
+
+    #[test]
+    fn bare_strings_in_a_list_are_scanned() {
+        let mut c = [0; PiiType::COUNT];
+        let out = parts(r#"["mail a@b.com"]"#, &Policy::default(), &mut c)
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, r#"["mail [EMAIL]"]"#);
     }
 
     #[test]
