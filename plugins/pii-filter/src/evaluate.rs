@@ -72,6 +72,14 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
         for (c, call) in msg.tool_calls.iter().enumerate() {
             let mut counts: Counts = [0; PiiType::COUNT];
             match redact::arguments(&call.arguments, policy, &mut counts) {
+                Err(Blocked(t)) if !crate::json::is_document(&call.arguments) => {
+                    return Verdict::Block(format!(
+                        "tool call {c} of message {idx} contains {} {} in arguments that are not \
+                         JSON (they cannot be redacted)",
+                        t.article(),
+                        t.name()
+                    ));
+                }
                 Err(Blocked(t)) => {
                     return blocked(format!("tool call {c} of message {idx}"), t);
                 }
