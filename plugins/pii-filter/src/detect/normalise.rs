@@ -72,6 +72,18 @@ pub struct Normalised {
 fn next_fold(s: &str, mut i: usize) -> Option<(usize, char, Fold)> {
     let b = s.as_bytes();
     while i < b.len() {
+        // ASCII never folds: pass over it eight bytes at a time.
+        while let Some(chunk) = b.get(i..i + 8) {
+            if u64::from_le_bytes(chunk.try_into().expect("eight bytes")) & 0x8080_8080_8080_8080
+                != 0
+            {
+                break;
+            }
+            i += 8;
+        }
+        if i >= b.len() {
+            break;
+        }
         if may_fold(b[i]) {
             let ch = s[i..]
                 .chars()
