@@ -129,7 +129,7 @@ pub fn schema() -> String {
     }
     let mut group = action();
     group["description"] = json!(
-        "Action for every secret sub-type: AWS_KEY, GITHUB_TOKEN, SLACK_TOKEN, JWT, PRIVATE_KEY, URL_CREDENTIALS."
+        "Action for every secret sub-type: AWS_KEY, GITHUB_TOKEN, SLACK_TOKEN, JWT, PRIVATE_KEY, URL_CREDENTIALS, API_KEY, CREDENTIAL."
     );
     types.insert(SECRET_GROUP.into(), group);
     let mut default = action();

@@ -598,6 +598,23 @@ fn url_credentials(r: &mut Rng) -> (String, String, String) {
 
 // ---------------------------------------------------------------- positives in context
 
+/// The types this generator writes (it predates API_KEY and CREDENTIAL, which only the
+/// third-party set covers).
+const GENERATED: &[PiiType] = &[
+    PiiType::Email,
+    PiiType::Phone,
+    PiiType::CreditCard,
+    PiiType::UsSsn,
+    PiiType::Iban,
+    PiiType::IpAddress,
+    PiiType::AwsKey,
+    PiiType::GithubToken,
+    PiiType::SlackToken,
+    PiiType::Jwt,
+    PiiType::PrivateKey,
+    PiiType::UrlCredentials,
+];
+
 /// Writes one positive of type `t` in a context typical for it.
 fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
     use PiiType::*;
@@ -647,7 +664,12 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
                     "Mobile: {} / Office: none",
                 ])
             };
-            s.templated(tpl, t, &v);
+            // An extension is part of the number (it is redacted with it).
+            if tpl == "office {} ext. 12" {
+                s.templated("office {}", t, &format!("{v} ext. 12"));
+            } else {
+                s.templated(tpl, t, &v);
+            }
         }
         CreditCard => {
             let v = card(r);
@@ -807,6 +829,7 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
             s.raw(&rest);
             s.raw(r.pick(&["", "\"", " now", "\n"]));
         }
+        ApiKey | Credential => unreachable!("not in GENERATED"),
     }
 }
 
@@ -1125,7 +1148,7 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
 pub fn generate(seed: u64, per_type: usize, per_negative: usize) -> Vec<Sample> {
     let mut r = Rng::new(seed);
     let mut out = Vec::new();
-    for t in PiiType::ALL {
+    for &t in GENERATED {
         for _ in 0..per_type {
             let mut s = Sample::default();
             if r.chance(70) {
@@ -1168,7 +1191,7 @@ pub fn generate(seed: u64, per_type: usize, per_negative: usize) -> Vec<Sample> 
             let w = r.range(1, 6);
             filler(&mut r, &mut s, w);
             if r.chance(70) {
-                let t = r.pick(&PiiType::ALL);
+                let t = r.pick(GENERATED);
                 positive(&mut r, &mut s, t);
             } else {
                 let k = r.below(NEGATIVE_KINDS.len());

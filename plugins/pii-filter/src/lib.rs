@@ -16,6 +16,10 @@ pub mod validate;
 mod dataset;
 #[cfg(test)]
 mod quality;
+#[cfg(test)]
+mod realtext;
+#[cfg(test)]
+mod throughput;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 

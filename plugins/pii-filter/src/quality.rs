@@ -1,11 +1,18 @@
-//! Precision and recall per type on the generated corpus, and a throughput measurement.
+//! Detection quality: span-exact precision and recall per type.
 //!
-//! `cargo test -p pii-filter quality -- --nocapture` prints the table;
-//! `cargo test -p pii-filter --release throughput -- --ignored --nocapture` prints MB/s.
+//! - [`third_party_set`] scores `eval/thirdparty.jsonl`, built by `eval/build_thirdparty.py`
+//!   from generators the project did not write (Faker's locale providers, PyJWT,
+//!   `cryptography`, vendors' documented key formats; see `eval/SOURCES.md`). This is the
+//!   evidence of quality, and the suite fails below 0.95 on any type.
+//! - [`regression_generated_set`] scores the project's own generator (`src/dataset.rs`). It was
+//!   written together with the detector, so it only guards against regressions.
+//!
+//! `cargo test -p pii-filter quality -- --nocapture` prints both tables.
 
 use crate::dataset::{generate, Sample};
 use crate::detect::scan;
 use crate::types::PiiType;
+use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 
 #[derive(Default, Clone, Copy)]
@@ -33,82 +40,102 @@ impl Score {
     }
 }
 
+/// One labelled text, whichever set it came from.
+struct Labelled<'a> {
+    text: &'a str,
+    spans: Vec<(PiiType, usize, usize)>,
+    /// What the sample is about (source and layout), for the error listing.
+    tag: String,
+    /// Hard-negative kind, when the sample is one.
+    negative: Option<String>,
+}
+
 struct Report {
     scores: [Score; PiiType::COUNT],
-    fp_by_negative: BTreeMap<&'static str, usize>,
+    /// Hard-negative samples, and how many of them got any finding, by kind.
+    negatives: BTreeMap<String, (usize, usize)>,
     examples: Vec<String>,
 }
 
-fn score(samples: &[Sample]) -> Report {
+impl Report {
+    fn negatives_touched(&self) -> (usize, usize) {
+        self.negatives
+            .values()
+            .fold((0, 0), |(n, t), &(a, b)| (n + a, t + b))
+    }
+}
+
+fn score(samples: &[Labelled]) -> Report {
     let mut scores = [Score::default(); PiiType::COUNT];
-    let mut fp_by_negative = BTreeMap::new();
+    let mut negatives: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut examples = Vec::new();
+    let note = |examples: &mut Vec<String>, s: String| {
+        if examples.len() < 60 {
+            examples.push(s);
+        }
+    };
     for s in samples {
         let truth: HashSet<(PiiType, usize, usize)> = s.spans.iter().copied().collect();
-        let got: HashSet<(PiiType, usize, usize)> = scan(&s.text, None)
-            .into_iter()
-            .map(|f| (f.kind, f.start, f.end))
-            .collect();
+        let found = scan(s.text, None);
+        let got: HashSet<(PiiType, usize, usize)> =
+            found.iter().map(|f| (f.kind, f.start, f.end)).collect();
+        if let Some(kind) = &s.negative {
+            let e = negatives.entry(kind.clone()).or_default();
+            e.0 += 1;
+            e.1 += usize::from(!got.is_empty());
+        }
         for &(t, a, b) in &got {
             if truth.contains(&(t, a, b)) {
                 scores[t.index()].tp += 1;
             } else {
                 scores[t.index()].fp += 1;
-                for n in &s.negatives {
-                    *fp_by_negative.entry(*n).or_insert(0) += 1;
-                }
-                if examples.len() < 40 {
-                    examples.push(format!(
-                        "FP {} {:?} in {:?}",
+                note(
+                    &mut examples,
+                    format!(
+                        "FP {} {:?} [{}] in {:?}",
                         t.name(),
                         &s.text[a..b],
+                        s.tag,
                         s.text
-                    ));
-                }
+                    ),
+                );
             }
         }
         for &(t, a, b) in &truth {
             if !got.contains(&(t, a, b)) {
                 scores[t.index()].fn_ += 1;
-                if examples.len() < 40 {
-                    examples.push(format!(
-                        "FN {} {:?} in {:?}",
+                note(
+                    &mut examples,
+                    format!(
+                        "FN {} {:?} [{}] in {:?}",
                         t.name(),
                         &s.text[a..b],
+                        s.tag,
                         s.text
-                    ));
-                }
+                    ),
+                );
             }
         }
     }
     Report {
         scores,
-        fp_by_negative,
+        negatives,
         examples,
     }
 }
 
-#[test]
-fn quality_precision_and_recall_per_type() {
-    let samples = generate(0x5EED_2024, 400, 250);
-    let negatives: usize = samples.iter().map(|s| s.negatives.len()).sum();
-    let report = score(&samples);
+/// Prints the table and returns the types below `min` on precision or recall.
+fn table(report: &Report, min: f64, min_support: usize) -> Vec<&'static str> {
     for e in &report.examples {
         println!("{e}");
     }
-    println!(
-        "{} samples, {} hard negatives; false positives by negative kind: {:?}",
-        samples.len(),
-        negatives,
-        report.fp_by_negative
-    );
     println!("| type | support | TP | FP | FN | precision | recall |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut failed = Vec::new();
     for t in PiiType::ALL {
         let s = report.scores[t.index()];
         println!(
-            "| {} | {} | {} | {} | {} | {:.4} | {:.4} |",
+            "| {} | {} | {} | {} | {} | {:.3} | {:.3} |",
             t.name(),
             s.tp + s.fn_,
             s.tp,
@@ -117,14 +144,117 @@ fn quality_precision_and_recall_per_type() {
             s.precision(),
             s.recall()
         );
-        assert!(s.tp + s.fn_ >= 300, "{} has too few positives", t.name());
-        if s.precision() < 0.95 || s.recall() < 0.95 {
+        if s.tp + s.fn_ < min_support || s.precision() < min || s.recall() < min {
             failed.push(t.name());
         }
     }
-    assert!(failed.is_empty(), "below 0.95: {failed:?}");
+    failed
 }
 
+#[derive(Deserialize)]
+struct ThirdParty {
+    text: String,
+    spans: Vec<(String, usize, usize)>,
+    source: String,
+    layout: String,
+    #[serde(default)]
+    negative: Option<String>,
+}
+
+fn load_third_party() -> Vec<ThirdParty> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/eval/thirdparty.jsonl");
+    let data = std::fs::read_to_string(path).expect("eval/thirdparty.jsonl (see eval/SOURCES.md)");
+    data.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn quality_third_party_set() {
+    let raw = load_third_party();
+    let samples: Vec<Labelled> = raw
+        .iter()
+        .map(|r| Labelled {
+            text: &r.text,
+            spans: r
+                .spans
+                .iter()
+                .map(|(t, a, b)| (PiiType::from_name(t).expect("known type"), *a, *b))
+                .collect(),
+            tag: format!("{} / {}", r.source, r.layout),
+            negative: r.negative.clone(),
+        })
+        .collect();
+    let report = score(&samples);
+    println!("third-party set: {} samples", samples.len());
+    let failed = table(&report, 0.95, 50);
+    let (n, touched) = report.negatives_touched();
+    println!(
+        "hard negatives: {n} samples, {touched} touched ({:.2}%)",
+        100.0 * touched as f64 / n.max(1) as f64
+    );
+    for (kind, (count, t)) in &report.negatives {
+        if *t > 0 {
+            println!("  {kind}: {t} of {count}");
+        }
+    }
+    // Disguised values (zero-width, full-width, typographic dashes): recall on their own.
+    let evasion: Vec<Labelled> = samples
+        .iter()
+        .filter(|s| s.tag.contains("evasion"))
+        .map(|s| Labelled {
+            text: s.text,
+            spans: s.spans.clone(),
+            tag: s.tag.clone(),
+            negative: None,
+        })
+        .collect();
+    let ev = score(&evasion);
+    let (tp, fn_) = ev
+        .scores
+        .iter()
+        .fold((0, 0), |(a, b), s| (a + s.tp, b + s.fn_));
+    println!(
+        "disguised values: {} of {} found ({:.3})",
+        tp,
+        tp + fn_,
+        tp as f64 / (tp + fn_).max(1) as f64
+    );
+    assert!(
+        failed.is_empty(),
+        "below 0.95 on the third-party set: {failed:?}"
+    );
+    assert!(
+        touched * 100 <= n * 3,
+        "more than 3% of hard negatives touched: {touched} of {n}"
+    );
+}
+
+#[test]
+fn quality_regression_generated_set() {
+    let generated = generate(0x5EED_2024, 400, 250);
+    let samples: Vec<Labelled> = generated
+        .iter()
+        .map(|s: &Sample| Labelled {
+            text: &s.text,
+            spans: s.spans.clone(),
+            tag: "generated".into(),
+            negative: s.negatives.first().map(|n| n.to_string()),
+        })
+        .collect();
+    let report = score(&samples);
+    println!("generated set (regression only): {} samples", samples.len());
+    // Types the generator does not produce have no support here; only its own types count.
+    let failed: Vec<_> = table(&report, 0.95, 0)
+        .into_iter()
+        .filter(|t| {
+            let k = PiiType::from_name(t).unwrap();
+            report.scores[k.index()].tp + report.scores[k.index()].fn_ > 0
+        })
+        .collect();
+    assert!(failed.is_empty(), "below 0.95: {failed:?}");
+}
 #[test]
 fn dataset_is_deterministic() {
     let a = generate(7, 20, 5);

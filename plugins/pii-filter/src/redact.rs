@@ -23,23 +23,56 @@ pub fn text(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Stri
     text_at(s, None, policy, counts, 0)
 }
 
-/// Redacts content parts (JSON text of an array of parts): the `text` of each part (and the
-/// `refusal` of refusal parts). Parts that are not valid JSON are treated as plain text.
+/// Redacts content that is not a plain string (JSON text). An array of content parts has every
+/// string a model gets to see scanned: `text` and `refusal`, `image_url.url` (credentials, emails
+/// in query strings), `file.filename`, and the strings of unknown part types; the part
+/// structure (`type`, `detail`, `format`) and inline data (`file_data`, `data:` URLs, audio) are
+/// left alone. Content given as a JSON object is a JSON document and scanned as one. Text that is
+/// not valid JSON is treated as plain text.
 pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<String>, Blocked> {
     if !json::is_document(s) {
         return plain(s, None, policy, counts);
     }
+    if s.trim_start().starts_with('{') {
+        return text_at(s, None, policy, counts, 0);
+    }
     json::rewrite(s, |v, site| {
-        let is_text = !site.is_key
-            && !site.number
-            && site.depth == 2
-            && matches!(site.key, Some("text" | "refusal"));
-        if is_text {
-            text_at(v, None, policy, counts, 1)
-        } else {
-            Ok(None)
+        // Keys of parts are the schema's (`type`, `text`); strings directly in the list are
+        // not valid parts but still reach the model, so they are scanned too.
+        if site.is_key || site.number {
+            return Ok(None);
+        }
+        match site.key {
+            Some("type" | "detail" | "format" | "file_data" | "data" | "file_id" | "mime_type") => {
+                Ok(None)
+            }
+            Some("url") if v.starts_with("data:") => Ok(None),
+            Some("text" | "refusal") => text_at(v, None, policy, counts, 1),
+            key => text_at(v, key, policy, counts, 1),
         }
     })
+}
+
+/// Redacts tool-call arguments (JSON text). Arguments that are not a JSON object or array can't
+/// be rewritten and stay valid JSON, so a value found in them blocks (`Err`) unless its type is
+/// allowed.
+pub fn arguments(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<String>, Blocked> {
+    if json::is_document(s) {
+        return text_at(s, None, policy, counts, 0);
+    }
+    match find_unallowed(s, policy) {
+        Some(t) => Err(Blocked(t)),
+        None => Ok(None),
+    }
+}
+
+/// The first value in `s` whose type is not allowed: for fields that can't be edited (a message
+/// `name`, a tool description), finding one means blocking.
+pub fn find_unallowed(s: &str, policy: &Policy) -> Option<PiiType> {
+    detect::scan(s, None)
+        .into_iter()
+        .map(|f| f.kind)
+        .find(|&t| policy.action(t) != Action::Allow)
 }
 
 fn text_at(
@@ -167,15 +200,47 @@ mod tests {
     }
 
     #[test]
-    fn parts_only_text() {
-        let src = r#"[{"type":"text","text":"hi a@b.com"},{"type":"image_url","image_url":{"url":"https://x.org/a@b.com"}}]"#;
+    fn parts_text_urls_and_filenames() {
+        let src = r#"[{"type":"text","text":"hi a@b.com"},{"type":"image_url","image_url":{"url":"https://u:s3cr3t@x.org/i.png?to=a@b.com","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AKIAIOSFODNN7EXAMPLE"}},{"type":"file","file":{"filename":"ssn 078-05-1120.pdf","file_data":"eyJhbGciOiJub25lIn0"}}]"#;
         let mut c = [0; PiiType::COUNT];
         let out = parts(src, &Policy::default(), &mut c).unwrap().unwrap();
         assert_eq!(
             out,
-            r#"[{"type":"text","text":"hi [EMAIL]"},{"type":"image_url","image_url":{"url":"https://x.org/a@b.com"}}]"#
+            r#"[{"type":"text","text":"hi [EMAIL]"},{"type":"image_url","image_url":{"url":"https://[URL_CREDENTIALS]@x.org/i.png?to=[EMAIL]","detail":"low"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AKIAIOSFODNN7EXAMPLE"}},{"type":"file","file":{"filename":"ssn [US_SSN].pdf","file_data":"eyJhbGciOiJub25lIn0"}}]"#
         );
-        assert_eq!(c[PiiType::Email.index()], 1);
+        assert_eq!(c[PiiType::Email.index()], 2);
+    }
+
+    #[test]
+    fn bare_strings_in_a_list_are_scanned() {
+        let mut c = [0; PiiType::COUNT];
+        let out = parts(r#"["mail a@b.com"]"#, &Policy::default(), &mut c)
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, r#"["mail [EMAIL]"]"#);
+    }
+
+    #[test]
+    fn object_content_is_a_document() {
+        let src = r#"{"note": "mail a@b.com", "n": 1}"#;
+        let mut c = [0; PiiType::COUNT];
+        let out = parts(src, &Policy::default(), &mut c).unwrap().unwrap();
+        assert_eq!(out, r#"{"note": "mail [EMAIL]", "n": 1}"#);
+    }
+
+    #[test]
+    fn arguments_stay_json_or_block() {
+        let mut c = [0; PiiType::COUNT];
+        let p = Policy::default();
+        let out = arguments(r#"{"to":"a@b.com","n":2}"#, &p, &mut c)
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, r#"{"to":"[EMAIL]","n":2}"#);
+        assert_eq!(
+            arguments(r#"{"to":"a@b.com""#, &p, &mut c),
+            Err(Blocked(PiiType::Email))
+        );
+        assert_eq!(arguments(r#"{"to":"nobody""#, &p, &mut c), Ok(None));
     }
 
     #[test]

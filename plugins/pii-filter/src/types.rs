@@ -17,6 +17,8 @@ pub enum PiiType {
     Jwt,
     PrivateKey,
     UrlCredentials,
+    ApiKey,
+    Credential,
 }
 
 /// Config name of the group that holds every secret sub-type.
@@ -24,7 +26,7 @@ pub const SECRET_GROUP: &str = "SECRET";
 
 impl PiiType {
     /// Every type, in reporting order.
-    pub const ALL: [PiiType; 12] = [
+    pub const ALL: [PiiType; 14] = [
         PiiType::Email,
         PiiType::Phone,
         PiiType::CreditCard,
@@ -37,6 +39,8 @@ impl PiiType {
         PiiType::Jwt,
         PiiType::PrivateKey,
         PiiType::UrlCredentials,
+        PiiType::ApiKey,
+        PiiType::Credential,
     ];
 
     /// Number of types (array sizes).
@@ -62,6 +66,8 @@ impl PiiType {
             PiiType::Jwt => "JWT",
             PiiType::PrivateKey => "PRIVATE_KEY",
             PiiType::UrlCredentials => "URL_CREDENTIALS",
+            PiiType::ApiKey => "API_KEY",
+            PiiType::Credential => "CREDENTIAL",
         }
     }
 
@@ -80,6 +86,8 @@ impl PiiType {
             PiiType::Jwt => "[JWT]",
             PiiType::PrivateKey => "[PRIVATE_KEY]",
             PiiType::UrlCredentials => "[URL_CREDENTIALS]",
+            PiiType::ApiKey => "[API_KEY]",
+            PiiType::Credential => "[CREDENTIAL]",
         }
     }
 
@@ -91,7 +99,9 @@ impl PiiType {
             | PiiType::SlackToken
             | PiiType::Jwt
             | PiiType::PrivateKey
-            | PiiType::UrlCredentials => Some(SECRET_GROUP),
+            | PiiType::UrlCredentials
+            | PiiType::ApiKey
+            | PiiType::Credential => Some(SECRET_GROUP),
             _ => None,
         }
     }
@@ -104,7 +114,11 @@ impl PiiType {
     /// The indefinite article for the type's name in prose ("an EMAIL", "a US_SSN").
     pub fn article(self) -> &'static str {
         match self {
-            PiiType::Email | PiiType::Iban | PiiType::IpAddress | PiiType::AwsKey => "an",
+            PiiType::Email
+            | PiiType::Iban
+            | PiiType::IpAddress
+            | PiiType::AwsKey
+            | PiiType::ApiKey => "an",
             _ => "a",
         }
     }

@@ -91,7 +91,38 @@ pub enum Label {
     Identifier,
     /// A software version: "version", "release", "build", "v", product names ...
     Version,
+    /// A network address: "ip", "host", "server", "gateway", ...
+    Network,
 }
+
+const NETWORK: &[&[u8]] = &[
+    b"ip",
+    b"ips",
+    b"ipv4",
+    b"host",
+    b"hostname",
+    b"server",
+    b"address",
+    b"addr",
+    b"gateway",
+    b"dns",
+    b"nameserver",
+    b"proxy",
+    b"client",
+    b"remote",
+    b"peer",
+    b"src",
+    b"dst",
+    b"source",
+    b"destination",
+    b"from",
+    b"subnet",
+    b"router",
+    b"ping",
+    b"ssh",
+    b"connect",
+    b"connected",
+];
 
 const FILLER: &[&[u8]] = &[
     b"no", b"nr", b"num", b"number", b"numbers", b"is", b"was", b"are", b"be", b"the", b"my",
@@ -112,7 +143,6 @@ const PHONE: &[&[u8]] = &[
     b"ph",
     b"whatsapp",
     b"sms",
-    b"text",
     b"dial",
     b"contact",
     b"reach",
@@ -220,24 +250,39 @@ const VERSION: &[&[u8]] = &[
     b"requires",
 ];
 
+/// Every listed word with what it says (`None`: a filler), sorted for binary search. The
+/// lists are checked in priority order, so a word in two lists keeps the first meaning.
+fn known_words() -> &'static [(&'static [u8], Option<Label>)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static [u8], Option<Label>)>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let lists: [(&[&'static [u8]], Option<Label>); 6] = [
+            (FILLER, None),
+            (PHONE, Some(Label::Phone)),
+            (SSN, Some(Label::Ssn)),
+            (VERSION, Some(Label::Version)),
+            (IDENT, Some(Label::Identifier)),
+            (NETWORK, Some(Label::Network)),
+        ];
+        let mut table: Vec<(&'static [u8], Option<Label>)> = Vec::new();
+        for (list, label) in lists {
+            for &w in list {
+                if !table.iter().any(|(x, _)| *x == w) {
+                    table.push((w, label));
+                }
+            }
+        }
+        table.sort_by(|a, b| a.0.cmp(b.0));
+        table
+    })
+}
+
 fn classify(word: &[u8]) -> Option<Label> {
-    let has = |list: &[&[u8]]| list.contains(&word);
-    if has(FILLER) {
-        return None;
+    let table = known_words();
+    match table.binary_search_by(|(w, _)| (*w).cmp(word)) {
+        Ok(k) => table[k].1,
+        Err(_) => Some(classify_compound(word)),
     }
-    if has(PHONE) {
-        return Some(Label::Phone);
-    }
-    if has(SSN) {
-        return Some(Label::Ssn);
-    }
-    if has(VERSION) {
-        return Some(Label::Version);
-    }
-    if has(IDENT) {
-        return Some(Label::Identifier);
-    }
-    Some(classify_compound(word))
 }
 
 /// Labels written as one identifier (`customer_phone`, `orderId`, `social_security_number`).
@@ -249,6 +294,8 @@ fn classify_compound(word: &[u8]) -> Label {
         Label::Ssn
     } else if contains(b"version") || contains(b"release") {
         Label::Version
+    } else if word.starts_with(b"ip") || word.ends_with(b"_ip") || contains(b"host") {
+        Label::Network
     } else if contains(b"order")
         || contains(b"invoice")
         || contains(b"tracking")
@@ -298,8 +345,84 @@ const ABBREVIATIONS: &[&[u8]] = &[
 
 /// What the words before `start` (and, when the text starts there, the JSON key `hint` the text
 /// was found under) say the value at `start` is. Looks at most four words back within the same
-/// sentence, skipping fillers such as "number", "is", "my".
+/// sentence, skipping fillers such as "number", "is", "my". A value that is a field of a CSV
+/// row is labelled by its column's header.
 pub fn label_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
+    match words_before(b, start, hint) {
+        Label::None => csv_column(b, start).map_or(Label::None, classify_hint),
+        label => label,
+    }
+}
+
+/// Field boundaries of one CSV line: the offsets where fields start, quote-aware.
+fn csv_fields(line: &[u8], upto: usize) -> (usize, usize) {
+    // (index of the field holding `upto`, fields seen so far)
+    let mut field = 0;
+    let mut quoted = false;
+    for &c in &line[..upto] {
+        match c {
+            b'"' => quoted = !quoted,
+            b',' if !quoted => field += 1,
+            _ => {}
+        }
+    }
+    (field, usize::from(quoted))
+}
+
+/// The header of the CSV column the value at `start` sits in: the value must start a field
+/// (after a comma or at the start of its line), and the header is the first line of the block
+/// of comma-separated lines it belongs to.
+fn csv_column(b: &[u8], start: usize) -> Option<&str> {
+    if start > 0 && !matches!(b[start - 1], b',' | b'\n') {
+        return None;
+    }
+    // Bounded look-backs keep this linear on long lines and long tables.
+    let lo = start.saturating_sub(1024);
+    let ls = match b[lo..start].iter().rposition(|&c| c == b'\n') {
+        Some(p) => lo + p + 1,
+        None if lo == 0 => 0,
+        None => return None,
+    };
+    let (col, open_quote) = csv_fields(&b[ls..], start - ls);
+    if open_quote == 1
+        || (col == 0
+            && !b[start..]
+                .iter()
+                .take_while(|&&c| c != b'\n')
+                .any(|&c| c == b','))
+    {
+        return None;
+    }
+    // Walk up over lines that also have commas, at most 50 lines or 8 KiB.
+    let mut header = ls;
+    let mut lines = 0;
+    while header > 0 && lines < 20 && ls - header < 4096 {
+        let prev_end = header - 1;
+        let plo = prev_end.saturating_sub(1024);
+        let prev_start = match b[plo..prev_end].iter().rposition(|&c| c == b'\n') {
+            Some(p) => plo + p + 1,
+            None if plo == 0 => 0,
+            None => break,
+        };
+        if !b[prev_start..prev_end].contains(&b',') {
+            break;
+        }
+        header = prev_start;
+        lines += 1;
+    }
+    if header == ls {
+        return None;
+    }
+    let line_end = header + b[header..].iter().position(|&c| c == b'\n')?;
+    let line = &b[header..line_end];
+    let name = line.split(|&c| c == b',').nth(col)?;
+    let name = name.trim_ascii();
+    let name = name.strip_prefix(b"\"").unwrap_or(name);
+    let name = name.strip_suffix(b"\"").unwrap_or(name);
+    std::str::from_utf8(name).ok()
+}
+
+fn words_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
     let mut pos = start;
     let mut buf = [0u8; 32];
     for _ in 0..4 {
@@ -403,5 +526,10 @@ mod tests {
         assert_eq!(label_before(b"", 0, Some("customer_phone")), Label::Phone);
         assert_eq!(label_before(b"", 0, Some("orderId")), Label::Identifier);
         assert_eq!(label_before(b"", 0, Some("ssn")), Label::Ssn);
+        let csv = b"name,ssn,company\nJo,123456789,\"A, B\"\nAl,234567890,C";
+        let at = |v: &[u8]| csv.windows(v.len()).position(|w| w == v).unwrap();
+        assert_eq!(label_before(csv, at(b"123456789"), None), Label::Ssn);
+        assert_eq!(label_before(csv, at(b"234567890"), None), Label::Ssn);
+        assert_eq!(label_before(csv, at(b"C"), None), Label::None);
     }
 }

@@ -53,19 +53,42 @@ pub(super) fn v4(b: &[u8], i: usize, hint: Option<&str>) -> V4 {
         let versionish = matches!(prev, b'~' | b'^' | b'<' | b'>')
             || (prev == b'=' && matches!(prev2, b'=' | b'<' | b'>' | b'~' | b'!'))
             || (matches!(prev, b'/' | b'-' | b'_') && prev2.is_ascii_alphabetic())
-            || (prev == b'.' && prev2.is_ascii_digit());
+            || (prev == b'.' && prev2.is_ascii_digit())
+            // Firefox's `rv:1.9.0.20`.
+            || (prev == b':' && i >= 3 && &b[i - 3..i - 1] == b"rv");
         if versionish {
             return V4::Suppressed(dotted_end());
         }
     }
-    if label_before(b, i, hint) == Label::Version {
+    let label = label_before(b, i, hint);
+    if label == Label::Version {
         return V4::Suppressed(dotted_end());
+    }
+    // `3.5.1.13`, `7.8.8.8`: with every part between 1 and 20 a dotted quad is far more often a
+    // section or version number than an address; it needs an address label or a port or prefix.
+    let small = b[i..p]
+        .split(|&c| c == b'.')
+        .take(3)
+        .all(|part| part.len() <= 2 && part != b"0" && (part.len() < 2 || part <= &b"20"[..]));
+    // The unspecified, loopback and broadcast addresses belong to no one.
+    if matches!(&b[i..p], b"0.0.0.0" | b"127.0.0.1" | b"255.255.255.255") {
+        return V4::Suppressed(p);
+    }
+    let after_at = i > 0 && b[i - 1] == b'@';
+    if small && label != Label::Network && !after_at && !matches!(next, b':' | b'/') {
+        return V4::Suppressed(p);
     }
     V4::Match(p)
 }
 
 /// An IPv6 address starting at `i` (a hex word followed by `:`, or `::`).
 pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
+    // Every address has a second colon at most five bytes after its first one; times
+    // (`03:00`) and labels (`Note: ...`) do not, and are dropped before any parsing.
+    let c1 = i + b[i..b.len().min(i + 5)].iter().position(|&c| c == b':')?;
+    if !b[c1 + 1..b.len().min(c1 + 6)].contains(&b':') {
+        return None;
+    }
     let mut e = run_max(b, i, 46, |c| is_hex(c) || c == b':' || c == b'.');
     while e > i && b[e - 1] == b'.' {
         e -= 1;
@@ -86,6 +109,10 @@ pub(super) fn v6(b: &[u8], i: usize) -> Option<Step> {
     // Short compressed forms also read as code paths (`E1::A`, `B2::new(`): accept them only in
     // lowercase and not followed by a call or generic.
     let groups = s.split(|&c| c == b':').filter(|g| !g.is_empty()).count();
+    // `::1` (loopback, no one's) and `[::3]` (a slice in Python) are not worth a finding.
+    if compressed && groups < 2 {
+        return None;
+    }
     if groups < 3
         && (s.iter().any(u8::is_ascii_uppercase) || matches!(at(b, e), b'(' | b'<' | b'{'))
     {

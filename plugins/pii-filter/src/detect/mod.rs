@@ -4,9 +4,12 @@
 //! then validated (Luhn, mod-97, ranges, decoding) and weighed against the words around them.
 //! Lowercase prose costs one table load per byte.
 
+mod assign;
 pub mod context;
 mod email;
 mod ip;
+mod keys;
+pub mod normalise;
 mod numeric;
 mod phone;
 mod secrets;
@@ -26,6 +29,20 @@ pub struct Finding {
 /// was found under, if any; it serves as a label when the value starts the text
 /// (`{"ssn": "123456789"}`).
 pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
+    match normalise::Normalised::of(text) {
+        None => scan_view(text, hint),
+        Some(n) => {
+            let mut found = scan_view(&n.text, hint);
+            for f in &mut found {
+                (f.start, f.end) = n.original(f.start, f.end);
+            }
+            found
+        }
+    }
+}
+
+/// Scans text that is already in its normalised form.
+fn scan_view(text: &str, hint: Option<&str>) -> Vec<Finding> {
     let mut s = Scanner {
         b: text.as_bytes(),
         hint,
@@ -64,6 +81,7 @@ const T_COLON: u8 = 4;
 const T_PHONE: u8 = 5;
 const T_DASH: u8 = 6;
 const T_UNDERSCORE: u8 = 7;
+const T_EQUALS: u8 = 8;
 
 const fn build_triggers() -> [u8; 256] {
     let mut t = [QUIET; 256];
@@ -78,6 +96,7 @@ const fn build_triggers() -> [u8; 256] {
             b'+' | b'(' => T_PHONE,
             b'-' => T_DASH,
             b'_' => T_UNDERSCORE,
+            b'=' => T_EQUALS,
             _ => QUIET,
         };
         c += 1;
@@ -87,6 +106,62 @@ const fn build_triggers() -> [u8; 256] {
 
 static TRIGGER: [u8; 256] = build_triggers();
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Bytes of `w` (all ASCII) in `lo..=hi`: their high bits set.
+#[inline(always)]
+fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
+    // For bytes below 0x80 neither sum carries into the next byte.
+    let ge_lo = w.wrapping_add(ONES * u64::from(0x80 - lo));
+    let gt_hi = w.wrapping_add(ONES * u64::from(0x7F - hi));
+    ge_lo & !gt_hi & HIGH
+}
+
+/// Bytes of `w` (all ASCII) equal to `c`: their high bits set.
+#[inline(always)]
+fn equal(w: u64, c: u8) -> u64 {
+    !(w ^ (ONES * u64::from(c))).wrapping_add(ONES * 0x7F) & HIGH
+}
+
+/// Whether any of these eight bytes may trigger a detector: a superset of the non-`QUIET`
+/// bytes (`( ) * +` count, as do `; <`), and any non-ASCII byte.
+#[inline(always)]
+fn may_trigger(w: u64) -> bool {
+    w & HIGH != 0
+        || (in_range(w, b'(', b'+')
+            | equal(w, b'-')
+            | in_range(w, b'0', b'=')
+            | in_range(w, b'@', b'Z')
+            | equal(w, b'_'))
+            != 0
+}
+
+/// The first position at or after `i` whose byte is not `QUIET`. Prose is mostly lowercase
+/// letters and spaces, so it is skipped eight bytes at a time.
+#[inline]
+fn skip_quiet(b: &[u8], mut i: usize) -> usize {
+    loop {
+        while let Some(chunk) = b.get(i..i + 8) {
+            if may_trigger(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
+                break;
+            }
+            i += 8;
+        }
+        // The chunk that may hold a trigger, byte by byte.
+        let stop = (i + 8).min(b.len());
+        while i < stop {
+            if TRIGGER[b[i] as usize] != QUIET {
+                return i;
+            }
+            i += 1;
+        }
+        if i >= b.len() {
+            return i;
+        }
+    }
+}
+
 impl Scanner<'_> {
     fn run(&mut self) {
         let b = self.b;
@@ -95,7 +170,7 @@ impl Scanner<'_> {
         while i < n {
             let t = TRIGGER[b[i] as usize];
             if t == QUIET {
-                i += 1;
+                i = skip_quiet(b, i + 1);
                 continue;
             }
             let starts_word = i == 0 || !is_word(b[i - 1]);
@@ -109,6 +184,7 @@ impl Scanner<'_> {
                 T_COLON => self.colon(i),
                 T_PHONE => phone::punct(b, i, self.hint),
                 T_DASH => self.dash(i),
+                T_EQUALS => self.assignment(i),
                 _ => self.underscore(i),
             };
             // Every step moves forward, whatever a detector answered.
@@ -136,16 +212,38 @@ impl Scanner<'_> {
         ok.then_some(s)
     }
 
-    /// An uppercase letter starting a word: AWS key or IBAN, else skip the word.
-    fn upper(&self, i: usize) -> Step {
+    /// An uppercase letter starting a word: AWS key id (and the secret key after it), a vendor
+    /// key or IBAN, else skip the word.
+    fn upper(&mut self, i: usize) -> Step {
         let b = self.b;
-        let aws = if b[i] == b'A' {
-            secrets::aws(b, i)
-        } else {
-            None
-        };
-        aws.or_else(|| numeric::iban(b, i))
-            .unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+        if b[i] == b'A' {
+            if let Some(step) = secrets::aws(b, i) {
+                if let Some(secret) = assign::aws_secret_after(b, i + 20) {
+                    self.out.push(secret);
+                }
+                return step;
+            }
+        }
+        if matches!(b[i], b'A' | b'S') {
+            if let Some(step) = keys::upper(b, i) {
+                return step;
+            }
+        }
+        numeric::iban(b, i).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+    }
+
+    /// A `:` or `=` after a credential label: the value is reported as a credential unless a
+    /// detector for its own format finds it (that finding wins; see [`resolve_overlaps`]), so
+    /// scanning goes on at the value.
+    fn assignment(&mut self, i: usize) -> Step {
+        match assign::at_assignment(self.b, i) {
+            Some(f) => {
+                let next = f.start;
+                self.out.push(f);
+                Step::Skip(next)
+            }
+            None => Step::Skip(i + 1),
+        }
     }
 
     /// A `J` inside a word: the third byte of a JWT (`eyJ`)?
@@ -159,14 +257,24 @@ impl Scanner<'_> {
         Step::Skip(i + 1)
     }
 
-    fn colon(&self, i: usize) -> Step {
+    fn colon(&mut self, i: usize) -> Step {
         let b = self.b;
         let next = context::at(b, i + 1);
         if next == b'/' && context::at(b, i + 2) == b'/' {
+            if let Some(step) = secrets::slack_webhook(b, i) {
+                return step;
+            }
             return secrets::url_credentials(b, i);
         }
         if next == b':' && (i == 0 || !is_word(b[i - 1])) {
             return ip::v6(b, i).unwrap_or(Step::Skip(i + 2));
+        }
+        if next != b':' {
+            if let Some(f) = assign::at_assignment(b, i) {
+                let next = f.start;
+                self.out.push(f);
+                return Step::Skip(next);
+            }
         }
         // IPv6 starting with a hex letter (`fe80::1`); digit-first ones were tried at the digit.
         if let Some(s) = self.word_before(i, 4, is_hex) {
@@ -189,6 +297,15 @@ impl Scanner<'_> {
                     return step;
                 }
             }
+            // `sk-`, `sk-proj-`, `sk-ant-` (OpenAI, Anthropic); `glpat-` (GitLab).
+            let key = match b[s] {
+                b's' => keys::sk_dash(b, s),
+                b'g' => keys::gitlab(b, s),
+                _ => None,
+            };
+            if let Some(step) = key {
+                return step;
+            }
         }
         // A UUID whose first group starts with a hex letter.
         if let Some(s) = self.word_before(i, 8, is_hex) {
@@ -199,26 +316,35 @@ impl Scanner<'_> {
         Step::Skip(i + 1)
     }
 
-    /// `ghp_` and friends, `github_pat_`.
+    /// `ghp_` and friends, `github_pat_`; Stripe `sk_live_`..., npm `npm_`, Hugging Face `hf_`.
     fn underscore(&self, i: usize) -> Step {
         let b = self.b;
         if let Some(s) = self.word_before(i, 6, |c| c.is_ascii_lowercase()) {
-            if b[s] == b'g' {
-                if let Some(step) = secrets::github(b, s) {
-                    return step;
-                }
+            let found = match b[s] {
+                b'g' => secrets::github(b, s),
+                b's' | b'r' | b'p' | b'n' | b'h' => keys::underscore_prefixed(b, s),
+                _ => None,
+            };
+            if let Some(step) = found {
+                return step;
             }
         }
         Step::Skip(i + 1)
     }
 }
 
-/// Keeps the earliest (then longest) of overlapping findings.
+/// Keeps the earliest (then longest) of overlapping findings; for the same span, a format's
+/// own detector wins over the label-based CREDENTIAL (`api_key=sk-...` is an API_KEY).
 fn resolve_overlaps(out: &mut Vec<Finding>) {
     if out.len() < 2 {
         return;
     }
-    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    out.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(b.end.cmp(&a.end))
+            .then((a.kind == PiiType::Credential).cmp(&(b.kind == PiiType::Credential)))
+    });
     let mut kept = 0;
     let mut last_end = 0;
     for i in 0..out.len() {

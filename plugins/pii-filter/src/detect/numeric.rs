@@ -79,11 +79,11 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
 fn could_be_card_ssn_or_phone(b: &[u8], i: usize, end: usize) -> bool {
     let len = end - i;
     let grouped = matches!(at(b, end), b' ' | b'-' | b'.' | b'/') && is_digit(at(b, end + 1));
-    let card = (len == 4 && grouped) || (13..=19).contains(&len);
+    let card = (len == 4 && grouped) || (12..=19).contains(&len);
     let ssn = len == 3 || len == 9;
     let phone = b[i] == b'0'
-        || len == 3
-        || (10..=11).contains(&len)
+        || ((2..=5).contains(&len) && grouped)
+        || (9..=12).contains(&len)
         || (len == 1 && b[i] == b'1' && {
             // `1-800-555-0199`, `1 (555) 234-5678`: the trunk `1` then an area code.
             let next = end + 1;
@@ -180,7 +180,6 @@ fn card(b: &[u8], i: usize) -> Card {
     let mut lens = [0usize; 5];
     let mut ends = [0usize; 5];
     let mut n = 0;
-    let mut sep = 0u8;
     let mut p = i;
     loop {
         let ge = run(b, p, is_digit);
@@ -197,8 +196,9 @@ fn card(b: &[u8], i: usize) -> Card {
             break;
         }
         let c = at(b, ge);
-        if matches!(c, b' ' | b'-') && (sep == 0 || sep == c) && is_digit(at(b, ge + 1)) {
-            sep = c;
+        // Spaces and dashes may mix (`4111 1111-1111 1111`: a disguise folds to either); the
+        // group lengths, Luhn and the issuer still have to agree.
+        if matches!(c, b' ' | b'-') && is_digit(at(b, ge + 1)) {
             p = ge + 1;
         } else {
             break;
@@ -212,15 +212,14 @@ fn card(b: &[u8], i: usize) -> Card {
         }
         let l = &lens[..k];
         let shape = match k {
-            // Unspaced 17-19 digit numbers are far more often integers than (rare) long cards.
-            1 => (13..=16).contains(&total),
+            1 => true,
             3 => l == [4, 6, 5] || l == [4, 6, 4] || (l[..2] == [4, 4] && l[2] <= 4),
             4 => l[..3] == [4, 4, 4] && (1..=4).contains(&l[3]),
-            // 19-digit cards print as 4-4-4-4-3.
-            5 => l == [4, 4, 4, 4, 3],
+            // 17-19 digit cards print as 4-4-4-4 and the rest.
+            5 => l[..4] == [4, 4, 4, 4] && l[4] <= 3,
             _ => false,
         };
-        if !shape || !(13..=19).contains(&total) {
+        if !shape || !(12..=19).contains(&total) {
             continue;
         }
         if k > 1 {
@@ -235,7 +234,7 @@ fn card(b: &[u8], i: usize) -> Card {
         if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
             continue;
         }
-        if k == 1 && in_number_list(b, i, end) {
+        if k == 1 && (in_number_list(b, i, end) || in_code(b, i, end)) {
             return Card::No;
         }
         return Card::Valid(end);
@@ -261,7 +260,21 @@ fn in_number_list(b: &[u8], start: usize, end: usize) -> bool {
         q += 1;
     }
     let digits_after = run(b, q, is_digit) - q;
-    (digits_before >= 10 && p < start) || (digits_after >= 10 && q > end)
+    (digits_before >= 6 && p < start) || (digits_after >= 6 && q > end)
+}
+
+/// Whether the number at `start..end` is a literal in code: an argument (`f(4111...`), an
+/// index or list item (`[4111...`), or a statement's end (`x = 4111...;`). Luhn-valid
+/// constants are common there and card numbers are not.
+fn in_code(b: &[u8], start: usize, end: usize) -> bool {
+    let prev = b[..start]
+        .iter()
+        .rev()
+        .find(|c| **c != b' ')
+        .copied()
+        .unwrap_or(0);
+    let next = b[end..].iter().find(|c| **c != b' ').copied().unwrap_or(0);
+    matches!(prev, b'(' | b'[') || matches!(next, b';' | b')' | b']')
 }
 
 /// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;

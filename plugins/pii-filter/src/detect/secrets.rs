@@ -259,13 +259,57 @@ pub(super) fn url_credentials(b: &[u8], i: usize) -> Step {
         return Step::Skip(a);
     };
     let userinfo = &b[a..at_pos];
-    let has_password = userinfo
-        .iter()
-        .position(|&c| c == b':')
-        .is_some_and(|c| a + c + 1 < at_pos);
+    // A real password, not a documentation placeholder (`user:password@`, `a:b@`, `:${PASS}@`).
+    let has_password = userinfo.iter().position(|&c| c == b':').is_some_and(|c| {
+        let pw = &b[a + c + 1..at_pos];
+        let lower = pw.to_ascii_lowercase();
+        pw.len() >= 3
+            && !matches!(
+                &lower[..],
+                b"password" | b"pass" | b"passwd" | b"pwd" | b"secret"
+            )
+            && !pw.starts_with(b"${")
+            && !pw.starts_with(b"$(")
+            && !matches!(pw[0], b'<' | b'{')
+            && !pw.iter().all(|&c| c == b'*')
+            && !lower.windows(4).any(|w| w == b"xxxx")
+    });
     if has_password && at_pos + 1 < e {
         return found(PiiType::UrlCredentials, a, at_pos);
     }
+    if userinfo.contains(&b':') {
+        // `user:password@host` with a placeholder: not an email address either.
+        return Step::Skip(at_pos + 1);
+    }
     // A user name alone (`https://ghp_...@github.com`): scan it as ordinary text.
     Step::Skip(a)
+}
+
+/// Slack incoming-webhook URLs (`https://hooks.slack.com/services/T.../B.../...`, also
+/// `/workflows/` and `/triggers/`): the whole URL is the credential. `i` is at `://`.
+pub(super) fn slack_webhook(b: &[u8], i: usize) -> Option<Step> {
+    const HOST: &[u8] = b"hooks.slack.com/";
+    let rest = &b[i + 3..];
+    if !rest.starts_with(HOST) {
+        return None;
+    }
+    let scheme = if i >= 5 && &b[i - 5..i] == b"https" {
+        i - 5
+    } else if i >= 4 && &b[i - 4..i] == b"http" {
+        i - 4
+    } else {
+        return None;
+    };
+    let path = i + 3 + HOST.len();
+    let kind_ok = [&b"services/"[..], b"workflows/", b"triggers/"]
+        .iter()
+        .any(|k| b[path..].starts_with(k));
+    let end = run_max(b, path, 256, |c| {
+        c.is_ascii_alphanumeric() || c == b'/' || c == b'_' || c == b'-'
+    });
+    let mut end = end;
+    while end > path && b[end - 1] == b'/' {
+        end -= 1;
+    }
+    (kind_ok && end - path >= 30).then(|| found(PiiType::SlackToken, scheme, end))
 }

@@ -184,3 +184,156 @@ fn adversarial_inputs_stay_linear() {
         assert!(secs < 5.0, "{p:?}: {secs:.2}s ({found} findings)");
     }
 }
+
+/// The word-at-a-time skip never passes over a byte that can start a value.
+#[test]
+fn quiet_skip_stops_at_every_trigger() {
+    for c in 0..=255u8 {
+        for pos in 0..8 {
+            let mut b = [b'a'; 20];
+            b[3 + pos] = c;
+            let stop = super::skip_quiet(&b, 0);
+            if super::TRIGGER[c as usize] != super::QUIET {
+                assert_eq!(stop, 3 + pos, "byte {c:#x}");
+            } else {
+                assert_eq!(stop, 20, "byte {c:#x}");
+            }
+        }
+    }
+}
+
+/// Code and data that real-text scans flagged (Rust crates, Python's standard library, man
+/// pages): none of it is personal data.
+#[test]
+fn real_text_look_alikes() {
+    none("        sig.generics.lt_token = Some(Token![<](sig.ident.span()));");
+    none("    pub semi_token: Token![;],");
+    none("            a = +4294967296  # 1 << 32");
+    none("        self.assertEqual(format(1234, 'b'), '+10011010010')");
+    none("     6 12 24 48 96 192 384 768 1536 3072");
+    none("        \"016.016.016.016\", \"01234.000000\"");
+    none("('2020-01-01T03:05:07.123457-05:00', \"12 31 04 000047 33 22 06 366\", \"01 02 03 000004\")");
+    none("0000120 20 80 00 00 20 80 00 00 20 80 00 00 20 80 00 00");
+    none("0061 10376 0315 0300 05AE 0062;0061 05AE 10376 0300 0315 0062;");
+    none("        pub pw_passwd: *const c_char,");
+    none("    *token = DEQUEUE!((*parser).tokens);");
+    none("    let mut unique_token = Token(SERVER.0 + 1);");
+    none("                    let token = next(&mut unique_token);");
+    none("    // token = 1*tchar");
+    none("        self.assertEqual(sz[::3], b\"f\") and [::1]:8080");
+    none("nntp_class('dummy', user=login, password=password)");
+    none("        token = self._fp.read(1)[0]");
+    none("group_name:password:GID:user_list");
+}
+
+#[test]
+fn vendor_keys() {
+    for key in [
+        "sk-proj-Xq3vT9LmR2pW8sK4nB7cY1dF6gH0jA5eZ_uQoIiMvNtr2x9wE4yU7aS1",
+        "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",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "AIzaSyD3mVx8Qw2Er5Ty7Ui9Op1As3Df5Gh7Jk9",
+        "glpat-Zx8Cv7Bn6Mq5Wd4Ef3Rt",
+        "npm_aB3cD4eF5gH6iJ7kL8mN9oP0qR1sT2uV3wX4",
+        "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",
+        "SK2ee303f7785a79ca4155edf8c6094b51",
+        "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",
+    ] {
+        one(&format!("key: {key}."), "API_KEY", key);
+    }
+    // Placeholders and words with the same prefixes.
+    none("sk-learn, sk_live_xxxxxxxxxxxxxxxxxxxxxxxx, hf_token, npm_install, SKU123, SG.com");
+}
+
+#[test]
+fn labelled_credentials() {
+    one("DB_PASSWORD=Tr0ub4dor&3\n", "CREDENTIAL", "Tr0ub4dor&3");
+    one(
+        r#"{"api_key": "8f14e45fceea167a5a36dedd4bea2543"}"#,
+        "CREDENTIAL",
+        "8f14e45fceea167a5a36dedd4bea2543",
+    );
+    one("passwd: hunter2 please", "CREDENTIAL", "hunter2");
+    one(
+        "Authorization: Basic dXNlcjpwYXNzd29yZDEyMw==",
+        "CREDENTIAL",
+        "dXNlcjpwYXNzd29yZDEyMw==",
+    );
+    one(
+        "AccountName=x;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;EndpointSuffix=core.windows.net",
+        "CREDENTIAL",
+        "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==",
+    );
+    // A value another detector knows is reported as that type.
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl";
+    one(&format!("Authorization: Bearer {jwt}"), "JWT", jwt);
+    for s in [
+        "password: ********",
+        "password=${DB_PASSWORD}",
+        "token: null",
+        "api_key: <your-api-key>",
+        "password = os.environ['DB_PASSWORD']",
+        "token_type: bearer",
+        "password: String,",
+        "token: Option<String>,",
+        "api_key=None",
+        "secret_name: my-secret",
+        "max_tokens: 1024",
+    ] {
+        none(s);
+    }
+}
+
+#[test]
+fn aws_secret_keys() {
+    let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let text =
+        format!("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = {secret}\n");
+    assert_eq!(
+        kinds(&text),
+        vec![("AWS_KEY", "AKIAIOSFODNN7EXAMPLE"), ("AWS_KEY", secret)]
+    );
+    one(
+        &format!("AWS secret access key: {secret} ok"),
+        "AWS_KEY",
+        secret,
+    );
+    // Forty base64 characters alone are not a key.
+    none(&format!("checksum {secret}"));
+}
+
+#[test]
+fn phone_formats() {
+    for p in [
+        "(06938) 493739",
+        "975.519.6640 x359",
+        "(591)341-7776",
+        "+44 (0)20 7946 0958",
+        "00 44 20 7946 0958",
+        "001-829-647-4488",
+        "090-1234-5678",
+        "(0406)-812415",
+        "31 4686-1607",
+        "873-449-5661 ext. 12",
+        "0612345678",
+        "+61.437.406.812",
+    ] {
+        one(&format!("Call {p} today."), "PHONE", p);
+    }
+    none("build 2024-01-15 at 03:05:07.123457-05:00, rows 96 192 384 768 1536");
+}
+
+#[test]
+fn cards_of_every_length() {
+    for c in [
+        "675964982648",
+        "6759 6498 2648",
+        "4222222222222",
+        "6250947000000000019",
+        "3530 1113 3330 0000",
+        "180000000000002",
+    ] {
+        one(&format!("card {c} ok"), "CREDIT_CARD", c);
+    }
+    none("let x = 4111111111111111; f(5555555555554444)");
+}

@@ -1,0 +1,209 @@
+//! A normalised view of text for matching, with a map back to the original bytes.
+//!
+//! Attackers break values up with characters a reader does not see or does not notice:
+//! zero-width spaces and joiners, soft hyphens, no-break and other Unicode spaces, full-width
+//! digits and `＠`, typographic dashes. The detectors match on a view where those are folded the
+//! way NFKC (plus dropping invisibles) would fold them, and each match is mapped back to the
+//! original byte span, so a redaction removes the whole disguised value (invisible characters
+//! inside it included) and leaves every other byte as it was.
+//!
+//! Only the characters that matter for the formats we detect are folded; everything else is
+//! copied unchanged. ASCII text, and text without any of these characters, is scanned as is.
+
+/// What a character becomes in the normalised view.
+enum Fold {
+    Keep,
+    Drop,
+    To(u8),
+}
+
+fn fold(c: char) -> Fold {
+    match c {
+        // Zero-width space/non-joiner/joiner, word joiner, invisible operators, BOM (zero-width
+        // no-break space), soft hyphen, Mongolian vowel separator.
+        '\u{200B}'..='\u{200D}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}'
+        | '\u{00AD}'
+        | '\u{180E}' => Fold::Drop,
+        // No-break, Ogham, en/em/thin/hair and other fixed-width spaces, narrow no-break,
+        // medium mathematical, ideographic.
+        '\u{00A0}'
+        | '\u{1680}'
+        | '\u{2000}'..='\u{200A}'
+        | '\u{202F}'
+        | '\u{205F}'
+        | '\u{3000}' => Fold::To(b' '),
+        // Hyphen, non-breaking hyphen, figure/en/em dash, horizontal bar, minus sign, small and
+        // full-width hyphen-minus.
+        '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE58}' | '\u{FE63}' => Fold::To(b'-'),
+        // Full-width ASCII (NFKC maps U+FF01..U+FF5E to U+0021..U+007E).
+        '\u{FF01}'..='\u{FF5E}' => Fold::To((c as u32 - 0xFEE0) as u8),
+        _ => Fold::Keep,
+    }
+}
+
+/// Whether a character's UTF-8 lead byte can start a folded character (a cheap pre-filter).
+fn may_fold(lead: u8) -> bool {
+    matches!(lead, 0xC2 | 0xE1 | 0xE2 | 0xE3 | 0xEF)
+}
+
+/// A stretch of the normalised text and where it came from.
+#[derive(Clone, Copy)]
+struct Segment {
+    /// Offset in the normalised text.
+    at: u32,
+    /// Offset in the original text.
+    from: u32,
+    /// Bytes in the original text: the segment's length when `copied`, else the length of the
+    /// one character folded to a single byte.
+    len: u32,
+    copied: bool,
+}
+
+/// The text as the detectors see it, and where its bytes came from.
+pub struct Normalised {
+    pub text: String,
+    /// In order of `at`; dropped characters have none.
+    segments: Vec<Segment>,
+}
+
+/// The first character at or after `i` that folds to something else, with its offset.
+fn next_fold(s: &str, mut i: usize) -> Option<(usize, char, Fold)> {
+    let b = s.as_bytes();
+    while i < b.len() {
+        // ASCII never folds: pass over it eight bytes at a time.
+        while let Some(chunk) = b.get(i..i + 8) {
+            if u64::from_le_bytes(chunk.try_into().expect("eight bytes")) & 0x8080_8080_8080_8080
+                != 0
+            {
+                break;
+            }
+            i += 8;
+        }
+        if i >= b.len() {
+            break;
+        }
+        if may_fold(b[i]) {
+            let ch = s[i..]
+                .chars()
+                .next()
+                .expect("a lead byte starts a character");
+            match fold(ch) {
+                Fold::Keep => i += ch.len_utf8(),
+                f => return Some((i, ch, f)),
+            }
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+impl Normalised {
+    /// The normalised view of `s`, or `None` when it would equal `s` (the common case: ASCII,
+    /// or text with none of the folded characters).
+    pub fn of(s: &str) -> Option<Normalised> {
+        if s.is_ascii() {
+            return None;
+        }
+        let mut next = next_fold(s, 0)?;
+        let mut text = String::with_capacity(s.len());
+        let mut segments = Vec::new();
+        let mut i = 0;
+        loop {
+            let (p, ch, f) = next;
+            if p > i {
+                segments.push(Segment {
+                    at: text.len() as u32,
+                    from: i as u32,
+                    len: (p - i) as u32,
+                    copied: true,
+                });
+                text.push_str(&s[i..p]);
+            }
+            if let Fold::To(a) = f {
+                segments.push(Segment {
+                    at: text.len() as u32,
+                    from: p as u32,
+                    len: ch.len_utf8() as u32,
+                    copied: false,
+                });
+                text.push(a as char);
+            }
+            i = p + ch.len_utf8();
+            match next_fold(s, i) {
+                Some(n) => next = n,
+                None => break,
+            }
+        }
+        if i < s.len() {
+            segments.push(Segment {
+                at: text.len() as u32,
+                from: i as u32,
+                len: (s.len() - i) as u32,
+                copied: true,
+            });
+            text.push_str(&s[i..]);
+        }
+        Some(Normalised { text, segments })
+    }
+
+    /// The segment holding normalised byte `i`.
+    fn segment(&self, i: usize) -> Segment {
+        let k = self.segments.partition_point(|g| g.at as usize <= i);
+        self.segments[k - 1]
+    }
+
+    /// Original span of the normalised span `a..b` (non-empty).
+    pub fn original(&self, a: usize, b: usize) -> (usize, usize) {
+        let first = self.segment(a);
+        let start = if first.copied {
+            first.from as usize + (a - first.at as usize)
+        } else {
+            first.from as usize
+        };
+        let last = self.segment(b - 1);
+        let end = if last.copied {
+            last.from as usize + (b - last.at as usize)
+        } else {
+            (last.from + last.len) as usize
+        };
+        (start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_and_maps_back() {
+        let s = "card 4111\u{200B}1111\u{2013}1111\u{00A0}１１１１ end";
+        let n = Normalised::of(s).unwrap();
+        assert_eq!(n.text, "card 41111111-1111 1111 end");
+        let a = n.text.find('4').unwrap();
+        let b = n.text.find(" end").unwrap();
+        let (x, y) = n.original(a, b);
+        assert_eq!(&s[x..y], "4111\u{200B}1111\u{2013}1111\u{00A0}１１１１");
+        assert_eq!(&s[..x], "card ");
+        assert_eq!(&s[y..], " end");
+    }
+
+    #[test]
+    fn untouched_text_is_not_copied() {
+        assert!(Normalised::of("plain ascii").is_none());
+        assert!(Normalised::of("Grüße, 東京").is_none());
+        let n = Normalised::of("ｊｏ＠ｅｘａｍｐｌｅ.com").unwrap();
+        assert_eq!(n.text, "jo@example.com");
+    }
+
+    #[test]
+    fn leading_and_trailing_invisibles_stay_outside() {
+        let s = "x \u{200B}a@b.org\u{200B} y";
+        let n = Normalised::of(s).unwrap();
+        let a = n.text.find('a').unwrap();
+        let (x, y) = n.original(a, a + "a@b.org".len());
+        assert_eq!(&s[x..y], "a@b.org");
+    }
+}
