@@ -253,7 +253,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn a_thousand_faults_leave_memory_where_it_was() {
     let cfg = config();
     let backend = MockBackend::start(Script::Hang);
-    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
     // Cheap faults, each dropping its instance: traps, exits, invalid and oversized verdicts.
     let modes = [
         "panic",

@@ -13,7 +13,8 @@
 //! - `reload`: hot reload under traffic;
 //! - `polyglot`: JavaScript and Python plugins, and `railyard new` for each language;
 //! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints;
-//! - `faults`: a hostile plugin through the running daemon's every door (containment, #13).
+//! - `faults`: a hostile plugin through the running daemon's every door (containment, #13);
+//! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
 mod api;
 mod chain;
@@ -31,3 +32,4 @@ mod runtime;
 mod streaming;
 mod support;
 mod tenants;
+mod tool_rules;

@@ -87,7 +87,8 @@ fn javascript_and_python_plugins_judge_real_traffic() {
     let within = json!({"rail": "tool_call", "messages": [{"role": "user", "content": "refund"},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
             "function": {"name": "refund", "arguments": "{\"order\":\"A7\",\"amount\":120}"}}]}],
-        "tools": [{"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}]});
+        "tools": [{"type": "function", "function": {"name": "refund", "parameters": {"type": "object",
+            "properties": {"order": {"type": "string"}, "amount": {"type": "number"}}}}}]});
     let r = post_as(daemon.addr, "/v1/check", Some("demo-payments-key"), &within).json();
     assert_eq!(r["verdict"], "allow", "{r}");
 }

@@ -84,12 +84,18 @@ pub enum Content {
     Parts(Value),
 }
 
+/// The `type` of a function tool and of a call to one.
+pub const FUNCTION: &str = "function";
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     /// `id`.
     pub id: String,
-    /// `function.name`.
+    /// `function` for a function call; for a call to a hosted tool (a call that carries a `type`
+    /// such as `web_search` and no `function` object), that type.
+    pub kind: String,
+    /// `function.name`; for a hosted call, its type (what policies match it by).
     pub name: String,
     /// `function.arguments`, JSON text as the model wrote it.
     pub arguments: String,
@@ -348,7 +354,25 @@ impl Message {
 }
 
 impl ToolCall {
-    /// Parse one OpenAI tool call.
+    /// A function call.
+    pub fn function(id: String, name: String, arguments: String) -> ToolCall {
+        ToolCall {
+            id,
+            kind: FUNCTION.into(),
+            name,
+            arguments,
+            extra: Map::new(),
+            function_extra: Map::new(),
+        }
+    }
+
+    /// Whether this is a call to a hosted tool (no `function` object).
+    pub fn is_hosted(&self) -> bool {
+        self.kind != FUNCTION
+    }
+
+    /// Parse one OpenAI tool call: a function call, or a call to a hosted tool, which carries
+    /// its `type` (e.g. `web_search`) and no `function` object.
     pub fn from_openai(value: &Value, path: &str) -> Result<ToolCall, PayloadError> {
         let mut obj = value
             .as_object()
@@ -358,7 +382,20 @@ impl ToolCall {
         let mut function = match obj.remove("function") {
             Some(Value::Object(f)) => f,
             Some(_) => return Err(err(format!("{path}.function"), "must be an object")),
-            None => return Err(err(format!("{path}.function"), "is required")),
+            None => match obj.get("type") {
+                Some(Value::String(kind)) if kind != FUNCTION => {
+                    let kind = kind.clone();
+                    return Ok(ToolCall {
+                        id,
+                        name: kind.clone(),
+                        kind,
+                        arguments: String::new(),
+                        extra: obj,
+                        function_extra: Map::new(),
+                    });
+                }
+                _ => return Err(err(format!("{path}.function"), "is required")),
+            },
         };
         let fpath = format!("{path}.function");
         let name = opt_string(&mut function, "name", &fpath)?
@@ -371,6 +408,7 @@ impl ToolCall {
         };
         Ok(ToolCall {
             id,
+            kind: FUNCTION.into(),
             name,
             arguments,
             extra: obj,
@@ -380,6 +418,15 @@ impl ToolCall {
 
     /// This call as OpenAI JSON.
     pub fn to_openai(&self) -> Value {
+        if self.is_hosted() {
+            let mut obj = Map::new();
+            obj.insert("id".into(), Value::String(self.id.clone()));
+            obj.insert("type".into(), Value::String(self.kind.clone()));
+            for (k, v) in &self.extra {
+                obj.insert(k.clone(), v.clone());
+            }
+            return Value::Object(obj);
+        }
         let mut function = Map::new();
         function.insert("name".into(), Value::String(self.name.clone()));
         function.insert("arguments".into(), Value::String(self.arguments.clone()));
@@ -533,6 +580,20 @@ mod tests {
         assert_eq!(e.path, "messages[1].tool_calls[0].function.name");
         assert!(Payload::from_openai(&json!({"messages": 3})).is_err());
         assert_eq!(Payload::from_openai(&json!([])).unwrap_err().path, "$");
+    }
+
+    #[test]
+    fn hosted_calls_round_trip_without_a_function_object() {
+        let call = json!({"id": "ws_1", "type": "web_search", "status": "completed"});
+        let parsed = ToolCall::from_openai(&call, "c").unwrap();
+        assert!(parsed.is_hosted());
+        assert_eq!(
+            (parsed.name.as_str(), parsed.arguments.as_str()),
+            ("web_search", "")
+        );
+        assert_eq!(parsed.to_openai(), call);
+        let e = ToolCall::from_openai(&json!({"id": "x", "type": "function"}), "c").unwrap_err();
+        assert_eq!(e.path, "c.function");
     }
 
     #[test]

@@ -75,13 +75,7 @@ fn message_in(i: usize, m: proto::Message) -> Result<Message, Status> {
         tool_calls: m
             .tool_calls
             .into_iter()
-            .map(|c| ToolCall {
-                id: c.id,
-                name: c.name,
-                arguments: c.arguments,
-                extra: Default::default(),
-                function_extra: Default::default(),
-            })
+            .map(|c| ToolCall::function(c.id, c.name, c.arguments))
             .collect(),
         extra: Default::default(),
     })

@@ -408,15 +408,23 @@ impl Relay {
         let partial = std::mem::take(&mut state.calls);
         let mut finish = finish;
         if !partial.is_empty() {
-            let kinds: Vec<Option<Value>> = partial.values().map(|c| c.kind.clone()).collect();
             let calls: Vec<ToolCall> = partial
                 .into_values()
-                .map(|c| ToolCall {
-                    id: c.id,
-                    name: c.name,
-                    arguments: c.arguments,
-                    extra: Map::new(),
-                    function_extra: Map::new(),
+                .map(|c| match c.kind {
+                    // A hosted call: a type and no function fragments.
+                    Some(Value::String(kind))
+                        if kind != crate::payload::FUNCTION && c.name.is_empty() =>
+                    {
+                        ToolCall {
+                            id: c.id,
+                            name: kind.clone(),
+                            kind,
+                            arguments: c.arguments,
+                            extra: Map::new(),
+                            function_extra: Map::new(),
+                        }
+                    }
+                    _ => ToolCall::function(c.id, c.name, c.arguments),
                 })
                 .collect();
             let reply = self.reply(None, calls);
@@ -451,9 +459,6 @@ impl Relay {
                     .map(|(i, c)| {
                         let mut v = c.to_openai();
                         v["index"] = json!(i);
-                        if let Some(Some(kind)) = kinds.get(i) {
-                            v["type"] = kind.clone();
-                        }
                         v
                     })
                     .collect();
