@@ -127,12 +127,12 @@ fn every_fault_resolves_through_on_error_on_every_door() {
                 record(&daemon.logs(), &id).len() == 1
             });
             let logs = daemon.logs();
-            let rec = record(&logs, &id)[0];
-            let faults = rec["fields"]["faults"].as_str().unwrap_or_default();
-            assert!(
-                faults.contains(&format!("input:{plugin}:{kind}")),
-                "{what}: {rec}"
-            );
+            let rec = &record(&logs, &id)[0]["fields"];
+            assert_eq!(rec["faults"][0]["rail"], "input", "{what}: {rec}");
+            assert_eq!(rec["faults"][0]["policy"], plugin, "{what}: {rec}");
+            assert_eq!(rec["faults"][0]["fault"], kind, "{what}: {rec}");
+            assert_eq!(rec["door"], "chat", "{what}: {rec}");
+            assert_eq!(rec["status"], 200, "{what}: {rec}");
 
             // The check API: the verdict, and the fault in the decision.
             let reply = post_as(daemon.addr, "/v1/check", Some(key), &check(mode));

@@ -61,7 +61,7 @@ pub enum AuthError {
 
 /// SHA-256 of `key`, as lowercase hex (what config stores).
 pub fn hash_hex(key: &str) -> String {
-    crate::engine::sha256_hex(key.as_bytes())
+    crate::util::sha256_hex(key.as_bytes())
 }
 
 /// Parse a configured digest: 64 hex digits, optionally prefixed `sha256:`.

@@ -1,16 +1,18 @@
-//! The upstream model server: any OpenAI-compatible HTTP(S) endpoint (vLLM, llama.cpp server,
-//! Ollama, OpenAI and other hosted APIs). One pooled HTTP/1.1 client per daemon; `https://`
+//! The upstream model servers: any OpenAI-compatible HTTP(S) endpoint (vLLM, llama.cpp server,
+//! Ollama, OpenAI and other hosted APIs) for chat completions, responses and models, and an
+//! Anthropic-compatible one for messages. One pooled HTTP/1.1 client per daemon; `https://`
 //! URLs use rustls with the system's CA certificates.
 //!
 //! Errors are typed so the server can map them to exactly one status: unreachable → 502,
 //! timeout → 504. A backend that answers with an error status is not an error here: its status
 //! and body are passed through to the client.
 
+use crate::codec::Route;
 use crate::config::BackendConfig;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -37,49 +39,62 @@ enum Upstream {
     Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
 }
 
-/// Client for the configured backend.
+/// Client for the configured backends.
 #[derive(Clone)]
 pub struct Backend {
     client: Upstream,
-    url: Uri,
+    chat: Uri,
+    responses: Uri,
+    models: Uri,
+    messages: Uri,
     timeout: Duration,
     api_key: Option<HeaderValue>,
+    anthropic_key: Option<HeaderValue>,
+}
+
+fn endpoint(key: &str, base: &str, path: &str) -> Result<Uri, String> {
+    let url: Uri = format!("{base}/{path}")
+        .parse()
+        .map_err(|e| format!("{key} '{base}' is not a valid URL: {e}"))?;
+    match url.scheme_str() {
+        Some("http" | "https") => Ok(url),
+        Some(other) => Err(format!(
+            "{key} '{base}': scheme '{other}' is not supported (use http:// or https://)"
+        )),
+        None => Err(format!(
+            "{key} '{base}' needs a scheme (http:// or https://)"
+        )),
+    }
+}
+
+/// The value of environment variable `var`, as a sensitive header value (`prefix` + key).
+fn key_from_env(key: &str, var: &str, prefix: &str) -> Result<HeaderValue, String> {
+    let value =
+        std::env::var(var).map_err(|_| format!("{key}: environment variable {var} is not set"))?;
+    let mut header = HeaderValue::from_str(&format!("{prefix}{value}"))
+        .map_err(|_| format!("{key}: {var} holds characters not allowed in a header"))?;
+    header.set_sensitive(true);
+    Ok(header)
 }
 
 impl Backend {
     /// A client for `config` (`http://` or `https://`).
     pub fn new(config: &BackendConfig) -> Result<Backend, String> {
-        let url: Uri = format!("{}/chat/completions", config.url)
-            .parse()
-            .map_err(|e| format!("backend.url '{}' is not a valid URL: {e}", config.url))?;
-        match url.scheme_str() {
-            Some("http" | "https") => {}
-            Some(other) => {
-                return Err(format!(
-                    "backend.url '{}': scheme '{other}' is not supported (use http:// or https://)",
-                    config.url
-                ))
-            }
-            None => {
-                return Err(format!(
-                    "backend.url '{}' needs a scheme (http:// or https://)",
-                    config.url
-                ))
-            }
-        }
+        let chat = endpoint("backend.url", &config.url, "chat/completions")?;
+        let responses = endpoint("backend.url", &config.url, "responses")?;
+        let models = endpoint("backend.url", &config.url, "models")?;
+        let messages = endpoint("backend.anthropic.url", &config.anthropic.url, "messages")?;
         let api_key = match &config.api_key_env {
             None => None,
-            Some(var) => {
-                let key = std::env::var(var).map_err(|_| {
-                    format!("backend.api_key_env: environment variable {var} is not set")
-                })?;
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    format!("backend.api_key_env: {var} holds characters not allowed in a header")
-                })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
+            Some(var) => Some(key_from_env("backend.api_key_env", var, "Bearer ")?),
         };
+        let anthropic_key = match &config.anthropic.api_key_env {
+            None => None,
+            Some(var) => Some(key_from_env("backend.anthropic.api_key_env", var, "")?),
+        };
+        let tls = [&chat, &messages]
+            .iter()
+            .any(|u| u.scheme_str() == Some("https"));
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.enforce_http(false);
@@ -87,7 +102,7 @@ impl Backend {
         let builder = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .clone();
-        let client = if url.scheme_str() == Some("https") {
+        let client = if tls {
             let connector = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_native_roots()
                 .map_err(|e| {
@@ -102,9 +117,13 @@ impl Backend {
         };
         Ok(Backend {
             client,
-            url,
+            chat,
+            responses,
+            models,
+            messages,
             timeout: config.timeout,
             api_key,
+            anthropic_key,
         })
     }
 
@@ -113,20 +132,55 @@ impl Backend {
         self.timeout
     }
 
-    /// POST a chat completion body. `client_auth` is the caller's `Authorization`, forwarded
-    /// unless a backend key is configured. Resolves when the response headers arrive.
-    pub async fn chat(
+    /// POST `body` to `route`. `client_auth` is the caller's `Authorization`, forwarded unless a
+    /// backend key is configured; `headers` are the caller's headers the route carries on (e.g.
+    /// `anthropic-version`). Resolves when the response headers arrive.
+    pub async fn post(
         &self,
+        route: Route,
         body: Bytes,
         client_auth: Option<HeaderValue>,
+        headers: Vec<(HeaderName, HeaderValue)>,
     ) -> Result<Response<Incoming>, BackendError> {
-        let mut request = Request::post(self.url.clone())
+        let url = match route {
+            Route::Chat => &self.chat,
+            Route::Responses => &self.responses,
+            Route::Messages => &self.messages,
+        };
+        let mut request = Request::post(url.clone())
             .header(CONTENT_TYPE, "application/json")
             .body(Full::new(body))
             .map_err(|e| BackendError::Unreachable(e.to_string()))?;
-        if let Some(auth) = self.api_key.clone().or(client_auth) {
+        for (name, value) in headers {
+            request.headers_mut().insert(name, value);
+        }
+        if route == Route::Messages {
+            if let Some(key) = self.anthropic_key.clone() {
+                request
+                    .headers_mut()
+                    .insert(HeaderName::from_static("x-api-key"), key);
+            }
+        } else if let Some(auth) = self.api_key.clone().or(client_auth) {
             request.headers_mut().insert(AUTHORIZATION, auth);
         }
+        self.send(request).await
+    }
+
+    /// `GET {backend}/models`.
+    pub async fn models(&self) -> Result<Response<Incoming>, BackendError> {
+        let mut request = Request::get(self.models.clone())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| BackendError::Unreachable(e.to_string()))?;
+        if let Some(auth) = self.api_key.clone() {
+            request.headers_mut().insert(AUTHORIZATION, auth);
+        }
+        self.send(request).await
+    }
+
+    async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, BackendError> {
         let call = async {
             match &self.client {
                 Upstream::Plain(c) => c.request(request).await,
@@ -171,6 +225,10 @@ mod tests {
             timeout: Duration::from_secs(1),
             api_key_env: None,
             forward_client_authorization: false,
+            anthropic: crate::config::AnthropicBackend {
+                url: url.into(),
+                api_key_env: None,
+            },
         }
     }
 

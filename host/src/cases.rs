@@ -17,9 +17,9 @@
 //! `config` (on the case, else on the file) is relative to the case file; without one, the
 //! nearest `railyard.toml` in the case file's folder or above is used.
 
-use crate::chain::Verdict;
 use crate::engine::{ComponentCache, Engine};
-use crate::payload::{Context, Payload, Rail};
+use crate::model::Verdict;
+use crate::model::{Context, Payload, Rail};
 use crate::policy::PolicySet;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -63,8 +63,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         overrides.backend = Some(url);
     }
     overrides.apply(&mut config);
-    let backend = Backend::new(&config.backend).map_err(DaemonError::Backend)?;
-    let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
+    let backend = Backend::new(&config.startup.backend).map_err(DaemonError::Backend)?;
+    let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
         .map_err(|e| DaemonError::Engine(e.to_string()))?;
     let engine = Arc::new(engine);
     let metrics = Arc::new(Metrics::default());
@@ -78,9 +78,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         )
     })?;
     let set = reloader.current();
-    let listen = set.config().server.listen.clone();
-    let grpc_listen = set.config().server.grpc_listen.clone();
-    let admin_listen = set.config().admin.listen.clone();
+    let startup = set.config().startup.clone();
+    let listen = startup.listen.clone();
+    let grpc_listen = startup.grpc_listen.clone();
+    let admin_listen = startup.admin_listen.clone();
     warn_if_open(set.config(), &listen);
     tracing::info!(
         plugins = set.plugins().len(),
@@ -95,7 +96,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         tracing::error!("cannot watch the config and plugin files ({e}); reload with SIGHUP or POST /v1/admin/reload");
     }
     spawn_sighup(reloader.clone());
-    let app = Arc::new(App::new(reloader, backend, metrics));
+    let app = Arc::new(App::new(reloader, backend, startup, metrics));
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -160,7 +161,7 @@ fn warn_if_open(config: &Config, listen: &str) {
             config.path.display()
         );
     }
-    if config.admin.keys.is_empty() && config.admin.listen.is_none() {
+    if config.admin.keys.is_empty() && config.startup.admin_listen.is_none() {
         tracing::warn!(
             "admin endpoints (/v1/policies, /v1/admin/reload, /metrics) are unprotected on {listen}: set [admin] keys_sha256 or a separate [admin] listen"
         );

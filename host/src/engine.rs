@@ -8,10 +8,12 @@
 
 pub mod bindings;
 mod cache;
+pub mod convert;
 mod plugin;
 mod sandbox;
 
-pub use cache::{sha256_hex, ComponentCache};
+pub use crate::util::sha256_hex;
+pub use cache::ComponentCache;
 pub use plugin::{Plugin, PluginInfo};
 pub use sandbox::{
     LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,

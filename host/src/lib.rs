@@ -2,33 +2,40 @@
 //!
 //! Requests and responses pass through four rails (`input`, `tool_result`, `tool_call`,
 //! `output`); on each, a chain of sandboxed WebAssembly policy plugins judges and edits the
-//! payload. The layers, in the order a request meets them:
+//! payload. The layers, each importing only the ones above it:
 //!
-//! - [`config`]: `railyard.toml`, parsed and explained;
-//! - [`auth`]: API keys: who is calling, as a principal, a tenant and labels;
-//! - [`engine`]: wasmtime, the component cache, the sandbox and instance pools;
-//! - [`policy`]: a loaded, configured policy set with one chain per rail;
-//! - [`chain`]: running one rail's chain with exact, fail-closed semantics;
-//! - [`payload`]: OpenAI JSON and the WIT records plugins see;
-//! - [`server`], [`backend`], [`daemon`]: the HTTP daemon around a model backend;
-//! - [`reload`]: hot reload of config and plugins;
-//! - [`scaffold`]: `railyard new`, plugin project templates for Rust, JavaScript and Python;
-//! - [`cases`]: `railyard test`, policy test cases run through the real chains;
-//! - [`metrics`]: Prometheus metrics; [`demo`]: a scripted model for trying Railyard out.
+//! - [`util`], [`model`]: small helpers; what every layer talks about (messages, tool calls,
+//!   rails, verdicts), plain data;
+//! - [`codec`]: one wire format per door (OpenAI chat completions and responses, Anthropic
+//!   messages), to and from the model, requests, replies and stream events;
+//! - [`auth`], [`config`]: API keys; `railyard.toml`, startup and reloadable settings;
+//! - [`engine`]: wasmtime, the component cache, the sandbox, instance pools, the WIT records;
+//! - [`policy`]: a loaded policy set, one chain per rail and tenant, the chain's semantics, the
+//!   decision record;
+//! - [`rails`]: one request's flow through the rails, whatever the door; streamed replies;
+//! - [`server`], [`backend`], [`daemon`], [`reload`], [`metrics`]: the daemon around it;
+//! - [`cases`], [`scaffold`]: `railyard test` and `railyard new`; [`demo`]: a scripted model.
 
 #![deny(missing_docs)]
 
 pub mod auth;
 pub mod backend;
 pub mod cases;
-pub mod chain;
+pub mod codec;
 pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod engine;
 pub mod metrics;
-pub mod payload;
+pub mod model;
 pub mod policy;
+pub mod rails;
 pub mod reload;
 pub mod scaffold;
 pub mod server;
+pub mod util;
+
+/// The model under its earlier name (the payload a chain judges).
+pub use model as payload;
+/// The chain's semantics, where they were before the policy layer held them.
+pub use policy::chain;

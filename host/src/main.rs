@@ -224,13 +224,16 @@ fn init_logging(format: LogFormat, default: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => {
+            railyard::server::set_json_logs(true);
+            builder.json().init()
+        }
     }
 }
 
 fn load(config: &std::path::Path) -> Result<PolicySet> {
     let config = Config::load(config).map_err(anyhow::Error::msg)?;
-    let engine = Engine::new(ComponentCache::new(config.cache_dir.clone()))
+    let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
         .map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e}"))?;
     // The plugins keep the deadline ticker alive after the engine is dropped.
     PolicySet::build(config, &engine).map_err(anyhow::Error::msg)

@@ -4,7 +4,7 @@
 //! policies × verdicts), so a map behind a mutex per family is simpler than a metrics framework
 //! and cheap next to a plugin call.
 
-use crate::chain::Evaluation;
+use crate::policy::chain::Evaluation;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;

@@ -5,10 +5,14 @@
 //! matches the contract, runs on the rails it is configured for, has a config valid against the
 //! schema it declares, and accepts that config in `configure`.
 
-use crate::chain::{Chain, Evaluation, Step};
+mod apply;
+pub mod chain;
+pub mod record;
+
 use crate::config::{Config, ConfigError, Problem};
 use crate::engine::{Engine, Plugin};
-use crate::payload::{Context, Payload, Rail, ToolDef};
+use crate::model::{Context, Payload, Rail, ToolDef};
+use chain::{Chain, Evaluation, Step};
 use std::sync::Arc;
 
 /// Which policies made a decision: a counter (bumped by every successful reload) and a hash
@@ -32,12 +36,7 @@ pub struct PolicySet {
 }
 
 fn rail_index(rail: Rail) -> usize {
-    match rail {
-        Rail::ToolResult => 0,
-        Rail::Input => 1,
-        Rail::ToolCall => 2,
-        Rail::Output => 3,
-    }
+    rail.index()
 }
 
 impl PolicySet {
@@ -206,7 +205,7 @@ impl PolicySet {
         Ok(PolicySet {
             revision: Revision {
                 number: 1,
-                hash: crate::engine::sha256_hex(hasher.as_bytes()),
+                hash: crate::util::sha256_hex(hasher.as_bytes()),
             },
             plugins: loaded.into_iter().map(|(p, _)| p).collect(),
             config,
@@ -223,6 +222,13 @@ impl PolicySet {
     /// This set's revision.
     pub fn revision(&self) -> &Revision {
         &self.revision
+    }
+
+    /// Run with `startup` (the settings the daemon was started with: a reload cannot change
+    /// them, see [`crate::config::StartupConfig::changes`]).
+    pub fn with_startup(mut self, startup: crate::config::StartupConfig) -> PolicySet {
+        self.config.startup = startup;
+        self
     }
 
     /// Give this set its place in the reload sequence.

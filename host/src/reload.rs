@@ -38,16 +38,22 @@ pub struct Overrides {
 }
 
 impl Overrides {
-    /// Apply to a freshly loaded config.
+    /// Apply to a freshly loaded config. A backend given on the command line is also the
+    /// Anthropic backend, unless the config names one of its own.
     pub fn apply(&self, config: &mut Config) {
+        let startup = &mut config.startup;
         if let Some(listen) = &self.listen {
-            config.server.listen = listen.clone();
+            startup.listen = listen.clone();
         }
         if let Some(grpc) = &self.grpc_listen {
-            config.server.grpc_listen = Some(grpc.clone());
+            startup.grpc_listen = Some(grpc.clone());
         }
         if let Some(url) = &self.backend {
-            config.backend.url = url.trim_end_matches('/').to_string();
+            let url = url.trim_end_matches('/').to_string();
+            if startup.backend.anthropic.url == startup.backend.url {
+                startup.backend.anthropic.url = url.clone();
+            }
+            startup.backend.url = url;
         }
     }
 }
@@ -92,6 +98,8 @@ pub struct Reloader {
     tx: watch::Sender<Arc<PolicySet>>,
     metrics: Arc<Metrics>,
     last_failure: Mutex<Option<ReloadFailure>>,
+    /// Start-up settings the running config changed since the daemon started.
+    restart_needed: Mutex<Vec<String>>,
     serial: Mutex<()>,
 }
 
@@ -113,6 +121,7 @@ impl Reloader {
             tx,
             metrics,
             last_failure: Mutex::new(None),
+            restart_needed: Mutex::new(Vec::new()),
             serial: Mutex::new(()),
         });
         Ok((reloader, rx))
@@ -133,6 +142,15 @@ impl Reloader {
         self.events.subscribe()
     }
 
+    /// Start-up settings the config on disk changed that only a restart applies (e.g.
+    /// `server.listen (127.0.0.1:8080 → 0.0.0.0:8080)`); empty when none.
+    pub fn restart_needed(&self) -> Vec<String> {
+        self.restart_needed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The last refused reload, if the latest attempt failed.
     pub fn last_failure(&self) -> Option<ReloadFailure> {
         self.last_failure
@@ -151,6 +169,24 @@ impl Reloader {
             Ok(set) => {
                 let set = set.with_revision_number(next);
                 let revision = set.revision().clone();
+                // The running daemon keeps its start-up settings: say what a restart would apply.
+                let current = self.current();
+                let running = &current.config().startup;
+                let changes = set.config().startup.changes(running);
+                if !changes.is_empty() {
+                    tracing::warn!(
+                        cause,
+                        "the config changes settings read at start-up only; they need a restart (still using the old values): {}",
+                        changes.join(", ")
+                    );
+                }
+                *self
+                    .restart_needed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = changes;
+                // Requests keep using the start-up settings the daemon runs with.
+                let set = set.with_startup(running.clone());
+                drop(current);
                 if set.config().auth.is_none() && self.current().config().auth.is_some() {
                     tracing::warn!(
                         cause,
@@ -251,7 +287,7 @@ fn fingerprint(files: &[PathBuf], config: &Path) -> (Vec<Seen>, Option<String>) 
         .collect();
     let text = std::fs::read(config)
         .ok()
-        .map(|b| crate::engine::sha256_hex(&b));
+        .map(|b| crate::util::sha256_hex(&b));
     (seen, text)
 }
 

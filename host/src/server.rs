@@ -1,56 +1,81 @@
-//! The daemon's HTTP face: the OpenAI-compatible proxy, the check API and the admin endpoints,
-//! all sharing one live [`PolicySet`] and one chain code path.
+//! The daemon's faces: the model doors (OpenAI chat completions and responses, Anthropic
+//! messages, models), the check API, gRPC and the admin endpoints, all sharing one live
+//! [`PolicySet`], one way in (`ingress`) and one request flow (`crate::rails`).
 //!
-//! - `proxy`: `POST /v1/chat/completions`, non-streaming (rails around one backend call);
-//! - `stream`: the streaming variant (SSE), with a hold-back window on the output rail;
-//! - `check`: `POST /v1/check`, one rail without a model;
-//! - `admin`: `/v1/policies`, `/v1/admin/reload`, `/healthz`, `/readyz`, `/metrics`;
-//! - `grpc`: the same checks over gRPC (`railyard.v1.PolicyService`), health and reflection;
-//! - `error`: every failure mapped to an OpenAI-style error response.
+//! The middleware stack, outermost first: request id (every response carries `x-request-id`;
+//! every request is counted) → the route: a door handler takes the request through `ingress`
+//! (authenticate, admit, size) itself, so that every request, refused or not, has its scope
+//! and its one decision record; admin routes sit behind `require_admin`.
+//!
+//! - `proxy`: the pipeline of every model door, generic over the door's codec;
+//! - `check`, `models`, `admin`: the other HTTP endpoints;
+//! - `grpc`: `railyard.v1.PolicyService`, health and reflection;
+//! - `error`: every failure as a response in the door's shape; `limits`: tenants' in-flight
+//!   counters.
 
 mod admin;
 mod check;
 pub mod error;
 pub mod grpc;
+mod ingress;
 mod limits;
+mod models;
 mod proxy;
-mod stream;
 
-use crate::auth::Caller;
 use crate::backend::Backend;
-use crate::chain::{Evaluation, Verdict};
+use crate::codec::chat::Chat;
+use crate::codec::messages::Messages;
+use crate::codec::responses::Responses;
+use crate::config::StartupConfig;
 use crate::metrics::Metrics;
-use crate::payload::{Context, Rail};
+use crate::policy::chain::Evaluation;
+use crate::policy::record::DecisionRecord;
 use crate::policy::PolicySet;
+use crate::rails::Observer;
 use crate::reload::Reloader;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use bytes::Bytes;
 use error::ApiError;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Header carrying the request id, on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
+/// Decision records as JSON objects (`--log-format json`) rather than a line of text.
+static JSON_RECORDS: AtomicBool = AtomicBool::new(false);
+
+/// Write decision records as JSON (one object per line, fields as JSON values).
+pub fn set_json_logs(json: bool) {
+    JSON_RECORDS.store(json, Ordering::Relaxed);
+}
+
 /// Shared state of a running daemon.
 pub struct App {
     reloader: Arc<Reloader>,
     backend: Backend,
+    startup: StartupConfig,
     metrics: Arc<Metrics>,
     limits: limits::TenantLimits,
+    observer: Arc<Sink>,
     id_prefix: String,
     next_id: AtomicU64,
 }
 
 impl App {
-    /// A daemon serving the policy sets `reloader` publishes, in front of `backend`.
-    pub fn new(reloader: Arc<Reloader>, backend: Backend, metrics: Arc<Metrics>) -> App {
+    /// A daemon serving the policy sets `reloader` publishes, in front of `backend`, with the
+    /// start-up settings it was started with.
+    pub fn new(
+        reloader: Arc<Reloader>,
+        backend: Backend,
+        startup: StartupConfig,
+        metrics: Arc<Metrics>,
+    ) -> App {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -58,6 +83,10 @@ impl App {
         App {
             reloader,
             backend,
+            startup,
+            observer: Arc::new(Sink {
+                metrics: metrics.clone(),
+            }),
             metrics,
             limits: limits::TenantLimits::default(),
             id_prefix: format!(
@@ -83,6 +112,15 @@ impl App {
         &self.metrics
     }
 
+    /// The settings the daemon was started with.
+    pub fn startup(&self) -> &StartupConfig {
+        &self.startup
+    }
+
+    pub(crate) fn observer(&self) -> Arc<dyn Observer> {
+        self.observer.clone()
+    }
+
     pub(crate) fn new_request_id(&self) -> String {
         format!(
             "ry-{}-{:06x}",
@@ -90,84 +128,73 @@ impl App {
             self.next_id.fetch_add(1, Ordering::Relaxed)
         )
     }
+}
 
-    /// Run one rail's chain, recording metrics. Plugins run inline on the async worker: a pooled
-    /// call takes microseconds and every call is bounded by its plugin's CPU deadline, while
-    /// handing each chain to a blocking thread (`block_in_place`) was measured to cost about a
-    /// quarter of the proxy's throughput.
-    pub(crate) fn check(
-        &self,
-        set: &PolicySet,
-        rail: Rail,
-        payload: crate::payload::Payload,
-        ctx: &Context,
-    ) -> Evaluation {
-        let eval = set.check(rail, payload, ctx);
-        self.metrics.evaluation(&eval, ctx.tenant.as_deref());
-        eval
+/// Where evaluations and decision records go: metrics and the decision log.
+struct Sink {
+    metrics: Arc<Metrics>,
+}
+
+impl Observer for Sink {
+    fn evaluation(&self, eval: &Evaluation, tenant: &str) {
+        self.metrics.evaluation(eval, Some(tenant));
     }
 
-    /// Who presents `authorization` (an `Authorization` header value), under `set`'s keys.
-    pub(crate) fn authenticate(
-        &self,
-        set: &PolicySet,
-        authorization: Option<&str>,
-    ) -> Result<Caller, crate::auth::AuthError> {
-        let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
-        let result = crate::auth::authenticate(keys, authorization);
-        if result.is_err() {
-            self.metrics.auth_failure();
+    fn record(&self, record: DecisionRecord) {
+        if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
+            return;
         }
-        result
-    }
-
-    /// Count one more request in flight for `caller`'s tenant, or refuse (the tenant's limit).
-    pub(crate) fn admit(
-        &self,
-        set: &PolicySet,
-        caller: &Caller,
-    ) -> Result<Option<limits::Permit>, ApiError> {
-        let max = set
-            .tenant(caller.tenant.as_deref())
-            .and_then(|t| t.max_concurrent);
-        self.limits
-            .acquire(caller.tenant_name(), max)
-            .map_err(|limit| {
-                self.metrics.throttled(caller.tenant_name());
-                ApiError::TooManyRequests {
-                    tenant: caller.tenant_name().to_string(),
-                    limit,
-                }
-            })
+        if JSON_RECORDS.load(Ordering::Relaxed) {
+            // The same envelope as the JSON log formatter's lines, with the record's fields as
+            // JSON values (the formatter would make them strings).
+            let mut fields = serde_json::to_value(&record).unwrap_or_default();
+            fields["message"] = "decision".into();
+            let line = serde_json::json!({
+                "timestamp": timestamp(),
+                "level": "INFO",
+                "fields": fields,
+                "target": "railyard::decision",
+            });
+            let mut out = line.to_string();
+            out.push('\n');
+            let _ = std::io::stderr().lock().write_all(out.as_bytes());
+        } else {
+            tracing::info!(
+                target: "railyard::decision",
+                request_id = %record.request_id,
+                "decision {}",
+                record.line()
+            );
+        }
     }
 }
 
-/// What the auth layer established for a request: the policy snapshot it is judged by (from
-/// authentication to the last rail) and who is calling.
-#[derive(Clone)]
-pub(crate) struct Authenticated {
-    pub set: Arc<PolicySet>,
-    pub caller: Caller,
+/// Now, as RFC 3339 in UTC with microseconds (what the log formatter writes).
+fn timestamp() -> String {
+    use tracing_subscriber::fmt::time::FormatTime;
+    let mut s = String::new();
+    let _ = tracing_subscriber::fmt::time::SystemTime
+        .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut s));
+    s
 }
 
 /// The tenant a response was served for (for the request metrics).
 #[derive(Clone)]
-struct TenantLabel(String);
+pub(crate) struct TenantLabel(pub String);
 
 /// The request id a handler works under (set by the middleware).
 #[derive(Clone)]
 pub(crate) struct RequestId(pub String);
 
-/// The router: the API (proxy and check, behind authentication), health, and the admin
-/// endpoints unless they have a listener of their own (`[admin] listen`).
+/// The router: the doors and the check API, health, and the admin endpoints unless they have a
+/// listener of their own (`[admin] listen`).
 pub fn router(app: Arc<App>, with_admin: bool) -> Router {
     let api = Router::new()
-        .route("/v1/chat/completions", post(proxy::chat_completions))
-        .route("/v1/check", post(check::check))
-        .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            authenticate,
-        ));
+        .route("/v1/chat/completions", post(proxy::door::<Chat>))
+        .route("/v1/responses", post(proxy::door::<Responses>))
+        .route("/v1/messages", post(proxy::door::<Messages>))
+        .route("/v1/models", get(models::models))
+        .route("/v1/check", post(check::check));
     let mut router = Router::new().merge(api).merge(health());
     if with_admin {
         router = router.merge(admin(app.clone()));
@@ -204,86 +231,20 @@ fn finish(router: Router<Arc<App>>, app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-fn authorization(request: &Request) -> Option<&str> {
-    request
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-}
-
-/// Authenticate the caller and admit it under its tenant's concurrency limit, before the body is
-/// read. The permit is held until the response body is finished (a whole stream).
-async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
-    let set = app.policies();
-    let caller = match app.authenticate(&set, authorization(&request)) {
-        Ok(caller) => caller,
-        Err(e) => return ApiError::Unauthorized(e.to_string()).into_response(),
-    };
-    let tenant = TenantLabel(caller.tenant_name().to_string());
-    let permit = match app.admit(&set, &caller) {
-        Ok(permit) => permit,
-        Err(e) => {
-            let mut response = e.into_response();
-            response.extensions_mut().insert(tenant);
-            return response;
-        }
-    };
-    request
-        .extensions_mut()
-        .insert(Authenticated { set, caller });
-    let mut response = next.run(request).await;
-    response.extensions_mut().insert(tenant);
-    match permit {
-        None => response,
-        Some(permit) => response.map(|body| {
-            Body::new(Held {
-                body,
-                _permit: permit,
-            })
-        }),
-    }
-}
-
-/// A response body that keeps its tenant's permit until it is finished or dropped.
-struct Held {
-    body: Body,
-    _permit: limits::Permit,
-}
-
-impl http_body::Body for Held {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 /// Admin endpoints require an admin key when `[admin] keys_sha256` names any.
 async fn require_admin(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let set = app.policies();
     let keys = &set.config().admin.keys;
     if !keys.is_empty() {
-        let ok = crate::auth::bearer(authorization(&request))
-            .is_ok_and(|token| crate::auth::matches_any(keys, token));
+        let presented = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let ok =
+            crate::auth::bearer(presented).is_ok_and(|token| crate::auth::matches_any(keys, token));
         if !ok {
             app.metrics.auth_failure();
-            return ApiError::Unauthorized(
-                "admin endpoints require an admin key: send 'Authorization: Bearer <admin key>'"
-                    .into(),
-            )
-            .into_response();
+            return ApiError::AdminKey.into_response();
         }
     }
     drop(set);
@@ -306,6 +267,9 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
         .unwrap_or_else(|| app.new_request_id());
     let endpoint = match request.uri().path() {
         p @ ("/v1/chat/completions"
+        | "/v1/responses"
+        | "/v1/messages"
+        | "/v1/models"
         | "/v1/check"
         | "/v1/policies"
         | "/healthz"
@@ -327,146 +291,13 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
     response
 }
 
-/// Read a request body up to the configured limit (413 past it).
-pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => Ok(bytes),
-        Err(e) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
-            if too_large {
-                Err(ApiError::TooLarge { limit })
-            } else {
-                Err(ApiError::bad_request(
-                    format!("could not read the request body: {e}"),
-                    None,
-                ))
-            }
-        }
-    }
-}
-
-/// Parse a JSON object body.
-pub(crate) fn parse_object(
-    bytes: &[u8],
-) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-            None,
-        )),
-        Err(e) => Err(ApiError::bad_request(
-            format!("the request body is not valid JSON: {e}"),
-            None,
-        )),
-    }
-}
-
-/// The context plugins see: the request id and what authentication established (never anything
-/// from the body).
-pub(crate) fn context(request_id: &str, caller: &Caller) -> Context {
-    Context {
-        request_id: request_id.to_string(),
-        principal: caller.principal.clone(),
-        tenant: caller.tenant.clone(),
-        metadata: caller.labels.clone(),
-    }
-}
-
-/// One line per request for the decision log: the policy revision, each rail's strongest verdict
-/// and each plugin's strongest verdict with its total time (a streamed reply runs the output rail
-/// once per window: those runs are summed, with a count). Never message content, never reasons
-/// (a third-party plugin might quote what it caught).
-pub(crate) fn log_decisions(
-    request_id: &str,
-    endpoint: &str,
-    ctx: &Context,
-    revision: &crate::policy::Revision,
-    evals: &[&Evaluation],
-) {
-    if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
-        return;
-    }
-    let mut rails: Vec<(Rail, Verdict, u32)> = Vec::new();
-    let mut plugins: Vec<(Rail, &str, crate::chain::Decided, u32, std::time::Duration)> =
-        Vec::new();
-    for e in evals {
-        match rails.iter_mut().find(|r| r.0 == e.rail) {
-            Some(r) => {
-                r.1 = r.1.max(e.verdict);
-                r.2 += 1;
-            }
-            None => rails.push((e.rail, e.verdict, 1)),
-        }
-        for d in &e.decisions {
-            match plugins
-                .iter_mut()
-                .find(|p| p.0 == e.rail && p.1 == d.plugin)
-            {
-                Some(p) => {
-                    p.2 = p.2.max(d.verdict);
-                    p.3 += 1;
-                    p.4 += d.duration_us;
-                }
-                None => plugins.push((e.rail, &d.plugin, d.verdict, 1, d.duration_us)),
-            }
-        }
-    }
-    let times = |n: u32| {
-        if n > 1 {
-            format!("x{n}")
-        } else {
-            String::new()
-        }
-    };
-    let rails: Vec<String> = rails
-        .iter()
-        .map(|(rail, v, n)| format!("{rail}={}{}", v.as_str(), times(*n)))
-        .collect();
-    // Faults, each with how it was resolved: what an operator must find first.
-    let faults: Vec<String> = evals
-        .iter()
-        .flat_map(|e| {
-            e.decisions.iter().filter_map(move |d| {
-                Some(format!(
-                    "{}:{}:{}:{}",
-                    e.rail,
-                    d.plugin,
-                    d.fault?.as_str(),
-                    d.on_error.map_or("-", |o| o.as_str())
-                ))
-            })
-        })
-        .collect();
-    let decisions: Vec<String> = plugins
-        .iter()
-        .map(|(rail, plugin, v, n, t)| {
-            format!(
-                "{rail}:{plugin}:{}{}:{}us",
-                v.as_str(),
-                times(*n),
-                t.as_micros()
-            )
-        })
-        .collect();
-    tracing::info!(
-        target: "railyard::decision",
-        request_id,
-        endpoint,
-        tenant = ctx.tenant.as_deref().unwrap_or(crate::auth::DEFAULT_TENANT),
-        principal = ctx.principal.as_deref().unwrap_or("-"),
-        revision = revision.number,
-        policy_hash = %&revision.hash[..16],
-        rails = %rails.join(","),
-        decisions = %decisions.join(","),
-        faults = %faults.join(","),
-        "decision"
-    );
-}
-
 /// A JSON response with a status.
 pub(crate) fn json_response(status: axum::http::StatusCode, value: serde_json::Value) -> Response {
-    (status, axum::Json(value)).into_response()
+    let mut response = Response::new(axum::body::Body::from(value.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }

@@ -25,7 +25,7 @@ pub struct PluginInfo {
     /// The plugin's version.
     pub version: String,
     /// Rails the plugin can run on.
-    pub rails: Vec<crate::payload::Rail>,
+    pub rails: Vec<crate::model::Rail>,
     /// JSON Schema of its config, parsed.
     pub config_schema: Option<serde_json::Value>,
 }

@@ -11,6 +11,7 @@ pub(crate) async fn policies(State(app): State<Arc<App>>) -> Response {
     let mut out = app.policies().describe();
     out["last_reload_error"] =
         serde_json::to_value(app.reloader().last_failure()).unwrap_or_default();
+    out["restart_needed"] = serde_json::json!(app.reloader().restart_needed());
     super::json_response(StatusCode::OK, out)
 }
 

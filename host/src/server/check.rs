@@ -1,14 +1,18 @@
 //! `POST /v1/check`: run one rail on `{"rail", "messages", "tools"}` without a model. The same
-//! chain code path as the proxy; answers the verdict, the edited payload and each plugin's
-//! decision with its duration.
+//! way in and the same chains as the proxy; answers the verdict, the edited payload and each
+//! plugin's decision with its duration.
 
 use super::error::ApiError;
-use super::{context, log_decisions, parse_object, read_body, App, Authenticated, RequestId};
-use crate::payload::{Payload, Rail};
+use super::ingress::{self, Admitted};
+use super::{App, RequestId, TenantLabel};
+use crate::codec::Door;
+use crate::model::{Payload, Rail};
+use crate::policy::record::Outcome;
+use crate::rails::RequestScope;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
 use std::sync::Arc;
@@ -17,23 +21,34 @@ use std::sync::Arc;
 pub(crate) async fn check(
     State(app): State<Arc<App>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
-    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(&app, &request_id, auth, body).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
+    let auth = ingress::authorization(&headers, Door::Check);
+    let Admitted { mut scope, permit } =
+        match ingress::admit(&app, Door::Check, request_id, auth.as_deref()) {
+            Ok(admitted) => admitted,
+            Err(refused) => return ingress::refuse(Door::Check, *refused),
+        };
+    let tenant = TenantLabel(scope.tenant_name().to_string());
+    let mut response = match handle(&mut scope, body).await {
+        Ok(out) => {
+            scope.finish(200, Outcome::Served);
+            super::json_response(StatusCode::OK, out)
+        }
+        Err(error) => {
+            let (status, _, _) = error.parts();
+            scope.finish(status.as_u16(), error.outcome());
+            error.into_response_for(Door::Check)
+        }
+    };
+    response.extensions_mut().insert(tenant);
+    ingress::hold(permit, response)
 }
 
-async fn handle(
-    app: &Arc<App>,
-    request_id: &str,
-    Authenticated { set, caller }: Authenticated,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let bytes = read_body(body, set.max_body_bytes(caller.tenant.as_deref())).await?;
-    let mut body = parse_object(&bytes)?;
+async fn handle(scope: &mut RequestScope, body: Body) -> Result<Value, ApiError> {
+    let bytes = ingress::read_body(scope, body).await?;
+    let mut body = super::proxy::parse_object(&bytes)?;
     let rail = match body.remove("rail") {
         Some(Value::String(s)) => Rail::parse(&s).ok_or_else(|| {
             ApiError::bad_request(
@@ -56,13 +71,13 @@ async fn handle(
     };
     let payload = Payload::from_openai(&Value::Object(body))
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
-    let ctx = context(request_id, &caller);
-    let eval = app.check(&set, rail, payload, &ctx);
-    log_decisions(request_id, "check", &ctx, set.revision(), &[&eval]);
+    let eval = scope.check(rail, payload);
     let mut out = eval.to_json();
-    out["request_id"] = Value::String(request_id.to_string());
-    out["caller"] =
-        serde_json::json!({"principal": caller.principal, "tenant": caller.tenant_name()});
-    out["revision"] = serde_json::to_value(set.revision()).unwrap_or_default();
-    Ok(super::json_response(StatusCode::OK, out))
+    out["request_id"] = Value::String(scope.request_id().to_string());
+    out["caller"] = serde_json::json!({
+        "principal": scope.ctx().principal,
+        "tenant": scope.tenant_name(),
+    });
+    out["revision"] = serde_json::to_value(scope.set().revision()).unwrap_or_default();
+    Ok(out)
 }

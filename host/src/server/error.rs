@@ -1,11 +1,15 @@
-//! The one place where failures become HTTP responses: OpenAI-style error bodies
-//! (`{"error": {"message", "type", "param", "code"}}`) with the right status. Handlers return
-//! [`ApiError`] and never build error bodies themselves.
+//! The one place where failures become responses: error bodies in the shape of the door the
+//! request came through (OpenAI's `{"error": {"message", "type", "param", "code"}}`, or
+//! Anthropic's `{"type": "error", "error": {"type", "message"}}`) with the right status and
+//! headers, and how each one is counted in the decision record. Handlers return [`ApiError`]
+//! and never build error bodies themselves; stream error events are the codecs' (`Down::Error`).
 
 use crate::backend::BackendError;
+use crate::codec::Door;
+use crate::policy::record::Outcome;
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::response::Response;
+use serde_json::{json, Value};
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -27,15 +31,26 @@ pub enum ApiError {
     /// Backend unreachable (502) or too slow (504).
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The backend answered something that is not a chat completion (502).
+    /// The backend answered something that is not a reply of the door's kind (502).
     #[error("model backend sent an invalid response: {0}")]
     BadBackendResponse(String),
     /// No such endpoint (404).
     #[error("no route for {0}")]
     NotFound(String),
-    /// Missing or unknown API key (401).
-    #[error("{0}")]
-    Unauthorized(String),
+    /// No API key (401). OpenAI's wording, so SDKs and proxies that match on it know it.
+    #[error("You didn't provide an API key: missing API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")]
+    MissingKey,
+    /// An `Authorization` header that is not a bearer token (401).
+    #[error("Incorrect API key provided: the Authorization header must be 'Bearer <key>'.")]
+    MalformedKey,
+    /// An API key no configured key matches (401). Never echoes the key.
+    #[error(
+        "Incorrect API key provided. Ask your Railyard operator for a key (`railyard keys new`)."
+    )]
+    WrongKey,
+    /// An admin endpoint without an admin key (401).
+    #[error("admin endpoints require an admin key: send 'Authorization: Bearer <admin key>'")]
+    AdminKey,
     /// The caller's tenant has too many requests in flight (429, with `Retry-After`).
     #[error("tenant '{tenant}' already has {limit} requests in flight (its max_concurrent); retry shortly")]
     TooManyRequests {
@@ -44,6 +59,24 @@ pub enum ApiError {
         /// Its limit.
         limit: usize,
     },
+    /// A policy blocked the request and `on_block = "error"` (400 `policy_violation`).
+    #[error("{message}")]
+    Blocked {
+        /// What blocked it, and why.
+        message: String,
+        /// The `railyard` object.
+        railyard: Value,
+    },
+}
+
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(e: crate::auth::AuthError) -> ApiError {
+        match e {
+            crate::auth::AuthError::Missing => ApiError::MissingKey,
+            crate::auth::AuthError::Malformed => ApiError::MalformedKey,
+            crate::auth::AuthError::Unknown => ApiError::WrongKey,
+        }
+    }
 }
 
 impl ApiError {
@@ -55,7 +88,7 @@ impl ApiError {
         }
     }
 
-    /// Status code, error type and code.
+    /// Status code, OpenAI error type and code.
     pub fn parts(&self) -> (StatusCode, &'static str, &'static str) {
         match self {
             ApiError::BadRequest { .. } => (
@@ -84,7 +117,10 @@ impl ApiError {
                 "backend_invalid_response",
             ),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "not_found"),
-            ApiError::Unauthorized(_) => (
+            ApiError::MissingKey
+            | ApiError::MalformedKey
+            | ApiError::WrongKey
+            | ApiError::AdminKey => (
                 StatusCode::UNAUTHORIZED,
                 "invalid_request_error",
                 "invalid_api_key",
@@ -94,27 +130,73 @@ impl ApiError {
                 "rate_limit_error",
                 "tenant_concurrency_limit",
             ),
+            ApiError::Blocked { .. } => (StatusCode::BAD_REQUEST, "policy_violation", "blocked"),
         }
     }
 
-    /// The OpenAI-style error body.
-    pub fn body(&self) -> serde_json::Value {
+    /// How the decision record counts it.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ApiError::BadRequest { .. } | ApiError::NotFound(_) => Outcome::Invalid,
+            ApiError::TooLarge { .. } | ApiError::TooManyRequests { .. } => Outcome::Throttled,
+            ApiError::Backend(_) | ApiError::BadBackendResponse(_) => Outcome::BackendError,
+            ApiError::MissingKey
+            | ApiError::MalformedKey
+            | ApiError::WrongKey
+            | ApiError::AdminKey => Outcome::Unauthorized,
+            ApiError::Blocked { .. } => Outcome::Refused,
+        }
+    }
+
+    /// The OpenAI-shaped body.
+    pub fn body(&self) -> Value {
         let (_, kind, code) = self.parts();
         let param = match self {
             ApiError::BadRequest { param, .. } => param.clone(),
             _ => None,
         };
-        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+        let mut body = json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}});
+        if let ApiError::Blocked { railyard, .. } = self {
+            body["railyard"] = railyard.clone();
+        }
+        body
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+    /// The Anthropic-shaped body.
+    pub fn anthropic_body(&self) -> Value {
         let (status, _, _) = self.parts();
-        let mut response = (status, axum::Json(self.body())).into_response();
+        let kind = match status.as_u16() {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            _ => "api_error",
+        };
+        let mut body =
+            json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        if let ApiError::Blocked { railyard, .. } = self {
+            body["railyard"] = railyard.clone();
+        }
+        body
+    }
+
+    /// The response on `door`.
+    pub fn into_response_for(self, door: Door) -> Response {
+        let (status, _, _) = self.parts();
+        let body = if door.anthropic() {
+            self.anthropic_body()
+        } else {
+            self.body()
+        };
+        let mut response = super::json_response(status, body);
         let headers = response.headers_mut();
         match self {
-            ApiError::Unauthorized(_) => {
+            ApiError::MissingKey
+            | ApiError::MalformedKey
+            | ApiError::WrongKey
+            | ApiError::AdminKey => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             // Requests in flight are short: a second is a fair first back-off.
@@ -124,5 +206,11 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.into_response_for(Door::Chat)
     }
 }

@@ -1,193 +1,14 @@
-//! The payload a chain works on, and its two faces: OpenAI Chat Completions JSON (what callers and
-//! backends speak) and the WIT records (what plugins see).
-//!
-//! Parsing keeps every field Railyard does not know in `extra`, so a payload written back out is
-//! the one that came in, plus the edits the policies made.
+//! OpenAI Chat Completions JSON ⇄ the model: messages, tool calls and tool declarations. Parsing
+//! keeps every field Railyard does not know in `extra`, so a payload written back out is the one
+//! that came in, plus the edits the policies made. The check API and gRPC's JSON fields speak
+//! this shape too.
 
-use crate::engine::bindings::wit;
+use crate::codec::opt_string;
+use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
 use serde_json::{Map, Value};
-use std::fmt;
-
-/// The four rails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rail {
-    /// The conversation the application sends.
-    Input,
-    /// Tool results the application sends back.
-    ToolResult,
-    /// Tool calls the model emits.
-    ToolCall,
-    /// The text the model returns.
-    Output,
-}
-
-impl Rail {
-    /// Every rail, in the order they run for a request.
-    pub const ALL: [Rail; 4] = [Rail::ToolResult, Rail::Input, Rail::ToolCall, Rail::Output];
-
-    /// The config spelling (`tool_call`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rail::Input => "input",
-            Rail::ToolResult => "tool_result",
-            Rail::ToolCall => "tool_call",
-            Rail::Output => "output",
-        }
-    }
-
-    /// Parse the config spelling.
-    pub fn parse(s: &str) -> Option<Rail> {
-        Rail::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    /// Whether only the last message (the model's reply) is under judgement on this rail.
-    pub fn judges_reply_only(self) -> bool {
-        matches!(self, Rail::ToolCall | Rail::Output)
-    }
-}
-
-impl fmt::Display for Rail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl From<wit::Rail> for Rail {
-    fn from(r: wit::Rail) -> Rail {
-        match r {
-            wit::Rail::Input => Rail::Input,
-            wit::Rail::Output => Rail::Output,
-            wit::Rail::ToolCall => Rail::ToolCall,
-            wit::Rail::ToolResult => Rail::ToolResult,
-        }
-    }
-}
-
-impl From<Rail> for wit::Rail {
-    fn from(r: Rail) -> wit::Rail {
-        match r {
-            Rail::Input => wit::Rail::Input,
-            Rail::Output => wit::Rail::Output,
-            Rail::ToolCall => wit::Rail::ToolCall,
-            Rail::ToolResult => wit::Rail::ToolResult,
-        }
-    }
-}
-
-/// Message content.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Content {
-    /// A string.
-    Text(String),
-    /// Anything else (normally an array of content parts), kept as JSON.
-    Parts(Value),
-}
-
-/// The `type` of a function tool and of a call to one.
-pub const FUNCTION: &str = "function";
-
-/// One tool call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
-    /// `id`.
-    pub id: String,
-    /// `function` for a function call; for a call to a hosted tool (a call that carries a `type`
-    /// such as `web_search` and no `function` object), that type.
-    pub kind: String,
-    /// `function.name`; for a hosted call, its type (what policies match it by).
-    pub name: String,
-    /// `function.arguments`, JSON text as the model wrote it.
-    pub arguments: String,
-    /// Other fields of the call (`type`, `index`, ...).
-    pub extra: Map<String, Value>,
-    /// Other fields of `function`.
-    pub function_extra: Map<String, Value>,
-}
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    /// `role`.
-    pub role: String,
-    /// `content`; `None` when absent or null.
-    pub content: Option<Content>,
-    /// Whether `content` was an explicit `null` (kept so it round-trips).
-    pub content_null: bool,
-    /// `name`.
-    pub name: Option<String>,
-    /// `tool_call_id`.
-    pub tool_call_id: Option<String>,
-    /// `tool_calls`.
-    pub tool_calls: Vec<ToolCall>,
-    /// Whether `tool_calls` was present (even if empty), so it round-trips.
-    pub tool_calls_present: bool,
-    /// Every other field.
-    pub extra: Map<String, Value>,
-}
-
-/// A declared tool.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDef {
-    /// `function`, or a hosted tool's type.
-    pub kind: String,
-    /// The function's name.
-    pub name: Option<String>,
-    /// The function's description.
-    pub description: Option<String>,
-    /// The function's `parameters` schema.
-    pub parameters: Option<Value>,
-}
-
-/// Messages and tools: what a rail's chain judges and edits.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Payload {
-    /// The conversation (on `tool_call`/`output`, ending with the model's reply).
-    pub messages: Vec<Message>,
-    /// Declared tools.
-    pub tools: Vec<ToolDef>,
-}
-
-/// Who is asking (from the daemon's authentication, never from the body).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Context {
-    /// Request id.
-    pub request_id: String,
-    /// Authenticated principal.
-    pub principal: Option<String>,
-    /// Tenant.
-    pub tenant: Option<String>,
-    /// Extra labels.
-    pub metadata: Vec<(String, String)>,
-}
-
-/// A payload that is not shaped like OpenAI Chat Completions; names the offending path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct PayloadError {
-    /// JSON path of the problem, e.g. `messages[2].tool_calls[0].function.arguments`.
-    pub path: String,
-    /// What was expected.
-    pub message: String,
-}
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> PayloadError {
-    PayloadError {
-        path: path.into(),
-        message: message.into(),
-    }
-}
-
-fn opt_string(
-    obj: &mut Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<String>, PayloadError> {
-    match obj.remove(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(err(format!("{path}.{key}"), "must be a string")),
-    }
+    PayloadError::new(path, message)
 }
 
 impl Payload {
@@ -229,26 +50,6 @@ impl Payload {
             );
         }
         Value::Object(obj)
-    }
-
-    /// The WIT tools (computed once per chain run: tools never change along a chain).
-    pub fn wit_tools(&self) -> Vec<wit::ToolDef> {
-        self.tools.iter().map(ToolDef::to_wit).collect()
-    }
-
-    /// The WIT request a plugin sees.
-    pub fn to_wit(&self, rail: Rail, tools: &[wit::ToolDef], ctx: &Context) -> wit::Request {
-        wit::Request {
-            rail: rail.into(),
-            messages: self.messages.iter().map(Message::to_wit).collect(),
-            tools: tools.to_vec(),
-            context: wit::Context {
-                request_id: ctx.request_id.clone(),
-                principal: ctx.principal.clone(),
-                tenant: ctx.tenant.clone(),
-                metadata: ctx.metadata.clone(),
-            },
-        }
     }
 }
 
@@ -294,6 +95,7 @@ impl Message {
             tool_calls,
             tool_calls_present,
             extra: obj,
+            wire: Value::Null,
         })
     }
 
@@ -330,47 +132,9 @@ impl Message {
         }
         Value::Object(obj)
     }
-
-    fn to_wit(&self) -> wit::Message {
-        wit::Message {
-            role: self.role.clone(),
-            content: self.content.as_ref().map(|c| match c {
-                Content::Text(t) => wit::Content::Text(t.clone()),
-                Content::Parts(p) => wit::Content::Parts(p.to_string()),
-            }),
-            name: self.name.clone(),
-            tool_call_id: self.tool_call_id.clone(),
-            tool_calls: self
-                .tool_calls
-                .iter()
-                .map(|c| wit::ToolCall {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-        }
-    }
 }
 
 impl ToolCall {
-    /// A function call.
-    pub fn function(id: String, name: String, arguments: String) -> ToolCall {
-        ToolCall {
-            id,
-            kind: FUNCTION.into(),
-            name,
-            arguments,
-            extra: Map::new(),
-            function_extra: Map::new(),
-        }
-    }
-
-    /// Whether this is a call to a hosted tool (no `function` object).
-    pub fn is_hosted(&self) -> bool {
-        self.kind != FUNCTION
-    }
-
     /// Parse one OpenAI tool call: a function call, or a call to a hosted tool, which carries
     /// its `type` (e.g. `web_search`) and no `function` object.
     pub fn from_openai(value: &Value, path: &str) -> Result<ToolCall, PayloadError> {
@@ -385,14 +149,7 @@ impl ToolCall {
             None => match obj.get("type") {
                 Some(Value::String(kind)) if kind != FUNCTION => {
                     let kind = kind.clone();
-                    return Ok(ToolCall {
-                        id,
-                        name: kind.clone(),
-                        kind,
-                        arguments: String::new(),
-                        extra: obj,
-                        function_extra: Map::new(),
-                    });
+                    return Ok(ToolCall::hosted(id, kind, obj));
                 }
                 _ => return Err(err(format!("{path}.function"), "is required")),
             },
@@ -542,17 +299,7 @@ impl ToolDef {
         }
         serde_json::json!({"type": "function", "function": function})
     }
-
-    fn to_wit(&self) -> wit::ToolDef {
-        wit::ToolDef {
-            kind: self.kind.clone(),
-            name: self.name.clone(),
-            description: self.description.clone(),
-            parameters: self.parameters.as_ref().map(Value::to_string),
-        }
-    }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,135 @@
+//! Wire formats at the edge: one codec per door, each turning its requests, replies and stream
+//! events into the model (`crate::model`) and back. Fields Railyard does not know pass through
+//! untouched, both ways.
+//!
+//! - `chat`: OpenAI Chat Completions (and the check API's payload shape);
+//! - `responses`: OpenAI Responses;
+//! - `messages`: Anthropic Messages;
+//! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies.
+
+pub mod chat;
+pub mod messages;
+pub mod responses;
+pub mod sse;
+pub mod stream;
+
+use crate::model::{Message, Payload, PayloadError};
+use serde_json::{Map, Value};
+
+/// Where a request came in: named in decision records and metrics, and it picks the error shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Door {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/responses`.
+    Responses,
+    /// `POST /v1/messages` (Anthropic).
+    Messages,
+    /// `GET /v1/models`.
+    Models,
+    /// `POST /v1/check`.
+    Check,
+    /// gRPC `railyard.v1.PolicyService`.
+    Grpc,
+    /// An MCP server behind `/mcp/<name>`.
+    Mcp,
+    /// Admin endpoints and health.
+    Admin,
+}
+
+impl Door {
+    /// The spelling in records and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Door::Chat => "chat",
+            Door::Responses => "responses",
+            Door::Messages => "messages",
+            Door::Models => "models",
+            Door::Check => "check",
+            Door::Grpc => "grpc",
+            Door::Mcp => "mcp",
+            Door::Admin => "admin",
+        }
+    }
+
+    /// Whether errors on this door take Anthropic's shape.
+    pub fn anthropic(self) -> bool {
+        self == Door::Messages
+    }
+}
+
+/// What the rails made of one reply message (one per choice).
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// The message after the outbound rails.
+    pub message: Message,
+    /// The model made tool calls and policies removed all of them.
+    pub calls_removed: bool,
+}
+
+/// Where a door's requests go upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `{openai}/chat/completions`.
+    Chat,
+    /// `{openai}/responses`.
+    Responses,
+    /// `{anthropic}/messages`.
+    Messages,
+}
+
+/// One door's wire format, as the request pipeline uses it.
+pub trait Codec: Send + Sync + 'static {
+    /// The door.
+    const DOOR: Door;
+    /// The upstream route.
+    const ROUTE: Route;
+    /// A decoded request: what is needed to write it upstream again.
+    type Request: Send + Sync + 'static;
+    /// A decoded reply: what is needed to write it back with judged messages.
+    type Reply: Send + 'static;
+    /// The door's stream codec.
+    type Stream: stream::StreamCodec;
+
+    /// Decode a request body into the door's request and the payload the inbound rails judge.
+    fn decode_request(body: Map<String, Value>) -> Result<(Self::Request, Payload), PayloadError>;
+    /// Whether the client asked for a stream.
+    fn stream_requested(request: &Self::Request) -> bool;
+    /// The body for the backend: the request with `payload` (as the inbound rails left it) in
+    /// place of what came in. `edited` says whether anything changed.
+    fn encode_request(request: &Self::Request, payload: &Payload, edited: bool) -> Vec<u8>;
+    /// Decode a reply body: the door's reply, and its assistant messages (one per choice).
+    fn decode_reply(body: Map<String, Value>) -> Result<(Self::Reply, Vec<Message>), String>;
+    /// The reply for the client, with the judged messages in place and the `railyard` object.
+    fn encode_reply(reply: Self::Reply, judged: Vec<Judged>, railyard: Option<Value>) -> Value;
+    /// A whole reply that stands for a refusal (`on_block = "refuse"`).
+    fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
+    /// A stream codec for this request.
+    fn stream(request: &Self::Request) -> Self::Stream;
+}
+
+/// `obj[key]` as an optional string; `path` names the object in errors.
+pub(crate) fn opt_string(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<String>, PayloadError> {
+    match obj.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(PayloadError::new(
+            format!("{path}.{key}"),
+            "must be a string",
+        )),
+    }
+}
+
+/// `body["stream"]` as a boolean (absent: false).
+pub(crate) fn stream_flag(body: &Map<String, Value>) -> Result<bool, PayloadError> {
+    match body.get("stream") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(PayloadError::new("stream", "must be a boolean")),
+    }
+}

@@ -1,0 +1,475 @@
+//! OpenAI Chat Completions: `POST /v1/chat/completions`, streamed (SSE chunks ending with
+//! `data: [DONE]`) or not. The model's JSON shapes are in `chat/json.rs`.
+
+mod json;
+
+use super::stream::{Down, Finish, Frame, StreamCodec, Up};
+use super::{sse, stream_flag, Codec, Door, Judged, Route};
+use crate::model::{Message, Payload, PayloadError};
+use serde_json::{json, Map, Value};
+
+/// The Chat Completions door.
+pub struct Chat;
+
+/// A decoded chat request: the body as it came (its `messages` replaced on the way up).
+pub struct ChatRequest {
+    body: Map<String, Value>,
+    stream: bool,
+}
+
+impl ChatRequest {
+    /// The requested model.
+    pub fn model(&self) -> Value {
+        self.body.get("model").cloned().unwrap_or(Value::Null)
+    }
+}
+
+/// A decoded chat reply: the body, whose `choices[i].message` the judged messages replace.
+pub struct ChatReply {
+    body: Map<String, Value>,
+    /// Choice positions that carried a message, in order.
+    with_message: Vec<usize>,
+}
+
+impl Codec for Chat {
+    const DOOR: Door = Door::Chat;
+    const ROUTE: Route = Route::Chat;
+    type Request = ChatRequest;
+    type Reply = ChatReply;
+    type Stream = ChatStream;
+
+    fn decode_request(body: Map<String, Value>) -> Result<(ChatRequest, Payload), PayloadError> {
+        let stream = stream_flag(&body)?;
+        let body = Value::Object(body);
+        let payload = Payload::from_openai(&body)?;
+        let Value::Object(body) = body else {
+            unreachable!("decoded from an object")
+        };
+        Ok((ChatRequest { body, stream }, payload))
+    }
+
+    fn stream_requested(request: &ChatRequest) -> bool {
+        request.stream
+    }
+
+    fn encode_request(request: &ChatRequest, payload: &Payload, edited: bool) -> Vec<u8> {
+        if !edited {
+            return serde_json::to_vec(&request.body).unwrap_or_default();
+        }
+        let mut body = request.body.clone();
+        body.insert("messages".into(), payload.messages_json());
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {
+        let Some(Value::Array(choices)) = body.get_mut("choices") else {
+            return Err("'choices' is missing or not an array".into());
+        };
+        let mut messages = Vec::new();
+        let mut with_message = Vec::new();
+        for (i, choice) in choices.iter_mut().enumerate() {
+            let Some(raw) = choice.get("message") else {
+                continue;
+            };
+            let message = Message::from_openai(raw, &format!("choices[{i}].message"))
+                .map_err(|e| e.to_string())?;
+            messages.push(message);
+            with_message.push(i);
+        }
+        Ok((ChatReply { body, with_message }, messages))
+    }
+
+    fn encode_reply(reply: ChatReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
+        let ChatReply {
+            mut body,
+            with_message,
+        } = reply;
+        if let Some(Value::Array(choices)) = body.get_mut("choices") {
+            for (i, judged) in with_message.into_iter().zip(judged) {
+                let choice = &mut choices[i];
+                choice["message"] = judged.message.to_openai();
+                if judged.calls_removed {
+                    if let Some(m) = choice["message"].as_object_mut() {
+                        m.remove("tool_calls");
+                    }
+                    choice["finish_reason"] = json!("content_filter");
+                }
+            }
+        }
+        if let Some(railyard) = railyard {
+            body.insert("railyard".into(), railyard);
+        }
+        Value::Object(body)
+    }
+
+    fn refusal(request: &ChatRequest, id: &str, text: &str, railyard: Value) -> Value {
+        json!({
+            "id": format!("chatcmpl-{id}"),
+            "object": "chat.completion",
+            "created": crate::util::unix_secs(),
+            "model": request.model(),
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "content_filter"
+            }],
+            "railyard": railyard,
+        })
+    }
+
+    fn stream(_request: &ChatRequest) -> ChatStream {
+        ChatStream::default()
+    }
+}
+
+/// Chat streaming: every chunk's choices are split into text, tool-call fragments, finish
+/// reasons and the rest (role, refusal, logprobs: passed on at once); Railyard's own chunks
+/// reuse the backend's top-level fields (id, model, created).
+#[derive(Default)]
+pub struct ChatStream {
+    template: Option<Map<String, Value>>,
+}
+
+impl ChatStream {
+    fn chunk(&self, choices: Vec<Value>) -> Value {
+        let mut obj = self.template.clone().unwrap_or_else(|| {
+            let mut m = Map::new();
+            m.insert("object".into(), json!("chat.completion.chunk"));
+            m
+        });
+        obj.insert("choices".into(), Value::Array(choices));
+        Value::Object(obj)
+    }
+
+    fn choice(index: u32, delta: Value, finish: Value) -> Value {
+        json!({"index": index, "delta": delta, "finish_reason": finish})
+    }
+}
+
+impl StreamCodec for ChatStream {
+    fn decode(&mut self, event: sse::SseEvent) -> Result<Vec<Up>, String> {
+        if event.data.trim() == "[DONE]" {
+            return Ok(vec![Up::Done]);
+        }
+        let Ok(Value::Object(mut chunk)) = serde_json::from_str::<Value>(&event.data) else {
+            return Err("an event that is not a JSON object".into());
+        };
+        if chunk.contains_key("error") {
+            return Ok(vec![Up::Error(Frame {
+                event: event.event,
+                data: Value::Object(chunk),
+            })]);
+        }
+        let choices = match chunk.remove("choices") {
+            Some(Value::Array(c)) => c,
+            _ => Vec::new(),
+        };
+        let usage = chunk.remove("usage");
+        if self.template.is_none() {
+            self.template = Some(chunk);
+        }
+        let mut up = Vec::new();
+        for choice in choices {
+            let Value::Object(mut choice) = choice else {
+                continue;
+            };
+            let index = choice.get("index").and_then(Value::as_u64).unwrap_or(0) as u32;
+            let finish = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let mut delta = match choice.remove("delta") {
+                Some(Value::Object(d)) => d,
+                _ => Map::new(),
+            };
+            let content = delta.remove("content");
+            let fragments = delta.remove("tool_calls");
+            // Whatever else the delta carries (role, refusal, ...) passes at once.
+            if !delta.is_empty() {
+                up.push(Up::Pass(Frame {
+                    event: None,
+                    data: self.chunk(vec![Self::choice(index, Value::Object(delta), Value::Null)]),
+                }));
+            }
+            if let Some(Value::Array(fragments)) = fragments {
+                for f in fragments {
+                    up.push(call_fragment(index, f));
+                }
+            }
+            if let Some(Value::String(text)) = content {
+                up.push(Up::Text {
+                    choice: index,
+                    part: index as u64,
+                    text,
+                });
+            }
+            if finish.is_some() {
+                up.push(Up::PartEnd {
+                    choice: index,
+                    part: index as u64,
+                });
+                up.push(Up::ChoiceEnd {
+                    choice: index,
+                    finish,
+                });
+            }
+        }
+        if let Some(usage) = usage.filter(|u| !u.is_null()) {
+            let mut c = self.chunk(Vec::new());
+            c["usage"] = usage;
+            up.push(Up::Pass(Frame {
+                event: None,
+                data: c,
+            }));
+        }
+        Ok(up)
+    }
+
+    fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
+        let data = match down {
+            Down::Pass(frame) => frame.data,
+            Down::Text { choice, text, .. } => self.chunk(vec![Self::choice(
+                choice,
+                json!({"content": text}),
+                Value::Null,
+            )]),
+            Down::PartEnd { .. } => return,
+            Down::Calls { choice, calls } => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let mut v = c.to_openai();
+                        v["index"] = json!(i);
+                        v
+                    })
+                    .collect();
+                self.chunk(vec![Self::choice(
+                    choice,
+                    json!({"tool_calls": calls}),
+                    Value::Null,
+                )])
+            }
+            Down::ChoiceEnd { choice, finish } => {
+                let reason = match finish {
+                    Finish::Filtered => json!("content_filter"),
+                    Finish::Backend(reason) => json!(reason),
+                };
+                self.chunk(vec![Self::choice(choice, json!({}), reason)])
+            }
+            Down::Done { railyard } => {
+                if let Some(railyard) = railyard {
+                    let mut c = self.chunk(Vec::new());
+                    c["railyard"] = railyard;
+                    sse::write(out, None, &c.to_string());
+                }
+                sse::write(out, None, "[DONE]");
+                return;
+            }
+            Down::Refused {
+                finish: true,
+                text,
+                railyard,
+                ..
+            } => {
+                let text = self.chunk(vec![Self::choice(0, json!({"content": text}), Value::Null)]);
+                sse::write(out, None, &text.to_string());
+                let mut end = self.chunk(vec![Self::choice(0, json!({}), json!("content_filter"))]);
+                end["railyard"] = railyard;
+                sse::write(out, None, &end.to_string());
+                sse::write(out, None, "[DONE]");
+                return;
+            }
+            Down::Refused {
+                message, railyard, ..
+            } => {
+                let error = json!({
+                    "error": {"message": message, "type": "policy_violation", "param": null, "code": "blocked"},
+                    "railyard": railyard,
+                });
+                sse::write(out, None, &error.to_string());
+                sse::write(out, None, "[DONE]");
+                return;
+            }
+            Down::BackendError(frame) => {
+                sse::write(out, None, &frame.data.to_string());
+                sse::write(out, None, "[DONE]");
+                return;
+            }
+            Down::Error {
+                message,
+                kind,
+                code,
+            } => {
+                let error = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+                sse::write(out, None, &error.to_string());
+                sse::write(out, None, "[DONE]");
+                return;
+            }
+        };
+        sse::write(out, None, &data.to_string());
+    }
+}
+
+/// One `delta.tool_calls[]` fragment: a function call's pieces, or a hosted call (a `type` and
+/// no `function` object).
+fn call_fragment(choice: u32, f: Value) -> Up {
+    let Value::Object(mut f) = f else {
+        return Up::Call {
+            choice,
+            index: 0,
+            id: None,
+            name: None,
+            kind: None,
+            arguments: String::new(),
+            extra: Map::new(),
+        };
+    };
+    let index = f.remove("index").and_then(|i| i.as_u64()).unwrap_or(0);
+    let id = f.remove("id").and_then(|v| v.as_str().map(str::to_string));
+    let kind = f
+        .remove("type")
+        .and_then(|v| v.as_str().map(str::to_string));
+    let (name, arguments) = match f.remove("function") {
+        Some(func) => (
+            func.get("name").and_then(Value::as_str).map(str::to_string),
+            func.get("arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        ),
+        None => (None, String::new()),
+    };
+    Up::Call {
+        choice,
+        index,
+        id,
+        name,
+        kind,
+        arguments,
+        extra: f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+
+    fn event(data: &str) -> sse::SseEvent {
+        sse::SseEvent {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn request_round_trips_and_edits_replace_messages() {
+        let body = json!({"model": "m", "stream": true, "x": 1,
+            "messages": [{"role": "user", "content": "hi", "x-msg": true}]});
+        let Value::Object(map) = body.clone() else {
+            unreachable!()
+        };
+        let (request, mut payload) = Chat::decode_request(map).unwrap();
+        assert!(Chat::stream_requested(&request));
+        let same: Value =
+            serde_json::from_slice(&Chat::encode_request(&request, &payload, false)).unwrap();
+        assert_eq!(same, body);
+        payload.messages[0].content = Some(crate::model::Content::Text("[EMAIL]".into()));
+        let edited: Value =
+            serde_json::from_slice(&Chat::encode_request(&request, &payload, true)).unwrap();
+        assert_eq!(edited["messages"][0]["content"], "[EMAIL]");
+        assert_eq!(edited["messages"][0]["x-msg"], true);
+        assert_eq!(edited["x"], 1);
+    }
+
+    #[test]
+    fn reply_with_removed_calls_is_filtered() {
+        let body = json!({"id": "c", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
+            "usage": {"total_tokens": 3}});
+        let Value::Object(map) = body else {
+            unreachable!()
+        };
+        let (reply, mut messages) = Chat::decode_reply(map).unwrap();
+        let mut m = messages.remove(0);
+        m.tool_calls.clear();
+        m.content = Some(crate::model::Content::Text("no".into()));
+        let out = Chat::encode_reply(
+            reply,
+            vec![Judged {
+                message: m,
+                calls_removed: true,
+            }],
+            Some(json!({"r": 1})),
+        );
+        assert_eq!(out["choices"][0]["finish_reason"], "content_filter");
+        assert_eq!(out["choices"][0]["message"]["content"], "no");
+        assert!(out["choices"][0]["message"].get("tool_calls").is_none());
+        assert_eq!(out["usage"]["total_tokens"], 3);
+        assert_eq!(out["railyard"]["r"], 1);
+    }
+
+    #[test]
+    fn stream_events_decode_to_text_calls_and_finish() {
+        let mut s = ChatStream::default();
+        let up = s
+            .decode(event(
+                r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi","tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a"}}]},"finish_reason":null}]}"#,
+            ))
+            .unwrap();
+        assert!(matches!(&up[0], Up::Pass(_)), "role passes at once");
+        assert!(
+            matches!(&up[1], Up::Call { index: 0, id: Some(id), name: Some(n), .. } if id == "c1" && n == "f")
+        );
+        assert_eq!(
+            up[2],
+            Up::Text {
+                choice: 0,
+                part: 0,
+                text: "Hi".into()
+            }
+        );
+        let up = s
+            .decode(event(
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            ))
+            .unwrap();
+        assert_eq!(
+            up,
+            vec![
+                Up::PartEnd { choice: 0, part: 0 },
+                Up::ChoiceEnd {
+                    choice: 0,
+                    finish: Some("stop".into())
+                }
+            ]
+        );
+        assert_eq!(s.decode(event("[DONE]")).unwrap(), vec![Up::Done]);
+        assert!(s.decode(event("not json")).is_err());
+    }
+
+    #[test]
+    fn stream_encodes_with_the_backend_template() {
+        let mut s = ChatStream::default();
+        s.decode(event(r#"{"id":"x","model":"m","choices":[]}"#))
+            .unwrap();
+        let mut out = Vec::new();
+        s.encode(
+            Down::Calls {
+                choice: 0,
+                calls: vec![ToolCall::function("c1".into(), "f".into(), "{}".into())],
+            },
+            &mut out,
+        );
+        s.encode(Down::Done { railyard: None }, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#""id":"x""#) && text.contains(r#""model":"m""#),
+            "{text}"
+        );
+        assert!(text.contains(r#""tool_calls":[{"id":"c1""#), "{text}");
+        assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+}

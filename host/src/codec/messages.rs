@@ -1,0 +1,427 @@
+//! Anthropic Messages: `POST /v1/messages`.
+//!
+//! Request → model: `system` is a system message; a user message's `tool_result` blocks become
+//! tool results (the `tool_result` rail links them to the `tool_use` blocks of the assistant
+//! turn before), its other blocks (text, images, documents) one user message; an assistant
+//! message's text blocks are its content, its `tool_use` blocks its calls (`input` as argument
+//! JSON), its other blocks (thinking, server tools) ride along and are written back in place.
+//! Tools are function tools whose `input_schema` is the declared schema; server tools (with a
+//! `type`) are declared by type.
+//!
+//! Reply → model: text blocks are the reply's content (as content parts, so a policy edits each
+//! block), `tool_use` blocks its calls. Streaming: `stream`.
+
+mod stream;
+
+use super::{stream_flag, Codec, Door, Judged, Route};
+use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use serde_json::{json, Map, Value};
+pub use stream::MessagesStream;
+
+/// The Messages door.
+pub struct Messages;
+
+/// A decoded Messages request.
+pub struct MessagesRequest {
+    body: Map<String, Value>,
+    stream: bool,
+}
+
+/// A decoded Messages reply.
+pub struct MessagesReply {
+    body: Map<String, Value>,
+}
+
+fn origin(message: &Message) -> Option<u64> {
+    message.wire.get("message").and_then(Value::as_u64)
+}
+
+fn is_system(message: &Message) -> bool {
+    message.wire.get("system").is_some()
+}
+
+fn blocks_of(value: Option<&Value>, path: &str) -> Result<Vec<Value>, PayloadError> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![json!({"type": "text", "text": s})]),
+        Some(Value::Array(a)) => Ok(a.clone()),
+        Some(_) => Err(PayloadError::new(
+            path,
+            "must be a string or a list of blocks",
+        )),
+    }
+}
+
+fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), PayloadError> {
+    let path = format!("messages[{i}]");
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| PayloadError::new(&path, "must be an object"))?;
+    let role = obj
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| PayloadError::new(format!("{path}.role"), "is required"))?;
+    let mut extra = obj.clone();
+    extra.remove("role");
+    let content = extra.remove("content");
+    let wire = json!({"message": i});
+    if let Some(Value::String(text)) = &content {
+        let mut m = Message::new(role, Some(Content::Text(text.clone())));
+        m.extra = extra;
+        m.wire = wire;
+        out.push(m);
+        return Ok(());
+    }
+    let blocks = blocks_of(content.as_ref(), &format!("{path}.content"))?;
+    let mut rest = Vec::new();
+    let mut calls = Vec::new();
+    let mut before = Vec::new();
+    for (k, block) in blocks.into_iter().enumerate() {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        match (role, kind) {
+            ("user", "tool_result") => {
+                let mut b = block.as_object().cloned().unwrap_or_default();
+                let id = b
+                    .remove("tool_use_id")
+                    .and_then(|v| v.as_str().map(str::to_string));
+                let content = match b.remove("content") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(Content::Text(s)),
+                    Some(other) => Some(Content::Parts(other)),
+                };
+                b.remove("type");
+                let mut m = Message::new("tool", content);
+                m.tool_call_id = id;
+                m.extra = b;
+                m.wire = wire.clone();
+                out.push(m);
+            }
+            ("assistant", "tool_use") => {
+                let mut b = block.as_object().cloned().unwrap_or_default();
+                let text = |b: &mut Map<String, Value>, k: &str| {
+                    b.remove(k)
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                };
+                let id = text(&mut b, "id");
+                let name = text(&mut b, "name");
+                let input = b.remove("input").unwrap_or(json!({}));
+                b.remove("type");
+                let mut call = ToolCall::function(id, name, input.to_string());
+                call.extra = b;
+                calls.push(call);
+            }
+            ("assistant", "text") => rest.push(block),
+            ("assistant", _) if rest.is_empty() && calls.is_empty() => before.push(block),
+            ("assistant", _) => {
+                return Err(PayloadError::new(
+                    format!("{path}.content[{k}]"),
+                    format!("a '{kind}' block after text or tool_use blocks is not supported"),
+                ))
+            }
+            _ => rest.push(block),
+        }
+    }
+    if !rest.is_empty() || !calls.is_empty() || !before.is_empty() || role != "user" {
+        let content = (!rest.is_empty()).then(|| Content::Parts(Value::Array(rest)));
+        let mut m = Message::new(role, content);
+        m.content_null = false;
+        m.tool_calls_present = !calls.is_empty();
+        m.tool_calls = calls;
+        m.extra = extra;
+        m.wire = json!({"message": i, "before": before});
+        out.push(m);
+    }
+    Ok(())
+}
+
+/// One wire message's content blocks from the model messages that came from it.
+fn encode_blocks(messages: &[&Message]) -> Value {
+    let mut blocks = Vec::new();
+    for m in messages {
+        if let Some(Value::Array(before)) = m.wire.get("before") {
+            blocks.extend(before.iter().cloned());
+        }
+        if m.role == "tool" {
+            let mut b = Map::new();
+            b.insert("type".into(), json!("tool_result"));
+            b.insert("tool_use_id".into(), json!(m.tool_call_id));
+            match &m.content {
+                Some(Content::Text(t)) => {
+                    b.insert("content".into(), json!(t));
+                }
+                Some(Content::Parts(p)) => {
+                    b.insert("content".into(), p.clone());
+                }
+                None => {}
+            }
+            b.extend(m.extra.clone());
+            blocks.push(Value::Object(b));
+            continue;
+        }
+        match &m.content {
+            Some(Content::Text(t)) => blocks.push(json!({"type": "text", "text": t})),
+            Some(Content::Parts(Value::Array(p))) => blocks.extend(p.iter().cloned()),
+            Some(Content::Parts(other)) => blocks.push(other.clone()),
+            None => {}
+        }
+        for call in &m.tool_calls {
+            let mut b = Map::new();
+            b.insert("type".into(), json!("tool_use"));
+            b.insert("id".into(), json!(call.id));
+            b.insert("name".into(), json!(call.name));
+            let input = serde_json::from_str::<Value>(&call.arguments)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or(json!({}));
+            b.insert("input".into(), input);
+            b.extend(call.extra.clone());
+            blocks.push(Value::Object(b));
+        }
+    }
+    Value::Array(blocks)
+}
+
+fn wire_role(m: &Message) -> &str {
+    if m.role == "tool" {
+        "user"
+    } else {
+        &m.role
+    }
+}
+
+impl Codec for Messages {
+    const DOOR: Door = Door::Messages;
+    const ROUTE: Route = Route::Messages;
+    type Request = MessagesRequest;
+    type Reply = MessagesReply;
+    type Stream = MessagesStream;
+
+    fn decode_request(
+        body: Map<String, Value>,
+    ) -> Result<(MessagesRequest, Payload), PayloadError> {
+        let stream = stream_flag(&body)?;
+        let mut messages = Vec::new();
+        match body.get("system") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => {
+                let mut m = Message::new("system", Some(Content::Text(s.clone())));
+                m.wire = json!({"system": true});
+                messages.push(m);
+            }
+            Some(Value::Array(blocks)) => {
+                let mut m = Message::new("system", Some(Content::Parts(json!(blocks))));
+                m.wire = json!({"system": true});
+                messages.push(m);
+            }
+            Some(_) => return Err(PayloadError::new("system", "must be a string or blocks")),
+        }
+        let raw = match body.get("messages") {
+            Some(Value::Array(m)) => m,
+            Some(_) => {
+                return Err(PayloadError::new(
+                    "messages",
+                    "must be an array of messages",
+                ))
+            }
+            None => return Err(PayloadError::new("messages", "is required")),
+        };
+        for (i, m) in raw.iter().enumerate() {
+            decode_message(i, m, &mut messages)?;
+        }
+        let tools = match body.get("tools") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(tools)) => tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
+                        PayloadError::new(format!("tools[{i}].name"), "is required")
+                    })?;
+                    let kind = match t.get("type").and_then(Value::as_str) {
+                        None | Some("custom") => FUNCTION.to_string(),
+                        Some(server_tool) => server_tool.to_string(),
+                    };
+                    Ok(ToolDef {
+                        parameters: (kind == FUNCTION)
+                            .then(|| t.get("input_schema").cloned())
+                            .flatten(),
+                        kind,
+                        name: Some(name.to_string()),
+                        description: t
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    })
+                })
+                .collect::<Result<_, PayloadError>>()?,
+            Some(_) => return Err(PayloadError::new("tools", "must be an array of tools")),
+        };
+        Ok((
+            MessagesRequest { body, stream },
+            Payload { messages, tools },
+        ))
+    }
+
+    fn stream_requested(request: &MessagesRequest) -> bool {
+        request.stream
+    }
+
+    fn encode_request(request: &MessagesRequest, payload: &Payload, edited: bool) -> Vec<u8> {
+        if !edited {
+            return serde_json::to_vec(&request.body).unwrap_or_default();
+        }
+        let mut body = request.body.clone();
+        let mut wire: Vec<Value> = Vec::new();
+        let mut group: Vec<&Message> = Vec::new();
+        let flush = |group: &mut Vec<&Message>, wire: &mut Vec<Value>| {
+            let Some(first) = group.first() else {
+                return;
+            };
+            let mut obj = first.extra.clone();
+            obj.retain(|_, _| first.role != "tool");
+            obj.insert("role".into(), json!(wire_role(first)));
+            let single_text = group.len() == 1
+                && matches!(group[0].content, Some(Content::Text(_)))
+                && group[0].tool_calls.is_empty()
+                && group[0].wire.get("before").is_none();
+            let content = match (&group[0].content, single_text) {
+                (Some(Content::Text(t)), true) => json!(t),
+                _ => encode_blocks(group),
+            };
+            obj.insert("content".into(), content);
+            wire.push(Value::Object(obj));
+            group.clear();
+        };
+        for m in &payload.messages {
+            if is_system(m) {
+                let system = match &m.content {
+                    Some(Content::Text(t)) => json!(t),
+                    Some(Content::Parts(p)) => p.clone(),
+                    None => Value::Null,
+                };
+                body.insert("system".into(), system);
+                continue;
+            }
+            let same = group.last().is_some_and(|last| {
+                origin(last).is_some()
+                    && origin(last) == origin(m)
+                    && wire_role(last) == wire_role(m)
+            });
+            if !same {
+                flush(&mut group, &mut wire);
+            }
+            group.push(m);
+        }
+        flush(&mut group, &mut wire);
+        body.insert("messages".into(), Value::Array(wire));
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    fn decode_reply(body: Map<String, Value>) -> Result<(MessagesReply, Vec<Message>), String> {
+        let Some(Value::Array(content)) = body.get("content") else {
+            return Err("'content' is missing or not an array".into());
+        };
+        let mut texts = Vec::new();
+        let mut calls = Vec::new();
+        for block in content {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => texts.push(block.clone()),
+                Some("tool_use") => {
+                    let field = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or("");
+                    let input = block.get("input").cloned().unwrap_or(json!({}));
+                    calls.push(ToolCall::function(
+                        field("id").into(),
+                        field("name").into(),
+                        input.to_string(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let content = (!texts.is_empty()).then(|| Content::Parts(Value::Array(texts)));
+        Ok((MessagesReply { body }, vec![Message::reply(content, calls)]))
+    }
+
+    fn encode_reply(reply: MessagesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
+        let mut body = reply.body;
+        if let Some(judged) = judged.into_iter().next() {
+            let content = body.remove("content").unwrap_or_default();
+            body.insert("content".into(), rewrite_content(content, &judged.message));
+            if judged.calls_removed {
+                body.insert("stop_reason".into(), json!("end_turn"));
+            }
+        }
+        if let Some(railyard) = railyard {
+            body.insert("railyard".into(), railyard);
+        }
+        Value::Object(body)
+    }
+
+    fn refusal(request: &MessagesRequest, id: &str, text: &str, railyard: Value) -> Value {
+        json!({
+            "id": format!("msg_{id}"),
+            "type": "message",
+            "role": "assistant",
+            "model": request.body.get("model").cloned().unwrap_or(Value::Null),
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "refusal",
+            "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "railyard": railyard,
+        })
+    }
+
+    fn stream(_request: &MessagesRequest) -> MessagesStream {
+        MessagesStream::default()
+    }
+}
+
+/// The reply's blocks with the judged message in place: text blocks replaced in order (or, if a
+/// policy replaced the content with text, one block), tool uses kept only if they passed.
+fn rewrite_content(content: Value, judged: &Message) -> Value {
+    let Value::Array(blocks) = content else {
+        return content;
+    };
+    let mut texts: Vec<Value> = match &judged.content {
+        Some(Content::Parts(Value::Array(p))) => p.clone(),
+        Some(Content::Text(t)) => vec![json!({"type": "text", "text": t})],
+        _ => Vec::new(),
+    };
+    texts.reverse();
+    let one_text = matches!(judged.content, Some(Content::Text(_)));
+    let mut out = Vec::new();
+    let mut placed = false;
+    for mut block in blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if one_text && placed {
+                    continue;
+                }
+                if let Some(t) = texts.pop() {
+                    placed = true;
+                    out.push(t);
+                }
+            }
+            Some("tool_use") => {
+                let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == id) {
+                    if let Ok(input) = serde_json::from_str::<Value>(&call.arguments) {
+                        block["input"] = input;
+                    }
+                    out.push(block);
+                }
+            }
+            _ => out.push(block),
+        }
+    }
+    if !placed {
+        if let Some(t) = texts.pop() {
+            out.insert(0, t);
+        }
+    }
+    Value::Array(out)
+}
+
+#[cfg(test)]
+mod tests;

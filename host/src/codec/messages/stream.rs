@@ -1,0 +1,326 @@
+//! Anthropic streaming: `message_start`, then for each content block `content_block_start`,
+//! `content_block_delta` (`text_delta`, `input_json_delta`, ...) and `content_block_stop`, then
+//! `message_delta` (the stop reason and usage) and `message_stop`.
+//!
+//! Text blocks go through the relay; `tool_use` blocks are held whole until the rails have judged
+//! them and then written as complete blocks (the input as one `input_json_delta`). Other blocks
+//! (thinking, server tools) pass. Block indices are renumbered in the order blocks are written,
+//! since some are held and some are Railyard's own.
+
+use crate::codec::sse::{self, SseEvent};
+use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// The Messages stream codec.
+#[derive(Default)]
+pub struct MessagesStream {
+    next_index: u64,
+    /// Backend block index → the index the client sees.
+    blocks: BTreeMap<u64, u64>,
+    /// Text parts with an open block on the client's side.
+    open: HashSet<Part>,
+    /// Backend blocks held (tool uses): their events are not passed.
+    held: HashSet<u64>,
+    /// The backend's `message_delta` (stop reason, usage), written when the choice ends.
+    delta: Option<Map<String, Value>>,
+    /// Whether the stop reason was written.
+    ended: bool,
+}
+
+impl MessagesStream {
+    fn index(&mut self, backend: u64) -> u64 {
+        if let Some(i) = self.blocks.get(&backend) {
+            return *i;
+        }
+        let i = self.fresh();
+        self.blocks.insert(backend, i);
+        i
+    }
+
+    fn fresh(&mut self) -> u64 {
+        let i = self.next_index;
+        self.next_index += 1;
+        i
+    }
+
+    fn write(out: &mut Vec<u8>, data: Value) {
+        let name = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_string();
+        sse::write(out, Some(&name), &data.to_string());
+    }
+
+    /// Open a text block for text that has none (Railyard's own text).
+    fn open_text(&mut self, part: Part, out: &mut Vec<u8>) -> u64 {
+        let index = self.fresh();
+        self.blocks.insert(part, index);
+        self.open.insert(part);
+        Self::write(
+            out,
+            json!({"type": "content_block_start", "index": index,
+            "content_block": {"type": "text", "text": ""}}),
+        );
+        index
+    }
+
+    fn stop_reason(&mut self, reason: &str, railyard: Option<Value>, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let mut delta = self.delta.take().unwrap_or_default();
+        delta.insert("type".into(), json!("message_delta"));
+        let mut d = delta
+            .get("delta")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        d.insert("stop_reason".into(), json!(reason));
+        d.entry("stop_sequence").or_insert(Value::Null);
+        delta.insert("delta".into(), Value::Object(d));
+        delta.entry("usage").or_insert(json!({"output_tokens": 0}));
+        if let Some(railyard) = railyard {
+            delta.insert("railyard".into(), railyard);
+        }
+        Self::write(out, Value::Object(delta));
+    }
+}
+
+impl StreamCodec for MessagesStream {
+    fn decode(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
+        let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
+            return Err("an event that is not a JSON object".into());
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or("")
+            .to_string();
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let pass = |data: Map<String, Value>| {
+            Up::Pass(Frame {
+                event: None,
+                data: Value::Object(data),
+            })
+        };
+        Ok(match kind.as_str() {
+            "content_block_start" => {
+                let block = data.get("content_block").cloned().unwrap_or_default();
+                match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use") => {
+                        self.held.insert(index);
+                        let field =
+                            |k: &str| block.get(k).and_then(Value::as_str).map(str::to_string);
+                        // The input arrives as input_json_delta; a non-empty start input counts.
+                        let input = block
+                            .get("input")
+                            .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                            .map(Value::to_string)
+                            .unwrap_or_default();
+                        vec![Up::Call {
+                            choice: 0,
+                            index,
+                            id: field("id"),
+                            name: field("name"),
+                            kind: Some(crate::model::FUNCTION.into()),
+                            arguments: input,
+                            extra: Map::new(),
+                        }]
+                    }
+                    Some("text") => {
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        let mut up = vec![pass(data.clone())];
+                        if !text.is_empty() {
+                            up.push(Up::Text {
+                                choice: 0,
+                                part: index,
+                                text: text.to_string(),
+                            });
+                        }
+                        up
+                    }
+                    _ => vec![pass(data)],
+                }
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta").cloned().unwrap_or_default();
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => vec![Up::Text {
+                        choice: 0,
+                        part: index,
+                        text: delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    }],
+                    Some("input_json_delta") if self.held.contains(&index) => vec![Up::Call {
+                        choice: 0,
+                        index,
+                        id: None,
+                        name: None,
+                        kind: None,
+                        arguments: delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        extra: Map::new(),
+                    }],
+                    _ => vec![pass(data)],
+                }
+            }
+            "content_block_stop" if self.held.contains(&index) => Vec::new(),
+            "content_block_stop"
+                if self.blocks.contains_key(&index) || !self.held.contains(&index) =>
+            {
+                // A text block ends through the relay (its held text judged first); the codec
+                // writes the stop. Other blocks' stops pass.
+                vec![Up::PartEnd {
+                    choice: 0,
+                    part: index,
+                }]
+            }
+            "message_delta" => {
+                let finish = data
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.delta = Some(data);
+                vec![Up::ChoiceEnd { choice: 0, finish }]
+            }
+            "message_stop" => vec![Up::Done],
+            "error" => vec![Up::Error(Frame {
+                event: Some(kind),
+                data: Value::Object(data),
+            })],
+            _ => vec![pass(data)],
+        })
+    }
+
+    fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
+        match down {
+            Down::Pass(frame) => {
+                let mut data = frame.data;
+                if let Some(i) = data.get("index").and_then(Value::as_u64) {
+                    let kind = data.get("type").and_then(Value::as_str).unwrap_or("");
+                    if kind == "content_block_start" && data["content_block"]["type"] == "text" {
+                        self.open.insert(i);
+                        // The block starts empty: its text comes through the relay.
+                        data["content_block"]["text"] = json!("");
+                    }
+                    data["index"] = json!(self.index(i));
+                }
+                Self::write(out, data);
+            }
+            Down::Text { part, text, .. } => {
+                let index = if self.open.contains(&part) {
+                    self.index(part)
+                } else {
+                    self.open_text(part, out)
+                };
+                Self::write(
+                    out,
+                    json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": text}}),
+                );
+            }
+            Down::PartEnd { part, .. } => {
+                if self.open.remove(&part) {
+                    let index = self.index(part);
+                    Self::write(out, json!({"type": "content_block_stop", "index": index}));
+                } else if self.blocks.contains_key(&part) || !self.held.contains(&part) {
+                    // Not a text block: its stop passes as it was.
+                    let index = self.index(part);
+                    Self::write(out, json!({"type": "content_block_stop", "index": index}));
+                }
+            }
+            Down::Calls { calls, .. } => {
+                for call in calls {
+                    let index = self.fresh();
+                    Self::write(
+                        out,
+                        json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": call.id, "name": call.name,
+                            "input": {}}}),
+                    );
+                    Self::write(
+                        out,
+                        json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": call.arguments}}),
+                    );
+                    Self::write(out, json!({"type": "content_block_stop", "index": index}));
+                }
+            }
+            Down::ChoiceEnd { finish, .. } => {
+                let open: Vec<Part> = self.open.iter().copied().collect();
+                for part in open {
+                    self.encode(Down::PartEnd { choice: 0, part }, out);
+                }
+                let reason = match finish {
+                    Finish::Filtered => "end_turn".to_string(),
+                    Finish::Backend(Some(r)) => r,
+                    Finish::Backend(None) => "end_turn".to_string(),
+                };
+                // Written when the message ends, so the `railyard` object can ride on it.
+                let mut delta = self.delta.take().unwrap_or_default();
+                delta.insert("type".into(), json!("message_delta"));
+                let mut d = delta
+                    .get("delta")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                d.insert("stop_reason".into(), json!(reason));
+                delta.insert("delta".into(), Value::Object(d));
+                self.delta = Some(delta);
+            }
+            Down::Done { railyard } => {
+                let reason = self
+                    .delta
+                    .as_ref()
+                    .and_then(|d| d.get("delta"))
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("end_turn")
+                    .to_string();
+                self.stop_reason(&reason, railyard, out);
+                Self::write(out, json!({"type": "message_stop"}));
+            }
+            Down::Refused {
+                finish: true,
+                text,
+                railyard,
+                ..
+            } => {
+                let part = u64::MAX;
+                let index = self.open_text(part, out);
+                Self::write(
+                    out,
+                    json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": text}}),
+                );
+                Self::write(out, json!({"type": "content_block_stop", "index": index}));
+                self.open.remove(&part);
+                self.stop_reason("refusal", Some(railyard), out);
+                Self::write(out, json!({"type": "message_stop"}));
+            }
+            Down::Refused {
+                message, railyard, ..
+            } => Self::write(
+                out,
+                json!({"type": "error",
+                "error": {"type": "policy_violation", "message": message}, "railyard": railyard}),
+            ),
+            Down::BackendError(frame) => Self::write(out, frame.data),
+            Down::Error { message, .. } => Self::write(
+                out,
+                json!({"type": "error", "error": {"type": "api_error", "message": message}}),
+            ),
+        }
+    }
+}

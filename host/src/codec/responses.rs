@@ -1,0 +1,449 @@
+//! OpenAI Responses: `POST /v1/responses`.
+//!
+//! Request → model: `instructions` is a system message; `input` (a string, or a list of items)
+//! becomes messages: message items as they are, consecutive `function_call` items one assistant
+//! message with those calls (a turn), `function_call_output` items tool results. Items the model
+//! does not know (reasoning, references, hosted calls in history) ride along with the next message
+//! and are written back in place. Tools: function tools are flat (`{"type": "function", "name",
+//! "parameters"}`); hosted tools are declared by type (a `_preview` suffix dropped, so
+//! `web_search_preview` allows the `web_search_call` items it produces).
+//!
+//! Reply → model: the message items' text parts are the reply's content (as content parts, so a
+//! policy edits each part), `function_call` items its calls, other `*_call` items hosted calls.
+//! Streaming: `stream`.
+
+mod stream;
+
+use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
+use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use serde_json::{json, Map, Value};
+pub use stream::ResponsesStream;
+
+/// The Responses door.
+pub struct Responses;
+
+/// A decoded Responses request.
+pub struct ResponsesRequest {
+    body: Map<String, Value>,
+    stream: bool,
+    /// Items after the last message (written back at the end).
+    trailing: Vec<Value>,
+}
+
+/// A decoded Responses reply.
+pub struct ResponsesReply {
+    body: Map<String, Value>,
+}
+
+/// Where a model message came from.
+const FROM_INSTRUCTIONS: &str = "instructions";
+const FROM_INPUT_STRING: &str = "input";
+const FROM_CALLS: &str = "function_call";
+
+fn wire(from: Option<&str>, attached: Vec<Value>) -> Value {
+    let mut w = Map::new();
+    if let Some(from) = from {
+        w.insert("from".into(), json!(from));
+    }
+    if !attached.is_empty() {
+        w.insert("before".into(), Value::Array(attached));
+    }
+    Value::Object(w)
+}
+
+fn from(message: &Message) -> Option<&str> {
+    message.wire.get("from").and_then(Value::as_str)
+}
+
+/// The kind of hosted call an output item type names (`web_search_call` → `web_search`).
+pub(crate) fn hosted_kind(item_type: &str) -> Option<&str> {
+    item_type
+        .strip_suffix("_call")
+        .filter(|k| *k != FUNCTION && !k.is_empty())
+}
+
+fn content(value: Value) -> Option<Content> {
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(Content::Text(s)),
+        other => Some(Content::Parts(other)),
+    }
+}
+
+fn content_json(content: &Option<Content>) -> Value {
+    match content {
+        None => Value::Null,
+        Some(Content::Text(t)) => Value::String(t.clone()),
+        Some(Content::Parts(p)) => p.clone(),
+    }
+}
+
+fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError> {
+    let Some(tools) = body.get("tools").filter(|t| !t.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let tools = tools
+        .as_array()
+        .ok_or_else(|| PayloadError::new("tools", "must be an array of tools"))?;
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let path = format!("tools[{i}]");
+            let kind = t
+                .get("type")
+                .and_then(Value::as_str)
+                .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
+            if kind != FUNCTION {
+                let kind = kind.strip_suffix("_preview").unwrap_or(kind).to_string();
+                let name = t.get("name").and_then(Value::as_str).map(str::to_string);
+                return Ok(ToolDef {
+                    kind,
+                    name,
+                    description: None,
+                    parameters: None,
+                });
+            }
+            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
+                PayloadError::new(format!("{path}.name"), "is required and must be a string")
+            })?;
+            Ok(ToolDef {
+                kind: FUNCTION.into(),
+                name: Some(name.to_string()),
+                description: t
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                parameters: t.get("parameters").filter(|p| !p.is_null()).cloned(),
+            })
+        })
+        .collect()
+}
+
+/// `input` items → messages; returns the messages and the items after the last one.
+fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadError> {
+    let mut messages: Vec<Message> = Vec::new();
+    let mut attached: Vec<Value> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("input[{i}]");
+        let Value::Object(obj) = item else {
+            return Err(PayloadError::new(path, "must be an object"));
+        };
+        let mut obj = obj.clone();
+        let kind = obj.get("type").and_then(Value::as_str).map(str::to_string);
+        match kind.as_deref() {
+            Some("message") | None if obj.contains_key("role") => {
+                let role = opt_string(&mut obj, "role", &path)?.unwrap_or_default();
+                let mut m = Message::new(&role, content(obj.remove("content").unwrap_or_default()));
+                m.content_null = false;
+                m.extra = obj;
+                m.wire = wire(None, std::mem::take(&mut attached));
+                messages.push(m);
+            }
+            Some("function_call") => {
+                let call_id = opt_string(&mut obj, "call_id", &path)?.unwrap_or_default();
+                let name = opt_string(&mut obj, "name", &path)?
+                    .ok_or_else(|| PayloadError::new(format!("{path}.name"), "is required"))?;
+                let arguments = opt_string(&mut obj, "arguments", &path)?.unwrap_or_default();
+                let mut call = ToolCall::function(call_id, name, arguments);
+                call.extra = obj;
+                let continues = attached.is_empty()
+                    && messages.last().is_some_and(|m| from(m) == Some(FROM_CALLS));
+                if continues {
+                    messages.last_mut().expect("checked").tool_calls.push(call);
+                } else {
+                    let mut m = Message::reply(None, vec![call]);
+                    m.wire = wire(Some(FROM_CALLS), std::mem::take(&mut attached));
+                    messages.push(m);
+                }
+            }
+            Some("function_call_output") => {
+                let call_id = opt_string(&mut obj, "call_id", &path)?;
+                let mut m = Message::new("tool", content(obj.remove("output").unwrap_or_default()));
+                m.tool_call_id = call_id;
+                m.extra = obj;
+                m.wire = wire(None, std::mem::take(&mut attached));
+                messages.push(m);
+            }
+            _ => attached.push(item.clone()),
+        }
+    }
+    Ok((messages, attached))
+}
+
+fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>) {
+    for m in messages {
+        if let Some(Value::Array(before)) = m.wire.get("before") {
+            input.extend(before.iter().cloned());
+        }
+        if m.role == "tool" {
+            let mut item = m.extra.clone();
+            item.insert("type".into(), json!("function_call_output"));
+            item.insert("call_id".into(), json!(m.tool_call_id));
+            item.insert("output".into(), content_json(&m.content));
+            input.push(Value::Object(item));
+            continue;
+        }
+        if m.has_text() || from(m) != Some(FROM_CALLS) {
+            let mut item = Map::new();
+            item.insert("role".into(), json!(m.role));
+            item.insert("content".into(), content_json(&m.content));
+            item.extend(m.extra.clone());
+            input.push(Value::Object(item));
+        }
+        for call in &m.tool_calls {
+            let mut item = call.extra.clone();
+            item.insert("type".into(), json!("function_call"));
+            item.insert("call_id".into(), json!(call.id));
+            item.insert("name".into(), json!(call.name));
+            item.insert("arguments".into(), json!(call.arguments));
+            input.push(Value::Object(item));
+        }
+    }
+    input.extend(trailing.iter().cloned());
+}
+
+impl Codec for Responses {
+    const DOOR: Door = Door::Responses;
+    const ROUTE: Route = Route::Responses;
+    type Request = ResponsesRequest;
+    type Reply = ResponsesReply;
+    type Stream = ResponsesStream;
+
+    fn decode_request(
+        body: Map<String, Value>,
+    ) -> Result<(ResponsesRequest, Payload), PayloadError> {
+        let stream = stream_flag(&body)?;
+        let mut messages = Vec::new();
+        match body.get("instructions") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => {
+                let mut m = Message::new("system", Some(Content::Text(s.clone())));
+                m.wire = wire(Some(FROM_INSTRUCTIONS), Vec::new());
+                messages.push(m);
+            }
+            Some(_) => return Err(PayloadError::new("instructions", "must be a string")),
+        }
+        let trailing = match body.get("input") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => {
+                let mut m = Message::new("user", Some(Content::Text(s.clone())));
+                m.wire = wire(Some(FROM_INPUT_STRING), Vec::new());
+                messages.push(m);
+                Vec::new()
+            }
+            Some(Value::Array(items)) => {
+                let (more, trailing) = decode_items(items)?;
+                messages.extend(more);
+                trailing
+            }
+            Some(_) => {
+                return Err(PayloadError::new(
+                    "input",
+                    "must be a string or a list of items",
+                ))
+            }
+        };
+        let tools = decode_tools(&body)?;
+        let request = ResponsesRequest {
+            body,
+            stream,
+            trailing,
+        };
+        Ok((request, Payload { messages, tools }))
+    }
+
+    fn stream_requested(request: &ResponsesRequest) -> bool {
+        request.stream
+    }
+
+    fn encode_request(request: &ResponsesRequest, payload: &Payload, edited: bool) -> Vec<u8> {
+        if !edited {
+            return serde_json::to_vec(&request.body).unwrap_or_default();
+        }
+        let mut body = request.body.clone();
+        let mut rest: Vec<Message> = Vec::new();
+        for m in &payload.messages {
+            if from(m) == Some(FROM_INSTRUCTIONS) {
+                body.insert("instructions".into(), content_json(&m.content));
+            } else {
+                rest.push(m.clone());
+            }
+        }
+        let input = match rest.as_slice() {
+            [only] if from(only) == Some(FROM_INPUT_STRING) && request.trailing.is_empty() => {
+                content_json(&only.content)
+            }
+            _ => {
+                let mut items = Vec::new();
+                encode_items(&rest, &request.trailing, &mut items);
+                Value::Array(items)
+            }
+        };
+        body.insert("input".into(), input);
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    fn decode_reply(body: Map<String, Value>) -> Result<(ResponsesReply, Vec<Message>), String> {
+        let Some(Value::Array(output)) = body.get("output") else {
+            return Err("'output' is missing or not an array".into());
+        };
+        let mut parts = Vec::new();
+        let mut calls = Vec::new();
+        for item in output {
+            match item.get("type").and_then(Value::as_str) {
+                Some("message") => {
+                    if let Some(Value::Array(content)) = item.get("content") {
+                        parts.extend(content.iter().cloned());
+                    }
+                }
+                Some("function_call") => {
+                    let mut extra = item.as_object().cloned().unwrap_or_default();
+                    let field = |extra: &mut Map<String, Value>, k: &str| {
+                        extra
+                            .remove(k)
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    };
+                    let id = field(&mut extra, "call_id");
+                    let name = field(&mut extra, "name");
+                    let arguments = field(&mut extra, "arguments");
+                    let mut call = ToolCall::function(id, name, arguments);
+                    call.extra = extra;
+                    calls.push(call);
+                }
+                Some(t) => {
+                    if let Some(kind) = hosted_kind(t) {
+                        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+                        let extra = item.as_object().cloned().unwrap_or_default();
+                        calls.push(ToolCall::hosted(id.into(), kind.into(), extra));
+                    }
+                }
+                None => {}
+            }
+        }
+        let content = (!parts.is_empty()).then(|| Content::Parts(Value::Array(parts)));
+        Ok((
+            ResponsesReply { body },
+            vec![Message::reply(content, calls)],
+        ))
+    }
+
+    fn encode_reply(reply: ResponsesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
+        let mut body = reply.body;
+        if let Some(judged) = judged.into_iter().next() {
+            let output = body.remove("output").unwrap_or_default();
+            let output = rewrite_output(output, &judged.message);
+            body.insert("output".into(), output);
+        }
+        if let Some(railyard) = railyard {
+            body.insert("railyard".into(), railyard);
+        }
+        Value::Object(body)
+    }
+
+    fn refusal(request: &ResponsesRequest, id: &str, text: &str, railyard: Value) -> Value {
+        let mut out = response_object(request.body.get("model"), id);
+        out["output"] = json!([message_item(&format!("msg_{id}"), text)]);
+        out["railyard"] = railyard;
+        out
+    }
+
+    fn stream(request: &ResponsesRequest) -> ResponsesStream {
+        ResponsesStream::new(request.body.get("model").cloned().unwrap_or(Value::Null))
+    }
+}
+
+/// A completed response object with no output yet.
+pub(crate) fn response_object(model: Option<&Value>, id: &str) -> Value {
+    json!({
+        "id": format!("resp_{id}"),
+        "object": "response",
+        "created_at": crate::util::unix_secs(),
+        "status": "completed",
+        "model": model.cloned().unwrap_or(Value::Null),
+        "output": [],
+        "error": null,
+        "incomplete_details": null,
+        "instructions": null,
+        "metadata": {},
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": null,
+    })
+}
+
+/// An assistant message output item with one text part.
+pub(crate) fn message_item(id: &str, text: &str) -> Value {
+    json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// The output items with the judged message in place: text parts replaced in order (or, if a
+/// policy replaced the content with text, one part with that text), calls kept only if they
+/// passed, with their judged arguments.
+fn rewrite_output(output: Value, judged: &Message) -> Value {
+    let Value::Array(items) = output else {
+        return output;
+    };
+    let mut parts: Vec<Value> = match &judged.content {
+        Some(Content::Parts(Value::Array(p))) => p.clone(),
+        Some(Content::Text(t)) => {
+            vec![json!({"type": "output_text", "text": t, "annotations": []})]
+        }
+        _ => Vec::new(),
+    };
+    parts.reverse();
+    let mut out = Vec::new();
+    let mut text_placed = false;
+    for mut item in items {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                let n = item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let take = match &judged.content {
+                    Some(Content::Text(_)) if text_placed => 0,
+                    Some(Content::Text(_)) => 1,
+                    _ => n,
+                };
+                let content: Vec<Value> = (0..take).filter_map(|_| parts.pop()).collect();
+                if content.is_empty() {
+                    continue;
+                }
+                text_placed = true;
+                item["content"] = Value::Array(content);
+                out.push(item);
+            }
+            Some("function_call") => {
+                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == call_id) {
+                    item["arguments"] = json!(call.arguments);
+                    out.push(item);
+                }
+            }
+            Some(t) if hosted_kind(t).is_some() => {
+                let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+                if judged
+                    .tool_calls
+                    .iter()
+                    .any(|c| c.is_hosted() && c.id == id)
+                {
+                    out.push(item);
+                }
+            }
+            _ => out.push(item),
+        }
+    }
+    if !text_placed {
+        if let Some(Content::Text(t)) = &judged.content {
+            out.push(message_item("msg_railyard", t));
+        }
+    }
+    Value::Array(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! Server-sent events, both ways: a parser for the backend's byte stream (events end at a blank
+//! line, `\n` or `\r\n`; several `data:` lines join with newlines) and the writer for ours.
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` name, if any.
+    pub event: Option<String>,
+    /// The `data:` lines, joined by newlines.
+    pub data: String,
+}
+
+/// Bytes in, events out.
+#[derive(Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+    /// Where to resume looking for a blank line (what is before it was searched already).
+    scanned: usize,
+}
+
+/// Longest event the parser holds before giving up on a backend that never ends one.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+impl SseParser {
+    /// Add bytes; `Err` when an event grows past [`MAX_EVENT_BYTES`].
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() > MAX_EVENT_BYTES {
+            return Err(format!("an event is longer than {MAX_EVENT_BYTES} bytes"));
+        }
+        Ok(())
+    }
+
+    /// The next complete event (comment-only and empty events are skipped).
+    pub fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            let raw = self.take_block()?;
+            if let Some(event) = parse_block(&raw) {
+                return Some(event);
+            }
+        }
+    }
+
+    fn take_block(&mut self) -> Option<String> {
+        let buf = &self.buf;
+        // Back up over a possible half of "\r\n\r\n" at the end of the last search.
+        let mut i = self.scanned.saturating_sub(3);
+        while i + 1 < buf.len() {
+            let end = if buf[i] == b'\n' && buf[i + 1] == b'\n' {
+                Some(2)
+            } else if buf[i] == b'\r'
+                && buf[i + 1] == b'\n'
+                && buf.get(i + 2) == Some(&b'\r')
+                && buf.get(i + 3) == Some(&b'\n')
+            {
+                Some(4)
+            } else {
+                None
+            };
+            if let Some(n) = end {
+                let block: Vec<u8> = self.buf.drain(..i + n).collect();
+                self.scanned = 0;
+                return Some(String::from_utf8_lossy(&block[..i]).into_owned());
+            }
+            i += 1;
+        }
+        self.scanned = self.buf.len();
+        None
+    }
+}
+
+fn parse_block(block: &str) -> Option<SseEvent> {
+    let mut event = None;
+    let mut data: Option<String> = None;
+    for line in block.lines() {
+        let line = line.trim_end_matches('\r');
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => event = Some(value.to_string()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_string()),
+            },
+            _ => {}
+        }
+    }
+    data.map(|data| SseEvent { event, data })
+}
+
+/// Append one event to `out`.
+pub fn write(out: &mut Vec<u8>, event: Option<&str>, data: &str) {
+    if let Some(name) = event {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_on_blank_lines_either_way() {
+        let mut p = SseParser::default();
+        p.push(b"data: {\"a\":1}\n\nevent: x\ndata: [DO").unwrap();
+        assert_eq!(
+            p.next_event(),
+            Some(SseEvent {
+                event: None,
+                data: "{\"a\":1}".into()
+            })
+        );
+        assert_eq!(p.next_event(), None);
+        p.push(b"NE]\r\n\r\n: keep-alive\n\ndata: a\ndata: b\n\n")
+            .unwrap();
+        let e = p.next_event().unwrap();
+        assert_eq!((e.event.as_deref(), e.data.as_str()), (Some("x"), "[DONE]"));
+        assert_eq!(p.next_event().unwrap().data, "a\nb", "comments skipped");
+    }
+
+    #[test]
+    fn writes_what_it_reads() {
+        let mut out = Vec::new();
+        write(
+            &mut out,
+            Some("message_stop"),
+            "{\"type\":\"message_stop\"}",
+        );
+        write(&mut out, None, "[DONE]");
+        let mut p = SseParser::default();
+        p.push(&out).unwrap();
+        assert_eq!(
+            p.next_event().unwrap().event.as_deref(),
+            Some("message_stop")
+        );
+        assert_eq!(p.next_event().unwrap().data, "[DONE]");
+    }
+
+    #[test]
+    fn an_endless_event_is_refused() {
+        let mut p = SseParser::default();
+        assert!(p.push(&vec![b'x'; MAX_EVENT_BYTES + 1]).is_err());
+    }
+}

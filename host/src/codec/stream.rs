@@ -1,0 +1,153 @@
+//! The neutral vocabulary of a streamed reply. Each door's [`StreamCodec`] turns the backend's
+//! events into [`Up`] events and writes [`Down`] events back in the door's own shape; between
+//! the two, the relay (`crate::rails::relay`) runs the outbound rails the same way for every door.
+
+use crate::model::ToolCall;
+use serde_json::{Map, Value};
+
+/// A text part of a reply: a chat choice, a Responses content part, an Anthropic text block.
+pub type Part = u64;
+
+/// What the backend said, neutrally.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Up {
+    /// An event with nothing for the rails (role deltas, reasoning, pings, usage, lifecycle):
+    /// the codec writes it back as it came (renumbered where the door numbers events).
+    Pass(Frame),
+    /// Model text for `part` of `choice`.
+    Text {
+        /// The choice (0 for doors with one reply).
+        choice: u32,
+        /// The text part.
+        part: Part,
+        /// The text.
+        text: String,
+    },
+    /// A text part is complete: what is held of it can be judged for the last time.
+    PartEnd {
+        /// The choice.
+        choice: u32,
+        /// The part.
+        part: Part,
+    },
+    /// A fragment of a tool call; the first fragment of a call carries its id, name or kind.
+    Call {
+        /// The choice.
+        choice: u32,
+        /// The call's position among the choice's calls.
+        index: u64,
+        /// Its id, when this fragment carries it.
+        id: Option<String>,
+        /// Its function name, when this fragment carries it.
+        name: Option<String>,
+        /// Its kind (`function`, or a hosted tool's type), when this fragment carries it.
+        kind: Option<String>,
+        /// More of its arguments.
+        arguments: String,
+        /// Wire fields of the call to keep (on its first fragment).
+        extra: Map<String, Value>,
+    },
+    /// The choice is finished (with the backend's finish reason, if it gave one).
+    ChoiceEnd {
+        /// The choice.
+        choice: u32,
+        /// The backend's finish/stop reason.
+        finish: Option<String>,
+    },
+    /// The backend's own error event: passed on, the stream ends.
+    Error(Frame),
+    /// The backend says the reply is complete.
+    Done,
+}
+
+/// How a choice ends, as the client sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    /// The backend's own reason.
+    Backend(Option<String>),
+    /// A policy removed the reply's tool calls: the door's "filtered" ending.
+    Filtered,
+}
+
+/// What the client gets, neutrally.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Down {
+    /// An event passed on as it came.
+    Pass(Frame),
+    /// Judged text for `part`.
+    Text {
+        /// The choice.
+        choice: u32,
+        /// The part.
+        part: Part,
+        /// The text to send.
+        text: String,
+    },
+    /// All of a part's text has been sent.
+    PartEnd {
+        /// The choice.
+        choice: u32,
+        /// The part.
+        part: Part,
+    },
+    /// A choice's judged tool calls, whole.
+    Calls {
+        /// The choice.
+        choice: u32,
+        /// The calls that passed the rails.
+        calls: Vec<ToolCall>,
+    },
+    /// A choice ends.
+    ChoiceEnd {
+        /// The choice.
+        choice: u32,
+        /// How.
+        finish: Finish,
+    },
+    /// The reply is complete; `railyard` is the report object, when the rails did anything.
+    Done {
+        /// The `railyard` object.
+        railyard: Option<Value>,
+    },
+    /// A policy blocked the reply mid-stream.
+    Refused {
+        /// `finish`: end normally with the refusal text and the door's refusal ending;
+        /// otherwise an error event.
+        finish: bool,
+        /// The refusal text (for `finish`).
+        text: String,
+        /// The error message (for an error event).
+        message: String,
+        /// The `railyard` object.
+        railyard: Value,
+    },
+    /// The backend's own error event: written as it came, and the stream ends.
+    BackendError(Frame),
+    /// The stream fails (backend broke, timed out, or sent garbage).
+    Error {
+        /// Error message.
+        message: String,
+        /// Error type (`backend_error`, ...).
+        kind: String,
+        /// Error code (`backend_timeout`, ...).
+        code: String,
+    },
+}
+
+/// One event's payload as JSON, with its SSE event name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// The `event:` name.
+    pub event: Option<String>,
+    /// The `data:` JSON.
+    pub data: Value,
+}
+
+/// A door's streaming codec: one per stream, so it can keep what it needs between events
+/// (item ids, block indices, sequence numbers, the judged text of parts).
+pub trait StreamCodec: Send + 'static {
+    /// Decode one backend event. `Err` says why it is not an event of this door.
+    fn decode(&mut self, event: super::sse::SseEvent) -> Result<Vec<Up>, String>;
+    /// Write `down` in the door's shape.
+    fn encode(&mut self, down: Down, out: &mut Vec<u8>);
+}

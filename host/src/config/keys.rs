@@ -1,0 +1,128 @@
+//! API keys in config: `[[auth.keys]]` and the keys file's `[[keys]]`, each resolved to a
+//! digest, a principal, a tenant and labels; every problem named with its line.
+
+use super::raw::{RawAuth, RawKey, RawKeysFile};
+use super::{from_toml, AuthConfig, ConfigError, Problems};
+use crate::auth::{ApiKey, KeyDigest};
+use std::path::Path;
+use toml::Spanned;
+
+/// `[auth]`: its keys and its keys file's. Returns the auth config, the keys file's text (it
+/// feeds the revision hash) and the keys file's own error, if it has one.
+pub(super) fn resolve_auth(
+    p: &mut Problems<'_>,
+    raw: Option<&Spanned<RawAuth>>,
+    tenant_names: &[&str],
+    base: &Path,
+) -> (Option<AuthConfig>, String, Option<ConfigError>) {
+    let mut keys_file_error = None;
+    let mut keys_text = String::new();
+    let auth = raw.map(|auth| {
+        let mut keys = resolve_keys(p, "auth.keys", &auth.get_ref().keys, tenant_names);
+        let keys_file = auth
+            .get_ref()
+            .keys_file
+            .as_ref()
+            .map(|f| base.join(f.get_ref()));
+        if let Some(file) = &keys_file {
+            match load_keys_file(file, tenant_names) {
+                Ok((more, text)) => {
+                    keys.extend(more);
+                    keys_text = text;
+                }
+                Err(e) => keys_file_error = Some(e),
+            }
+        }
+        let mut seen: Vec<&KeyDigest> = Vec::new();
+        for k in &keys {
+            if seen.contains(&&k.digest) {
+                p.at(
+                    auth.span(),
+                    "auth",
+                    format!(
+                        "the key of principal '{}' is configured twice (same sha256)",
+                        k.principal
+                    ),
+                );
+            }
+            seen.push(&k.digest);
+        }
+        AuthConfig { keys, keys_file }
+    });
+    (auth, keys_text, keys_file_error)
+}
+
+pub(super) fn resolve_keys(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: &[Spanned<RawKey>],
+    tenants: &[&str],
+) -> Vec<ApiKey> {
+    let mut keys = Vec::new();
+    for (i, entry) in raw.iter().enumerate() {
+        let k = entry.get_ref();
+        let at = format!("{key}[{i}]");
+        let digest = match crate::auth::parse_digest(k.sha256.get_ref()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                p.at(k.sha256.span(), format!("{at}.sha256"), e);
+                None
+            }
+        };
+        let principal = k.principal.get_ref().trim().to_string();
+        if principal.is_empty() {
+            p.at(
+                k.principal.span(),
+                format!("{at}.principal"),
+                "must not be empty",
+            );
+        }
+        if let Some(t) = &k.tenant {
+            if !tenants.contains(&t.get_ref().as_str()) {
+                let known = if tenants.is_empty() {
+                    "none are configured".to_string()
+                } else {
+                    format!("configured: {}", tenants.join(", "))
+                };
+                p.at(
+                    t.span(),
+                    format!("{at}.tenant"),
+                    format!("unknown tenant '{}' ({known})", t.get_ref()),
+                );
+            }
+        }
+        if let Some(digest) = digest {
+            keys.push(ApiKey {
+                digest,
+                principal,
+                tenant: k.tenant.as_ref().map(|t| t.get_ref().clone()),
+                labels: k.labels.clone().into_iter().collect(),
+            });
+        }
+    }
+    keys
+}
+
+/// Read a keys file (`[[keys]]` entries): its keys and its text. Its problems name the keys file.
+pub(super) fn load_keys_file(
+    file: &Path,
+    tenants: &[&str],
+) -> Result<(Vec<ApiKey>, String), ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        ConfigError::single(file, None, "", format!("cannot read the keys file: {e}"))
+    })?;
+    let raw: RawKeysFile = from_toml(file, &text)?;
+    let mut p = Problems {
+        text: &text,
+        list: Vec::new(),
+    };
+    let keys = resolve_keys(&mut p, "keys", &raw.keys, tenants);
+    if p.list.is_empty() {
+        Ok((keys, text))
+    } else {
+        Err(ConfigError {
+            file: file.to_owned(),
+            problems: p.list,
+        })
+    }
+}

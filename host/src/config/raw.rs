@@ -1,0 +1,130 @@
+//! `railyard.toml` as written: serde structs with `deny_unknown_fields`, spans kept for line
+//! numbers. Nothing here is checked beyond types; `resolve` turns it into a [`super::Config`].
+
+use super::{OnBlock, OnBlockStream};
+use crate::engine::Isolation;
+use crate::model::OnError;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub(super) server: RawServer,
+    #[serde(default)]
+    pub(super) backend: RawBackend,
+    #[serde(default)]
+    pub(super) defaults: RawLimits,
+    pub(super) auth: Option<Spanned<RawAuth>>,
+    #[serde(default)]
+    pub(super) admin: RawAdmin,
+    #[serde(default)]
+    pub(super) tenants: BTreeMap<String, Spanned<RawTenant>>,
+    pub(super) cache_dir: Option<String>,
+    #[serde(default)]
+    pub(super) tools: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub(super) plugins: Vec<Spanned<RawPlugin>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub(super) listen: Option<String>,
+    pub(super) grpc_listen: Option<String>,
+    pub(super) refusal: Option<String>,
+    pub(super) on_block: Option<OnBlock>,
+    pub(super) max_body_bytes: Option<Spanned<u64>>,
+    pub(super) allow_rail_overrides: Option<bool>,
+    pub(super) stream_window_bytes: Option<Spanned<u64>>,
+    pub(super) on_block_stream: Option<OnBlockStream>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBackend {
+    pub(super) url: Option<String>,
+    pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) api_key_env: Option<String>,
+    pub(super) forward_client_authorization: Option<Spanned<bool>>,
+    pub(super) anthropic: Option<RawAnthropic>,
+}
+
+/// `[backend.anthropic]`: where `/v1/messages` goes.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAnthropic {
+    pub(super) url: Option<String>,
+    pub(super) api_key_env: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuth {
+    pub(super) keys_file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) keys: Vec<Spanned<RawKey>>,
+}
+
+/// One key, in `[[auth.keys]]` or a keys file's `[[keys]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKey {
+    pub(super) sha256: Spanned<String>,
+    pub(super) principal: Spanned<String>,
+    pub(super) tenant: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeysFile {
+    #[serde(default)]
+    pub(super) keys: Vec<Spanned<RawKey>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdmin {
+    pub(super) listen: Option<String>,
+    #[serde(default)]
+    pub(super) keys_sha256: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenant {
+    pub(super) max_body_bytes: Option<Spanned<u64>>,
+    pub(super) max_concurrent: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(super) chains: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub(super) extend: BTreeMap<String, Spanned<Vec<String>>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) memory_mb: Option<Spanned<u64>>,
+    pub(super) isolation: Option<Isolation>,
+    pub(super) max_idle_instances: Option<Spanned<u64>>,
+    pub(super) on_error: Option<OnError>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlugin {
+    pub(super) name: Spanned<String>,
+    pub(super) path: Spanned<String>,
+    pub(super) rails: Option<Vec<Spanned<String>>>,
+    pub(super) on_error: Option<OnError>,
+    pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) memory_mb: Option<Spanned<u64>>,
+    pub(super) isolation: Option<Isolation>,
+    pub(super) max_idle_instances: Option<Spanned<u64>>,
+    pub(super) config: Option<Spanned<toml::Value>>,
+}

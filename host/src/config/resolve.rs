@@ -1,0 +1,342 @@
+//! From what the file says to what the daemon uses: limits with their ranges, tenants and their
+//! chains, plugins; every problem recorded with its line, all reported at once.
+
+use super::raw::{RawConfig, RawLimits, RawPlugin, RawTenant};
+use super::{
+    AnthropicBackend, BackendConfig, PluginConfig, Problems, ServerConfig, StartupConfig,
+    TenantConfig, MAX_MEMORY_MB, MAX_TIMEOUT_MS,
+};
+use crate::engine::Limits;
+use crate::model::{Rail, ToolDef};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use toml::Spanned;
+
+/// `[server]`, `[backend]`, `[admin] listen` and `cache_dir`: the start-up settings and the
+/// reloadable server ones.
+pub(super) fn server(
+    p: &mut Problems<'_>,
+    raw: &RawConfig,
+    base: &Path,
+) -> (StartupConfig, ServerConfig) {
+    let max_body_bytes = match &raw.server.max_body_bytes {
+        Some(v) if *v.get_ref() == 0 => {
+            p.at(v.span(), "server.max_body_bytes", "must be greater than 0");
+            0
+        }
+        Some(v) => *v.get_ref() as usize,
+        None => 4 << 20,
+    };
+    let stream_window_bytes = match &raw.server.stream_window_bytes {
+        Some(v) if !(16..=65536).contains(v.get_ref()) => {
+            p.at(
+                v.span(),
+                "server.stream_window_bytes",
+                format!("must be between 16 and 65536, got {}", v.get_ref()),
+            );
+            256
+        }
+        Some(v) => *v.get_ref() as usize,
+        None => 256,
+    };
+    let server = ServerConfig {
+        refusal: raw
+            .server
+            .refusal
+            .clone()
+            .unwrap_or_else(|| "I can't help with that request.".into()),
+        on_block: raw.server.on_block.unwrap_or_default(),
+        on_block_stream: raw.server.on_block_stream.unwrap_or_default(),
+        max_body_bytes,
+        allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
+        stream_window_bytes,
+    };
+    let timeout = match &raw.backend.timeout_ms {
+        Some(v) if *v.get_ref() == 0 => {
+            p.at(v.span(), "backend.timeout_ms", "must be greater than 0");
+            Duration::from_secs(60)
+        }
+        Some(v) => Duration::from_millis(*v.get_ref()),
+        None => Duration::from_secs(60),
+    };
+    let url = raw
+        .backend
+        .url
+        .clone()
+        .unwrap_or_else(|| "http://127.0.0.1:8000/v1".into())
+        .trim_end_matches('/')
+        .to_string();
+    let anthropic = raw.backend.anthropic.as_ref();
+    let backend = BackendConfig {
+        anthropic: AnthropicBackend {
+            url: anthropic
+                .and_then(|a| a.url.clone())
+                .map(|u| u.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| url.clone()),
+            api_key_env: anthropic.and_then(|a| a.api_key_env.clone()),
+        },
+        url,
+        timeout,
+        api_key_env: raw.backend.api_key_env.clone(),
+        forward_client_authorization: raw
+            .backend
+            .forward_client_authorization
+            .as_ref()
+            .is_some_and(|f| *f.get_ref()),
+    };
+    let cache_dir = match &raw.cache_dir {
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(base.join(dir)),
+        None => crate::engine::ComponentCache::default_dir(),
+    };
+    let startup = StartupConfig {
+        listen: raw
+            .server
+            .listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:8080".into()),
+        grpc_listen: raw.server.grpc_listen.clone().filter(|g| !g.is_empty()),
+        admin_listen: raw.admin.listen.clone().filter(|l| !l.is_empty()),
+        backend,
+        cache_dir,
+    };
+    (startup, server)
+}
+
+/// `[[tools]]`: declared like a request's `tools`.
+pub(super) fn tools(p: &mut Problems<'_>, raw: &[Spanned<toml::Value>]) -> Vec<ToolDef> {
+    let mut tools = Vec::new();
+    for (i, tool) in raw.iter().enumerate() {
+        let key = format!("tools[{i}]");
+        match serde_json::to_value(tool.get_ref()) {
+            Ok(json) => match ToolDef::from_openai(&json, &key) {
+                Ok(t) => tools.push(t),
+                Err(e) => p.at(tool.span(), e.path, e.message),
+            },
+            Err(e) => p.at(tool.span(), key, e.to_string()),
+        }
+    }
+    tools
+}
+
+pub(super) fn resolve_tenants(
+    p: &mut Problems<'_>,
+    raw: &BTreeMap<String, Spanned<RawTenant>>,
+    plugins: &[PluginConfig],
+    default_body: usize,
+) -> Vec<TenantConfig> {
+    let mut tenants: Vec<TenantConfig> = Vec::new();
+    for (name, entry) in raw {
+        let t = entry.get_ref();
+        let key = format!("tenants.{name}");
+        if name.is_empty()
+            || name == crate::auth::DEFAULT_TENANT
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            p.at(entry.span(), &key, format!("'{name}' is not a valid tenant name (letters, digits, '-' and '_'; 'default' is reserved)"));
+        }
+        let max_body_bytes = match &t.max_body_bytes {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(
+                    v.span(),
+                    format!("{key}.max_body_bytes"),
+                    "must be greater than 0",
+                );
+                default_body
+            }
+            Some(v) => *v.get_ref() as usize,
+            None => default_body,
+        };
+        let max_concurrent = match &t.max_concurrent {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(
+                    v.span(),
+                    format!("{key}.max_concurrent"),
+                    "must be greater than 0",
+                );
+                None
+            }
+            Some(v) => Some(*v.get_ref() as usize),
+            None => None,
+        };
+        let mut rails_of = |table: &BTreeMap<String, Spanned<Vec<String>>>, what: &str| {
+            let mut out = Vec::new();
+            for (rail_name, ids) in table {
+                let Some(rail) = Rail::parse(rail_name) else {
+                    p.at(ids.span(), format!("{key}.{what}"), format!("unknown rail '{rail_name}' (expected one of: input, tool_result, tool_call, output)"));
+                    continue;
+                };
+                for id in ids.get_ref() {
+                    if !plugins.iter().any(|pc| &pc.name == id) {
+                        p.at(
+                            ids.span(),
+                            format!("{key}.{what}.{rail_name}"),
+                            format!("no plugin named '{id}' in [[plugins]]"),
+                        );
+                    }
+                }
+                out.push((rail, ids.get_ref().clone()));
+            }
+            out
+        };
+        let chains = rails_of(&t.chains, "chains");
+        let extend = rails_of(&t.extend, "extend");
+        for (rail, _) in &extend {
+            if chains.iter().any(|(r, _)| r == rail) {
+                p.at(
+                    entry.span(),
+                    &key,
+                    format!(
+                        "the {rail} rail is both replaced (chains) and extended (extend): pick one"
+                    ),
+                );
+            }
+        }
+        tenants.push(TenantConfig {
+            name: name.clone(),
+            max_body_bytes,
+            max_concurrent,
+            chains,
+            extend,
+            line: super::line_of(p.text, entry.span().start),
+        });
+    }
+    tenants.sort_by_key(|t| t.line);
+    tenants
+}
+
+pub(super) fn resolve_limits(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: &RawLimits,
+    base: &Limits,
+) -> Limits {
+    let mut limits = base.clone();
+    if let Some(v) = &raw.timeout_ms {
+        let ms = *v.get_ref();
+        if ms == 0 || ms > MAX_TIMEOUT_MS {
+            p.at(
+                v.span(),
+                format!("{key}.timeout_ms"),
+                format!("must be between 1 and {MAX_TIMEOUT_MS} (milliseconds), got {ms}"),
+            );
+        } else {
+            limits.timeout = Duration::from_millis(ms);
+        }
+    }
+    if let Some(v) = &raw.memory_mb {
+        let mb = *v.get_ref();
+        if mb == 0 || mb > MAX_MEMORY_MB {
+            p.at(
+                v.span(),
+                format!("{key}.memory_mb"),
+                format!("must be between 1 and {MAX_MEMORY_MB} (MiB), got {mb}"),
+            );
+        } else {
+            limits.memory_bytes = (mb as usize) << 20;
+        }
+    }
+    if let Some(isolation) = raw.isolation {
+        limits.isolation = isolation;
+    }
+    if let Some(v) = &raw.max_idle_instances {
+        let n = *v.get_ref();
+        if n == 0 || n > 1024 {
+            p.at(
+                v.span(),
+                format!("{key}.max_idle_instances"),
+                format!("must be between 1 and 1024, got {n}"),
+            );
+        } else {
+            limits.max_idle_instances = n as usize;
+        }
+    }
+    limits
+}
+
+/// `[[plugins]]`, with limits over `defaults`; relative paths are taken from `base`.
+pub(super) fn resolve_plugins(
+    p: &mut Problems<'_>,
+    raw: &[Spanned<RawPlugin>],
+    defaults: &Limits,
+    default_on_error: crate::model::OnError,
+    base: &std::path::Path,
+) -> Vec<PluginConfig> {
+    let text = p.text;
+    let mut plugins: Vec<PluginConfig> = Vec::new();
+    for (i, entry) in raw.iter().enumerate() {
+        let span = entry.span();
+        let raw = entry.get_ref();
+        let name = raw.name.get_ref().clone();
+        let key = format!("plugins[{i}]");
+        let valid_name = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !valid_name {
+            p.at(raw.name.span(), format!("{key}.name"), format!("'{name}' is not a valid plugin name (expected lowercase letters, digits, '-' and '_')"));
+        }
+        if plugins.iter().any(|q| q.name == name) {
+            p.at(
+                raw.name.span(),
+                format!("{key}.name"),
+                format!("plugin name '{name}' is used twice"),
+            );
+        }
+        let rails = raw.rails.as_ref().map(|list| {
+            let mut rails = Vec::new();
+            for r in list {
+                match Rail::parse(r.get_ref()) {
+                    Some(rail) if rails.contains(&rail) => p.at(r.span(), format!("{key}.rails"), format!("rail '{rail}' is listed twice")),
+                    Some(rail) => rails.push(rail),
+                    None => p.at(r.span(), format!("{key}.rails"), format!("unknown rail '{}' (expected one of: input, tool_result, tool_call, output)", r.get_ref())),
+                }
+            }
+            rails
+        });
+        let limits = resolve_limits(
+            p,
+            &key,
+            &RawLimits {
+                timeout_ms: raw.timeout_ms.clone(),
+                memory_mb: raw.memory_mb.clone(),
+                isolation: raw.isolation,
+                max_idle_instances: raw.max_idle_instances.clone(),
+                on_error: None,
+            },
+            defaults,
+        );
+        let config = match &raw.config {
+            None => serde_json::Value::Object(Default::default()),
+            Some(c) => match serde_json::to_value(c.get_ref()) {
+                Ok(v) => v,
+                Err(e) => {
+                    p.at(c.span(), format!("{key}.config"), e.to_string());
+                    serde_json::Value::Null
+                }
+            },
+        };
+        let plugin_path = raw.path.get_ref();
+        if plugin_path.is_empty() {
+            p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
+        }
+        plugins.push(PluginConfig {
+            name,
+            path: base.join(plugin_path),
+            rails,
+            on_error: raw.on_error.unwrap_or(default_on_error),
+            limits,
+            config,
+            line: super::line_of(text, span.start),
+            config_line: raw
+                .config
+                .as_ref()
+                .map(|c| super::line_of(text, c.span().start)),
+        });
+    }
+
+    plugins
+}

@@ -1,0 +1,95 @@
+//! Config errors and defaults.
+
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(Path::new("/etc/railyard/railyard.toml"), text)
+}
+
+#[test]
+fn defaults_and_relative_paths() {
+    let c = parse("[[plugins]]\nname = \"a\"\npath = \"a.wasm\"\n").unwrap();
+    assert_eq!(c.plugins[0].path, Path::new("/etc/railyard/a.wasm"));
+    assert_eq!(c.plugins[0].on_error, OnError::Block);
+    assert_eq!(c.server.on_block, OnBlock::Refuse);
+    assert!(!c.server.allow_rail_overrides);
+}
+
+#[test]
+fn syntax_error_names_file_and_line() {
+    let e = parse("[server]\nlisten = \"x\"\nrefusal = \n").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("/etc/railyard/railyard.toml:3: "),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_key_is_an_error() {
+    let e = parse("[server]\nlistne = \"x\"\n").unwrap_err().to_string();
+    assert!(e.contains(":2:") && e.contains("listne"), "{e}");
+}
+
+#[test]
+fn all_semantic_problems_at_once() {
+    let e = parse(
+        "[[plugins]]\nname = \"Bad Name\"\npath = \"a.wasm\"\nrails = [\"inptu\"]\ntimeout_ms = 0\n\n[[plugins]]\nname = \"b\"\npath = \"b.wasm\"\nmemory_mb = 99999\n",
+    )
+    .unwrap_err();
+    let keys: Vec<_> = e
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            (Some(2), "plugins[0].name"),
+            (Some(4), "plugins[0].rails"),
+            (Some(5), "plugins[0].timeout_ms"),
+            (Some(10), "plugins[1].memory_mb"),
+        ],
+        "{e}"
+    );
+    assert!(e.to_string().contains("unknown rail 'inptu'"));
+}
+
+#[test]
+fn config_tools_are_checked() {
+    let e =
+        parse("[[tools]]\ntype = \"function\"\nfunction = { description = \"x\" }\n").unwrap_err();
+    assert!(e.to_string().contains("tools[0].function.name"), "{e}");
+}
+
+#[test]
+fn keys_and_tenants_are_checked() {
+    let hex = "ab".repeat(32);
+    let e = parse(&format!(
+        "[auth]\n[[auth.keys]]\nsha256 = \"{hex}\"\nprincipal = \"a\"\ntenant = \"nope\"\n\n[[auth.keys]]\nsha256 = \"xyz\"\nprincipal = \" \"\n\n[tenants.t]\nchains = {{ tool_call = [\"ghost\"] }}\nextend = {{ tool_call = [] }}\n\n[backend]\nforward_client_authorization = true\n"
+    ))
+    .unwrap_err();
+    let text = e.to_string();
+    for expected in [
+        ":5: auth.keys[0].tenant: unknown tenant 'nope' (configured: t)",
+        ":8: auth.keys[1].sha256: must be the SHA-256",
+        ":9: auth.keys[1].principal: must not be empty",
+        "tenants.t.chains.tool_call: no plugin named 'ghost'",
+        "both replaced (chains) and extended (extend)",
+        "backend.forward_client_authorization: cannot be true while [auth] is on",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn open_without_auth_and_tenant_defaults() {
+    let c = parse("[server]\nmax_body_bytes = 100\n[tenants.t]\nmax_concurrent = 3\n").unwrap();
+    assert!(c.auth.is_none());
+    assert_eq!(c.tenants[0].max_body_bytes, 100);
+    assert_eq!(c.tenants[0].max_concurrent, Some(3));
+    assert!(parse("[tenants.default]\n")
+        .unwrap_err()
+        .to_string()
+        .contains("reserved"));
+}

@@ -1,0 +1,319 @@
+//! What every layer talks about: the rails, the conversation a chain judges (messages, tool
+//! calls, declared tools), who is asking, and the verdicts. Plain data with serde only; the wire
+//! formats are codecs (`crate::codec`), the plugins' WIT records are the engine's
+//! (`crate::engine::convert`).
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The four rails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rail {
+    /// The conversation the application sends.
+    Input,
+    /// Tool results the application sends back.
+    ToolResult,
+    /// Tool calls the model emits.
+    ToolCall,
+    /// The text the model returns.
+    Output,
+}
+
+impl Rail {
+    /// Every rail, in the order they run for a request.
+    pub const ALL: [Rail; 4] = [Rail::ToolResult, Rail::Input, Rail::ToolCall, Rail::Output];
+
+    /// The config spelling (`tool_call`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rail::Input => "input",
+            Rail::ToolResult => "tool_result",
+            Rail::ToolCall => "tool_call",
+            Rail::Output => "output",
+        }
+    }
+
+    /// Parse the config spelling.
+    pub fn parse(s: &str) -> Option<Rail> {
+        Rail::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether only the last message (the model's reply) is under judgement on this rail.
+    pub fn judges_reply_only(self) -> bool {
+        matches!(self, Rail::ToolCall | Rail::Output)
+    }
+
+    /// Position in [`Rail::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Rail::ToolResult => 0,
+            Rail::Input => 1,
+            Rail::ToolCall => 2,
+            Rail::Output => 3,
+        }
+    }
+}
+
+impl fmt::Display for Rail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Message content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// A string.
+    Text(String),
+    /// Anything else (normally an array of content parts), kept as JSON.
+    Parts(Value),
+}
+
+impl Content {
+    /// Whether there is any text or part to show.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Content::Text(t) => t.is_empty(),
+            Content::Parts(p) => p.is_null() || p.as_array().is_some_and(|a| a.is_empty()),
+        }
+    }
+}
+
+/// The `type` of a function tool and of a call to one.
+pub const FUNCTION: &str = "function";
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// `id`.
+    pub id: String,
+    /// `function` for a function call; for a call to a hosted tool (a call that carries a `type`
+    /// such as `web_search` and no `function` object), that type.
+    pub kind: String,
+    /// `function.name`; for a hosted call, its type (what policies match it by).
+    pub name: String,
+    /// `function.arguments`, JSON text as the model wrote it.
+    pub arguments: String,
+    /// Other fields of the call, re-emitted by the codec that read it.
+    pub extra: Map<String, Value>,
+    /// Other fields of `function`.
+    pub function_extra: Map<String, Value>,
+}
+
+impl ToolCall {
+    /// A function call.
+    pub fn function(id: String, name: String, arguments: String) -> ToolCall {
+        ToolCall {
+            id,
+            kind: FUNCTION.into(),
+            name,
+            arguments,
+            extra: Map::new(),
+            function_extra: Map::new(),
+        }
+    }
+
+    /// A call to a hosted tool of type `kind` (matched by policies as a call named `kind`).
+    pub fn hosted(id: String, kind: String, extra: Map<String, Value>) -> ToolCall {
+        ToolCall {
+            id,
+            name: kind.clone(),
+            kind,
+            arguments: String::new(),
+            extra,
+            function_extra: Map::new(),
+        }
+    }
+
+    /// Whether this is a call to a hosted tool.
+    pub fn is_hosted(&self) -> bool {
+        self.kind != FUNCTION
+    }
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The content; `None` when absent or null.
+    pub content: Option<Content>,
+    /// Whether `content` was an explicit `null` (kept so it round-trips).
+    pub content_null: bool,
+    /// `name`.
+    pub name: Option<String>,
+    /// For a tool result: the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For an assistant message: the calls it made.
+    pub tool_calls: Vec<ToolCall>,
+    /// Whether `tool_calls` was present (even if empty), so it round-trips.
+    pub tool_calls_present: bool,
+    /// Fields of the wire message the model does not know, re-emitted by the codec that read it.
+    pub extra: Map<String, Value>,
+    /// What the codec that read this message needs to write it back where it came from (items
+    /// it does not model, where the message came from); private to that codec.
+    pub wire: Value,
+}
+
+impl Message {
+    /// A message with `role` and `content`.
+    pub fn new(role: &str, content: Option<Content>) -> Message {
+        Message {
+            role: role.to_string(),
+            content_null: content.is_none(),
+            content,
+            name: None,
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+            tool_calls_present: false,
+            extra: Map::new(),
+            wire: Value::Null,
+        }
+    }
+
+    /// An assistant reply.
+    pub fn reply(content: Option<Content>, tool_calls: Vec<ToolCall>) -> Message {
+        let mut m = Message::new("assistant", content);
+        m.tool_calls_present = !tool_calls.is_empty();
+        m.tool_calls = tool_calls;
+        m
+    }
+
+    /// Whether the message carries any text or content parts.
+    pub fn has_text(&self) -> bool {
+        self.content.as_ref().is_some_and(|c| !c.is_empty())
+    }
+}
+
+/// A declared tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// `function`, or a hosted tool's type.
+    pub kind: String,
+    /// The function's name.
+    pub name: Option<String>,
+    /// The function's description.
+    pub description: Option<String>,
+    /// The function's `parameters` schema.
+    pub parameters: Option<Value>,
+}
+
+/// Messages and tools: what a rail's chain judges and edits.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Payload {
+    /// The conversation (on `tool_call`/`output`, ending with the model's reply).
+    pub messages: Vec<Message>,
+    /// Declared tools.
+    pub tools: Vec<ToolDef>,
+}
+
+/// Who is asking (from the daemon's authentication, never from the body).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    /// Request id.
+    pub request_id: String,
+    /// Authenticated principal.
+    pub principal: Option<String>,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// Extra labels.
+    pub metadata: Vec<(String, String)>,
+}
+
+/// A payload that is not shaped like its wire format; names the offending path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PayloadError {
+    /// JSON path of the problem, e.g. `messages[2].tool_calls[0].function.arguments`.
+    pub path: String,
+    /// What was expected.
+    pub message: String,
+}
+
+impl PayloadError {
+    /// An error at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> PayloadError {
+        PayloadError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What to do when a plugin faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Refuse the request (fail closed).
+    #[default]
+    Block,
+    /// Skip the plugin and go on (fail open).
+    Allow,
+}
+
+impl OnError {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Block => "block",
+            OnError::Allow => "allow",
+        }
+    }
+}
+
+/// Overall verdict of a chain, ordered by strength.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Nothing changed.
+    Allow,
+    /// The payload was edited.
+    Modify,
+    /// Items were replaced or removed.
+    Reject,
+    /// The request is refused.
+    Block,
+}
+
+impl Verdict {
+    /// The wire spelling (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Modify => "modify",
+            Verdict::Reject => "reject",
+            Verdict::Block => "block",
+        }
+    }
+}
+
+/// One plugin's decision, as recorded; ordered by strength (a fault is the strongest: it is
+/// what an operator must see first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decided {
+    /// Allowed.
+    Allow,
+    /// Modified.
+    Modify,
+    /// Rejected items.
+    Reject,
+    /// Blocked.
+    Block,
+    /// Faulted (see `fault` and `on_error`).
+    Fault,
+}
+
+impl Decided {
+    /// The wire spelling (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decided::Allow => "allow",
+            Decided::Modify => "modify",
+            Decided::Reject => "reject",
+            Decided::Block => "block",
+            Decided::Fault => "fault",
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! Running one rail's chain: plugins in config order, edits threaded from one plugin to the next,
+//! faults contained and resolved fail-closed unless configured otherwise.
+//!
+//! Semantics, exactly:
+//! - `allow`: nothing changes; the next plugin runs.
+//! - `modify`: every edit is checked first (see `apply`); if all are valid they are applied
+//!   together and the next plugin sees the edited payload. One invalid edit makes the whole
+//!   verdict a fault and none of it is applied.
+//! - `reject`: each target is replaced (a message's content becomes the rejection message; a tool
+//!   call is removed from its message) and the chain goes on.
+//! - `block`: the chain stops; the request is refused.
+//! - fault (trap, deadline, memory cap, invalid verdict, ...): resolved by the plugin's
+//!   `on_error`: `block` (the default) stops the chain like a block, `allow` skips the plugin.
+//!
+//! The overall verdict is the strongest seen: block > reject > modify > allow.
+//!
+//! The chain depends on [`Evaluate`], not on wasmtime, so these semantics have native unit tests
+//! with a fake plugin. The WIT request is built once per run and rebuilt only after an edit.
+
+use super::apply::{apply, Applied};
+use crate::engine::bindings::wit;
+use crate::engine::{convert, FaultKind, Plugin, PluginFault};
+use crate::model::{Context, Payload, Rail};
+pub use crate::model::{Decided, OnError, Verdict};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a chain needs of a plugin.
+pub trait Evaluate: Send + Sync {
+    /// The plugin's id in the config.
+    fn id(&self) -> &str;
+    /// Judge one request.
+    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault>;
+}
+
+impl Evaluate for Plugin {
+    fn id(&self) -> &str {
+        Plugin::id(self)
+    }
+    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+        Plugin::evaluate(self, request)
+    }
+}
+
+/// The record of one plugin's turn in a chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    /// The plugin's id in the config.
+    pub plugin: String,
+    /// What it decided.
+    pub verdict: Decided,
+    /// Its reason (block reason, modify reason, rejection messages, or the fault).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The fault kind, for faults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultKind>,
+    /// How a fault was resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<OnError>,
+    /// Wall time of the call, including applying its edits.
+    #[serde(serialize_with = "micros")]
+    pub duration_us: Duration,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}
+
+/// An item a plugin rejected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejected {
+    /// The plugin.
+    pub plugin: String,
+    /// Index of the message (in the payload as it was when the plugin ran).
+    pub message: usize,
+    /// For a removed tool call: its id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For a removed tool call: the tool's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The rejection message.
+    pub reason: String,
+}
+
+/// Who blocked, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Blocked {
+    /// The plugin.
+    pub plugin: String,
+    /// Its reason (for a fault: what failed).
+    pub reason: String,
+    /// Whether the block came from a fault resolved by `on_error = "block"`.
+    pub fault: bool,
+}
+
+/// The result of running a chain.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The rail.
+    pub rail: Rail,
+    /// The overall verdict.
+    pub verdict: Verdict,
+    /// The payload after every applied edit and rejection.
+    pub payload: Payload,
+    /// One decision per plugin that ran, in order.
+    pub decisions: Vec<Decision>,
+    /// Items replaced or removed by rejections.
+    pub rejections: Vec<Rejected>,
+    /// Set when the verdict is block.
+    pub blocked: Option<Blocked>,
+}
+
+impl Evaluation {
+    /// The machine-readable form, shared by `railyard check --json` and the check APIs.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "rail": self.rail,
+            "verdict": self.verdict,
+            "blocked": self.blocked,
+            "rejections": self.rejections,
+            "decisions": self.decisions,
+            "payload": self.payload.to_openai(),
+        })
+    }
+}
+
+/// One plugin in a chain.
+#[derive(Clone)]
+pub struct Step {
+    /// The plugin.
+    pub plugin: Arc<Plugin>,
+    /// Fault resolution.
+    pub on_error: OnError,
+}
+
+/// The plugins of one rail, in order.
+#[derive(Clone)]
+pub struct Chain {
+    rail: Rail,
+    steps: Vec<Step>,
+}
+
+impl Chain {
+    /// A chain for `rail`.
+    pub fn new(rail: Rail, steps: Vec<Step>) -> Chain {
+        Chain { rail, steps }
+    }
+
+    /// The rail.
+    pub fn rail(&self) -> Rail {
+        self.rail
+    }
+
+    /// The steps, in order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Run the chain over `payload`.
+    pub fn run(&self, payload: Payload, ctx: &Context) -> Evaluation {
+        run(
+            self.rail,
+            self.steps.iter().map(|s| (&*s.plugin, s.on_error)),
+            payload,
+            ctx,
+        )
+    }
+}
+
+/// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
+pub fn run<'a, E: Evaluate + 'a>(
+    rail: Rail,
+    steps: impl ExactSizeIterator<Item = (&'a E, OnError)>,
+    mut payload: Payload,
+    ctx: &Context,
+) -> Evaluation {
+    let mut eval = Evaluation {
+        rail,
+        verdict: Verdict::Allow,
+        payload: Payload::default(),
+        decisions: Vec::with_capacity(steps.len()),
+        rejections: Vec::new(),
+        blocked: None,
+    };
+    // Tools never change along a chain; messages only after an edit.
+    let tools: Vec<wit::ToolDef> = payload.tools.iter().map(Into::into).collect();
+    let mut request: Option<wit::Request> = None;
+    for (plugin, on_error) in steps {
+        let started = Instant::now();
+        let id = plugin.id().to_string();
+        let req = request.get_or_insert_with(|| convert::request(rail, &payload, &tools, ctx));
+        let outcome = plugin
+            .evaluate(req)
+            .and_then(|verdict| apply(&mut payload, rail, &id, verdict));
+        let mut decision = Decision {
+            plugin: id.clone(),
+            verdict: Decided::Allow,
+            reason: None,
+            fault: None,
+            on_error: None,
+            duration_us: started.elapsed(),
+        };
+        match outcome {
+            Ok(Applied::Allow) => {}
+            Ok(Applied::Modify(reason)) => {
+                request = None;
+                decision.verdict = Decided::Modify;
+                decision.reason = Some(reason);
+                eval.verdict = eval.verdict.max(Verdict::Modify);
+            }
+            Ok(Applied::Reject(items)) => {
+                request = None;
+                decision.verdict = Decided::Reject;
+                decision.reason = Some(
+                    items
+                        .iter()
+                        .map(|r| r.reason.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                );
+                eval.rejections.extend(items);
+                eval.verdict = eval.verdict.max(Verdict::Reject);
+            }
+            Ok(Applied::Block(reason)) => {
+                decision.verdict = Decided::Block;
+                decision.reason = Some(reason.clone());
+                eval.decisions.push(decision);
+                eval.verdict = Verdict::Block;
+                eval.blocked = Some(Blocked {
+                    plugin: id,
+                    reason,
+                    fault: false,
+                });
+                break;
+            }
+            Err(fault) => {
+                decision.verdict = Decided::Fault;
+                decision.reason = Some(fault.to_string());
+                decision.fault = Some(fault.kind);
+                decision.on_error = Some(on_error);
+                eval.decisions.push(decision);
+                if on_error == OnError::Block {
+                    eval.verdict = Verdict::Block;
+                    eval.blocked = Some(Blocked {
+                        plugin: id.clone(),
+                        reason: format!("policy '{id}' failed ({})", fault.kind),
+                        fault: true,
+                    });
+                    break;
+                }
+                continue;
+            }
+        }
+        eval.decisions.push(decision);
+    }
+    eval.payload = payload;
+    eval
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Content, Message};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A plugin that answers a fixed verdict (or fault), counting its calls.
+    struct Fake {
+        id: &'static str,
+        answer: Result<wit::Verdict, PluginFault>,
+        calls: AtomicUsize,
+    }
+
+    impl Fake {
+        fn new(id: &'static str, answer: Result<wit::Verdict, PluginFault>) -> Fake {
+            Fake {
+                id,
+                answer,
+                calls: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl Evaluate for Fake {
+        fn id(&self) -> &str {
+            self.id
+        }
+        fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            // Every plugin sees the edits of the plugins before it.
+            if let Some(wit::Content::Text(t)) = &request.messages[0].content {
+                if t.contains("seen") {
+                    return Ok(wit::Verdict::Block(format!("{} saw {t}", self.id)));
+                }
+            }
+            self.answer.clone()
+        }
+    }
+
+    fn user(text: &str) -> Payload {
+        Payload {
+            messages: vec![Message::new("user", Some(Content::Text(text.into())))],
+            tools: Vec::new(),
+        }
+    }
+
+    fn edit(text: &str) -> wit::Verdict {
+        wit::Verdict::Modify(wit::Modification {
+            edits: vec![wit::Edit::Content(wit::ContentEdit {
+                message: 0,
+                content: wit::Content::Text(text.into()),
+            })],
+            reason: "edited".into(),
+        })
+    }
+
+    fn fault() -> Result<wit::Verdict, PluginFault> {
+        Err(PluginFault {
+            kind: FaultKind::Trap,
+            message: "boom".into(),
+        })
+    }
+
+    fn go(steps: &[(&Fake, OnError)], text: &str) -> Evaluation {
+        run(
+            Rail::Input,
+            steps.iter().copied(),
+            user(text),
+            &Context::default(),
+        )
+    }
+
+    #[test]
+    fn edits_thread_through_and_the_strongest_verdict_wins() {
+        let a = Fake::new("a", Ok(edit("seen")));
+        let b = Fake::new("b", Ok(wit::Verdict::Allow));
+        let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
+        assert_eq!(e.verdict, Verdict::Block, "b saw a's edit");
+        assert_eq!(e.blocked.unwrap().reason, "b saw seen");
+    }
+
+    #[test]
+    fn a_block_stops_the_chain() {
+        let a = Fake::new("a", Ok(wit::Verdict::Block("no".into())));
+        let b = Fake::new("b", Ok(wit::Verdict::Allow));
+        let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
+        assert_eq!(e.verdict, Verdict::Block);
+        assert_eq!(b.calls.load(Ordering::Relaxed), 0);
+        assert_eq!(e.decisions.len(), 1);
+    }
+
+    #[test]
+    fn faults_fail_closed_or_open_and_are_never_blocks_of_their_own() {
+        let bad = Fake::new("bad", fault());
+        let after = Fake::new("after", Ok(edit("later")));
+        let closed = go(&[(&bad, OnError::Block), (&after, OnError::Block)], "x");
+        assert_eq!(closed.verdict, Verdict::Block);
+        assert!(closed.blocked.as_ref().unwrap().fault);
+        assert_eq!(closed.decisions[0].verdict, Decided::Fault);
+        let open = go(&[(&bad, OnError::Allow), (&after, OnError::Block)], "x");
+        assert_eq!(open.verdict, Verdict::Modify, "the fault was skipped");
+        assert_eq!(open.decisions[0].on_error, Some(OnError::Allow));
+        assert_eq!(
+            open.payload.messages[0].content,
+            Some(Content::Text("later".into()))
+        );
+    }
+
+    #[test]
+    fn an_invalid_edit_is_a_fault_and_changes_nothing() {
+        let out_of_range = Fake::new(
+            "p",
+            Ok(wit::Verdict::Modify(wit::Modification {
+                edits: vec![wit::Edit::Content(wit::ContentEdit {
+                    message: 7,
+                    content: wit::Content::Text("x".into()),
+                })],
+                reason: "r".into(),
+            })),
+        );
+        let e = go(&[(&out_of_range, OnError::Block)], "keep");
+        assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
+        assert_eq!(
+            e.payload.messages[0].content,
+            Some(Content::Text("keep".into()))
+        );
+    }
+
+    #[test]
+    fn reject_replaces_and_goes_on() {
+        let r = Fake::new(
+            "r",
+            Ok(wit::Verdict::Reject(vec![wit::Rejection {
+                target: wit::Target::Message(0),
+                message: "[withheld]".into(),
+            }])),
+        );
+        let b = Fake::new("b", Ok(wit::Verdict::Allow));
+        let e = go(&[(&r, OnError::Block), (&b, OnError::Block)], "x");
+        assert_eq!(e.verdict, Verdict::Reject);
+        assert_eq!(b.calls.load(Ordering::Relaxed), 1);
+        assert_eq!(e.rejections[0].reason, "[withheld]");
+    }
+
+    /// The `as_str` spellings (logs, metrics, gRPC) are the serialized ones (JSON APIs).
+    #[test]
+    fn spellings_match_serde() {
+        let same = |json: serde_json::Value, s: &str| assert_eq!(json, serde_json::json!(s));
+        for v in [
+            Verdict::Allow,
+            Verdict::Modify,
+            Verdict::Reject,
+            Verdict::Block,
+        ] {
+            same(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+        for d in [
+            Decided::Allow,
+            Decided::Modify,
+            Decided::Reject,
+            Decided::Block,
+            Decided::Fault,
+        ] {
+            same(serde_json::to_value(d).unwrap(), d.as_str());
+        }
+        for o in [OnError::Block, OnError::Allow] {
+            same(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+        for f in FaultKind::ALL {
+            same(serde_json::to_value(f).unwrap(), f.as_str());
+        }
+    }
+}

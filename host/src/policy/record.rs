@@ -1,0 +1,274 @@
+//! The decision record: one per request, whatever its outcome, built from what the rails did.
+//! One type serves the response's `railyard` object, the decision log (its fields are JSON in
+//! `--log-format json`) and gRPC. It never carries content: no messages, no arguments, no
+//! rejection messages (a plugin may quote what it caught); only block reasons, which policies
+//! write for developers and which are capped in size.
+
+use super::chain::Evaluation;
+use super::Revision;
+use crate::codec::Door;
+use crate::engine::FaultKind;
+use crate::model::{Decided, OnError, Rail, Verdict};
+use serde::ser::SerializeMap;
+use serde::Serialize;
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Answered: the backend's reply (judged), or a check's verdict.
+    Served,
+    /// A policy blocked it (a refusal or a `policy_violation` error).
+    Refused,
+    /// No valid API key (401).
+    Unauthorized,
+    /// Over its tenant's limits (413, 429).
+    Throttled,
+    /// The request itself was invalid (400, 404).
+    Invalid,
+    /// The backend failed (502, 504, or an error mid-stream).
+    BackendError,
+    /// The client went away before the answer was complete.
+    Disconnected,
+}
+
+/// Each rail's strongest verdict, as a map in rail order (`{"input": "modify"}`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RailVerdicts(pub Vec<(Rail, Verdict)>);
+
+impl Serialize for RailVerdicts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (rail, verdict) in &self.0 {
+            map.serialize_entry(rail.as_str(), verdict)?;
+        }
+        map.end()
+    }
+}
+
+/// One plugin's part on one rail (a streamed reply runs the output rail once per window: the
+/// runs are summed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginRecord {
+    /// The rail.
+    pub rail: Rail,
+    /// The plugin's id.
+    pub plugin: String,
+    /// Its strongest decision.
+    pub verdict: Decided,
+    /// How many times it ran.
+    pub runs: u32,
+    /// Total time in it, µs.
+    pub duration_us: u64,
+    /// Its fault kind, if it faulted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultKind>,
+}
+
+/// A fault and how it was resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultRecord {
+    /// The rail.
+    pub rail: Rail,
+    /// The plugin.
+    pub policy: String,
+    /// The fault kind.
+    pub fault: FaultKind,
+    /// How it was resolved.
+    pub on_error: OnError,
+}
+
+/// Who blocked, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockRecord {
+    /// The rail.
+    pub rail: Rail,
+    /// The plugin.
+    pub policy: String,
+    /// Its reason (for a fault: which plugin failed and how, never the guest's output).
+    pub reason: String,
+    /// Whether a fault resolved by `on_error = "block"` caused it.
+    pub fault: bool,
+}
+
+/// The decision record of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    /// The request id (also the `x-request-id` header).
+    pub request_id: String,
+    /// Where it came in.
+    pub door: Door,
+    /// The caller's tenant (`default` when none; empty before authentication).
+    pub tenant: String,
+    /// The caller's principal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// The policy revision that judged it.
+    pub revision: u64,
+    /// The first 16 hex digits of the revision's hash.
+    pub policy_hash: String,
+    /// The HTTP status (for gRPC, the equivalent).
+    pub status: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Time from arrival to the end of the answer, µs.
+    pub latency_us: u64,
+    /// Each rail's strongest verdict.
+    pub rails: RailVerdicts,
+    /// Each plugin's part.
+    pub plugins: Vec<PluginRecord>,
+    /// Faults, with their resolution.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultRecord>,
+    /// The block, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockRecord>,
+    /// What the request was about, for doors that have a target (MCP: the server and tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+}
+
+/// The target of a request on a door that has one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Target {
+    /// The upstream server (MCP).
+    pub server: String,
+    /// The JSON-RPC method.
+    pub method: String,
+    /// The tool, for `tools/call`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+impl DecisionRecord {
+    /// A record of a request that has not been judged yet.
+    pub fn new(request_id: String, door: Door, revision: &Revision) -> DecisionRecord {
+        DecisionRecord {
+            request_id,
+            door,
+            tenant: String::new(),
+            principal: None,
+            revision: revision.number,
+            policy_hash: revision.hash.get(..16).unwrap_or_default().to_string(),
+            status: 0,
+            outcome: Outcome::Served,
+            latency_us: 0,
+            rails: RailVerdicts::default(),
+            plugins: Vec::new(),
+            faults: Vec::new(),
+            blocked: None,
+            target: None,
+        }
+    }
+
+    /// Fold one chain run into the record.
+    pub fn add(&mut self, eval: &Evaluation) {
+        match self.rails.0.iter_mut().find(|(r, _)| *r == eval.rail) {
+            Some((_, v)) => *v = (*v).max(eval.verdict),
+            None => self.rails.0.push((eval.rail, eval.verdict)),
+        }
+        self.rails.0.sort_by_key(|(r, _)| r.index());
+        for d in &eval.decisions {
+            let micros = d.duration_us.as_micros() as u64;
+            match self
+                .plugins
+                .iter_mut()
+                .find(|p| p.rail == eval.rail && p.plugin == d.plugin)
+            {
+                Some(p) => {
+                    p.verdict = p.verdict.max(d.verdict);
+                    p.runs += 1;
+                    p.duration_us += micros;
+                    p.fault = p.fault.or(d.fault);
+                }
+                None => self.plugins.push(PluginRecord {
+                    rail: eval.rail,
+                    plugin: d.plugin.clone(),
+                    verdict: d.verdict,
+                    runs: 1,
+                    duration_us: micros,
+                    fault: d.fault,
+                }),
+            }
+            if let (Some(fault), Some(on_error)) = (d.fault, d.on_error) {
+                self.faults.push(FaultRecord {
+                    rail: eval.rail,
+                    policy: d.plugin.clone(),
+                    fault,
+                    on_error,
+                });
+            }
+        }
+        if let Some(b) = &eval.blocked {
+            self.blocked = Some(BlockRecord {
+                rail: eval.rail,
+                policy: b.plugin.clone(),
+                reason: b.reason.clone(),
+                fault: b.fault,
+            });
+        }
+    }
+
+    /// Whether any rail did more than allow, or a plugin faulted.
+    pub fn acted(&self) -> bool {
+        self.rails.0.iter().any(|(_, v)| *v != Verdict::Allow) || !self.faults.is_empty()
+    }
+
+    /// One line for the human log format.
+    pub fn line(&self) -> String {
+        let rails: Vec<String> = self
+            .rails
+            .0
+            .iter()
+            .map(|(r, v)| format!("{r}={}", v.as_str()))
+            .collect();
+        let plugins: Vec<String> = self
+            .plugins
+            .iter()
+            .map(|p| {
+                let runs = if p.runs > 1 {
+                    format!("x{}", p.runs)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}:{}:{}{runs}:{}us",
+                    p.rail,
+                    p.plugin,
+                    p.verdict.as_str(),
+                    p.duration_us
+                )
+            })
+            .collect();
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}:{}:{}:{}",
+                    f.rail,
+                    f.policy,
+                    f.fault.as_str(),
+                    f.on_error.as_str()
+                )
+            })
+            .collect();
+        format!(
+            "door={} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}",
+            self.door.as_str(),
+            self.status,
+            serde_json::to_value(self.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            if self.tenant.is_empty() { "-" } else { &self.tenant },
+            self.principal.as_deref().unwrap_or("-"),
+            self.revision,
+            self.policy_hash,
+            self.latency_us,
+            rails.join(","),
+            plugins.join(","),
+            faults.join(","),
+        )
+    }
+}

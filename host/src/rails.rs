@@ -1,0 +1,300 @@
+//! The request flow, whatever the door and the transport: a [`RequestScope`] holds one request's
+//! policy snapshot, caller and decision record; [`RequestScope::inbound`] runs the `tool_result`
+//! and `input` rails on what the caller sent, [`RequestScope::reply`] the `tool_call` and
+//! `output` rails on what the model answered; `relay` does the same for a streamed reply, with
+//! `window` holding text back so values split across events are judged whole.
+//!
+//! Exactly one decision record per request: the scope writes it when it is finished, or, if it
+//! is dropped unfinished (the client went away), as a disconnect.
+
+pub mod options;
+pub mod relay;
+pub mod window;
+
+use crate::auth::Caller;
+use crate::codec::Door;
+use crate::model::{Context, Message, Payload, Rail, Verdict};
+use crate::policy::chain::{Evaluation, Rejected};
+use crate::policy::record::{DecisionRecord, Outcome, Target};
+use crate::policy::PolicySet;
+pub use options::RequestOptions;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a request's evaluations and its record go (metrics and the decision log).
+pub trait Observer: Send + Sync + 'static {
+    /// A chain ran for `tenant`.
+    fn evaluation(&self, eval: &Evaluation, tenant: &str);
+    /// A request ended: its one record.
+    fn record(&self, record: DecisionRecord);
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// The rail that blocked.
+    pub rail: Rail,
+    /// The plugin.
+    pub policy: String,
+    /// Its reason.
+    pub reason: String,
+    /// Whether a fault (resolved fail-closed) caused it.
+    pub fault: bool,
+}
+
+impl Refusal {
+    fn from_eval(eval: &Evaluation) -> Option<Refusal> {
+        eval.blocked.as_ref().map(|b| Refusal {
+            rail: eval.rail,
+            policy: b.plugin.clone(),
+            reason: b.reason.clone(),
+            fault: b.fault,
+        })
+    }
+
+    /// The message of a `policy_violation` error.
+    pub fn message(&self) -> String {
+        format!(
+            "request blocked by policy '{}' on the {} rail: {}",
+            self.policy, self.rail, self.reason
+        )
+    }
+}
+
+/// What the inbound rails decided.
+pub enum Inbound {
+    /// Send this payload to the backend (`edited`: the rails changed it).
+    Forward {
+        /// The payload as the rails left it.
+        payload: Payload,
+        /// Whether any rail changed it.
+        edited: bool,
+    },
+    /// Refuse the request; the backend is never called.
+    Refuse(Refusal),
+}
+
+/// One request's policy snapshot, caller, options and decision record.
+pub struct RequestScope {
+    set: Arc<PolicySet>,
+    ctx: Context,
+    options: RequestOptions,
+    record: DecisionRecord,
+    rejections: Vec<Value>,
+    observer: Arc<dyn Observer>,
+    started: Instant,
+    ended: bool,
+}
+
+impl RequestScope {
+    /// A scope for a request that just arrived on `door`, judged by `set`.
+    pub fn new(
+        observer: Arc<dyn Observer>,
+        set: Arc<PolicySet>,
+        door: Door,
+        request_id: String,
+    ) -> RequestScope {
+        RequestScope {
+            record: DecisionRecord::new(request_id.clone(), door, set.revision()),
+            ctx: Context {
+                request_id,
+                ..Context::default()
+            },
+            set,
+            options: RequestOptions::default(),
+            rejections: Vec::new(),
+            observer,
+            started: Instant::now(),
+            ended: false,
+        }
+    }
+
+    /// Who is calling (what authentication established; never the body).
+    pub fn set_caller(&mut self, caller: &Caller) {
+        self.ctx.principal = caller.principal.clone();
+        self.ctx.tenant = caller.tenant.clone();
+        self.ctx.metadata = caller.labels.clone();
+        self.record.tenant = caller.tenant_name().to_string();
+        self.record.principal = caller.principal.clone();
+    }
+
+    /// Labels the caller claimed in the request (namespaced `request.`, so they can never pose
+    /// as a key's labels).
+    pub fn add_claimed_metadata(&mut self, mut claimed: Vec<(String, String)>) {
+        claimed.sort();
+        self.ctx.metadata.extend(
+            claimed
+                .into_iter()
+                .map(|(k, v)| (format!("request.{k}"), v)),
+        );
+    }
+
+    /// The request's own options.
+    pub fn set_options(&mut self, options: RequestOptions) {
+        self.options = options;
+    }
+
+    /// What the request is about (MCP: server, method, tool).
+    pub fn set_target(&mut self, target: Target) {
+        self.record.target = Some(target);
+    }
+
+    /// The policy snapshot that judges this request from start to end.
+    pub fn set(&self) -> &Arc<PolicySet> {
+        &self.set
+    }
+
+    /// The context plugins see.
+    pub fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The request id.
+    pub fn request_id(&self) -> &str {
+        &self.ctx.request_id
+    }
+
+    /// The caller's tenant's name.
+    pub fn tenant_name(&self) -> &str {
+        self.ctx
+            .tenant
+            .as_deref()
+            .unwrap_or(crate::auth::DEFAULT_TENANT)
+    }
+
+    /// Whether `rail` runs for this request: not switched off, and the tenant's chain has plugins.
+    pub fn runs(&self, rail: Rail) -> bool {
+        !self.options.disabled(rail)
+            && !self
+                .set
+                .chain_for(self.ctx.tenant.as_deref(), rail)
+                .steps()
+                .is_empty()
+    }
+
+    /// Run `rail`'s chain on `payload`, recording it.
+    pub fn check(&mut self, rail: Rail, payload: Payload) -> Evaluation {
+        let eval = self.set.check(rail, payload, &self.ctx);
+        self.observe(&eval);
+        eval
+    }
+
+    fn observe(&mut self, eval: &Evaluation) {
+        let tenant = self.tenant_name().to_string();
+        self.observer.evaluation(eval, &tenant);
+        self.record.add(eval);
+        self.rejections
+            .extend(eval.rejections.iter().map(|r: &Rejected| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["rail"] = json!(eval.rail);
+                v
+            }));
+    }
+
+    /// The inbound rails (`tool_result`, then `input`) on what the caller sent.
+    pub fn inbound(&mut self, mut payload: Payload) -> Inbound {
+        let mut edited = false;
+        // The tool_result rail judges tool results: a conversation without any has nothing for it.
+        let has_tool_results = payload.messages.iter().any(|m| m.role == "tool");
+        for rail in [Rail::ToolResult, Rail::Input] {
+            if !self.runs(rail) || (rail == Rail::ToolResult && !has_tool_results) {
+                continue;
+            }
+            let mut eval = self.check(rail, payload);
+            if let Some(refusal) = Refusal::from_eval(&eval) {
+                return Inbound::Refuse(refusal);
+            }
+            edited |= eval.verdict != Verdict::Allow;
+            payload = std::mem::take(&mut eval.payload);
+        }
+        Inbound::Forward { payload, edited }
+    }
+
+    /// The outbound rails for one reply message: `tool_call` on its calls, then `output` on its
+    /// text. `conversation` is what led to it; it is lent to the chains and given back as it was.
+    pub fn reply(
+        &mut self,
+        conversation: &mut Payload,
+        mut message: Message,
+    ) -> Result<Message, Refusal> {
+        for rail in [Rail::ToolCall, Rail::Output] {
+            let applies = match rail {
+                Rail::ToolCall => !message.tool_calls.is_empty(),
+                _ => message.has_text(),
+            };
+            if !applies || !self.runs(rail) {
+                continue;
+            }
+            let (eval, judged) = self.judge(rail, conversation, message);
+            if let Some(refusal) = Refusal::from_eval(&eval) {
+                return Err(refusal);
+            }
+            message = judged;
+        }
+        Ok(message)
+    }
+
+    /// Run `rail` on `conversation` + `message`; the conversation is restored (on the reply
+    /// rails only the last message can change), the judged message returned.
+    pub fn judge(
+        &mut self,
+        rail: Rail,
+        conversation: &mut Payload,
+        message: Message,
+    ) -> (Evaluation, Message) {
+        let mut payload = std::mem::take(conversation);
+        payload.messages.push(message);
+        let mut eval = self.check(rail, payload);
+        let mut payload = std::mem::take(&mut eval.payload);
+        let judged = payload
+            .messages
+            .pop()
+            .expect("the reply is the last message");
+        *conversation = payload;
+        (eval, judged)
+    }
+
+    /// Whether any rail did more than allow, or a plugin faulted.
+    pub fn acted(&self) -> bool {
+        self.record.acted()
+    }
+
+    /// The `railyard` object of a response: the record so far, and what was rejected.
+    pub fn railyard(&self) -> Value {
+        let mut record = self.record.clone();
+        record.status = 200;
+        record.latency_us = self.started.elapsed().as_micros() as u64;
+        let mut v = serde_json::to_value(&record).unwrap_or_default();
+        if !self.rejections.is_empty() {
+            v["rejections"] = Value::Array(self.rejections.clone());
+        }
+        v
+    }
+
+    /// The record so far (for gRPC answers).
+    pub fn record(&self) -> &DecisionRecord {
+        &self.record
+    }
+
+    /// The request is answered with `status`: write its record (once; later calls do nothing).
+    pub fn finish(&mut self, status: u16, outcome: Outcome) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let mut record = self.record.clone();
+        record.status = status;
+        record.outcome = outcome;
+        record.latency_us = self.started.elapsed().as_micros() as u64;
+        self.observer.record(record);
+    }
+}
+
+impl Drop for RequestScope {
+    /// Dropped unfinished: the client went away (499, as nginx counts it) before the answer was
+    /// complete, or the request was cancelled.
+    fn drop(&mut self) {
+        self.finish(499, Outcome::Disconnected);
+    }
+}

@@ -1,0 +1,384 @@
+//! A streamed reply through the outbound rails, the same for every door: the door's stream codec
+//! turns backend events into neutral ones, the relay judges them and the codec writes the
+//! client's events.
+//!
+//! - **Text** goes through the `output` rail as it arrives, held back by a [`Window`] per text
+//!   part so a value split across events is judged whole.
+//! - **Tool calls** are assembled from their fragments and judged by the `tool_call` rail when
+//!   their choice finishes; a blocked or rejected call never reaches the client.
+//! - **Block**: per `[server] on_block_stream`, an error event or the refusal text with the
+//!   door's normal ending.
+//!
+//! The relay runs in its own task feeding the response body through a channel. When the client
+//! goes away the channel closes: the relay notices at once (even while waiting on the backend),
+//! stops, and drops the backend stream, which closes the backend connection. Its request scope
+//! then writes the record as a disconnect.
+
+use super::window::{Release, Window};
+use super::{Refusal, RequestScope};
+use crate::codec::sse::SseParser;
+use crate::codec::stream::{Down, Finish, Part, StreamCodec, Up};
+use crate::config::OnBlockStream;
+use crate::model::{Content, Message, Payload, Rail, ToolCall, Verdict, FUNCTION};
+use crate::policy::record::Outcome;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Whether the relay goes on.
+enum Flow {
+    Go,
+    Stop,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    kind: Option<String>,
+    arguments: String,
+    extra: Map<String, Value>,
+}
+
+impl PartialCall {
+    fn call(self) -> ToolCall {
+        match self.kind {
+            // A hosted call: a type and no function fragments.
+            Some(kind) if kind != FUNCTION && self.name.is_empty() => {
+                let mut call = ToolCall::hosted(self.id, kind, self.extra);
+                call.arguments = self.arguments;
+                call
+            }
+            _ => {
+                let mut call = ToolCall::function(self.id, self.name, self.arguments);
+                call.extra = self.extra;
+                call
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct ChoiceState {
+    calls: BTreeMap<u64, PartialCall>,
+    /// Whether any text of the choice reached the client (or a rejection replaced it).
+    spoke: bool,
+    finished: bool,
+}
+
+/// One streamed reply in flight.
+pub struct Relay<C: StreamCodec> {
+    scope: RequestScope,
+    conversation: Payload,
+    codec: C,
+    tx: mpsc::Sender<Bytes>,
+    idle: Duration,
+    window: usize,
+    windows: BTreeMap<(u32, Part), Window>,
+    choices: BTreeMap<u32, ChoiceState>,
+}
+
+impl<C: StreamCodec> Relay<C> {
+    /// A relay for `scope`'s request, whose conversation was `conversation`; `idle` is the most
+    /// the backend may stay silent.
+    pub fn new(
+        scope: RequestScope,
+        conversation: Payload,
+        codec: C,
+        tx: mpsc::Sender<Bytes>,
+        idle: Duration,
+    ) -> Relay<C> {
+        let window = scope.set().config().server.stream_window_bytes;
+        Relay {
+            scope,
+            conversation,
+            codec,
+            tx,
+            idle,
+            window,
+            windows: BTreeMap::new(),
+            choices: BTreeMap::new(),
+        }
+    }
+
+    /// Relay `body` (the backend's byte stream) until it ends, the client goes away or a policy
+    /// blocks it.
+    pub async fn run(mut self, mut body: impl Stream<Item = Result<Bytes, String>> + Unpin) {
+        let mut parser = SseParser::default();
+        loop {
+            let next = tokio::select! {
+                _ = self.tx.closed() => return, // the client went away
+                next = tokio::time::timeout(self.idle, body.next()) => next,
+            };
+            let bytes = match next {
+                Err(_) => {
+                    let message = "model backend stopped sending within the timeout";
+                    return self.fail(message, "backend_timeout", 504).await;
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    let message = format!("model backend stream broke: {e}");
+                    return self.fail(&message, "backend_unreachable", 502).await;
+                }
+                Ok(Some(Ok(bytes))) => bytes,
+            };
+            if let Err(e) = parser.push(&bytes) {
+                let message = format!("model backend sent an invalid stream: {e}");
+                return self.fail(&message, "backend_invalid_response", 502).await;
+            }
+            while let Some(event) = parser.next_event() {
+                let ups = match self.codec.decode(event) {
+                    Ok(ups) => ups,
+                    Err(why) => {
+                        let message = format!("model backend sent {why}");
+                        return self.fail(&message, "backend_invalid_response", 502).await;
+                    }
+                };
+                for up in ups {
+                    if let Flow::Stop = self.on(up).await {
+                        return;
+                    }
+                }
+            }
+        }
+        // The backend closed without saying it was done: still finish what the rails allowed.
+        self.finish_all().await;
+    }
+
+    async fn on(&mut self, up: Up) -> Flow {
+        match up {
+            Up::Pass(frame) => self.send(Down::Pass(frame)).await,
+            Up::Text { choice, part, text } => {
+                let window = self.window;
+                self.windows
+                    .entry((choice, part))
+                    .or_insert_with(|| Window::new(window))
+                    .push(&text);
+                self.release(choice, part, false).await
+            }
+            Up::PartEnd { choice, part } => {
+                if let Flow::Stop = self.release(choice, part, true).await {
+                    return Flow::Stop;
+                }
+                self.windows.remove(&(choice, part));
+                self.send(Down::PartEnd { choice, part }).await
+            }
+            Up::Call {
+                choice,
+                index,
+                id,
+                name,
+                kind,
+                arguments,
+                extra,
+            } => {
+                let call = self
+                    .choices
+                    .entry(choice)
+                    .or_default()
+                    .calls
+                    .entry(index)
+                    .or_default();
+                if let Some(id) = id {
+                    call.id.push_str(&id);
+                }
+                if let Some(name) = name {
+                    call.name.push_str(&name);
+                }
+                if kind.is_some() {
+                    call.kind = kind;
+                }
+                call.arguments.push_str(&arguments);
+                call.extra.extend(extra);
+                Flow::Go
+            }
+            Up::ChoiceEnd { choice, finish } => self.finish_choice(choice, finish).await,
+            Up::Error(frame) => {
+                let _ = self.send(Down::BackendError(frame)).await;
+                self.end(502, Outcome::BackendError);
+                Flow::Stop
+            }
+            Up::Done => {
+                self.finish_all().await;
+                Flow::Stop
+            }
+        }
+    }
+
+    /// Judge a part's held text if it is due, and send what is safe.
+    async fn release(&mut self, choice: u32, part: Part, last: bool) -> Flow {
+        let runs = self.scope.runs(Rail::Output);
+        let Some(window) = self.windows.get_mut(&(choice, part)) else {
+            return Flow::Go;
+        };
+        if !runs {
+            let text = window.take_all();
+            return self.text(choice, part, text).await;
+        }
+        if !window.due(last) {
+            return Flow::Go;
+        }
+        let held = Message::reply(
+            Some(Content::Text(window.pending().to_string())),
+            Vec::new(),
+        );
+        let (eval, judged) = self.scope.judge(Rail::Output, &mut self.conversation, held);
+        if let Some(refusal) = Refusal::from_eval(&eval) {
+            return self.blocked(refusal).await;
+        }
+        let judged = match judged.content {
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(p)) => p.to_string(),
+            None => String::new(),
+        };
+        let window = self
+            .windows
+            .get_mut(&(choice, part))
+            .expect("window exists");
+        match window.judged(judged, eval.verdict == Verdict::Reject, last) {
+            Release::Wait => Flow::Go,
+            Release::Send(text) => self.text(choice, part, text).await,
+            Release::Silenced(text) => {
+                self.choices.entry(choice).or_default().spoke = true;
+                self.text(choice, part, text).await
+            }
+        }
+    }
+
+    async fn text(&mut self, choice: u32, part: Part, text: String) -> Flow {
+        if text.is_empty() {
+            return Flow::Go;
+        }
+        self.choices.entry(choice).or_default().spoke = true;
+        self.send(Down::Text { choice, part, text }).await
+    }
+
+    /// Flush a choice's text, judge its tool calls, then end it.
+    async fn finish_choice(&mut self, choice: u32, finish: Option<String>) -> Flow {
+        if self.choices.get(&choice).is_some_and(|c| c.finished) {
+            return Flow::Go;
+        }
+        let parts: Vec<Part> = self
+            .windows
+            .keys()
+            .filter(|(c, _)| *c == choice)
+            .map(|(_, p)| *p)
+            .collect();
+        for part in parts {
+            if let Flow::Stop = self.release(choice, part, true).await {
+                return Flow::Stop;
+            }
+            self.windows.remove(&(choice, part));
+        }
+        let state = self.choices.entry(choice).or_default();
+        state.finished = true;
+        let spoke = state.spoke;
+        let calls: Vec<ToolCall> = std::mem::take(&mut state.calls)
+            .into_values()
+            .map(PartialCall::call)
+            .collect();
+        let mut ending = Finish::Backend(finish);
+        if !calls.is_empty() {
+            let reply = Message::reply(None, calls);
+            let judged = match self.scope.reply(&mut self.conversation, reply) {
+                Ok(m) => m,
+                Err(refusal) => return self.blocked(refusal).await,
+            };
+            if judged.tool_calls.is_empty() {
+                if !spoke {
+                    let text = self.scope.set().config().server.refusal.clone();
+                    if let Flow::Stop = self
+                        .send(Down::Text {
+                            choice,
+                            part: choice as Part,
+                            text,
+                        })
+                        .await
+                    {
+                        return Flow::Stop;
+                    }
+                }
+                ending = Finish::Filtered;
+            } else {
+                let calls = judged.tool_calls;
+                if let Flow::Stop = self.send(Down::Calls { choice, calls }).await {
+                    return Flow::Stop;
+                }
+            }
+        }
+        self.send(Down::ChoiceEnd {
+            choice,
+            finish: ending,
+        })
+        .await
+    }
+
+    async fn finish_all(&mut self) {
+        let open: Vec<u32> = self
+            .windows
+            .keys()
+            .map(|(c, _)| *c)
+            .chain(
+                self.choices
+                    .iter()
+                    .filter(|(_, s)| !s.finished)
+                    .map(|(c, _)| *c),
+            )
+            .collect();
+        for choice in open {
+            if let Flow::Stop = self.finish_choice(choice, None).await {
+                return;
+            }
+        }
+        let railyard = self.scope.acted().then(|| self.scope.railyard());
+        if let Flow::Stop = self.send(Down::Done { railyard }).await {
+            return;
+        }
+        self.end(200, Outcome::Served);
+    }
+
+    async fn blocked(&mut self, refusal: Refusal) -> Flow {
+        let server = &self.scope.set().config().server;
+        let down = Down::Refused {
+            finish: server.on_block_stream == OnBlockStream::Finish,
+            text: server.refusal.clone(),
+            message: refusal.message(),
+            railyard: self.scope.railyard(),
+        };
+        let _ = self.send(down).await;
+        self.end(200, Outcome::Refused);
+        Flow::Stop
+    }
+
+    /// The stream fails: an error event in the door's shape; the record keeps the status the
+    /// request would have had if the failure had come before the headers.
+    async fn fail(mut self, message: &str, code: &str, status: u16) {
+        let _ = self
+            .send(Down::Error {
+                message: message.to_string(),
+                kind: "backend_error".into(),
+                code: code.into(),
+            })
+            .await;
+        self.end(status, Outcome::BackendError);
+    }
+
+    fn end(&mut self, status: u16, outcome: Outcome) {
+        self.scope.finish(status, outcome);
+    }
+
+    async fn send(&mut self, down: Down) -> Flow {
+        let mut out = Vec::new();
+        self.codec.encode(down, &mut out);
+        if out.is_empty() {
+            return Flow::Go;
+        }
+        match self.tx.send(Bytes::from(out)).await {
+            Ok(()) => Flow::Go,
+            Err(_) => Flow::Stop, // the client went away
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The way in, written once for every door, the check API and gRPC: take the policy snapshot,
+//! open the request's scope (so even a refused request gets its decision record), authenticate
+//! the caller, admit it under its tenant's concurrency limit, and read the body within the
+//! tenant's size limit. The permit travels with the response body and is released when the
+//! body ends (a whole stream counts for its whole length).
+
+use super::error::ApiError;
+use super::limits::Permit;
+use super::App;
+use crate::codec::Door;
+use crate::rails::RequestScope;
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A request past the way in.
+pub(crate) struct Admitted {
+    /// Its scope: snapshot, caller, record.
+    pub scope: RequestScope,
+    /// Its place under the tenant's concurrency limit, if the tenant has one.
+    pub permit: Option<Permit>,
+}
+
+/// A refused request: the scope (its record written with the error's status) and the error.
+pub(crate) type Refused = (RequestScope, ApiError);
+
+/// The caller's key: `Authorization: Bearer`, or Anthropic's `x-api-key` on `/v1/messages`.
+pub(crate) fn authorization(headers: &HeaderMap, door: Door) -> Option<String> {
+    if let Some(v) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        return Some(v.to_string());
+    }
+    if door == Door::Messages {
+        if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+            return Some(format!("Bearer {key}"));
+        }
+    }
+    None
+}
+
+/// Open a scope for a request on `door`, authenticate and admit its caller.
+pub(crate) fn admit(
+    app: &Arc<App>,
+    door: Door,
+    request_id: String,
+    authorization: Option<&str>,
+) -> Result<Admitted, Box<Refused>> {
+    let set = app.policies();
+    let mut scope = RequestScope::new(app.observer(), set.clone(), door, request_id);
+    let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
+    let caller = match crate::auth::authenticate(keys, authorization) {
+        Ok(caller) => caller,
+        Err(e) => {
+            app.metrics().auth_failure();
+            return Err(Box::new((scope, e.into())));
+        }
+    };
+    scope.set_caller(&caller);
+    let max = set
+        .tenant(caller.tenant.as_deref())
+        .and_then(|t| t.max_concurrent);
+    match app.limits.acquire(caller.tenant_name(), max) {
+        Ok(permit) => Ok(Admitted { scope, permit }),
+        Err(limit) => {
+            app.metrics().throttled(caller.tenant_name());
+            let tenant = caller.tenant_name().to_string();
+            Err(Box::new((
+                scope,
+                ApiError::TooManyRequests { tenant, limit },
+            )))
+        }
+    }
+}
+
+/// Read a request body up to the caller's tenant's limit (413 past it).
+pub(crate) async fn read_body(scope: &RequestScope, body: Body) -> Result<Bytes, ApiError> {
+    let limit = scope.set().max_body_bytes(scope.ctx().tenant.as_deref());
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if too_large {
+                Err(ApiError::TooLarge { limit })
+            } else {
+                Err(ApiError::bad_request(
+                    format!("could not read the request body: {e}"),
+                    None,
+                ))
+            }
+        }
+    }
+}
+
+/// Answer a refused request on `door`: its record gets the error's status.
+pub(crate) fn refuse(door: Door, refused: Refused) -> Response {
+    let (mut scope, error) = refused;
+    let (status, _, _) = error.parts();
+    scope.finish(status.as_u16(), error.outcome());
+    let mut response = error.into_response_for(door);
+    response
+        .extensions_mut()
+        .insert(super::TenantLabel(scope.record().tenant.clone()));
+    response
+}
+
+/// Send `response` with `permit` held until its body has been sent (or dropped).
+pub(crate) fn hold(permit: Option<Permit>, response: Response) -> Response {
+    match permit {
+        None => response,
+        Some(permit) => response.map(|body| {
+            Body::new(Held {
+                body,
+                _permit: permit,
+            })
+        }),
+    }
+}
+
+/// A response body that keeps its tenant's permit until it is finished or dropped.
+struct Held {
+    body: Body,
+    _permit: Permit,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
