@@ -302,3 +302,33 @@ fn sighup_and_admin_api_reload_when_watching_is_off() {
     });
     assert_eq!(verdict(addr).1, "allow");
 }
+
+/// Settings read at start-up only (#15): a reload that changes them is applied for everything
+/// else and says which settings need a restart, instead of silently ignoring them.
+#[test]
+fn a_reload_that_changes_startup_settings_says_they_need_a_restart() {
+    let s = setup("allow_all");
+    let backend = MockBackend::start(Script::Hang);
+    let d = Daemon::start(&s.config, &backend.url());
+    assert_eq!(policies(d.addr)["restart_needed"], json!([]));
+    replace(
+        &s.config,
+        format!(
+            "[backend]\ntimeout_ms = 1234\n\n[admin]\nlisten = \"127.0.0.1:1\"\n\n{}",
+            config_for("gate.wasm")
+        )
+        .as_bytes(),
+    );
+    let r = request(d.addr, "POST", "/v1/admin/reload", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let needed = policies(d.addr)["restart_needed"].to_string();
+    assert!(
+        needed.contains("backend.timeout_ms (60000 → 1234)"),
+        "{needed}"
+    );
+    assert!(
+        needed.contains("admin.listen (unset → 127.0.0.1:1)"),
+        "{needed}"
+    );
+    assert_eq!(verdict(d.addr), (200, "allow".into()), "still serving");
+}

@@ -119,3 +119,24 @@ pub fn key_entry(table: &str, key: &str, principal: &str, tenant: Option<&str>) 
         hash(key)
     )
 }
+
+/// The bundled config (`policies/railyard.toml`) in a temporary directory, with its relative
+/// paths made absolute and each `(from, to)` text replacement applied (each must match).
+pub fn bundled_with(edits: &[(&str, &str)]) -> TempConfig {
+    let policies = root().join("policies");
+    let mut text = std::fs::read_to_string(policies.join("railyard.toml")).unwrap();
+    text = text
+        .replace(
+            "path = \"../target/",
+            &format!("path = \"{}/target/", root().display()),
+        )
+        .replace(
+            "keys_file = \"keys.toml\"",
+            &format!("keys_file = \"{}\"", policies.join("keys.toml").display()),
+        );
+    for (from, to) in edits {
+        assert!(text.contains(from), "the bundled config has no {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    write_config(&text)
+}

@@ -5,9 +5,11 @@
 //! - `chat`: OpenAI Chat Completions (and the check API's payload shape);
 //! - `responses`: OpenAI Responses;
 //! - `messages`: Anthropic Messages;
-//! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies.
+//! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies;
+//! - `error`: error objects in each format's shape.
 
 pub mod chat;
+pub mod error;
 pub mod messages;
 pub mod responses;
 pub mod sse;
@@ -107,6 +109,10 @@ pub trait Codec: Send + Sync + 'static {
     fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
     /// A stream codec for this request.
     fn stream(request: &Self::Request) -> Self::Stream;
+    /// What the caller should know about how far the rails could see this request.
+    fn notes(_request: &Self::Request) -> Vec<&'static str> {
+        Vec::new()
+    }
 }
 
 /// `obj[key]` as an optional string; `path` names the object in errors.

@@ -1,17 +1,19 @@
 //! A tiny scripted model, so `railyard serve --demo-backend` works on a machine with no model
-//! server and a newcomer can watch every rail act with curl or the OpenAI SDK.
+//! server and a newcomer can watch every rail act with curl, the OpenAI SDK or the Anthropic SDK.
 //!
-//! It speaks the Chat Completions API, streaming and not:
+//! It speaks every door Railyard does, streaming and not: chat completions (`chat`), responses
+//! (`responses`), Anthropic messages (`messages`), and lists one model (`/v1/models`). The script:
 //! - `call NAME {json}` from the user → a tool call to NAME with those arguments;
 //! - a tool result as the last message → "The tool returned: ...";
 //! - anything else → "You said: ..." (so PII you send comes back for the output rail to catch).
 
-use axum::extract::Json;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+mod chat;
+mod messages;
+mod responses;
+
+use axum::routing::{get, post};
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::SocketAddr;
 
 /// Start the demo model on an ephemeral loopback port; returns its base URL (`.../v1`).
@@ -35,30 +37,28 @@ pub async fn serve(listen: &str) -> std::io::Result<()> {
 }
 
 fn router() -> Router {
-    Router::new().route("/v1/chat/completions", post(complete))
+    Router::new()
+        .route("/v1/chat/completions", post(chat::complete))
+        .route("/v1/responses", post(responses::respond))
+        .route("/v1/messages", post(messages::message))
+        .route(
+            "/v1/models",
+            get(|| async {
+                axum::Json(json!({"object": "list", "data": [
+                    {"id": "railyard-demo", "object": "model", "created": 0, "owned_by": "railyard"}]}))
+            }),
+        )
 }
 
+/// What the demo model answers.
 enum Reply {
     Text(String),
     Call { name: String, arguments: String },
 }
 
-fn script(body: &Value) -> Reply {
-    let last = body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .unwrap_or(Value::Null);
-    let text = match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    };
-    if last["role"] == "tool" {
+/// The script, on the last message's role and text.
+fn script(role: &str, text: &str) -> Reply {
+    if role == "tool" {
         return Reply::Text(format!("The tool returned: {text}"));
     }
     if let Some(rest) = text.trim().strip_prefix("call ") {
@@ -71,79 +71,45 @@ fn script(body: &Value) -> Reply {
     Reply::Text(format!("You said: {text}"))
 }
 
-async fn complete(Json(body): Json<Value>) -> Response {
-    let model = body["model"]
-        .as_str()
-        .unwrap_or("railyard-demo")
-        .to_string();
-    let reply = script(&body);
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    let id = format!("chatcmpl-demo-{created}");
-    if body["stream"].as_bool() != Some(true) {
-        let (message, finish) = match reply {
-            Reply::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
-            Reply::Call { name, arguments } => (
-                json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"id": "call_demo_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}),
-                "tool_calls",
-            ),
-        };
-        return Json(json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
-        }))
-        .into_response();
-    }
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let mut events = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
-    let piece = |s: &str, n: usize| -> Vec<String> {
-        s.chars()
+/// `s` in pieces of `n` characters, as models split their output.
+fn pieces(s: &str, n: usize) -> Vec<String> {
+    s.chars()
+        .collect::<Vec<_>>()
+        .chunks(n)
+        .map(|c| c.iter().collect())
+        .collect()
+}
+
+/// The text of an OpenAI-style content value (a string, or parts with `text`).
+fn text_of(content: &serde_json::Value) -> String {
+    match content {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or_else(|| p["content"].as_str()))
             .collect::<Vec<_>>()
-            .chunks(n)
-            .map(|c| c.iter().collect())
-            .collect()
-    };
-    let finish = match reply {
-        Reply::Text(t) => {
-            // Small pieces, so values are split across chunks as real models split them.
-            for p in piece(&t, 6) {
-                events.push(chunk(json!({"content": p}), Value::Null));
-            }
-            "stop"
-        }
-        Reply::Call { name, arguments } => {
-            events.push(chunk(
-                json!({"tool_calls": [{"index": 0, "id": "call_demo_1", "type": "function", "function": {"name": name, "arguments": ""}}]}),
-                Value::Null,
-            ));
-            for p in piece(&arguments, 5) {
-                events.push(chunk(
-                    json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
-                    Value::Null,
-                ));
-            }
-            "tool_calls"
-        }
-    };
-    events.push(chunk(json!({}), json!(finish)));
-    if body["stream_options"]["include_usage"].as_bool() == Some(true) {
-        events.push(json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}));
+            .join(" "),
+        _ => String::new(),
     }
-    let mut text = String::new();
-    for e in events {
-        text.push_str(&format!("data: {e}\n\n"));
+}
+
+fn now() -> u64 {
+    crate::util::unix_secs()
+}
+
+/// An SSE body from `(event name, data)` pairs.
+fn sse(events: Vec<(Option<&str>, serde_json::Value)>, done: bool) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut out = Vec::new();
+    for (name, data) in events {
+        crate::codec::sse::write(&mut out, name, &data.to_string());
     }
-    text.push_str("data: [DONE]\n\n");
-    ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response()
+    if done {
+        crate::codec::sse::write(&mut out, None, "[DONE]");
+    }
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+        out,
+    )
+        .into_response()
 }

@@ -135,6 +135,11 @@ impl RequestScope {
         self.options = options;
     }
 
+    /// Tell the caller something about how far the rails could see.
+    pub fn note(&mut self, note: &str) {
+        self.record.notes.push(note.to_string());
+    }
+
     /// What the request is about (MCP: server, method, tool).
     pub fn set_target(&mut self, target: Target) {
         self.record.target = Some(target);
@@ -265,6 +270,9 @@ impl RequestScope {
         let mut record = self.record.clone();
         record.status = 200;
         record.latency_us = self.started.elapsed().as_micros() as u64;
+        if record.blocked.is_some() {
+            record.outcome = Outcome::Refused;
+        }
         let mut v = serde_json::to_value(&record).unwrap_or_default();
         if !self.rejections.is_empty() {
             v["rejections"] = Value::Array(self.rejections.clone());

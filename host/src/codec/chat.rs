@@ -283,10 +283,9 @@ impl StreamCodec for ChatStream {
             Down::Refused {
                 message, railyard, ..
             } => {
-                let error = json!({
-                    "error": {"message": message, "type": "policy_violation", "param": null, "code": "blocked"},
-                    "railyard": railyard,
-                });
+                let (kind, code) = super::error::POLICY_VIOLATION;
+                let mut error = super::error::openai(&message, kind, code, None);
+                error["railyard"] = railyard;
                 sse::write(out, None, &error.to_string());
                 sse::write(out, None, "[DONE]");
                 return;
@@ -301,7 +300,7 @@ impl StreamCodec for ChatStream {
                 kind,
                 code,
             } => {
-                let error = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+                let error = super::error::openai(&message, &kind, &code, None);
                 sse::write(out, None, &error.to_string());
                 sse::write(out, None, "[DONE]");
                 return;
@@ -352,124 +351,4 @@ fn call_fragment(choice: u32, f: Value) -> Up {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::ToolCall;
-
-    fn event(data: &str) -> sse::SseEvent {
-        sse::SseEvent {
-            event: None,
-            data: data.into(),
-        }
-    }
-
-    #[test]
-    fn request_round_trips_and_edits_replace_messages() {
-        let body = json!({"model": "m", "stream": true, "x": 1,
-            "messages": [{"role": "user", "content": "hi", "x-msg": true}]});
-        let Value::Object(map) = body.clone() else {
-            unreachable!()
-        };
-        let (request, mut payload) = Chat::decode_request(map).unwrap();
-        assert!(Chat::stream_requested(&request));
-        let same: Value =
-            serde_json::from_slice(&Chat::encode_request(&request, &payload, false)).unwrap();
-        assert_eq!(same, body);
-        payload.messages[0].content = Some(crate::model::Content::Text("[EMAIL]".into()));
-        let edited: Value =
-            serde_json::from_slice(&Chat::encode_request(&request, &payload, true)).unwrap();
-        assert_eq!(edited["messages"][0]["content"], "[EMAIL]");
-        assert_eq!(edited["messages"][0]["x-msg"], true);
-        assert_eq!(edited["x"], 1);
-    }
-
-    #[test]
-    fn reply_with_removed_calls_is_filtered() {
-        let body = json!({"id": "c", "choices": [{"index": 0, "finish_reason": "tool_calls",
-            "message": {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
-            "usage": {"total_tokens": 3}});
-        let Value::Object(map) = body else {
-            unreachable!()
-        };
-        let (reply, mut messages) = Chat::decode_reply(map).unwrap();
-        let mut m = messages.remove(0);
-        m.tool_calls.clear();
-        m.content = Some(crate::model::Content::Text("no".into()));
-        let out = Chat::encode_reply(
-            reply,
-            vec![Judged {
-                message: m,
-                calls_removed: true,
-            }],
-            Some(json!({"r": 1})),
-        );
-        assert_eq!(out["choices"][0]["finish_reason"], "content_filter");
-        assert_eq!(out["choices"][0]["message"]["content"], "no");
-        assert!(out["choices"][0]["message"].get("tool_calls").is_none());
-        assert_eq!(out["usage"]["total_tokens"], 3);
-        assert_eq!(out["railyard"]["r"], 1);
-    }
-
-    #[test]
-    fn stream_events_decode_to_text_calls_and_finish() {
-        let mut s = ChatStream::default();
-        let up = s
-            .decode(event(
-                r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi","tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a"}}]},"finish_reason":null}]}"#,
-            ))
-            .unwrap();
-        assert!(matches!(&up[0], Up::Pass(_)), "role passes at once");
-        assert!(
-            matches!(&up[1], Up::Call { index: 0, id: Some(id), name: Some(n), .. } if id == "c1" && n == "f")
-        );
-        assert_eq!(
-            up[2],
-            Up::Text {
-                choice: 0,
-                part: 0,
-                text: "Hi".into()
-            }
-        );
-        let up = s
-            .decode(event(
-                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-            ))
-            .unwrap();
-        assert_eq!(
-            up,
-            vec![
-                Up::PartEnd { choice: 0, part: 0 },
-                Up::ChoiceEnd {
-                    choice: 0,
-                    finish: Some("stop".into())
-                }
-            ]
-        );
-        assert_eq!(s.decode(event("[DONE]")).unwrap(), vec![Up::Done]);
-        assert!(s.decode(event("not json")).is_err());
-    }
-
-    #[test]
-    fn stream_encodes_with_the_backend_template() {
-        let mut s = ChatStream::default();
-        s.decode(event(r#"{"id":"x","model":"m","choices":[]}"#))
-            .unwrap();
-        let mut out = Vec::new();
-        s.encode(
-            Down::Calls {
-                choice: 0,
-                calls: vec![ToolCall::function("c1".into(), "f".into(), "{}".into())],
-            },
-            &mut out,
-        );
-        s.encode(Down::Done { railyard: None }, &mut out);
-        let text = String::from_utf8(out).unwrap();
-        assert!(
-            text.contains(r#""id":"x""#) && text.contains(r#""model":"m""#),
-            "{text}"
-        );
-        assert!(text.contains(r#""tool_calls":[{"id":"c1""#), "{text}");
-        assert!(text.ends_with("data: [DONE]\n\n"));
-    }
-}
+mod tests;

@@ -11,10 +11,12 @@
 //! Reply → model: text blocks are the reply's content (as content parts, so a policy edits each
 //! block), `tool_use` blocks its calls. Streaming: `stream`.
 
+mod blocks;
 mod stream;
 
 use super::{stream_flag, Codec, Door, Judged, Route};
 use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use blocks::{encode_blocks, rewrite_content};
 use serde_json::{json, Map, Value};
 pub use stream::MessagesStream;
 
@@ -135,53 +137,6 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
     Ok(())
 }
 
-/// One wire message's content blocks from the model messages that came from it.
-fn encode_blocks(messages: &[&Message]) -> Value {
-    let mut blocks = Vec::new();
-    for m in messages {
-        if let Some(Value::Array(before)) = m.wire.get("before") {
-            blocks.extend(before.iter().cloned());
-        }
-        if m.role == "tool" {
-            let mut b = Map::new();
-            b.insert("type".into(), json!("tool_result"));
-            b.insert("tool_use_id".into(), json!(m.tool_call_id));
-            match &m.content {
-                Some(Content::Text(t)) => {
-                    b.insert("content".into(), json!(t));
-                }
-                Some(Content::Parts(p)) => {
-                    b.insert("content".into(), p.clone());
-                }
-                None => {}
-            }
-            b.extend(m.extra.clone());
-            blocks.push(Value::Object(b));
-            continue;
-        }
-        match &m.content {
-            Some(Content::Text(t)) => blocks.push(json!({"type": "text", "text": t})),
-            Some(Content::Parts(Value::Array(p))) => blocks.extend(p.iter().cloned()),
-            Some(Content::Parts(other)) => blocks.push(other.clone()),
-            None => {}
-        }
-        for call in &m.tool_calls {
-            let mut b = Map::new();
-            b.insert("type".into(), json!("tool_use"));
-            b.insert("id".into(), json!(call.id));
-            b.insert("name".into(), json!(call.name));
-            let input = serde_json::from_str::<Value>(&call.arguments)
-                .ok()
-                .filter(Value::is_object)
-                .unwrap_or(json!({}));
-            b.insert("input".into(), input);
-            b.extend(call.extra.clone());
-            blocks.push(Value::Object(b));
-        }
-    }
-    Value::Array(blocks)
-}
-
 fn wire_role(m: &Message) -> &str {
     if m.role == "tool" {
         "user"
@@ -282,6 +237,7 @@ impl Codec for Messages {
             obj.retain(|_, _| first.role != "tool");
             obj.insert("role".into(), json!(wire_role(first)));
             let single_text = group.len() == 1
+                && group[0].role != "tool"
                 && matches!(group[0].content, Some(Content::Text(_)))
                 && group[0].tool_calls.is_empty()
                 && group[0].wire.get("before").is_none();
@@ -346,8 +302,9 @@ impl Codec for Messages {
     fn encode_reply(reply: MessagesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
         let mut body = reply.body;
         if let Some(judged) = judged.into_iter().next() {
-            let content = body.remove("content").unwrap_or_default();
-            body.insert("content".into(), rewrite_content(content, &judged.message));
+            if let Some(content) = body.get_mut("content") {
+                *content = rewrite_content(std::mem::take(content), &judged.message);
+            }
             if judged.calls_removed {
                 body.insert("stop_reason".into(), json!("end_turn"));
             }
@@ -375,52 +332,6 @@ impl Codec for Messages {
     fn stream(_request: &MessagesRequest) -> MessagesStream {
         MessagesStream::default()
     }
-}
-
-/// The reply's blocks with the judged message in place: text blocks replaced in order (or, if a
-/// policy replaced the content with text, one block), tool uses kept only if they passed.
-fn rewrite_content(content: Value, judged: &Message) -> Value {
-    let Value::Array(blocks) = content else {
-        return content;
-    };
-    let mut texts: Vec<Value> = match &judged.content {
-        Some(Content::Parts(Value::Array(p))) => p.clone(),
-        Some(Content::Text(t)) => vec![json!({"type": "text", "text": t})],
-        _ => Vec::new(),
-    };
-    texts.reverse();
-    let one_text = matches!(judged.content, Some(Content::Text(_)));
-    let mut out = Vec::new();
-    let mut placed = false;
-    for mut block in blocks {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                if one_text && placed {
-                    continue;
-                }
-                if let Some(t) = texts.pop() {
-                    placed = true;
-                    out.push(t);
-                }
-            }
-            Some("tool_use") => {
-                let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == id) {
-                    if let Ok(input) = serde_json::from_str::<Value>(&call.arguments) {
-                        block["input"] = input;
-                    }
-                    out.push(block);
-                }
-            }
-            _ => out.push(block),
-        }
-    }
-    if !placed {
-        if let Some(t) = texts.pop() {
-            out.insert(0, t);
-        }
-    }
-    Value::Array(out)
 }
 
 #[cfg(test)]

@@ -12,10 +12,13 @@
 //! policy edits each part), `function_call` items its calls, other `*_call` items hosted calls.
 //! Streaming: `stream`.
 
+mod output;
 mod stream;
 
 use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
 use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use output::rewrite_output;
+pub(crate) use output::{message_item, response_object};
 use serde_json::{json, Map, Value};
 pub use stream::ResponsesStream;
 
@@ -332,9 +335,9 @@ impl Codec for Responses {
     fn encode_reply(reply: ResponsesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
         let mut body = reply.body;
         if let Some(judged) = judged.into_iter().next() {
-            let output = body.remove("output").unwrap_or_default();
-            let output = rewrite_output(output, &judged.message);
-            body.insert("output".into(), output);
+            if let Some(output) = body.get_mut("output") {
+                *output = rewrite_output(std::mem::take(output), &judged.message);
+            }
         }
         if let Some(railyard) = railyard {
             body.insert("railyard".into(), railyard);
@@ -349,100 +352,18 @@ impl Codec for Responses {
         out
     }
 
+    fn notes(request: &ResponsesRequest) -> Vec<&'static str> {
+        match request.body.get("previous_response_id") {
+            Some(Value::String(_)) => vec![
+                "previous_response_id: the backend keeps the earlier turns, so tool-result linkage covered only the items this request carried",
+            ],
+            _ => Vec::new(),
+        }
+    }
+
     fn stream(request: &ResponsesRequest) -> ResponsesStream {
         ResponsesStream::new(request.body.get("model").cloned().unwrap_or(Value::Null))
     }
-}
-
-/// A completed response object with no output yet.
-pub(crate) fn response_object(model: Option<&Value>, id: &str) -> Value {
-    json!({
-        "id": format!("resp_{id}"),
-        "object": "response",
-        "created_at": crate::util::unix_secs(),
-        "status": "completed",
-        "model": model.cloned().unwrap_or(Value::Null),
-        "output": [],
-        "error": null,
-        "incomplete_details": null,
-        "instructions": null,
-        "metadata": {},
-        "parallel_tool_calls": true,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": null,
-    })
-}
-
-/// An assistant message output item with one text part.
-pub(crate) fn message_item(id: &str, text: &str) -> Value {
-    json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}]})
-}
-
-/// The output items with the judged message in place: text parts replaced in order (or, if a
-/// policy replaced the content with text, one part with that text), calls kept only if they
-/// passed, with their judged arguments.
-fn rewrite_output(output: Value, judged: &Message) -> Value {
-    let Value::Array(items) = output else {
-        return output;
-    };
-    let mut parts: Vec<Value> = match &judged.content {
-        Some(Content::Parts(Value::Array(p))) => p.clone(),
-        Some(Content::Text(t)) => {
-            vec![json!({"type": "output_text", "text": t, "annotations": []})]
-        }
-        _ => Vec::new(),
-    };
-    parts.reverse();
-    let mut out = Vec::new();
-    let mut text_placed = false;
-    for mut item in items {
-        match item.get("type").and_then(Value::as_str) {
-            Some("message") => {
-                let n = item
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                let take = match &judged.content {
-                    Some(Content::Text(_)) if text_placed => 0,
-                    Some(Content::Text(_)) => 1,
-                    _ => n,
-                };
-                let content: Vec<Value> = (0..take).filter_map(|_| parts.pop()).collect();
-                if content.is_empty() {
-                    continue;
-                }
-                text_placed = true;
-                item["content"] = Value::Array(content);
-                out.push(item);
-            }
-            Some("function_call") => {
-                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == call_id) {
-                    item["arguments"] = json!(call.arguments);
-                    out.push(item);
-                }
-            }
-            Some(t) if hosted_kind(t).is_some() => {
-                let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                if judged
-                    .tool_calls
-                    .iter()
-                    .any(|c| c.is_hosted() && c.id == id)
-                {
-                    out.push(item);
-                }
-            }
-            _ => out.push(item),
-        }
-    }
-    if !text_placed {
-        if let Some(Content::Text(t)) = &judged.content {
-            out.push(message_item("msg_railyard", t));
-        }
-    }
-    Value::Array(out)
 }
 
 #[cfg(test)]

@@ -126,6 +126,10 @@ pub struct DecisionRecord {
     /// What the request was about, for doors that have a target (MCP: the server and tool).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
+    /// What the caller should know about how far the rails could see (e.g. a Responses request
+    /// whose earlier turns are kept by the backend).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The target of a request on a door that has one.
@@ -158,6 +162,7 @@ impl DecisionRecord {
             faults: Vec::new(),
             blocked: None,
             target: None,
+            notes: Vec::new(),
         }
     }
 
@@ -209,9 +214,12 @@ impl DecisionRecord {
         }
     }
 
-    /// Whether any rail did more than allow, or a plugin faulted.
+    /// Whether any rail did more than allow, a plugin faulted, or there is a note for the
+    /// caller: then the answer carries a `railyard` object.
     pub fn acted(&self) -> bool {
-        self.rails.0.iter().any(|(_, v)| *v != Verdict::Allow) || !self.faults.is_empty()
+        self.rails.0.iter().any(|(_, v)| *v != Verdict::Allow)
+            || !self.faults.is_empty()
+            || !self.notes.is_empty()
     }
 
     /// One line for the human log format.

@@ -1,15 +1,14 @@
-//! The one place where failures become responses: error bodies in the shape of the door the
-//! request came through (OpenAI's `{"error": {"message", "type", "param", "code"}}`, or
-//! Anthropic's `{"type": "error", "error": {"type", "message"}}`) with the right status and
-//! headers, and how each one is counted in the decision record. Handlers return [`ApiError`]
-//! and never build error bodies themselves; stream error events are the codecs' (`Down::Error`).
+//! The one place where failures become responses: each cause mapped to a status, headers, an
+//! error body in the shape of the door the request came through (`crate::codec::error`:
+//! OpenAI's or Anthropic's) and how the decision record counts it. Handlers return
+//! [`ApiError`] and never build error bodies themselves.
 
 use crate::backend::BackendError;
 use crate::codec::Door;
 use crate::policy::record::Outcome;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -152,10 +151,10 @@ impl ApiError {
     pub fn body(&self) -> Value {
         let (_, kind, code) = self.parts();
         let param = match self {
-            ApiError::BadRequest { param, .. } => param.clone(),
+            ApiError::BadRequest { param, .. } => param.as_deref(),
             _ => None,
         };
-        let mut body = json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}});
+        let mut body = crate::codec::error::openai(&self.to_string(), kind, code, param);
         if let ApiError::Blocked { railyard, .. } = self {
             body["railyard"] = railyard.clone();
         }
@@ -165,17 +164,11 @@ impl ApiError {
     /// The Anthropic-shaped body.
     pub fn anthropic_body(&self) -> Value {
         let (status, _, _) = self.parts();
-        let kind = match status.as_u16() {
-            400 => "invalid_request_error",
-            401 => "authentication_error",
-            403 => "permission_error",
-            404 => "not_found_error",
-            413 => "request_too_large",
-            429 => "rate_limit_error",
-            _ => "api_error",
+        let kind = match self {
+            ApiError::Blocked { .. } => crate::codec::error::POLICY_VIOLATION.0,
+            _ => crate::codec::error::anthropic_kind(status.as_u16()),
         };
-        let mut body =
-            json!({"type": "error", "error": {"type": kind, "message": self.to_string()}});
+        let mut body = crate::codec::error::anthropic(kind, &self.to_string());
         if let ApiError::Blocked { railyard, .. } = self {
             body["railyard"] = railyard.clone();
         }

@@ -89,6 +89,9 @@ async fn serve<C: Codec>(
     scope.set_options(options);
     let (request, payload) =
         C::decode_request(body).map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
+    for note in C::notes(&request) {
+        scope.note(note);
+    }
 
     let (mut conversation, edited) = match scope.inbound(payload) {
         Inbound::Refuse(refusal) => {

@@ -7,6 +7,7 @@
 //! (thinking, server tools) pass. Block indices are renumbered in the order blocks are written,
 //! since some are held and some are Railyard's own.
 
+use crate::codec::error;
 use crate::codec::sse::{self, SseEvent};
 use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up};
 use serde_json::{json, Map, Value};
@@ -311,16 +312,15 @@ impl StreamCodec for MessagesStream {
             }
             Down::Refused {
                 message, railyard, ..
-            } => Self::write(
-                out,
-                json!({"type": "error",
-                "error": {"type": "policy_violation", "message": message}, "railyard": railyard}),
-            ),
+            } => {
+                let mut event = error::anthropic(error::POLICY_VIOLATION.0, &message);
+                event["railyard"] = railyard;
+                Self::write(out, event)
+            }
             Down::BackendError(frame) => Self::write(out, frame.data),
-            Down::Error { message, .. } => Self::write(
-                out,
-                json!({"type": "error", "error": {"type": "api_error", "message": message}}),
-            ),
+            Down::Error { message, .. } => {
+                Self::write(out, error::anthropic(error::anthropic_kind(502), &message))
+            }
         }
     }
 }

@@ -9,11 +9,14 @@
 //! client was actually sent). Sequence numbers and output indices are renumbered in the order
 //! events are written, since some are held and some are Railyard's own.
 
-use super::{hosted_kind, message_item, response_object};
+mod decode;
+
+use super::{message_item, response_object};
+use crate::codec::error;
 use crate::codec::sse::{self, SseEvent};
-use crate::codec::stream::{Down, Frame, Part, StreamCodec, Up};
+use crate::codec::stream::{Down, Part, StreamCodec, Up};
 use crate::model::{ToolCall, FUNCTION};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
 /// A part key from an output index and a content index.
@@ -257,155 +260,7 @@ impl ResponsesStream {
 
 impl StreamCodec for ResponsesStream {
     fn decode(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
-        let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
-            return Err("an event that is not a JSON object".into());
-        };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or("")
-            .to_string();
-        let output = data
-            .get("output_index")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let content = data
-            .get("content_index")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let pass = |data: Map<String, Value>| {
-            Up::Pass(Frame {
-                event: None,
-                data: Value::Object(data),
-            })
-        };
-        if let Some(id) = data.get("item_id").and_then(Value::as_str) {
-            if self.held_items.contains(id) {
-                return Ok(Vec::new()); // progress of a call the client sees only once judged
-            }
-        }
-        Ok(match kind.as_str() {
-            "response.output_item.added" | "response.output_item.done" => {
-                let item = data.get("item").cloned().unwrap_or_default();
-                let t = item.get("type").and_then(Value::as_str).unwrap_or("");
-                if t == "function_call" || hosted_kind(t).is_some() {
-                    if let Some(id) = item.get("id").and_then(Value::as_str) {
-                        self.held_items.insert(id.to_string());
-                    }
-                    if kind.ends_with(".done") {
-                        return Ok(Vec::new());
-                    }
-                    let mut extra = item.as_object().cloned().unwrap_or_default();
-                    let function = t == "function_call";
-                    let mut take = |k: &str| {
-                        if function {
-                            extra.remove(k).and_then(|v| v.as_str().map(str::to_string))
-                        } else {
-                            None
-                        }
-                    };
-                    let (id, name, arguments) = (take("call_id"), take("name"), take("arguments"));
-                    extra.remove("status");
-                    let id = if function {
-                        id
-                    } else {
-                        item.get("id").and_then(Value::as_str).map(str::to_string)
-                    };
-                    let kind = if function {
-                        FUNCTION.to_string()
-                    } else {
-                        hosted_kind(t).unwrap_or(t).to_string()
-                    };
-                    vec![Up::Call {
-                        choice: 0,
-                        index: output,
-                        id,
-                        name,
-                        kind: Some(kind),
-                        arguments: arguments.unwrap_or_default(),
-                        extra,
-                    }]
-                } else {
-                    if t == "message" {
-                        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                        let parts = item
-                            .get("content")
-                            .and_then(Value::as_array)
-                            .map_or(0, Vec::len);
-                        for ci in 0..parts.max(1) as u64 {
-                            self.parts.entry(part_key(output, ci)).or_insert(PartState {
-                                item_id: id.to_string(),
-                                output_index: 0,
-                                content_index: ci,
-                                text: String::new(),
-                                synthetic: false,
-                            });
-                        }
-                    }
-                    vec![pass(data)]
-                }
-            }
-            "response.content_part.added" => {
-                let id = data.get("item_id").and_then(Value::as_str).unwrap_or("");
-                self.parts
-                    .entry(part_key(output, content))
-                    .or_insert(PartState {
-                        item_id: id.to_string(),
-                        output_index: 0,
-                        content_index: content,
-                        text: String::new(),
-                        synthetic: false,
-                    });
-                vec![pass(data)]
-            }
-            "response.output_text.delta" => vec![Up::Text {
-                choice: 0,
-                part: part_key(output, content),
-                text: data
-                    .get("delta")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            }],
-            "response.output_text.done" => vec![Up::PartEnd {
-                choice: 0,
-                part: part_key(output, content),
-            }],
-            "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
-                if kind.ends_with(".done") {
-                    return Ok(Vec::new());
-                }
-                vec![Up::Call {
-                    choice: 0,
-                    index: output,
-                    id: None,
-                    name: None,
-                    kind: None,
-                    arguments: data
-                        .get("delta")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    extra: Map::new(),
-                }]
-            }
-            "response.completed" | "response.incomplete" => {
-                self.completed = data.get("response").cloned();
-                vec![
-                    Up::ChoiceEnd {
-                        choice: 0,
-                        finish: None,
-                    },
-                    Up::Done,
-                ]
-            }
-            "response.failed" | "error" => vec![Up::Error(Frame {
-                event: Some(kind),
-                data: Value::Object(data),
-            })],
-            _ => vec![pass(data)],
-        })
+        self.decode_event(event)
     }
 
     fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
@@ -508,16 +363,18 @@ impl StreamCodec for ResponsesStream {
             }
             Down::Refused {
                 message, railyard, ..
-            } => self.write(
-                out,
-                json!({"type": "error", "code": "blocked",
-                "message": message, "param": null, "railyard": railyard}),
-            ),
+            } => {
+                let (kind, code) = error::POLICY_VIOLATION;
+                let mut event = error::responses_event(&message, kind, code);
+                event["railyard"] = railyard;
+                self.write(out, event)
+            }
             Down::BackendError(frame) => self.write(out, frame.data),
-            Down::Error { message, code, .. } => self.write(
-                out,
-                json!({"type": "error", "code": code, "message": message, "param": null}),
-            ),
+            Down::Error {
+                message,
+                code,
+                kind,
+            } => self.write(out, error::responses_event(&message, &kind, &code)),
         }
     }
 }

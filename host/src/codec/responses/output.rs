@@ -1,0 +1,96 @@
+//! Responses output items: the reply with judged messages in place, and Railyard's own items.
+
+use super::hosted_kind;
+use crate::model::{Content, Message};
+use serde_json::{json, Value};
+
+/// A completed response object with no output yet.
+pub(crate) fn response_object(model: Option<&Value>, id: &str) -> Value {
+    json!({
+        "id": format!("resp_{id}"),
+        "object": "response",
+        "created_at": crate::util::unix_secs(),
+        "status": "completed",
+        "model": model.cloned().unwrap_or(Value::Null),
+        "output": [],
+        "error": null,
+        "incomplete_details": null,
+        "instructions": null,
+        "metadata": {},
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": null,
+    })
+}
+
+/// An assistant message output item with one text part.
+pub(crate) fn message_item(id: &str, text: &str) -> Value {
+    json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// The output items with the judged message in place: text parts replaced in order (or, if a
+/// policy replaced the content with text, one part with that text), calls kept only if they
+/// passed, with their judged arguments.
+pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
+    let Value::Array(items) = output else {
+        return output;
+    };
+    let mut parts: Vec<Value> = match &judged.content {
+        Some(Content::Parts(Value::Array(p))) => p.clone(),
+        Some(Content::Text(t)) => {
+            vec![json!({"type": "output_text", "text": t, "annotations": []})]
+        }
+        _ => Vec::new(),
+    };
+    parts.reverse();
+    let mut out = Vec::new();
+    let mut text_placed = false;
+    for mut item in items {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                let n = item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let take = match &judged.content {
+                    Some(Content::Text(_)) if text_placed => 0,
+                    Some(Content::Text(_)) => 1,
+                    _ => n,
+                };
+                let content: Vec<Value> = (0..take).filter_map(|_| parts.pop()).collect();
+                if content.is_empty() {
+                    continue;
+                }
+                text_placed = true;
+                item["content"] = Value::Array(content);
+                out.push(item);
+            }
+            Some("function_call") => {
+                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == call_id) {
+                    item["arguments"] = json!(call.arguments);
+                    out.push(item);
+                }
+            }
+            Some(t) if hosted_kind(t).is_some() => {
+                let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+                if judged
+                    .tool_calls
+                    .iter()
+                    .any(|c| c.is_hosted() && c.id == id)
+                {
+                    out.push(item);
+                }
+            }
+            _ => out.push(item),
+        }
+    }
+    if !text_placed {
+        if let Some(Content::Text(t)) = &judged.content {
+            out.push(message_item("msg_railyard", t));
+        }
+    }
+    Value::Array(out)
+}

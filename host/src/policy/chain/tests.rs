@@ -1,0 +1,172 @@
+//! The chain's semantics, natively, with fake plugins.
+
+use super::*;
+use crate::model::{Content, Message};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A plugin that answers a fixed verdict (or fault), counting its calls.
+struct Fake {
+    id: &'static str,
+    answer: Result<wit::Verdict, PluginFault>,
+    calls: AtomicUsize,
+}
+
+impl Fake {
+    fn new(id: &'static str, answer: Result<wit::Verdict, PluginFault>) -> Fake {
+        Fake {
+            id,
+            answer,
+            calls: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Evaluate for Fake {
+    fn id(&self) -> &str {
+        self.id
+    }
+    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        // Every plugin sees the edits of the plugins before it.
+        if let Some(wit::Content::Text(t)) = &request.messages[0].content {
+            if t.contains("seen") {
+                return Ok(wit::Verdict::Block(format!("{} saw {t}", self.id)));
+            }
+        }
+        self.answer.clone()
+    }
+}
+
+fn user(text: &str) -> Payload {
+    Payload {
+        messages: vec![Message::new("user", Some(Content::Text(text.into())))],
+        tools: Vec::new(),
+    }
+}
+
+fn edit(text: &str) -> wit::Verdict {
+    wit::Verdict::Modify(wit::Modification {
+        edits: vec![wit::Edit::Content(wit::ContentEdit {
+            message: 0,
+            content: wit::Content::Text(text.into()),
+        })],
+        reason: "edited".into(),
+    })
+}
+
+fn fault() -> Result<wit::Verdict, PluginFault> {
+    Err(PluginFault {
+        kind: FaultKind::Trap,
+        message: "boom".into(),
+    })
+}
+
+fn go(steps: &[(&Fake, OnError)], text: &str) -> Evaluation {
+    run(
+        Rail::Input,
+        steps.iter().copied(),
+        user(text),
+        &Context::default(),
+    )
+}
+
+#[test]
+fn edits_thread_through_and_the_strongest_verdict_wins() {
+    let a = Fake::new("a", Ok(edit("seen")));
+    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
+    assert_eq!(e.verdict, Verdict::Block, "b saw a's edit");
+    assert_eq!(e.blocked.unwrap().reason, "b saw seen");
+}
+
+#[test]
+fn a_block_stops_the_chain() {
+    let a = Fake::new("a", Ok(wit::Verdict::Block("no".into())));
+    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
+    assert_eq!(e.verdict, Verdict::Block);
+    assert_eq!(b.calls.load(Ordering::Relaxed), 0);
+    assert_eq!(e.decisions.len(), 1);
+}
+
+#[test]
+fn faults_fail_closed_or_open_and_are_never_blocks_of_their_own() {
+    let bad = Fake::new("bad", fault());
+    let after = Fake::new("after", Ok(edit("later")));
+    let closed = go(&[(&bad, OnError::Block), (&after, OnError::Block)], "x");
+    assert_eq!(closed.verdict, Verdict::Block);
+    assert!(closed.blocked.as_ref().unwrap().fault);
+    assert_eq!(closed.decisions[0].verdict, Decided::Fault);
+    let open = go(&[(&bad, OnError::Allow), (&after, OnError::Block)], "x");
+    assert_eq!(open.verdict, Verdict::Modify, "the fault was skipped");
+    assert_eq!(open.decisions[0].on_error, Some(OnError::Allow));
+    assert_eq!(
+        open.payload.messages[0].content,
+        Some(Content::Text("later".into()))
+    );
+}
+
+#[test]
+fn an_invalid_edit_is_a_fault_and_changes_nothing() {
+    let out_of_range = Fake::new(
+        "p",
+        Ok(wit::Verdict::Modify(wit::Modification {
+            edits: vec![wit::Edit::Content(wit::ContentEdit {
+                message: 7,
+                content: wit::Content::Text("x".into()),
+            })],
+            reason: "r".into(),
+        })),
+    );
+    let e = go(&[(&out_of_range, OnError::Block)], "keep");
+    assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("keep".into()))
+    );
+}
+
+#[test]
+fn reject_replaces_and_goes_on() {
+    let r = Fake::new(
+        "r",
+        Ok(wit::Verdict::Reject(vec![wit::Rejection {
+            target: wit::Target::Message(0),
+            message: "[withheld]".into(),
+        }])),
+    );
+    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let e = go(&[(&r, OnError::Block), (&b, OnError::Block)], "x");
+    assert_eq!(e.verdict, Verdict::Reject);
+    assert_eq!(b.calls.load(Ordering::Relaxed), 1);
+    assert_eq!(e.rejections[0].reason, "[withheld]");
+}
+
+/// The `as_str` spellings (logs, metrics, gRPC) are the serialized ones (JSON APIs).
+#[test]
+fn spellings_match_serde() {
+    let same = |json: serde_json::Value, s: &str| assert_eq!(json, serde_json::json!(s));
+    for v in [
+        Verdict::Allow,
+        Verdict::Modify,
+        Verdict::Reject,
+        Verdict::Block,
+    ] {
+        same(serde_json::to_value(v).unwrap(), v.as_str());
+    }
+    for d in [
+        Decided::Allow,
+        Decided::Modify,
+        Decided::Reject,
+        Decided::Block,
+        Decided::Fault,
+    ] {
+        same(serde_json::to_value(d).unwrap(), d.as_str());
+    }
+    for o in [OnError::Block, OnError::Allow] {
+        same(serde_json::to_value(o).unwrap(), o.as_str());
+    }
+    for f in FaultKind::ALL {
+        same(serde_json::to_value(f).unwrap(), f.as_str());
+    }
+}
