@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# Load test: the same chat request straight to a backend vs through Railyard with the bundled
-# policy chain, at concurrency 1, 16 and 64, in one run. Prints p50/p99 latency and throughput,
-# and the ratios against the direct baseline.
+# Load test: the same request straight to a backend vs through Railyard with the bundled policy
+# chain, at concurrency 1, 16 and 64, in one run, for each door (chat completions, responses,
+# Anthropic messages). Prints p50/p99 latency and throughput, and the ratios against the direct
+# baseline.
 #
 # Backend: Railyard's built-in demo model (`railyard demo-backend`), an in-memory scripted
 # OpenAI-compatible server on loopback, so the figures measure Railyard's overhead, not a model.
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
-#        [RAILYARD_BASELINE=/path/to/old/railyard] bench/load.sh [seconds-per-run]   (default 10)
+#        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat responses messages"] \
+#        bench/load.sh [seconds-per-run]   (default 10)
 # With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
-# measured in the same run, so a change is compared before/after on one machine state.
+# measured in the same run, so a change is compared before/after on one machine state (on the
+# chat door, which every build has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
-if [ -n "${RAILYARD_BIN:-}" ]; then
-    bin="$RAILYARD_BIN"
-else
-    cargo build --release -q
-    bin=target/release/railyard
-fi
+cargo build --release -q
+# The demo backend is always this tree's (it speaks every door); the daemon under test may be
+# another build.
+demo=target/release/railyard
+bin="${RAILYARD_BIN:-$demo}"
 baseline="${RAILYARD_BASELINE:-}"
+doors="${DOORS:-chat responses messages}"
 # The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
 key="${RAILYARD_KEY:-demo-key}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
-$bin demo-backend --listen 127.0.0.1:19100 >/dev/null &
+$demo demo-backend --listen 127.0.0.1:19100 >/dev/null &
 RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:19101 \
     --backend http://127.0.0.1:19100/v1 >/dev/null &
 ports="19100 19101"
@@ -44,23 +47,34 @@ for port in $ports; do
     done
 done
 
-# ~2 KB conversation, one email address (so the input rail modifies), ordinary text elsewhere.
-python3 - "$work/body.json" <<'PY'
+# ~2 KB conversation, one email address (so the input rail modifies), ordinary text elsewhere, in
+# each door's shape.
+python3 - "$work" <<'PY'
 import json, sys
 s = "The quarterly report is attached; please review the figures before Friday. "
-msgs = [{"role": "system", "content": "You are a helpful assistant."}]
+turns = []
 for i in range(7):
     t = s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")
-    msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
-json.dump({"model": "demo", "messages": msgs}, open(sys.argv[1], "w"))
+    turns.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
+system = "You are a helpful assistant."
+bodies = {
+    "chat": {"model": "demo", "messages": [{"role": "system", "content": system}] + turns},
+    "responses": {"model": "demo", "instructions": system, "input": turns},
+    "messages": {"model": "demo", "max_tokens": 256, "system": system, "messages": turns},
+}
+for door, body in bodies.items():
+    json.dump(body, open(f"{sys.argv[1]}/{door}.json", "w"))
 PY
-echo "request body: $(wc -c < "$work/body.json") bytes; $secs s per run; $(nproc) cores; $(uname -m); key $key"
+path_of() { case "$1" in chat) echo /v1/chat/completions;; responses) echo /v1/responses;; messages) echo /v1/messages;; esac; }
+echo "request bodies: $(wc -c < "$work/chat.json") / $(wc -c < "$work/responses.json") / $(wc -c < "$work/messages.json") bytes (chat / responses / messages); $secs s per run; $(nproc) cores; $(uname -m); key $key"
 
-cat > "$work/post.lua" <<LUA
+for door in chat responses messages; do
+cat > "$work/$door.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $key"
-local f = io.open("$work/body.json", "r"); wrk.body = f:read("*a"); f:close()
+wrk.headers["anthropic-version"] = "2023-06-01"
+local f = io.open("$work/$door.json", "r"); wrk.body = f:read("*a"); f:close()
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %.4f %.4f %.1f %d %d\\n", latency:percentile(50) / 1000,
     latency:percentile(99) / 1000, summary.requests / (summary.duration / 1e6),
@@ -68,27 +82,33 @@ done = function(summary, latency, requests)
     + summary.errors.timeout, summary.requests))
 end
 LUA
+done
 
-run() { # url concurrency -> "p50_ms p99_ms rps"
-    wrk -t1 -c"$2" -d"${secs}s" -s "$work/post.lua" "$1" > "$work/out"
+run() { # url concurrency door -> "p50_ms p99_ms rps"
+    wrk -t1 -c"$2" -d"${secs}s" -s "$work/$3.lua" "$1" > "$work/out"
     local p50 p99 rps errs
     read -r _ p50 p99 rps errs _ < <(grep '^RESULT' "$work/out")
     [ "$errs" = 0 ] || { echo "errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
     echo "$p50 $p99 $rps"
 }
 
+for door in $doors; do
+path=$(path_of "$door")
+echo
+echo "door: $door ($path)"
 printf '%-5s %-9s %10s %10s %10s\n' conc target p50_ms p99_ms req/s
 for c in 1 16 64; do
-    read -r dp50 dp99 drps < <(run http://127.0.0.1:19100/v1/chat/completions "$c")
-    read -r rp50 rp99 rrps < <(run http://127.0.0.1:19101/v1/chat/completions "$c")
+    read -r dp50 dp99 drps < <(run "http://127.0.0.1:19100$path" "$c" "$door")
+    read -r rp50 rp99 rrps < <(run "http://127.0.0.1:19101$path" "$c" "$door")
     printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" direct "$dp50" "$dp99" "$drps"
     printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
     awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
         'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
-    if [ -n "$baseline" ]; then
-        read -r bp50 bp99 brps < <(run http://127.0.0.1:19102/v1/chat/completions "$c")
+    if [ -n "$baseline" ] && [ "$door" = chat ]; then
+        read -r bp50 bp99 brps < <(run "http://127.0.0.1:19102$path" "$c" "$door")
         printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" baseline "$bp50" "$bp99" "$brps"
         awk -v a="$dp50" -v b="$bp50" -v c="$dp99" -v d="$bp99" -v e="$drps" -v f="$brps" -v g="$rrps" \
             'BEGIN { printf "      baseline: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct; this build %.2fx the baseline\n", b-a, d-c, 100*f/e, g/f }'
     fi
+done
 done
