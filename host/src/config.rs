@@ -14,7 +14,7 @@ mod resolve;
 mod tests;
 
 use crate::auth::{ApiKey, KeyDigest};
-use crate::engine::Limits;
+use crate::model::Limits;
 use crate::model::{OnError, Rail, ToolDef};
 use raw::RawConfig;
 use serde::Deserialize;

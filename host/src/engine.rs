@@ -12,6 +12,7 @@ pub mod convert;
 mod plugin;
 mod sandbox;
 
+pub use crate::model::{Isolation, Limits};
 pub use crate::util::sha256_hex;
 pub use cache::ComponentCache;
 pub use plugin::{Plugin, PluginInfo};
@@ -34,42 +35,6 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Deadline for instantiating a plugin and running its `configure` (JS and Python runtimes start
 /// slowly, and `configure` may compile schemas or patterns).
 pub const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How a plugin's instances are used across evaluations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Isolation {
-    /// Configured instances are kept in a pool and reused (a few µs per call). State a plugin
-    /// keeps between calls survives; an instance that faults is discarded.
-    Pooled,
-    /// A fresh instance for every evaluation, configured anew (tens of µs for a small Rust
-    /// plugin, milliseconds for plugins that compile schemas or start a JS/Python runtime).
-    PerCall,
-}
-
-/// Resource limits for one plugin.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// CPU deadline for one evaluation.
-    pub timeout: Duration,
-    /// Cap on the instance's linear memory.
-    pub memory_bytes: usize,
-    /// Instance reuse.
-    pub isolation: Isolation,
-    /// Most idle instances kept per plugin (pooled isolation).
-    pub max_idle_instances: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            timeout: Duration::from_millis(100),
-            memory_bytes: 64 << 20,
-            isolation: Isolation::Pooled,
-            max_idle_instances: 16,
-        }
-    }
-}
 
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]

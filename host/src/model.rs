@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 use std::fmt;
+use std::time::Duration;
 
 /// The four rails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -314,6 +315,42 @@ impl Decided {
             Decided::Reject => "reject",
             Decided::Block => "block",
             Decided::Fault => "fault",
+        }
+    }
+}
+
+/// How a plugin's instances are used across evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// Configured instances are kept in a pool and reused (a few µs per call). State a plugin
+    /// keeps between calls survives; an instance that faults is discarded.
+    Pooled,
+    /// A fresh instance for every evaluation, configured anew (tens of µs for a small Rust
+    /// plugin, milliseconds for plugins that compile schemas or start a JS/Python runtime).
+    PerCall,
+}
+
+/// Resource limits for one plugin.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// CPU deadline for one evaluation.
+    pub timeout: Duration,
+    /// Cap on the instance's linear memory.
+    pub memory_bytes: usize,
+    /// Instance reuse.
+    pub isolation: Isolation,
+    /// Most idle instances kept per plugin (pooled isolation).
+    pub max_idle_instances: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            isolation: Isolation::Pooled,
+            max_idle_instances: 16,
         }
     }
 }

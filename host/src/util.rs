@@ -1,6 +1,7 @@
 //! Small helpers every layer may use.
 
 use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
 
 /// Hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -30,4 +31,16 @@ pub fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// Where compiled plugins are cached by default: `$RAILYARD_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/railyard`, else `$HOME/.cache/railyard`; no cache if none of them is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("RAILYARD_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(Path::new(&dir).join("railyard"));
+    }
+    std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache").join("railyard"))
 }

@@ -2,7 +2,7 @@
 //! numbers. Nothing here is checked beyond types; `resolve` turns it into a [`super::Config`].
 
 use super::{OnBlock, OnBlockStream};
-use crate::engine::Isolation;
+use crate::model::Isolation;
 use crate::model::OnError;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ use super::{
     AnthropicBackend, BackendConfig, PluginConfig, Problems, ServerConfig, StartupConfig,
     TenantConfig, MAX_MEMORY_MB, MAX_TIMEOUT_MS,
 };
-use crate::engine::Limits;
+use crate::model::Limits;
 use crate::model::{Rail, ToolDef};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -88,7 +88,7 @@ pub(super) fn server(
     let cache_dir = match &raw.cache_dir {
         Some(dir) if dir.is_empty() => None,
         Some(dir) => Some(base.join(dir)),
-        None => crate::engine::ComponentCache::default_dir(),
+        None => crate::util::default_cache_dir(),
     };
     let startup = StartupConfig {
         listen: raw

@@ -22,16 +22,9 @@ impl ComponentCache {
         ComponentCache { dir }
     }
 
-    /// The default location: `$RAILYARD_CACHE_DIR`, else `$XDG_CACHE_HOME/railyard`, else
-    /// `$HOME/.cache/railyard`; no cache if none of them is set.
+    /// The default location (see [`crate::util::default_cache_dir`]).
     pub fn default_dir() -> Option<PathBuf> {
-        if let Some(dir) = std::env::var_os("RAILYARD_CACHE_DIR") {
-            return Some(PathBuf::from(dir));
-        }
-        if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-            return Some(Path::new(&dir).join("railyard"));
-        }
-        std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache").join("railyard"))
+        crate::util::default_cache_dir()
     }
 
     /// Load the component for `bytes` (whose hex SHA-256 is `digest`) from the cache, or compile
