@@ -281,6 +281,8 @@ fn context(c: &Value) -> Context {
                     .collect()
             })
             .unwrap_or_default(),
+        model: c["model"].as_str().map(str::to_string),
+        door: c["door"].as_str().unwrap_or("check").to_string(),
     }
 }
 

@@ -68,6 +68,58 @@ pub struct Judged {
     pub message: Message,
     /// The model made tool calls and policies removed all of them.
     pub calls_removed: bool,
+    /// A policy found tool calls written in the text and made them calls.
+    pub calls_added: bool,
+}
+
+/// The request's `tools` as the model is offered them: the tools a `tools`-rail plugin hid
+/// left out, rewritten descriptions in place (`describe` writes one into a tool's JSON). The
+/// model's tools are the request's, in order: that rail neither adds nor removes declarations.
+pub(crate) fn offered_tools(
+    original: &[Value],
+    tools: &[crate::model::ToolDef],
+    describe: impl Fn(&mut Value, &str),
+) -> Vec<Value> {
+    original
+        .iter()
+        .zip(tools)
+        .filter(|(_, t)| t.hidden_by.is_none())
+        .map(|(json, t)| {
+            let mut json = json.clone();
+            if let Some(d) = &t.description {
+                describe(&mut json, d);
+            }
+            json
+        })
+        .collect()
+}
+
+/// Write the request's text fields (`path` with dots for nesting) back into `body`.
+pub(crate) fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
+    for f in fields {
+        let mut keys = f.path.split('.');
+        let Some(first) = keys.next() else { continue };
+        let mut at = body.get_mut(first);
+        for k in keys {
+            at = at.and_then(|v| v.get_mut(k));
+        }
+        if let Some(v) = at.filter(|v| v.is_string()) {
+            *v = Value::String(f.value.clone());
+        }
+    }
+}
+
+/// A string field of `body` at `path` (dots for nesting), as a request field.
+pub(crate) fn read_field(body: &Map<String, Value>, path: &str) -> Option<crate::model::Field> {
+    let mut keys = path.split('.');
+    let mut at = body.get(keys.next()?)?;
+    for k in keys {
+        at = at.get(k)?;
+    }
+    at.as_str().map(|v| crate::model::Field {
+        path: path.to_string(),
+        value: v.to_string(),
+    })
 }
 
 /// Where a door's requests go upstream.
@@ -109,6 +161,8 @@ pub trait Codec: Send + Sync + 'static {
     fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
     /// A stream codec for this request.
     fn stream(request: &Self::Request) -> Self::Stream;
+    /// The model the request asks for.
+    fn model(request: &Self::Request) -> Option<String>;
     /// What the caller should know about how far the rails could see this request.
     fn notes(_request: &Self::Request) -> Vec<&'static str> {
         Vec::new()

@@ -11,6 +11,7 @@ mod cache;
 pub mod convert;
 mod plugin;
 mod sandbox;
+pub mod verdict;
 
 pub use crate::model::{Isolation, Limits};
 pub use crate::util::sha256_hex;
@@ -20,8 +21,11 @@ pub use sandbox::{
     LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
     STDIO_BYTES_PER_CALL,
 };
+pub use verdict::{EvalRequest, PluginVerdict, Prepared};
 
-use bindings::{Policy, CONTRACT_PACKAGE, CONTRACT_VERSION, PLUGIN_INTERFACE};
+use bindings::{
+    Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS, PLUGIN_INTERFACE,
+};
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,7 +61,7 @@ pub enum LoadError {
         reason: String,
     },
     /// Built against another version of the contract.
-    #[error("{path} was built against {package}@{found}, but this Railyard speaks {package}@{expected}; rebuild the plugin against wit/policy.wit")]
+    #[error("{path} was built against {package}@{found}, but this Railyard speaks {package}@{expected} (and 0.1.0); rebuild the plugin against wit/policy.wit")]
     ContractVersion {
         /// The plugin file.
         path: PathBuf,
@@ -128,6 +132,8 @@ pub enum FaultKind {
     InvalidVerdict,
     /// `configure` refused the config when a new instance was made.
     Configure,
+    /// The plugin returned an error of its own (contract 0.2), e.g. a caught exception.
+    GuestError,
     /// The verdict is past a size cap (reason, rejection message, number or size of edits).
     VerdictTooLarge,
     /// The plugin printed or logged past a per-call cap.
@@ -151,11 +157,12 @@ impl FaultKind {
             FaultKind::OutputFlood => "output_flood",
             FaultKind::Sleep => "sleep",
             FaultKind::Exit => "exit",
+            FaultKind::GuestError => "guest_error",
         }
     }
 
     /// Every kind, in declaration order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Deadline,
         FaultKind::MemoryCap,
         FaultKind::Trap,
@@ -165,6 +172,7 @@ impl FaultKind {
         FaultKind::OutputFlood,
         FaultKind::Sleep,
         FaultKind::Exit,
+        FaultKind::GuestError,
     ];
 }
 
@@ -180,6 +188,7 @@ impl std::fmt::Display for FaultKind {
             FaultKind::OutputFlood => "output flood",
             FaultKind::Sleep => "slept",
             FaultKind::Exit => "exited",
+            FaultKind::GuestError => "plugin error",
         })
     }
 }
@@ -221,6 +230,7 @@ impl Engine {
         let mut linker = Linker::new(&engine);
         sandbox::add_to_linker(&mut linker)?;
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        Policy01::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let ticker = Arc::new(Ticker);
         {
@@ -253,35 +263,40 @@ impl Engine {
         let digest = sha256_hex(&bytes);
         let (component, cached) = self
             .cache
-            .load_or_compile(&self.engine, &bytes, &digest)
+            .load_or_compile(&self.engine, &bytes, &digest, id)
             .map_err(|e| LoadError::Compile {
                 path: path.to_owned(),
                 reason: root_cause(&e),
             })?;
-        self.check_contract(path, &component)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(bindings::PolicyPre::new)
-            .map_err(|e| LoadError::Link {
-                path: path.to_owned(),
-                reason: format!("{e:#}"),
-            })?;
+        let version = self.check_contract(path, &component)?;
+        let link = |e: wasmtime::Error| LoadError::Link {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
+        let pre = match version {
+            "0.1.0" => plugin::Pre::V01(bindings::PolicyPre01::new(pre).map_err(link)?),
+            _ => plugin::Pre::V02(bindings::PolicyPre::new(pre).map_err(link)?),
+        };
         Plugin::new(id, path, digest, cached, self, pre, limits)
     }
 
+    /// Check the component exports a contract version this host speaks and imports nothing
+    /// beyond the sandbox; returns the version.
     fn check_contract(
         &self,
         path: &Path,
         component: &wasmtime::component::Component,
-    ) -> Result<(), LoadError> {
+    ) -> Result<&'static str, LoadError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        let wanted = format!("{PLUGIN_INTERFACE}@{CONTRACT_VERSION}");
-        if !exports.contains(&wanted) {
+        let Some(version) = CONTRACT_VERSIONS
+            .into_iter()
+            .find(|v| exports.contains(&format!("{PLUGIN_INTERFACE}@{v}")))
+        else {
             let prefix = format!("{CONTRACT_PACKAGE}/");
             if let Some(other) = exports.iter().find(|e| e.starts_with(&prefix)) {
                 return Err(wrong_version(path, other));
@@ -294,12 +309,10 @@ impl Engine {
                     exports.join(", ")
                 },
             });
-        }
+        };
         let mut forbidden = Vec::new();
         for (import, _) in ty.imports(&self.engine) {
-            if import.starts_with("railyard:policy/")
-                && !import.ends_with(&format!("@{CONTRACT_VERSION}"))
-            {
+            if import.starts_with("railyard:policy/") && !import.ends_with(&format!("@{version}")) {
                 return Err(wrong_version(path, import));
             }
             if !ALLOWED_IMPORT_PREFIXES
@@ -315,7 +328,7 @@ impl Engine {
                 import: forbidden.join(", "),
             });
         }
-        Ok(())
+        Ok(version)
     }
 }
 

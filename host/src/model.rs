@@ -19,11 +19,19 @@ pub enum Rail {
     ToolCall,
     /// The text the model returns.
     Output,
+    /// The tools the model is offered (contract 0.2).
+    Tools,
 }
 
 impl Rail {
     /// Every rail, in the order they run for a request.
-    pub const ALL: [Rail; 4] = [Rail::ToolResult, Rail::Input, Rail::ToolCall, Rail::Output];
+    pub const ALL: [Rail; 5] = [
+        Rail::ToolResult,
+        Rail::Input,
+        Rail::Tools,
+        Rail::ToolCall,
+        Rail::Output,
+    ];
 
     /// The config spelling (`tool_call`).
     pub fn as_str(self) -> &'static str {
@@ -32,6 +40,7 @@ impl Rail {
             Rail::ToolResult => "tool_result",
             Rail::ToolCall => "tool_call",
             Rail::Output => "output",
+            Rail::Tools => "tools",
         }
     }
 
@@ -50,8 +59,9 @@ impl Rail {
         match self {
             Rail::ToolResult => 0,
             Rail::Input => 1,
-            Rail::ToolCall => 2,
-            Rail::Output => 3,
+            Rail::Tools => 2,
+            Rail::ToolCall => 3,
+            Rail::Output => 4,
         }
     }
 }
@@ -198,6 +208,24 @@ pub struct ToolDef {
     pub description: Option<String>,
     /// The function's `parameters` schema.
     pub parameters: Option<Value>,
+    /// Set when a plugin on the `tools` rail hid the tool from the model: its id.
+    pub hidden_by: Option<String>,
+}
+
+impl ToolDef {
+    /// Whether this declaration is the same tool as `other` (kind and name).
+    pub fn same(&self, other: &ToolDef) -> bool {
+        self.kind == other.kind && self.name == other.name
+    }
+}
+
+/// Another text field of the request that reaches the model (e.g. the top-level `user`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Its JSON path, e.g. `user` or `metadata.user_id`.
+    pub path: String,
+    /// Its value.
+    pub value: String,
 }
 
 /// Messages and tools: what a rail's chain judges and edits.
@@ -207,6 +235,8 @@ pub struct Payload {
     pub messages: Vec<Message>,
     /// Declared tools.
     pub tools: Vec<ToolDef>,
+    /// Other text fields that reach the model.
+    pub fields: Vec<Field>,
 }
 
 /// Who is asking (from the daemon's authentication, never from the body).
@@ -220,6 +250,10 @@ pub struct Context {
     pub tenant: Option<String>,
     /// Extra labels.
     pub metadata: Vec<(String, String)>,
+    /// The model the request asks for.
+    pub model: Option<String>,
+    /// The door it came through (`chat`, `responses`, ...).
+    pub door: String,
 }
 
 /// A payload that is not shaped like its wire format; names the offending path.

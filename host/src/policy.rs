@@ -30,9 +30,9 @@ pub struct PolicySet {
     revision: Revision,
     config: Config,
     plugins: Vec<Arc<Plugin>>,
-    chains: [Chain; 4],
+    chains: [Chain; 5],
     /// Each tenant's chains (the default chains, replaced or extended per rail).
-    tenants: Vec<(String, [Chain; 4])>,
+    tenants: Vec<(String, [Chain; 5])>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -148,7 +148,7 @@ impl PolicySet {
                     .collect()
             })
             .collect();
-        let arrange = |ids: &[Vec<usize>]| -> [Chain; 4] {
+        let arrange = |ids: &[Vec<usize>]| -> [Chain; 5] {
             Rail::ALL.map(|rail| {
                 Chain::new(
                     rail,
@@ -365,12 +365,27 @@ impl PolicySet {
     /// plugins (a config tool replaces a request tool of the same name: the operator's schema is
     /// authoritative); the returned payload keeps the request's own tools.
     pub fn check(&self, rail: Rail, payload: Payload, ctx: &Context) -> Evaluation {
+        self.check_with(rail, payload, ctx, false)
+    }
+
+    /// [`PolicySet::check`], saying whether the payload's reply is a streamed text so far. On the
+    /// `tools` rail plugins see the request's own tools (what the model is offered) and their
+    /// edits are kept.
+    pub fn check_with(
+        &self,
+        rail: Rail,
+        payload: Payload,
+        ctx: &Context,
+        partial: bool,
+    ) -> Evaluation {
+        let chain = self.chain_for(ctx.tenant.as_deref(), rail);
+        if rail == Rail::Tools {
+            return chain.run(payload, ctx, partial);
+        }
         let own_tools = payload.tools.clone();
         let mut payload = payload;
         payload.tools = merge_tools(&payload.tools, &self.config.tools);
-        let mut eval = self
-            .chain_for(ctx.tenant.as_deref(), rail)
-            .run(payload, ctx);
+        let mut eval = chain.run(payload, ctx, partial);
         eval.payload.tools = own_tools;
         eval
     }
@@ -380,12 +395,20 @@ fn merge_tools(request: &[ToolDef], config: &[ToolDef]) -> Vec<ToolDef> {
     if config.is_empty() {
         return request.to_vec();
     }
-    let same = |a: &ToolDef, b: &ToolDef| a.kind == b.kind && a.name == b.name;
     let mut merged: Vec<ToolDef> = request
         .iter()
-        .filter(|t| !config.iter().any(|c| same(c, t)))
+        .filter(|t| !config.iter().any(|c| c.same(t)))
         .cloned()
         .collect();
-    merged.extend(config.iter().cloned());
+    // The operator's declaration replaces the request's, but a tool hidden from the model stays
+    // hidden.
+    merged.extend(config.iter().map(|c| {
+        let mut c = c.clone();
+        c.hidden_by = request
+            .iter()
+            .find(|t| t.same(&c))
+            .and_then(|t| t.hidden_by.clone());
+        c
+    }));
     merged
 }

@@ -99,6 +99,7 @@ impl RequestScope {
             record: DecisionRecord::new(request_id.clone(), door, set.revision()),
             ctx: Context {
                 request_id,
+                door: door.as_str().to_string(),
                 ..Context::default()
             },
             set,
@@ -128,6 +129,11 @@ impl RequestScope {
                 .into_iter()
                 .map(|(k, v)| (format!("request.{k}"), v)),
         );
+    }
+
+    /// The model the request asks for (plugins see it in their context).
+    pub fn set_model(&mut self, model: Option<String>) {
+        self.ctx.model = model;
     }
 
     /// The request's own options.
@@ -180,7 +186,12 @@ impl RequestScope {
 
     /// Run `rail`'s chain on `payload`, recording it.
     pub fn check(&mut self, rail: Rail, payload: Payload) -> Evaluation {
-        let eval = self.set.check(rail, payload, &self.ctx);
+        self.check_with(rail, payload, false)
+    }
+
+    /// [`RequestScope::check`]; `partial`: the reply is a streamed text so far.
+    pub fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
+        let eval = self.set.check_with(rail, payload, &self.ctx, partial);
         self.observe(&eval);
         eval
     }
@@ -197,13 +208,20 @@ impl RequestScope {
             }));
     }
 
-    /// The inbound rails (`tool_result`, then `input`) on what the caller sent.
+    /// The inbound rails (`tool_result`, then `input`) on what the caller sent, then the `tools`
+    /// rail on what the model will be offered.
     pub fn inbound(&mut self, mut payload: Payload) -> Inbound {
         let mut edited = false;
-        // The tool_result rail judges tool results: a conversation without any has nothing for it.
+        // The tool_result rail judges tool results: a conversation without any has nothing for
+        // it; the tools rail, tools.
         let has_tool_results = payload.messages.iter().any(|m| m.role == "tool");
-        for rail in [Rail::ToolResult, Rail::Input] {
-            if !self.runs(rail) || (rail == Rail::ToolResult && !has_tool_results) {
+        for rail in [Rail::ToolResult, Rail::Input, Rail::Tools] {
+            let nothing = match rail {
+                Rail::ToolResult => !has_tool_results,
+                Rail::Tools => payload.tools.is_empty(),
+                _ => false,
+            };
+            if !self.runs(rail) || nothing {
                 continue;
             }
             let mut eval = self.check(rail, payload);
@@ -217,40 +235,48 @@ impl RequestScope {
     }
 
     /// The outbound rails for one reply message: `tool_call` on its calls, then `output` on its
-    /// text. `conversation` is what led to it; it is lent to the chains and given back as it was.
+    /// text, then `tool_call` again on calls the output rail found written in the text (a tool
+    /// call written as text never bypasses the tool_call rail). `conversation` is what led to
+    /// it; it is lent to the chains and given back as it was.
     pub fn reply(
         &mut self,
         conversation: &mut Payload,
         mut message: Message,
     ) -> Result<Message, Refusal> {
-        for rail in [Rail::ToolCall, Rail::Output] {
+        let mut judged_calls = 0;
+        for rail in [Rail::ToolCall, Rail::Output, Rail::ToolCall] {
             let applies = match rail {
-                Rail::ToolCall => !message.tool_calls.is_empty(),
+                Rail::ToolCall => message.tool_calls.len() > judged_calls,
                 _ => message.has_text(),
             };
             if !applies || !self.runs(rail) {
                 continue;
             }
-            let (eval, judged) = self.judge(rail, conversation, message);
+            let (eval, judged) = self.judge(rail, conversation, message, false);
             if let Some(refusal) = Refusal::from_eval(&eval) {
                 return Err(refusal);
             }
             message = judged;
+            if rail == Rail::ToolCall {
+                judged_calls = message.tool_calls.len();
+            }
         }
         Ok(message)
     }
 
     /// Run `rail` on `conversation` + `message`; the conversation is restored (on the reply
-    /// rails only the last message can change), the judged message returned.
+    /// rails only the last message can change), the judged message returned. `partial`: the
+    /// message is a streamed reply's text so far.
     pub fn judge(
         &mut self,
         rail: Rail,
         conversation: &mut Payload,
         message: Message,
+        partial: bool,
     ) -> (Evaluation, Message) {
         let mut payload = std::mem::take(conversation);
         payload.messages.push(message);
-        let mut eval = self.check(rail, payload);
+        let mut eval = self.check_with(rail, payload, partial);
         let mut payload = std::mem::take(&mut eval.payload);
         let judged = payload
             .messages

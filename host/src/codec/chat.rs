@@ -41,7 +41,11 @@ impl Codec for Chat {
     fn decode_request(body: Map<String, Value>) -> Result<(ChatRequest, Payload), PayloadError> {
         let stream = stream_flag(&body)?;
         let body = Value::Object(body);
-        let payload = Payload::from_openai(&body)?;
+        let mut payload = Payload::from_openai(&body)?;
+        payload.fields.extend(super::read_field(
+            body.as_object().expect("an object"),
+            "user",
+        ));
         let Value::Object(body) = body else {
             unreachable!("decoded from an object")
         };
@@ -58,6 +62,13 @@ impl Codec for Chat {
         }
         let mut body = request.body.clone();
         body.insert("messages".into(), payload.messages_json());
+        if let Some(Value::Array(tools)) = body.get("tools") {
+            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
+                t["function"]["description"] = json!(d);
+            });
+            body.insert("tools".into(), Value::Array(offered));
+        }
+        super::write_fields(&mut body, &payload.fields);
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -93,6 +104,8 @@ impl Codec for Chat {
                         m.remove("tool_calls");
                     }
                     choice["finish_reason"] = json!("content_filter");
+                } else if judged.calls_added {
+                    choice["finish_reason"] = json!("tool_calls");
                 }
             }
         }
@@ -115,6 +128,14 @@ impl Codec for Chat {
             }],
             "railyard": railyard,
         })
+    }
+
+    fn model(request: &ChatRequest) -> Option<String> {
+        request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     fn stream(_request: &ChatRequest) -> ChatStream {
@@ -253,6 +274,7 @@ impl StreamCodec for ChatStream {
             Down::ChoiceEnd { choice, finish } => {
                 let reason = match finish {
                     Finish::Filtered => json!("content_filter"),
+                    Finish::ToolCalls => json!("tool_calls"),
                     Finish::Backend(reason) => json!(reason),
                 };
                 self.chunk(vec![Self::choice(choice, json!({}), reason)])

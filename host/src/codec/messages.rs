@@ -207,6 +207,7 @@ impl Codec for Messages {
                             .get("description")
                             .and_then(Value::as_str)
                             .map(str::to_string),
+                        hidden_by: None,
                     })
                 })
                 .collect::<Result<_, PayloadError>>()?,
@@ -214,7 +215,11 @@ impl Codec for Messages {
         };
         Ok((
             MessagesRequest { body, stream },
-            Payload { messages, tools },
+            Payload {
+                messages,
+                tools,
+                ..Payload::default()
+            },
         ))
     }
 
@@ -271,6 +276,13 @@ impl Codec for Messages {
         }
         flush(&mut group, &mut wire);
         body.insert("messages".into(), Value::Array(wire));
+        if let Some(Value::Array(tools)) = body.get("tools") {
+            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
+                t["description"] = json!(d);
+            });
+            body.insert("tools".into(), Value::Array(offered));
+        }
+        super::write_fields(&mut body, &payload.fields);
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -307,6 +319,8 @@ impl Codec for Messages {
             }
             if judged.calls_removed {
                 body.insert("stop_reason".into(), json!("end_turn"));
+            } else if judged.calls_added {
+                body.insert("stop_reason".into(), json!("tool_use"));
             }
         }
         if let Some(railyard) = railyard {
@@ -327,6 +341,14 @@ impl Codec for Messages {
             "usage": {"input_tokens": 0, "output_tokens": 0},
             "railyard": railyard,
         })
+    }
+
+    fn model(request: &MessagesRequest) -> Option<String> {
+        request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     fn stream(_request: &MessagesRequest) -> MessagesStream {

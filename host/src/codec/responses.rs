@@ -105,6 +105,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                     name,
                     description: None,
                     parameters: None,
+                    hidden_by: None,
                 });
             }
             let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
@@ -118,6 +119,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                     .and_then(Value::as_str)
                     .map(str::to_string),
                 parameters: t.get("parameters").filter(|p| !p.is_null()).cloned(),
+                hidden_by: None,
             })
         })
         .collect()
@@ -248,12 +250,20 @@ impl Codec for Responses {
             }
         };
         let tools = decode_tools(&body)?;
+        let fields = super::read_field(&body, "user").into_iter().collect();
         let request = ResponsesRequest {
             body,
             stream,
             trailing,
         };
-        Ok((request, Payload { messages, tools }))
+        Ok((
+            request,
+            Payload {
+                messages,
+                tools,
+                fields,
+            },
+        ))
     }
 
     fn stream_requested(request: &ResponsesRequest) -> bool {
@@ -284,6 +294,13 @@ impl Codec for Responses {
             }
         };
         body.insert("input".into(), input);
+        if let Some(Value::Array(tools)) = body.get("tools") {
+            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
+                t["description"] = json!(d);
+            });
+            body.insert("tools".into(), Value::Array(offered));
+        }
+        super::write_fields(&mut body, &payload.fields);
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -350,6 +367,14 @@ impl Codec for Responses {
         out["output"] = json!([message_item(&format!("msg_{id}"), text)]);
         out["railyard"] = railyard;
         out
+    }
+
+    fn model(request: &ResponsesRequest) -> Option<String> {
+        request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     fn notes(request: &ResponsesRequest) -> Vec<&'static str> {

@@ -67,6 +67,8 @@ pub enum Finish {
     Backend(Option<String>),
     /// A policy removed the reply's tool calls: the door's "filtered" ending.
     Filtered,
+    /// A policy turned text into tool calls: the door's "tool calls" ending.
+    ToolCalls,
 }
 
 /// What the client gets, neutrally.

@@ -34,9 +34,10 @@ impl ComponentCache {
         engine: &wasmtime::Engine,
         bytes: &[u8],
         digest: &str,
+        name: &str,
     ) -> wasmtime::Result<(Component, bool)> {
         let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, bytes)?, false));
+            return Ok((compile(engine, bytes, name, false)?, false));
         };
         let path = dir.join(format!("{digest}-{}.cwasm", engine_key(engine)));
         // Read the artifact into memory rather than mmap it: a cache file truncated or rewritten
@@ -54,12 +55,38 @@ impl ComponentCache {
                 }
             }
         }
-        let component = Component::new(engine, bytes)?;
+        let component = compile(engine, bytes, name, true)?;
         if let Err(err) = store(&path, &component.serialize()?) {
             tracing::warn!(path = %path.display(), "could not cache compiled component: {err}");
         }
         Ok((component, false))
     }
+}
+
+/// Compile with Cranelift, saying so: it takes from a tenth of a second (a small Rust plugin) to
+/// half a minute (a JavaScript or Python runtime), and an operator watching a start should know
+/// why it waits.
+fn compile(
+    engine: &wasmtime::Engine,
+    bytes: &[u8],
+    name: &str,
+    cached: bool,
+) -> wasmtime::Result<Component> {
+    let then = if cached {
+        ", cached afterwards"
+    } else {
+        ", no cache dir: every start compiles"
+    };
+    tracing::info!(plugin = name, "compiling plugin {name} (first load{then})");
+    let started = std::time::Instant::now();
+    let component = Component::new(engine, bytes)?;
+    tracing::info!(
+        plugin = name,
+        ms = started.elapsed().as_millis() as u64,
+        "compiled plugin {name} in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(component)
 }
 
 fn store(path: &Path, artifact: &[u8]) -> std::io::Result<()> {

@@ -6,8 +6,9 @@
 //! schemas in `configure`. So instances are pooled by default; `isolation = "per-call"` trades that
 //! cost for a clean instance every time. Any instance that faults is dropped, never reused.
 
-use super::bindings::{wit, PolicyPre};
+use super::bindings::{wit, wit01, Policy, Policy01, PolicyPre, PolicyPre01};
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
+use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,6 +17,8 @@ use wasmtime::Store;
 
 /// Longest guest stderr excerpt put into a fault message.
 const FAULT_STDERR_CAP: usize = 512;
+/// Longest error message a plugin may return (0.2 `evaluate`); the rest is cut.
+const FAULT_MESSAGE_CAP: usize = 1024;
 
 /// What a plugin says about itself (`describe`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -30,9 +33,44 @@ pub struct PluginInfo {
     pub config_schema: Option<serde_json::Value>,
 }
 
+/// A plugin's linked component, for the contract version it was built against.
+pub(super) enum Pre {
+    V01(PolicyPre01<HostState>),
+    V02(PolicyPre<HostState>),
+}
+
+impl Pre {
+    fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Bindings> {
+        Ok(match self {
+            Pre::V01(pre) => Bindings::V01(pre.instantiate(store)?),
+            Pre::V02(pre) => Bindings::V02(pre.instantiate(store)?),
+        })
+    }
+
+    fn version(&self) -> &'static str {
+        match self {
+            Pre::V01(_) => "0.1.0",
+            Pre::V02(_) => "0.2.0",
+        }
+    }
+}
+
+enum Bindings {
+    V01(Policy01),
+    V02(Policy),
+}
+
 struct Instance {
     store: Store<HostState>,
-    bindings: super::bindings::Policy,
+    bindings: Bindings,
+}
+
+/// What `describe` says, whichever version said it.
+struct Described {
+    name: String,
+    version: String,
+    rails: Vec<crate::model::Rail>,
+    config_schema: Option<String>,
 }
 
 /// A loaded plugin, shareable across threads.
@@ -45,7 +83,7 @@ pub struct Plugin {
     engine: wasmtime::Engine,
     /// Keeps deadlines ticking while this plugin can run.
     _ticker: Arc<super::Ticker>,
-    pre: PolicyPre<HostState>,
+    pre: Pre,
     limits: Limits,
     config: OnceLock<String>,
     pool: Mutex<Vec<Instance>>,
@@ -60,7 +98,7 @@ impl Plugin {
         digest: String,
         from_cache: bool,
         owner: &super::Engine,
-        pre: PolicyPre<HostState>,
+        pre: Pre,
         limits: Limits,
     ) -> Result<Plugin, LoadError> {
         let mut plugin = Plugin {
@@ -89,7 +127,26 @@ impl Plugin {
         let mut instance = plugin.instantiate_raw().map_err(describe_fault)?;
         let info = plugin
             .call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
-                b.railyard_policy_plugin().call_describe(s)
+                Ok(match b {
+                    Bindings::V01(b) => {
+                        let i = b.railyard_policy_plugin().call_describe(s)?;
+                        Described {
+                            name: i.name,
+                            version: i.version,
+                            rails: i.rails.into_iter().map(Into::into).collect(),
+                            config_schema: i.config_schema,
+                        }
+                    }
+                    Bindings::V02(b) => {
+                        let i = b.railyard_policy_plugin().call_describe(s)?;
+                        Described {
+                            name: i.name,
+                            version: i.version,
+                            rails: i.rails.into_iter().map(Into::into).collect(),
+                            config_schema: i.config_schema,
+                        }
+                    }
+                })
             })
             .map_err(describe_fault)?;
         let config_schema = match info.config_schema {
@@ -104,7 +161,7 @@ impl Plugin {
         plugin.info = PluginInfo {
             name: info.name,
             version: info.version,
-            rails: info.rails.into_iter().map(Into::into).collect(),
+            rails: info.rails,
             config_schema,
         };
         Ok(plugin)
@@ -157,19 +214,54 @@ impl Plugin {
         Ok(())
     }
 
-    /// Evaluate one request. The instance used is returned to the pool unless the call faulted.
-    pub fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+    /// The contract version the plugin was built against.
+    pub fn contract_version(&self) -> &'static str {
+        self.pre.version()
+    }
+
+    /// Evaluate one request (`prepared` caches its WIT form per contract version). The instance
+    /// used is returned to the pool unless the call faulted; an error the plugin returns (0.2) is
+    /// a fault too, but its instance is sound and goes back to the pool.
+    pub fn evaluate(
+        &self,
+        src: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
         let mut instance = match self.checkout() {
             Some(instance) => instance,
             None => self.instantiate()?,
         };
-        let verdict = self.call(&mut instance, self.limits.timeout, |b, s| {
-            b.railyard_policy_plugin().call_evaluate(s, request)
+        let answer = self.call(&mut instance, self.limits.timeout, |b, s| {
+            Ok(match b {
+                Bindings::V01(b) => {
+                    let request: &wit01::Request = prepared.v01(src);
+                    Ok(b.railyard_policy_plugin().call_evaluate(s, request)?.into())
+                }
+                Bindings::V02(b) => {
+                    let request: &wit::Request = prepared.v02(src);
+                    b.railyard_policy_plugin()
+                        .call_evaluate(s, request)?
+                        .map(Into::into)
+                }
+            })
         })?;
         if self.limits.isolation == Isolation::Pooled {
             self.checkin(instance);
         }
-        Ok(verdict)
+        answer.map_err(|message| {
+            let message = crate::util::truncate(&message, FAULT_MESSAGE_CAP).to_string();
+            forward(
+                &self.budget,
+                &self.id,
+                "fault",
+                Severity::Warn,
+                &format!("plugin error: {message}"),
+            );
+            PluginFault {
+                kind: FaultKind::GuestError,
+                message,
+            }
+        })
     }
 
     /// Number of idle instances in the pool (for tests and metrics).
@@ -204,8 +296,9 @@ impl Plugin {
     fn instantiate(&self) -> Result<Instance, PluginFault> {
         let mut instance = self.instantiate_raw()?;
         if let Some(config) = self.config.get() {
-            self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
-                b.railyard_policy_plugin().call_configure(s, config)
+            self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| match b {
+                Bindings::V01(b) => b.railyard_policy_plugin().call_configure(s, config),
+                Bindings::V02(b) => b.railyard_policy_plugin().call_configure(s, config),
             })?
             .map_err(|message| PluginFault {
                 kind: FaultKind::Configure,
@@ -239,7 +332,7 @@ impl Plugin {
         &self,
         instance: &mut Instance,
         deadline: Duration,
-        f: impl FnOnce(&super::bindings::Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Bindings, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFault> {
         let Instance { store, bindings } = instance;
         store.data_mut().begin_call();

@@ -16,7 +16,7 @@ pub use output::{
 };
 pub(crate) use wasi::add_to_linker;
 
-use crate::engine::bindings::{wit, LogImport};
+use crate::engine::bindings::{wit, wit01, LogImport, LogImport01};
 use output::{GuestOutput, LogLines};
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,9 +145,37 @@ impl WasiView for HostState {
 }
 
 impl wit::Host for HostState {}
+impl wit01::Host for HostState {}
 
 impl LogImport for HostState {
     fn log(&mut self, level: wit::Level, message: String) -> wasmtime::Result<()> {
+        let severity = match level {
+            wit::Level::Trace => Severity::Trace,
+            wit::Level::Debug => Severity::Debug,
+            wit::Level::Info => Severity::Info,
+            wit::Level::Warn => Severity::Warn,
+            wit::Level::Error => Severity::Error,
+        };
+        self.log_line(severity, message)
+    }
+}
+
+impl LogImport01 for HostState {
+    fn log(&mut self, level: wit01::Level, message: String) -> wasmtime::Result<()> {
+        let severity = match level {
+            wit01::Level::Trace => Severity::Trace,
+            wit01::Level::Debug => Severity::Debug,
+            wit01::Level::Info => Severity::Info,
+            wit01::Level::Warn => Severity::Warn,
+            wit01::Level::Error => Severity::Error,
+        };
+        self.log_line(severity, message)
+    }
+}
+
+impl HostState {
+    /// A `log` line: counted against the per-call caps, forwarded within the plugin's budget.
+    fn log_line(&mut self, severity: Severity, message: String) -> wasmtime::Result<()> {
         match self.log.count(message.len()) {
             Err(trap) => {
                 self.trap = Some(trap.clone());
@@ -158,13 +186,6 @@ impl LogImport for HostState {
                 Ok(())
             }
             Ok(true) => {
-                let severity = match level {
-                    wit::Level::Trace => Severity::Trace,
-                    wit::Level::Debug => Severity::Debug,
-                    wit::Level::Info => Severity::Info,
-                    wit::Level::Warn => Severity::Warn,
-                    wit::Level::Error => Severity::Error,
-                };
                 forward(&self.budget, &self.plugin, "log", severity, &message);
                 Ok(())
             }

@@ -1,12 +1,16 @@
 //! Checking a plugin's verdict against the payload it judged, then applying it: every edit and
-//! rejection is validated first (indices in range, arguments valid JSON, the rail's scope, the
-//! size caps), and only then applied, all together. One invalid item makes the whole verdict a
-//! fault and none of it is applied.
+//! rejection is validated first (indices in range, arguments valid JSON, the rail's scope, edits
+//! that do not overlap, the size caps), and only then applied, all together. One invalid item
+//! makes the whole verdict a fault and none of it is applied.
+//!
+//! Scope: on the `tool_call` and `output` rails only the model's reply (the last message) may
+//! change, and no message may be added or removed there (a call may be added to the reply);
+//! tool edits only on the `tools` rail, field edits only on the `input` rail.
 
 use super::chain::Rejected;
-use crate::engine::bindings::wit;
+use crate::engine::verdict::{Edit, PluginVerdict, RawCall, RawContent, RawMessage, Target};
 use crate::engine::{FaultKind, PluginFault};
-use crate::model::{Content, Payload, Rail};
+use crate::model::{Content, Message, Payload, Rail, ToolCall, FUNCTION};
 
 /// What an applied verdict did.
 pub(super) enum Applied {
@@ -30,6 +34,13 @@ fn too_large(message: String) -> PluginFault {
     }
 }
 
+fn invalid(message: String) -> PluginFault {
+    PluginFault {
+        kind: FaultKind::InvalidVerdict,
+        message,
+    }
+}
+
 fn check_reason(what: &str, reason: &str) -> Result<(), PluginFault> {
     if reason.len() > MAX_REASON_BYTES {
         return Err(too_large(format!(
@@ -40,8 +51,7 @@ fn check_reason(what: &str, reason: &str) -> Result<(), PluginFault> {
     Ok(())
 }
 
-/// Items a verdict can address: messages and tool calls. No valid verdict names more edits or
-/// rejections than there are items.
+/// Items a verdict can address: messages, tool calls, tools, fields.
 fn items(payload: &Payload) -> usize {
     payload.messages.len()
         + payload
@@ -49,6 +59,8 @@ fn items(payload: &Payload) -> usize {
             .iter()
             .map(|m| m.tool_calls.len())
             .sum::<usize>()
+        + payload.tools.len()
+        + payload.fields.len()
 }
 
 /// Bytes of text and arguments in `payload` (the base of the edit budget).
@@ -71,19 +83,29 @@ fn text_bytes(payload: &Payload) -> usize {
         .sum()
 }
 
-fn edit_bytes(edit: &wit::Edit) -> usize {
-    match edit {
-        wit::Edit::Content(e) => match &e.content {
-            wit::Content::Text(t) | wit::Content::Parts(t) => t.len(),
-        },
-        wit::Edit::Arguments(e) => e.arguments.len(),
-    }
+fn raw_bytes(m: &RawMessage) -> usize {
+    let content = match &m.content {
+        Some(RawContent::Text(t) | RawContent::Parts(t)) => t.len(),
+        None => 0,
+    };
+    content
+        + m.tool_calls
+            .iter()
+            .map(|c| c.arguments.len())
+            .sum::<usize>()
 }
 
-fn invalid(message: String) -> PluginFault {
-    PluginFault {
-        kind: FaultKind::InvalidVerdict,
-        message,
+fn edit_bytes(edit: &Edit) -> usize {
+    match edit {
+        Edit::Content { content, .. } => match content {
+            RawContent::Text(t) | RawContent::Parts(t) => t.len(),
+        },
+        Edit::Arguments { arguments, .. } => arguments.len(),
+        Edit::Replace { message, .. } | Edit::Insert { message, .. } => raw_bytes(message),
+        Edit::AddCall { call, .. } => call.arguments.len(),
+        Edit::DescribeTool { description, .. } => description.len(),
+        Edit::Field { value, .. } => value.len(),
+        Edit::RemoveCall { .. } | Edit::HideTool(_) => 0,
     }
 }
 
@@ -122,13 +144,58 @@ fn check_call(
     Ok((mi, ci))
 }
 
-pub(super) fn parse_content(content: wit::Content) -> Result<Content, PluginFault> {
+pub(super) fn parse_content(content: RawContent) -> Result<Content, PluginFault> {
     match content {
-        wit::Content::Text(t) => Ok(Content::Text(t)),
-        wit::Content::Parts(json) => serde_json::from_str(&json)
+        RawContent::Text(t) => Ok(Content::Text(t)),
+        RawContent::Parts(json) => serde_json::from_str(&json)
             .map(Content::Parts)
             .map_err(|e| invalid(format!("content parts are not valid JSON: {e}"))),
     }
+}
+
+fn parse_call(call: RawCall) -> Result<ToolCall, PluginFault> {
+    if !call.arguments.is_empty() {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments) {
+            return Err(invalid(format!(
+                "the arguments of added call {:?} are not valid JSON: {e}",
+                call.id
+            )));
+        }
+    }
+    if call.kind == FUNCTION || call.kind.is_empty() {
+        Ok(ToolCall::function(call.id, call.name, call.arguments))
+    } else {
+        let mut c = ToolCall::hosted(call.id, call.kind, Default::default());
+        c.arguments = call.arguments;
+        Ok(c)
+    }
+}
+
+fn parse_message(m: RawMessage) -> Result<Message, PluginFault> {
+    let content = m.content.map(parse_content).transpose()?;
+    let mut message = Message::new(&m.role, content);
+    message.name = m.name;
+    message.tool_call_id = m.tool_call_id;
+    message.tool_calls = m
+        .tool_calls
+        .into_iter()
+        .map(parse_call)
+        .collect::<Result<_, _>>()?;
+    message.tool_calls_present = !message.tool_calls.is_empty();
+    Ok(message)
+}
+
+/// A validated change, ready to apply.
+enum Change {
+    Content(usize, Content),
+    Arguments(usize, usize, String),
+    RemoveCall(usize, usize),
+    AddCall(usize, ToolCall),
+    HideTool(usize),
+    DescribeTool(usize, String),
+    Field(usize, String),
+    /// Replace messages `start..start+count` (count 0: insert) with `message`.
+    Splice(usize, usize, Message),
 }
 
 /// Validate a plugin's verdict against the payload, then apply it.
@@ -136,11 +203,11 @@ pub(super) fn apply(
     payload: &mut Payload,
     rail: Rail,
     plugin: &str,
-    verdict: wit::Verdict,
+    verdict: PluginVerdict,
 ) -> Result<Applied, PluginFault> {
     match verdict {
-        wit::Verdict::Allow => Ok(Applied::Allow),
-        wit::Verdict::Block(reason) => {
+        PluginVerdict::Allow => Ok(Applied::Allow),
+        PluginVerdict::Block(reason) => {
             check_reason("the block reason", &reason)?;
             Ok(Applied::Block(if reason.trim().is_empty() {
                 format!("blocked by policy '{plugin}'")
@@ -148,19 +215,19 @@ pub(super) fn apply(
                 reason
             }))
         }
-        wit::Verdict::Modify(modification) => {
-            if modification.edits.is_empty() {
+        PluginVerdict::Modify { edits, reason } => {
+            if edits.is_empty() {
                 return Err(invalid("modify verdict carries no edits".into()));
             }
-            check_reason("the modify reason", &modification.reason)?;
+            check_reason("the modify reason", &reason)?;
             let addressable = items(payload);
-            if modification.edits.len() > addressable {
+            if edits.len() > 2 * addressable + 16 {
                 return Err(too_large(format!(
-                    "{} edits for a request of {addressable} messages and tool calls",
-                    modification.edits.len()
+                    "{} edits for a request of {addressable} messages, tool calls, tools and fields",
+                    edits.len()
                 )));
             }
-            let bytes: usize = modification.edits.iter().map(edit_bytes).sum();
+            let bytes: usize = edits.iter().map(edit_bytes).sum();
             let budget = text_bytes(payload)
                 .saturating_mul(4)
                 .saturating_add(EDIT_BYTES_HEADROOM);
@@ -169,98 +236,256 @@ pub(super) fn apply(
                     "the edits carry {bytes} bytes (at most {budget} for this request)"
                 )));
             }
-            // Validate everything before touching the payload: all or nothing.
-            enum Change {
-                Content(usize, Content),
-                Arguments(usize, usize, String),
-            }
-            let mut changes = Vec::with_capacity(modification.edits.len());
-            for edit in modification.edits {
-                match edit {
-                    wit::Edit::Content(e) => {
-                        let i = check_message(payload, rail, e.message)?;
-                        changes.push(Change::Content(i, parse_content(e.content)?));
-                    }
-                    wit::Edit::Arguments(e) => {
-                        let (m, c) = check_call(payload, rail, e.message, e.call)?;
-                        if let Err(err) =
-                            serde_json::from_str::<serde::de::IgnoredAny>(&e.arguments)
-                        {
-                            return Err(invalid(format!(
-                                "new arguments for tool call {c} of message {m} are not valid JSON: {err}"
-                            )));
-                        }
-                        changes.push(Change::Arguments(m, c, e.arguments));
-                    }
-                }
-            }
-            for change in changes {
-                match change {
-                    Change::Content(i, content) => {
-                        payload.messages[i].content = Some(content);
-                    }
-                    Change::Arguments(m, c, args) => {
-                        payload.messages[m].tool_calls[c].arguments = args;
-                    }
-                }
-            }
-            Ok(Applied::Modify(modification.reason))
+            let changes = validate(payload, rail, plugin, edits)?;
+            commit(payload, plugin, changes);
+            Ok(Applied::Modify(reason))
         }
-        wit::Verdict::Reject(rejections) => {
-            if rejections.is_empty() {
-                return Err(invalid("reject verdict names no item".into()));
+        PluginVerdict::Reject(rejections) => reject(payload, rail, plugin, rejections),
+    }
+}
+
+fn validate(
+    payload: &Payload,
+    rail: Rail,
+    plugin: &str,
+    edits: Vec<Edit>,
+) -> Result<Vec<Change>, PluginFault> {
+    let len = payload.messages.len();
+    let mut changes = Vec::with_capacity(edits.len());
+    for edit in edits {
+        changes.push(match edit {
+            Edit::Content { message, content } => {
+                Change::Content(check_message(payload, rail, message)?, parse_content(content)?)
             }
-            let addressable = items(payload);
-            if rejections.len() > addressable {
-                return Err(too_large(format!(
-                    "{} rejections for a request of {addressable} messages and tool calls",
-                    rejections.len()
+            Edit::Arguments {
+                message,
+                call,
+                arguments,
+            } => {
+                let (m, c) = check_call(payload, rail, message, call)?;
+                if let Err(err) = serde_json::from_str::<serde::de::IgnoredAny>(&arguments) {
+                    return Err(invalid(format!(
+                        "new arguments for tool call {c} of message {m} are not valid JSON: {err}"
+                    )));
+                }
+                Change::Arguments(m, c, arguments)
+            }
+            Edit::RemoveCall { message, call } => {
+                let (m, c) = check_call(payload, rail, message, call)?;
+                Change::RemoveCall(m, c)
+            }
+            Edit::AddCall { message, call } => {
+                let m = check_message(payload, rail, message)?;
+                if payload.messages[m].role != "assistant" {
+                    return Err(invalid(format!(
+                        "a call can only be added to an assistant message, not message {m} ({})",
+                        payload.messages[m].role
+                    )));
+                }
+                Change::AddCall(m, parse_call(call)?)
+            }
+            Edit::Replace {
+                start,
+                count,
+                message,
+            } => {
+                let (s, n) = (start as usize, count as usize);
+                if rail.judges_reply_only() || rail == Rail::Tools {
+                    return Err(invalid(format!(
+                        "messages cannot be replaced on the {rail} rail"
+                    )));
+                }
+                if n == 0 || s.checked_add(n).is_none_or(|end| end > len) {
+                    return Err(invalid(format!(
+                        "replace of {n} messages from {s} is out of range (the request has {len} messages)"
+                    )));
+                }
+                Change::Splice(s, n, parse_message(message)?)
+            }
+            Edit::Insert { before, message } => {
+                let b = before as usize;
+                if rail.judges_reply_only() || rail == Rail::Tools {
+                    return Err(invalid(format!(
+                        "messages cannot be inserted on the {rail} rail"
+                    )));
+                }
+                if b > len {
+                    return Err(invalid(format!(
+                        "insert before message {b} is out of range (the request has {len} messages)"
+                    )));
+                }
+                Change::Splice(b, 0, parse_message(message)?)
+            }
+            Edit::HideTool(t) | Edit::DescribeTool { tool: t, .. } if rail != Rail::Tools => {
+                let _ = t;
+                return Err(invalid(format!(
+                    "tools can only be edited on the tools rail, not on the {rail} rail"
                 )));
             }
-            for r in &rejections {
-                check_reason("a rejection message", &r.message)?;
+            Edit::HideTool(t) => Change::HideTool(check_tool(payload, t)?),
+            Edit::DescribeTool { tool, description } => {
+                Change::DescribeTool(check_tool(payload, tool)?, description)
             }
-            let mut messages = Vec::new();
-            let mut calls = Vec::new();
-            for r in rejections {
-                match r.target {
-                    wit::Target::Message(m) => {
-                        messages.push((check_message(payload, rail, m)?, r.message))
-                    }
-                    wit::Target::ToolCall(c) => {
-                        let (m, c) = check_call(payload, rail, c.message, c.call)?;
-                        calls.push((m, c, r.message));
-                    }
+            Edit::Field { path, value } => {
+                if rail != Rail::Input {
+                    return Err(invalid(format!(
+                        "request fields can only be edited on the input rail, not on the {rail} rail"
+                    )));
                 }
+                let i = payload
+                    .fields
+                    .iter()
+                    .position(|f| f.path == path)
+                    .ok_or_else(|| invalid(format!("the request has no field {path:?}")))?;
+                Change::Field(i, value)
             }
-            let mut records = Vec::new();
-            for (i, message) in messages {
-                payload.messages[i].content = Some(Content::Text(message.clone()));
-                records.push(Rejected {
-                    plugin: plugin.to_string(),
-                    message: i,
-                    tool_call_id: None,
-                    tool: None,
-                    reason: message,
-                });
+        });
+    }
+    check_overlaps(&changes, plugin)?;
+    Ok(changes)
+}
+
+fn check_tool(payload: &Payload, t: u32) -> Result<usize, PluginFault> {
+    let i = t as usize;
+    if i >= payload.tools.len() {
+        return Err(invalid(format!(
+            "tool index {i} is out of range (the request has {} tools)",
+            payload.tools.len()
+        )));
+    }
+    Ok(i)
+}
+
+/// Structural edits may not overlap each other or an edit of a message they remove.
+fn check_overlaps(changes: &[Change], plugin: &str) -> Result<(), PluginFault> {
+    let spans: Vec<(usize, usize)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Splice(s, n, _) => Some((*s, *n)),
+            _ => None,
+        })
+        .collect();
+    let removed = |m: usize| spans.iter().any(|&(s, n)| m >= s && m < s + n);
+    for (i, &(s, n)) in spans.iter().enumerate() {
+        for &(s2, n2) in &spans[i + 1..] {
+            let overlap = (n > 0 && n2 > 0 && s < s2 + n2 && s2 < s + n)
+                || (n == 0 && s > s2 && s < s2 + n2)
+                || (n2 == 0 && s2 > s && s2 < s + n)
+                || (n == 0 && n2 == 0 && s == s2);
+            if overlap {
+                return Err(invalid(format!(
+                    "policy '{plugin}' asks for overlapping message edits (at {s} and {s2})"
+                )));
             }
-            // Remove from the back so earlier indices stay valid; a call named twice goes once.
-            calls.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
-            calls.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
-            let mut removed = Vec::new();
-            for (m, c, message) in calls {
-                let call = payload.messages[m].tool_calls.remove(c);
-                removed.push(Rejected {
-                    plugin: plugin.to_string(),
-                    message: m,
-                    tool_call_id: Some(call.id),
-                    tool: Some(call.name),
-                    reason: message,
-                });
-            }
-            removed.reverse();
-            records.extend(removed);
-            Ok(Applied::Reject(records))
         }
     }
+    for c in changes {
+        let touched = match c {
+            Change::Content(m, _)
+            | Change::Arguments(m, _, _)
+            | Change::RemoveCall(m, _)
+            | Change::AddCall(m, _) => Some(*m),
+            _ => None,
+        };
+        if let Some(m) = touched.filter(|m| removed(*m)) {
+            return Err(invalid(format!(
+                "message {m} is both edited and replaced by the same verdict"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn commit(payload: &mut Payload, plugin: &str, changes: Vec<Change>) {
+    let mut removals: Vec<(usize, usize)> = Vec::new();
+    let mut splices: Vec<(usize, usize, Message)> = Vec::new();
+    for change in changes {
+        match change {
+            Change::Content(i, content) => {
+                payload.messages[i].content = Some(content);
+                payload.messages[i].content_null = false;
+            }
+            Change::Arguments(m, c, args) => payload.messages[m].tool_calls[c].arguments = args,
+            Change::RemoveCall(m, c) => removals.push((m, c)),
+            Change::AddCall(m, call) => {
+                payload.messages[m].tool_calls.push(call);
+                payload.messages[m].tool_calls_present = true;
+            }
+            Change::HideTool(t) => payload.tools[t].hidden_by = Some(plugin.to_string()),
+            Change::DescribeTool(t, d) => payload.tools[t].description = Some(d),
+            Change::Field(f, value) => payload.fields[f].value = value,
+            Change::Splice(s, n, m) => splices.push((s, n, m)),
+        }
+    }
+    // From the back, so earlier indices stay valid; a call named twice goes once.
+    removals.sort_by_key(|r| std::cmp::Reverse(*r));
+    removals.dedup();
+    for (m, c) in removals {
+        payload.messages[m].tool_calls.remove(c);
+    }
+    // Replacements before insertions at the same place: the insert lands before the new message.
+    splices.sort_by_key(|(s, n, _)| std::cmp::Reverse((*s, *n)));
+    for (s, n, m) in splices {
+        payload.messages.splice(s..s + n, [m]);
+    }
+}
+
+fn reject(
+    payload: &mut Payload,
+    rail: Rail,
+    plugin: &str,
+    rejections: Vec<crate::engine::verdict::Rejection>,
+) -> Result<Applied, PluginFault> {
+    if rejections.is_empty() {
+        return Err(invalid("reject verdict names no item".into()));
+    }
+    let addressable = items(payload);
+    if rejections.len() > addressable {
+        return Err(too_large(format!(
+            "{} rejections for a request of {addressable} messages and tool calls",
+            rejections.len()
+        )));
+    }
+    for r in &rejections {
+        check_reason("a rejection message", &r.message)?;
+    }
+    let mut messages = Vec::new();
+    let mut calls = Vec::new();
+    for r in rejections {
+        match r.target {
+            Target::Message(m) => messages.push((check_message(payload, rail, m)?, r.message)),
+            Target::Call { message, call } => {
+                let (m, c) = check_call(payload, rail, message, call)?;
+                calls.push((m, c, r.message));
+            }
+        }
+    }
+    let mut records = Vec::new();
+    for (i, message) in messages {
+        payload.messages[i].content = Some(Content::Text(message.clone()));
+        records.push(Rejected {
+            plugin: plugin.to_string(),
+            message: i,
+            tool_call_id: None,
+            tool: None,
+            reason: message,
+        });
+    }
+    // Remove from the back so earlier indices stay valid; a call named twice goes once.
+    calls.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
+    calls.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
+    let mut removed = Vec::new();
+    for (m, c, message) in calls {
+        let call = payload.messages[m].tool_calls.remove(c);
+        removed.push(Rejected {
+            plugin: plugin.to_string(),
+            message: m,
+            tool_call_id: Some(call.id),
+            tool: Some(call.name),
+            reason: message,
+        });
+    }
+    removed.reverse();
+    records.extend(removed);
+    Ok(Applied::Reject(records))
 }

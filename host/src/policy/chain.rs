@@ -18,8 +18,7 @@
 //! with a fake plugin. The WIT request is built once per run and rebuilt only after an edit.
 
 use super::apply::{apply, Applied};
-use crate::engine::bindings::wit;
-use crate::engine::{convert, FaultKind, Plugin, PluginFault};
+use crate::engine::{EvalRequest, FaultKind, Plugin, PluginFault, PluginVerdict, Prepared};
 use crate::model::{Context, Payload, Rail};
 pub use crate::model::{Decided, OnError, Verdict};
 use serde::Serialize;
@@ -30,16 +29,24 @@ use std::time::{Duration, Instant};
 pub trait Evaluate: Send + Sync {
     /// The plugin's id in the config.
     fn id(&self) -> &str;
-    /// Judge one request.
-    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault>;
+    /// Judge one request (`prepared` caches its WIT form for the next plugins).
+    fn evaluate(
+        &self,
+        request: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault>;
 }
 
 impl Evaluate for Plugin {
     fn id(&self) -> &str {
         Plugin::id(self)
     }
-    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
-        Plugin::evaluate(self, request)
+    fn evaluate(
+        &self,
+        request: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
+        Plugin::evaluate(self, request, prepared)
     }
 }
 
@@ -159,13 +166,14 @@ impl Chain {
         &self.steps
     }
 
-    /// Run the chain over `payload`.
-    pub fn run(&self, payload: Payload, ctx: &Context) -> Evaluation {
+    /// Run the chain over `payload` (`partial`: a streamed reply's text so far).
+    pub fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
         run(
             self.rail,
             self.steps.iter().map(|s| (&*s.plugin, s.on_error)),
             payload,
             ctx,
+            partial,
         )
     }
 }
@@ -176,6 +184,7 @@ pub fn run<'a, E: Evaluate + 'a>(
     steps: impl ExactSizeIterator<Item = (&'a E, OnError)>,
     mut payload: Payload,
     ctx: &Context,
+    partial: bool,
 ) -> Evaluation {
     let mut eval = Evaluation {
         rail,
@@ -185,16 +194,23 @@ pub fn run<'a, E: Evaluate + 'a>(
         rejections: Vec::new(),
         blocked: None,
     };
-    // Tools never change along a chain; messages only after an edit.
-    let tools: Vec<wit::ToolDef> = payload.tools.iter().map(Into::into).collect();
-    let mut request: Option<wit::Request> = None;
+    // The plugins' WIT request is rebuilt only after an edit.
+    let mut prepared = Prepared::default();
     for (plugin, on_error) in steps {
         let started = Instant::now();
         let id = plugin.id().to_string();
-        let req = request.get_or_insert_with(|| convert::request(rail, &payload, &tools, ctx));
-        let outcome = plugin
-            .evaluate(req)
-            .and_then(|verdict| apply(&mut payload, rail, &id, verdict));
+        let answer = plugin.evaluate(
+            &EvalRequest {
+                rail,
+                payload: &payload,
+                tools: &payload.tools,
+                fields: &payload.fields,
+                ctx,
+                partial,
+            },
+            &mut prepared,
+        );
+        let outcome = answer.and_then(|verdict| apply(&mut payload, rail, &id, verdict));
         let mut decision = Decision {
             plugin: id.clone(),
             verdict: Decided::Allow,
@@ -206,13 +222,13 @@ pub fn run<'a, E: Evaluate + 'a>(
         match outcome {
             Ok(Applied::Allow) => {}
             Ok(Applied::Modify(reason)) => {
-                request = None;
+                prepared = Prepared::default();
                 decision.verdict = Decided::Modify;
                 decision.reason = Some(reason);
                 eval.verdict = eval.verdict.max(Verdict::Modify);
             }
             Ok(Applied::Reject(items)) => {
-                request = None;
+                prepared = Prepared::default();
                 decision.verdict = Decided::Reject;
                 decision.reason = Some(
                     items

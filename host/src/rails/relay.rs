@@ -66,6 +66,8 @@ struct ChoiceState {
     calls: BTreeMap<u64, PartialCall>,
     /// Whether any text of the choice reached the client (or a rejection replaced it).
     spoke: bool,
+    /// Whether the output rail found calls written in the text.
+    found_calls: bool,
     finished: bool,
 }
 
@@ -225,9 +227,31 @@ impl<C: StreamCodec> Relay<C> {
             Some(Content::Text(window.pending().to_string())),
             Vec::new(),
         );
-        let (eval, judged) = self.scope.judge(Rail::Output, &mut self.conversation, held);
+        let (eval, mut judged) =
+            self.scope
+                .judge(Rail::Output, &mut self.conversation, held, !last);
         if let Some(refusal) = Refusal::from_eval(&eval) {
             return self.blocked(refusal).await;
+        }
+        // Calls a policy found written in the text join the choice's calls: they are judged by
+        // the tool_call rail with the others and sent as calls, never as text.
+        let found = std::mem::take(&mut judged.tool_calls);
+        if !found.is_empty() {
+            let state = self.choices.entry(choice).or_default();
+            state.found_calls = true;
+            let next = 1_000_000 + state.calls.len() as u64;
+            for (i, call) in found.into_iter().enumerate() {
+                state.calls.insert(
+                    next + i as u64,
+                    PartialCall {
+                        id: call.id,
+                        name: call.name,
+                        kind: Some(call.kind),
+                        arguments: call.arguments,
+                        extra: call.extra,
+                    },
+                );
+            }
         }
         let judged = match judged.content {
             Some(Content::Text(t)) => t,
@@ -276,6 +300,7 @@ impl<C: StreamCodec> Relay<C> {
         let state = self.choices.entry(choice).or_default();
         state.finished = true;
         let spoke = state.spoke;
+        let found_calls = state.found_calls;
         let calls: Vec<ToolCall> = std::mem::take(&mut state.calls)
             .into_values()
             .map(PartialCall::call)
@@ -306,6 +331,9 @@ impl<C: StreamCodec> Relay<C> {
                 let calls = judged.tool_calls;
                 if let Flow::Stop = self.send(Down::Calls { choice, calls }).await {
                     return Flow::Stop;
+                }
+                if found_calls {
+                    ending = Finish::ToolCalls;
                 }
             }
         }

@@ -133,7 +133,14 @@ fn check(
             .enumerate()
             .map(|(i, t)| tool_in(i, t))
             .collect::<Result<_, _>>()?;
-        Ok::<_, Status>((rail, Payload { messages, tools }))
+        Ok::<_, Status>((
+            rail,
+            Payload {
+                messages,
+                tools,
+                ..Payload::default()
+            },
+        ))
     })();
     let (rail, payload) = match parsed {
         Ok(p) => p,

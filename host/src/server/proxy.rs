@@ -89,6 +89,7 @@ async fn serve<C: Codec>(
     scope.set_options(options);
     let (request, payload) =
         C::decode_request(body).map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
+    scope.set_model(C::model(&request));
     for note in C::notes(&request) {
         scope.note(note);
     }
@@ -149,18 +150,20 @@ async fn serve<C: Codec>(
     let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
     let mut judged = Vec::with_capacity(messages.len());
     for message in messages {
-        let had_calls = !message.tool_calls.is_empty();
+        let had_calls = message.tool_calls.len();
         let mut message = match scope.reply(&mut conversation, message) {
             Ok(m) => m,
             Err(refusal) => return refused::<C>(scope, &request, &refusal).map(Served::Whole),
         };
-        let calls_removed = had_calls && message.tool_calls.is_empty();
+        let calls_removed = had_calls > 0 && message.tool_calls.is_empty();
+        let calls_added = message.tool_calls.len() > had_calls;
         if calls_removed && !message.has_text() {
             message.content = Some(Content::Text(scope.set().config().server.refusal.clone()));
         }
         judged.push(Judged {
             message,
             calls_removed,
+            calls_added,
         });
     }
     let railyard = scope.acted().then(|| scope.railyard());

@@ -31,7 +31,11 @@ impl Payload {
             None | Some(Value::Null) => Vec::new(),
             Some(value) => ToolDef::list_from_openai(value, "tools")?,
         };
-        Ok(Payload { messages, tools })
+        Ok(Payload {
+            messages,
+            tools,
+            ..Payload::default()
+        })
     }
 
     /// The messages as OpenAI JSON.
@@ -234,6 +238,7 @@ impl ToolDef {
                 name,
                 description: None,
                 parameters: None,
+                hidden_by: None,
             });
         }
         let fpath = format!("{path}.function");
@@ -274,6 +279,7 @@ impl ToolDef {
             name: Some(name),
             description,
             parameters,
+            hidden_by: None,
         })
     }
 

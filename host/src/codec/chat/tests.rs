@@ -48,6 +48,7 @@ fn reply_with_removed_calls_is_filtered() {
         vec![Judged {
             message: m,
             calls_removed: true,
+            calls_added: false,
         }],
         Some(json!({"r": 1})),
     );

@@ -94,5 +94,18 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
             out.insert(0, t);
         }
     }
+    // Calls a policy added (found written in the text) come after what the model wrote.
+    for call in &judged.tool_calls {
+        let known = out
+            .iter()
+            .any(|b| b.get("id").and_then(Value::as_str) == Some(call.id.as_str()));
+        if !known {
+            let input = serde_json::from_str::<Value>(&call.arguments)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or(json!({}));
+            out.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+        }
+    }
     Value::Array(out)
 }

@@ -265,6 +265,7 @@ impl StreamCodec for MessagesStream {
                 }
                 let reason = match finish {
                     Finish::Filtered => "end_turn".to_string(),
+                    Finish::ToolCalls => "tool_use".to_string(),
                     Finish::Backend(Some(r)) => r,
                     Finish::Backend(None) => "end_turn".to_string(),
                 };

@@ -56,6 +56,7 @@ fn replies_keep_what_passed() {
         vec![Judged {
             message: m,
             calls_removed: true,
+            calls_added: false,
         }],
         None,
     );

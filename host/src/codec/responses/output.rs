@@ -92,5 +92,20 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
             out.push(message_item("msg_railyard", t));
         }
     }
+    // Calls a policy added (found written in the text) come after what the model wrote.
+    for call in &judged.tool_calls {
+        let known = out.iter().any(|i| {
+            i.get("call_id").and_then(Value::as_str) == Some(call.id.as_str())
+                || (call.is_hosted()
+                    && i.get("id").and_then(Value::as_str) == Some(call.id.as_str()))
+        });
+        if !known && !call.is_hosted() {
+            out.push(
+                json!({"type": "function_call", "id": format!("fc_{}", call.id),
+                "call_id": call.id, "name": call.name, "arguments": call.arguments,
+                "status": "completed"}),
+            );
+        }
+    }
     Value::Array(out)
 }

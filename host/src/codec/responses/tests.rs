@@ -79,6 +79,7 @@ fn replies_keep_what_passed() {
         vec![Judged {
             message: m,
             calls_removed: false,
+            calls_added: false,
         }],
         None,
     );

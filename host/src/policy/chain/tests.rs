@@ -1,18 +1,19 @@
 //! The chain's semantics, natively, with fake plugins.
 
 use super::*;
+use crate::engine::verdict::{Edit, RawContent, Rejection, Target};
 use crate::model::{Content, Message};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A plugin that answers a fixed verdict (or fault), counting its calls.
 struct Fake {
     id: &'static str,
-    answer: Result<wit::Verdict, PluginFault>,
+    answer: Result<PluginVerdict, PluginFault>,
     calls: AtomicUsize,
 }
 
 impl Fake {
-    fn new(id: &'static str, answer: Result<wit::Verdict, PluginFault>) -> Fake {
+    fn new(id: &'static str, answer: Result<PluginVerdict, PluginFault>) -> Fake {
         Fake {
             id,
             answer,
@@ -25,12 +26,16 @@ impl Evaluate for Fake {
     fn id(&self) -> &str {
         self.id
     }
-    fn evaluate(&self, request: &wit::Request) -> Result<wit::Verdict, PluginFault> {
+    fn evaluate(
+        &self,
+        request: &EvalRequest<'_>,
+        _prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         // Every plugin sees the edits of the plugins before it.
-        if let Some(wit::Content::Text(t)) = &request.messages[0].content {
+        if let Some(Content::Text(t)) = &request.payload.messages[0].content {
             if t.contains("seen") {
-                return Ok(wit::Verdict::Block(format!("{} saw {t}", self.id)));
+                return Ok(PluginVerdict::Block(format!("{} saw {t}", self.id)));
             }
         }
         self.answer.clone()
@@ -44,17 +49,17 @@ fn user(text: &str) -> Payload {
     }
 }
 
-fn edit(text: &str) -> wit::Verdict {
-    wit::Verdict::Modify(wit::Modification {
-        edits: vec![wit::Edit::Content(wit::ContentEdit {
+fn edit(text: &str) -> PluginVerdict {
+    PluginVerdict::Modify {
+        edits: vec![Edit::Content {
             message: 0,
-            content: wit::Content::Text(text.into()),
-        })],
+            content: RawContent::Text(text.into()),
+        }],
         reason: "edited".into(),
-    })
+    }
 }
 
-fn fault() -> Result<wit::Verdict, PluginFault> {
+fn fault() -> Result<PluginVerdict, PluginFault> {
     Err(PluginFault {
         kind: FaultKind::Trap,
         message: "boom".into(),
@@ -67,13 +72,14 @@ fn go(steps: &[(&Fake, OnError)], text: &str) -> Evaluation {
         steps.iter().copied(),
         user(text),
         &Context::default(),
+        false,
     )
 }
 
 #[test]
 fn edits_thread_through_and_the_strongest_verdict_wins() {
     let a = Fake::new("a", Ok(edit("seen")));
-    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let b = Fake::new("b", Ok(PluginVerdict::Allow));
     let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
     assert_eq!(e.verdict, Verdict::Block, "b saw a's edit");
     assert_eq!(e.blocked.unwrap().reason, "b saw seen");
@@ -81,8 +87,8 @@ fn edits_thread_through_and_the_strongest_verdict_wins() {
 
 #[test]
 fn a_block_stops_the_chain() {
-    let a = Fake::new("a", Ok(wit::Verdict::Block("no".into())));
-    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let a = Fake::new("a", Ok(PluginVerdict::Block("no".into())));
+    let b = Fake::new("b", Ok(PluginVerdict::Allow));
     let e = go(&[(&a, OnError::Block), (&b, OnError::Block)], "x");
     assert_eq!(e.verdict, Verdict::Block);
     assert_eq!(b.calls.load(Ordering::Relaxed), 0);
@@ -110,13 +116,13 @@ fn faults_fail_closed_or_open_and_are_never_blocks_of_their_own() {
 fn an_invalid_edit_is_a_fault_and_changes_nothing() {
     let out_of_range = Fake::new(
         "p",
-        Ok(wit::Verdict::Modify(wit::Modification {
-            edits: vec![wit::Edit::Content(wit::ContentEdit {
+        Ok(PluginVerdict::Modify {
+            edits: vec![Edit::Content {
                 message: 7,
-                content: wit::Content::Text("x".into()),
-            })],
+                content: RawContent::Text("x".into()),
+            }],
             reason: "r".into(),
-        })),
+        }),
     );
     let e = go(&[(&out_of_range, OnError::Block)], "keep");
     assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
@@ -130,12 +136,12 @@ fn an_invalid_edit_is_a_fault_and_changes_nothing() {
 fn reject_replaces_and_goes_on() {
     let r = Fake::new(
         "r",
-        Ok(wit::Verdict::Reject(vec![wit::Rejection {
-            target: wit::Target::Message(0),
+        Ok(PluginVerdict::Reject(vec![Rejection {
+            target: Target::Message(0),
             message: "[withheld]".into(),
         }])),
     );
-    let b = Fake::new("b", Ok(wit::Verdict::Allow));
+    let b = Fake::new("b", Ok(PluginVerdict::Allow));
     let e = go(&[(&r, OnError::Block), (&b, OnError::Block)], "x");
     assert_eq!(e.verdict, Verdict::Reject);
     assert_eq!(b.calls.load(Ordering::Relaxed), 1);
