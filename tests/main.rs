@@ -16,6 +16,8 @@
 //! - `polyglot`: JavaScript and Python plugins, and `railyard new` for each language;
 //! - `tenants`: API keys, principals, tenants' chains and limits, protected admin endpoints;
 //! - `faults`: a hostile plugin through the running daemon's every door (containment, #13);
+//! - `contract`: contract 0.2 through the daemon (0.1 beside 0.2, tool availability, structural
+//!   edits, tool calls written as text, request fields);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
 mod api;
@@ -23,6 +25,7 @@ mod chain;
 mod cli;
 mod clients;
 mod config;
+mod contract;
 mod doors;
 mod faults;
 mod grpc;

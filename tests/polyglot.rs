@@ -128,6 +128,26 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
         );
         assert_eq!(code, 0, "{out}{err}");
         assert!(dir.join("wit/policy.wit").is_file());
+        // A policy author's bug: an exception on one input (#16: its message must be readable).
+        let (source, from, bug) = match lang {
+            "js" => (
+                "policy.js",
+                "function evaluate(config, request) {",
+                "\n  if (JSON.stringify(request).includes('EXPLODE')) throw new RangeError('exploded on purpose');",
+            ),
+            "python" => (
+                "app.py",
+                "def evaluate(config: Config, request: types.Request) -> types.Verdict:",
+                "\n    if 'EXPLODE' in repr(request):\n        raise ValueError('exploded on purpose')",
+            ),
+            _ => ("", "", ""),
+        };
+        if !source.is_empty() {
+            let path = dir.join(source);
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.contains(from), "{lang}: the template changed");
+            std::fs::write(&path, text.replacen(from, &format!("{from}{bug}"), 1)).unwrap();
+        }
         build(&dir);
         assert!(dir.join("deny-phrases.wasm").is_file());
 
@@ -157,6 +177,22 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
         .json();
         assert_eq!(r["verdict"], "block", "{lang}: {r}");
         assert_eq!(r["blocked"]["plugin"], "deny-phrases");
+
+        // An exception is a fault whose message and place the operator can read.
+        if !source.is_empty() {
+            let r = post(
+                daemon.addr,
+                "/v1/check",
+                &json!({"rail": "input", "messages": [{"role": "user", "content": "EXPLODE"}]}),
+            )
+            .json();
+            let d = &r["decisions"][0];
+            assert_eq!(d["fault"], "guest_error", "{lang}: {r}");
+            let reason = d["reason"].as_str().unwrap();
+            let want = if lang == "js" { "RangeError: exploded on purpose (at " } else { "ValueError: exploded on purpose (line " };
+            assert!(reason.contains(want), "{lang}: {reason}");
+            assert!(!reason.contains("EXPLODE"), "never the content: {reason}");
+        }
     }
 
     // A name that is not kebab-case, or a folder in use, is refused.

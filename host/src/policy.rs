@@ -276,6 +276,7 @@ impl PolicySet {
                     "name": p.info().name,
                     "version": p.info().version,
                     "sha256": p.digest(),
+                    "contract": p.contract_version(),
                     "path": p.path(),
                     "rails": self.rails_of(p.id()),
                     "on_error": pc.on_error,

@@ -26,7 +26,7 @@
 // - an `option` is the value, or undefined for none;
 // - a `result` is the return value, or what the function throws for the error (see configure).
 //
-// To write to the daemon's log: `import { log } from 'railyard:policy/host';` and then
+// To write to the daemon's log: `import { log } from 'railyard:policy/host@0.2.0';` and then
 // `log('info', 'message')`. console.log goes nowhere: the build turns stdio off.
 
 /** Reported by describe(); keep it in step with package.json. */
@@ -100,15 +100,30 @@ export const plugin = {
     }
   },
 
+  // evaluate returns `result<verdict, string>`: an exception becomes the `err`, a fault the
+  // daemon resolves by the plugin's on_error (fail closed by default). Its message and place
+  // reach the daemon's log and the decision record, so say what went wrong, never what the
+  // request contained.
   evaluate(request) {
     if (config === null) {
       // The daemon always configures an instance first. Should that ever not happen, refuse
       // rather than let the request through unchecked (fail closed).
       return { tag: 'block', val: `plugin '${NAME}' was evaluated before it was configured` };
     }
-    return evaluate(config, request);
+    try {
+      return evaluate(config, request);
+    } catch (e) {
+      throw { payload: describeError(e) };
+    }
   },
 };
+
+/** `Name: message (at function@file:line:column)`, from an exception. */
+function describeError(e) {
+  if (!(e instanceof Error)) return `thrown: ${String(e).slice(0, 200)}`;
+  const frame = (e.stack || '').split('\n').find((l) => l.trim() !== '');
+  return `${e.name}: ${e.message}${frame ? ` (at ${frame.trim()})` : ''}`;
+}
 
 /** A config problem, with a message for the operator. */
 class ConfigError extends Error {}

@@ -126,11 +126,27 @@ class Plugin(exports.Plugin):
             # The daemon always configures an instance first. Should that ever not happen,
             # refuse rather than let the request through unchecked (fail closed).
             return types.Verdict_Block(f"plugin '{NAME}' was evaluated before it was configured")
-        return evaluate(_config, request)
+        # evaluate returns `result<verdict, string>`: an exception becomes the `err` (raise
+        # Err(message)), a fault the daemon resolves by the plugin's on_error (fail closed by
+        # default). Its message and line reach the daemon's log and the decision record, so say
+        # what went wrong, never what the request contained.
+        try:
+            return evaluate(_config, request)
+        except Exception as e:
+            raise Err(describe_error(e))
 
 
 class ConfigError(Exception):
     """A config problem, with a message for the operator."""
+
+
+def describe_error(e: BaseException) -> str:
+    """`Name: message (line N in function)`, from an exception and its innermost frame."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" (line {tb.tb_lineno} in {tb.tb_frame.f_code.co_name})" if tb is not None else ""
+    return f"{type(e).__name__}: {e}{where}"
 
 
 def parse_config(text: str) -> Config:

@@ -4,7 +4,7 @@
 // This file is only the WIT glue: the `plugin` export and the `host` import. The decision logic
 // is in guard.js, which imports nothing and is unit-tested under Node (test/guard.test.mjs).
 
-import { log } from 'railyard:policy/host@0.1.0';
+import { log } from 'railyard:policy/host@0.2.0';
 import { NAME, VERSION, CONFIG_SCHEMA, ConfigError, parseConfig, evaluate as judge, warmUp } from './guard.js';
 
 // Set by configure(); evaluate() before configure() uses the defaults.
@@ -20,22 +20,35 @@ export const plugin = {
     };
   },
 
-  // result<_, string>: returning is `ok`; a thrown value is the `err` payload.
+  // result<_, string>: returning is `ok`; a thrown `{payload}` is the `err`.
   configure(text) {
     try {
       config = parseConfig(text);
     } catch (e) {
-      throw e instanceof ConfigError ? e.message : `invalid prompt-guard config: ${e}`;
+      throw { payload: e instanceof ConfigError ? e.message : `invalid prompt-guard config: ${e}` };
     }
   },
 
+  // result<verdict, string>: an exception becomes the `err`, a fault whose message (what and
+  // where, never the request's content) reaches the daemon's log and the decision record.
   evaluate(request) {
-    if (config === null) config = parseConfig('{}');
-    const { verdict, logs } = judge(config, request);
-    for (const line of logs) log('warn', line);
-    return verdict;
+    try {
+      if (config === null) config = parseConfig('{}');
+      const { verdict, logs } = judge(config, request);
+      for (const line of logs) log('warn', line);
+      return verdict;
+    } catch (e) {
+      throw { payload: describeError(e) };
+    }
   },
 };
+
+/** `Name: message (at function@file:line:column)`, from an exception. */
+function describeError(e) {
+  if (!(e instanceof Error)) return `thrown: ${String(e).slice(0, 200)}`;
+  const frame = (e.stack || '').split('\n').find((l) => l.trim() !== '');
+  return `${e.name}: ${e.message}${frame ? ` (at ${frame.trim()})` : ''}`;
+}
 
 // Warm-up at build time: componentize-js evaluates this module once while snapshotting the
 // component (Wizer), so running every built-in pattern here stores their compiled form in the

@@ -47,6 +47,14 @@ class Plugin(exports.Plugin):
             raise Err(str(e))
 
     def evaluate(self, request):
+        # result<verdict, string>: an exception becomes the `err`, a fault whose message (what
+        # and where, never the request's content) reaches the daemon's log and decision record.
+        try:
+            return self._evaluate(request)
+        except Exception as e:
+            raise Err(describe_error(e))
+
+    def _evaluate(self, request):
         if _config is None:
             host.log(Level.ERROR, "evaluate called before configure")
             return Verdict_Block("tool-limits is not configured")
@@ -62,3 +70,12 @@ class Plugin(exports.Plugin):
                 for ci, text in rejections
             ]
         )
+
+
+def describe_error(e: BaseException) -> str:
+    """`Name: message (line N in function)`, from an exception and its innermost frame."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" (line {tb.tb_lineno} in {tb.tb_frame.f_code.co_name})" if tb is not None else ""
+    return f"{type(e).__name__}: {e}{where}"

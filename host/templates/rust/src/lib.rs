@@ -118,14 +118,18 @@ impl Guest for DenyPhrases {
         Ok(())
     }
 
-    fn evaluate(request: Request) -> Verdict {
+    /// `Err(message)` is a fault the daemon resolves by the plugin's `on_error` (fail closed by
+    /// default); its message reaches the daemon's log and the decision record, so say what went
+    /// wrong, never what the request contained. (A panic is a fault too: its message is printed
+    /// to stderr, which the daemon captures.)
+    fn evaluate(request: Request) -> Result<Verdict, String> {
         CONFIG.with(|c| match c.borrow().as_ref() {
-            Some(config) => evaluate(config, &request),
+            Some(config) => Ok(evaluate(config, &request)),
             // The daemon always configures an instance first. Should that ever not happen,
             // refuse rather than let the request through unchecked (fail closed).
-            None => Verdict::Block(format!(
+            None => Ok(Verdict::Block(format!(
                 "plugin '{PLUGIN_NAME}' was evaluated before it was configured"
-            )),
+            ))),
         })
     }
 }

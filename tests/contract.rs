@@ -1,0 +1,238 @@
+//! Contract 0.2 (#16) through the running daemon: a 0.1 and a 0.2 plugin in one chain; tool
+//! availability per principal (a hidden tool is never offered to the model, and a call to it is
+//! blocked); the Llama 3.1 fold of parallel tool results; tool calls written as text, in each
+//! format, streamed and not, converted into real calls that then face the tool_call rail; PII in
+//! a request field (the top-level `user`).
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn bundled() -> std::path::PathBuf {
+    root().join("policies/railyard.toml")
+}
+
+#[test]
+fn a_0_1_and_a_0_2_plugin_in_one_chain() {
+    let cfg = write_config(&format!(
+        "[[plugins]]\nname = \"old\"\npath = \"{}\"\nrails = [\"input\"]\n\n{}",
+        plugin("legacy_v01").display(),
+        scripted("new", "[\"input\"]", "", "{ mode = \"append\", text = \" [0.2]\" }"),
+    ));
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let r = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "input", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let body = r.json();
+    assert_eq!(body["verdict"], "modify", "{body}");
+    let text = body["payload"]["messages"][0]["content"].as_str().unwrap();
+    assert!(text.contains("[0.1]") && text.ends_with(" [0.2]"), "both edits: {text}");
+    let plugins = get(daemon.addr, "/v1/policies").json();
+    let versions: Vec<&Value> = plugins["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["contract"])
+        .collect();
+    assert_eq!(versions, [&json!("0.1.0"), &json!("0.2.0")]);
+}
+
+fn tool(name: &str) -> Value {
+    json!({"type": "function", "function": {"name": name, "description": "a tool",
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}}}})
+}
+
+fn call_reply(name: &str) -> Script {
+    Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": name, "arguments": "{\"order\": \"A1\"}"}}]}),
+            "tool_calls",
+        ),
+    )
+}
+
+#[test]
+fn a_tool_the_caller_may_not_use_is_never_offered_to_the_model() {
+    let backend = MockBackend::start(call_reply("refund"));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let body = json!({"model": "m", "tools": [tool("lookup_order"), tool("refund")],
+        "messages": [{"role": "user", "content": "refund order A1"}]});
+    // The support tenant may look orders up but not refund them.
+    let r = post_as(
+        daemon.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &body,
+    );
+    let offered: Vec<String> = backend.seen()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(offered, ["lookup_order"], "the model never saw refund");
+    let reply = r.json();
+    let blocked = &reply["railyard"]["blocked"];
+    assert_eq!(blocked["rail"], "tool_call", "{reply}");
+    assert!(
+        blocked["reason"].as_str().unwrap().contains("hidden"),
+        "a call to a hidden tool says so: {blocked}"
+    );
+    // The payments tenant may refund: offered and allowed.
+    let r = post_as(
+        daemon.addr,
+        "/v1/chat/completions",
+        Some("demo-payments-key"),
+        &body,
+    );
+    assert_eq!(backend.seen()[1].body["tools"].as_array().unwrap().len(), 2);
+    assert!(r.json()["railyard"]["blocked"].is_null(), "{}", r.body);
+}
+
+#[test]
+fn parallel_tool_results_fold_into_one_user_message_for_llama_3_1() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "done"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let call = |id: &str, name: &str| {
+        json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}})
+    };
+    let history = |model: &str| {
+        json!({"model": model, "messages": [
+            {"role": "user", "content": "time and weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "get_time"), call("b", "get_weather")]},
+            {"role": "tool", "tool_call_id": "a", "content": "noon"},
+            {"role": "tool", "tool_call_id": "b", "content": "sunny"}]})
+    };
+    post(daemon.addr, "/v1/chat/completions", &history("llama-3.1-8b-instruct"));
+    let seen = &backend.seen()[0].body["messages"];
+    let roles: Vec<&str> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{seen}");
+    assert!(seen[1].get("tool_calls").is_none_or(|c| c.as_array().is_some_and(|c| c.is_empty())));
+    let folded = seen[2]["content"].as_str().unwrap();
+    assert!(
+        folded.contains("Tool 'get_time' returned: noon")
+            && folded.contains("Tool 'get_weather' returned: sunny"),
+        "{folded}"
+    );
+    // Another model gets the conversation as it was.
+    post(daemon.addr, "/v1/chat/completions", &history("gpt-4.1"));
+    assert_eq!(backend.seen()[1].body["messages"], history("gpt-4.1")["messages"]);
+}
+
+/// The tool calls a model may write as text, in the formats models use.
+fn written_calls(name: &str) -> [(&'static str, String); 4] {
+    let args = r#"{"order": "A1"}"#;
+    [
+        (
+            "qwen",
+            format!(r#"Let me check. <tool_call>{{"name": "{name}", "arguments": {args}}}</tool_call>"#),
+        ),
+        (
+            "llama python_tag",
+            format!(r#"<|python_tag|>{{"name": "{name}", "parameters": {args}}}<|eom_id|>"#),
+        ),
+        (
+            "llama raw json",
+            format!(r#"{{"name": "{name}", "parameters": {args}}}"#),
+        ),
+        (
+            "mistral function",
+            format!(r#"Checking. <function={name}>{args}</function>"#),
+        ),
+    ]
+}
+
+#[test]
+fn tool_calls_written_as_text_become_calls_and_face_the_tool_call_rail() {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let ask = |stream: bool| {
+        json!({"model": "m", "stream": stream, "tools": [tool("lookup_order")],
+            "messages": [{"role": "user", "content": "where is A1?"}]})
+    };
+    for (declared, name) in [(true, "lookup_order"), (false, "delete_everything")] {
+        for (format, text) in written_calls(name) {
+            let what = format!("{format}, {name}");
+            backend.set(Script::Json(
+                200,
+                completion(json!({"role": "assistant", "content": text}), "stop"),
+            ));
+            let reply = post(daemon.addr, "/v1/chat/completions", &ask(false)).json();
+            let choice = &reply["choices"][0];
+            if declared {
+                assert_eq!(choice["finish_reason"], "tool_calls", "{what}: {reply}");
+                let call = &choice["message"]["tool_calls"][0]["function"];
+                assert_eq!(call["name"], name, "{what}");
+                assert_eq!(
+                    serde_json::from_str::<Value>(call["arguments"].as_str().unwrap()).unwrap(),
+                    json!({"order": "A1"})
+                );
+                let content = choice["message"]["content"].as_str().unwrap_or("");
+                assert!(!content.contains(name), "{what}: the call is not text: {content}");
+            } else {
+                assert_eq!(
+                    reply["railyard"]["blocked"]["policy"], "allowlist",
+                    "{what}: {reply}"
+                );
+            }
+
+            // Streamed, split into small pieces: never released as text.
+            let pieces: Vec<String> = text
+                .as_bytes()
+                .chunks(5)
+                .map(|c| text_chunk(&String::from_utf8_lossy(c)))
+                .chain([finish_chunk("stop"), "[DONE]".to_string()])
+                .collect();
+            backend.set(Script::Sse(pieces, Duration::from_millis(1)));
+            let r = post(daemon.addr, "/v1/chat/completions", &ask(true));
+            let streamed = r.streamed_text();
+            assert!(!streamed.contains(name), "{what}: released as text: {streamed}");
+            assert!(!streamed.contains("<tool_call>") && !streamed.contains("<|python_tag|>"));
+            let calls: Vec<Value> = r
+                .events()
+                .iter()
+                .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+                .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].as_array().cloned())
+                .flatten()
+                .collect();
+            if declared {
+                assert_eq!(calls.len(), 1, "{what}: {}", r.body);
+                assert_eq!(calls[0]["function"]["name"], name);
+                assert!(r.body.contains("\"finish_reason\":\"tool_calls\""), "{what}");
+            } else {
+                assert!(calls.is_empty(), "{what}: {}", r.body);
+                assert!(r.body.contains("policy_violation"), "{what}: {}", r.body);
+            }
+        }
+    }
+}
+
+#[test]
+fn pii_in_the_user_field_is_redacted_before_the_model() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "user": "jane.doe@example.com",
+            "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(backend.seen()[0].body["user"], "[EMAIL]");
+}
