@@ -18,7 +18,12 @@ fn a_0_1_and_a_0_2_plugin_in_one_chain() {
     let cfg = write_config(&format!(
         "[[plugins]]\nname = \"old\"\npath = \"{}\"\nrails = [\"input\"]\n\n{}",
         plugin("legacy_v01").display(),
-        scripted("new", "[\"input\"]", "", "{ mode = \"append\", text = \" [0.2]\" }"),
+        scripted(
+            "new",
+            "[\"input\"]",
+            "",
+            "{ mode = \"append\", text = \" [0.2]\" }"
+        ),
     ));
     let backend = MockBackend::start(Script::Hang);
     let daemon = Daemon::start(&cfg.path, &backend.url());
@@ -30,7 +35,10 @@ fn a_0_1_and_a_0_2_plugin_in_one_chain() {
     let body = r.json();
     assert_eq!(body["verdict"], "modify", "{body}");
     let text = body["payload"]["messages"][0]["content"].as_str().unwrap();
-    assert!(text.contains("[0.1]") && text.ends_with(" [0.2]"), "both edits: {text}");
+    assert!(
+        text.contains("[0.1]") && text.ends_with(" [0.2]"),
+        "both edits: {text}"
+    );
     let plugins = get(daemon.addr, "/v1/policies").json();
     let versions: Vec<&Value> = plugins["plugins"]
         .as_array()
@@ -102,9 +110,7 @@ fn parallel_tool_results_fold_into_one_user_message_for_llama_3_1() {
         completion(json!({"role": "assistant", "content": "done"}), "stop"),
     ));
     let daemon = Daemon::start(&bundled(), &backend.url());
-    let call = |id: &str, name: &str| {
-        json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}})
-    };
+    let call = |id: &str, name: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}});
     let history = |model: &str| {
         json!({"model": model, "messages": [
             {"role": "user", "content": "time and weather?"},
@@ -112,7 +118,11 @@ fn parallel_tool_results_fold_into_one_user_message_for_llama_3_1() {
             {"role": "tool", "tool_call_id": "a", "content": "noon"},
             {"role": "tool", "tool_call_id": "b", "content": "sunny"}]})
     };
-    post(daemon.addr, "/v1/chat/completions", &history("llama-3.1-8b-instruct"));
+    post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &history("llama-3.1-8b-instruct"),
+    );
     let seen = &backend.seen()[0].body["messages"];
     let roles: Vec<&str> = seen
         .as_array()
@@ -121,7 +131,9 @@ fn parallel_tool_results_fold_into_one_user_message_for_llama_3_1() {
         .map(|m| m["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["user", "assistant", "user"], "{seen}");
-    assert!(seen[1].get("tool_calls").is_none_or(|c| c.as_array().is_some_and(|c| c.is_empty())));
+    assert!(seen[1]
+        .get("tool_calls")
+        .is_none_or(|c| c.as_array().is_some_and(|c| c.is_empty())));
     let folded = seen[2]["content"].as_str().unwrap();
     assert!(
         folded.contains("Tool 'get_time' returned: noon")
@@ -130,7 +142,10 @@ fn parallel_tool_results_fold_into_one_user_message_for_llama_3_1() {
     );
     // Another model gets the conversation as it was.
     post(daemon.addr, "/v1/chat/completions", &history("gpt-4.1"));
-    assert_eq!(backend.seen()[1].body["messages"], history("gpt-4.1")["messages"]);
+    assert_eq!(
+        backend.seen()[1].body["messages"],
+        history("gpt-4.1")["messages"]
+    );
 }
 
 /// The tool calls a model may write as text, in the formats models use.
@@ -139,7 +154,9 @@ fn written_calls(name: &str) -> [(&'static str, String); 4] {
     [
         (
             "qwen",
-            format!(r#"Let me check. <tool_call>{{"name": "{name}", "arguments": {args}}}</tool_call>"#),
+            format!(
+                r#"Let me check. <tool_call>{{"name": "{name}", "arguments": {args}}}</tool_call>"#
+            ),
         ),
         (
             "llama python_tag",
@@ -182,7 +199,10 @@ fn tool_calls_written_as_text_become_calls_and_face_the_tool_call_rail() {
                     json!({"order": "A1"})
                 );
                 let content = choice["message"]["content"].as_str().unwrap_or("");
-                assert!(!content.contains(name), "{what}: the call is not text: {content}");
+                assert!(
+                    !content.contains(name),
+                    "{what}: the call is not text: {content}"
+                );
             } else {
                 assert_eq!(
                     reply["railyard"]["blocked"]["policy"], "allowlist",
@@ -200,7 +220,10 @@ fn tool_calls_written_as_text_become_calls_and_face_the_tool_call_rail() {
             backend.set(Script::Sse(pieces, Duration::from_millis(1)));
             let r = post(daemon.addr, "/v1/chat/completions", &ask(true));
             let streamed = r.streamed_text();
-            assert!(!streamed.contains(name), "{what}: released as text: {streamed}");
+            assert!(
+                !streamed.contains(name),
+                "{what}: released as text: {streamed}"
+            );
             assert!(!streamed.contains("<tool_call>") && !streamed.contains("<|python_tag|>"));
             let calls: Vec<Value> = r
                 .events()
@@ -212,7 +235,10 @@ fn tool_calls_written_as_text_become_calls_and_face_the_tool_call_rail() {
             if declared {
                 assert_eq!(calls.len(), 1, "{what}: {}", r.body);
                 assert_eq!(calls[0]["function"]["name"], name);
-                assert!(r.body.contains("\"finish_reason\":\"tool_calls\""), "{what}");
+                assert!(
+                    r.body.contains("\"finish_reason\":\"tool_calls\""),
+                    "{what}"
+                );
             } else {
                 assert!(calls.is_empty(), "{what}: {}", r.body);
                 assert!(r.body.contains("policy_violation"), "{what}: {}", r.body);

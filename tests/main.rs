@@ -18,6 +18,7 @@
 //! - `faults`: a hostile plugin through the running daemon's every door (containment, #13);
 //! - `contract`: contract 0.2 through the daemon (0.1 beside 0.2, tool availability, structural
 //!   edits, tool calls written as text, request fields);
+//! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
 mod api;
@@ -30,6 +31,7 @@ mod doors;
 mod faults;
 mod grpc;
 mod http;
+mod mcp;
 mod policies;
 mod polyglot;
 mod proxy;

@@ -189,7 +189,11 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
             let d = &r["decisions"][0];
             assert_eq!(d["fault"], "guest_error", "{lang}: {r}");
             let reason = d["reason"].as_str().unwrap();
-            let want = if lang == "js" { "RangeError: exploded on purpose (at " } else { "ValueError: exploded on purpose (line " };
+            let want = if lang == "js" {
+                "RangeError: exploded on purpose (at "
+            } else {
+                "ValueError: exploded on purpose (line "
+            };
             assert!(reason.contains(want), "{lang}: {reason}");
             assert!(!reason.contains("EXPLODE"), "never the content: {reason}");
         }

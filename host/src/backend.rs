@@ -7,6 +7,8 @@
 //! timeout → 504. A backend that answers with an error status is not an error here: its status
 //! and body are passed through to the client.
 
+pub mod mcp;
+
 use crate::codec::Route;
 use crate::config::BackendConfig;
 use bytes::Bytes;

@@ -5,11 +5,13 @@
 //! - `chat`: OpenAI Chat Completions (and the check API's payload shape);
 //! - `responses`: OpenAI Responses;
 //! - `messages`: Anthropic Messages;
+//! - `mcp`: MCP's JSON-RPC messages, as far as the rails need them;
 //! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies;
 //! - `error`: error objects in each format's shape.
 
 pub mod chat;
 pub mod error;
+pub mod mcp;
 pub mod messages;
 pub mod responses;
 pub mod sse;

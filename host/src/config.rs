@@ -8,6 +8,7 @@
 //! replaces. Loading the plugins a config names is the next phase: see [`crate::policy`].
 
 mod keys;
+mod mcp;
 mod raw;
 mod resolve;
 #[cfg(test)]
@@ -16,6 +17,7 @@ mod tests;
 use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
 use crate::model::{OnError, Rail, ToolDef};
+pub use mcp::{McpConfig, McpServer};
 use raw::RawConfig;
 use serde::Deserialize;
 use std::fmt;
@@ -240,6 +242,8 @@ pub struct Config {
     pub tools: Vec<ToolDef>,
     /// Plugins in order.
     pub plugins: Vec<PluginConfig>,
+    /// `[[mcp.servers]]`.
+    pub mcp: McpConfig,
 }
 
 /// One problem in a config file.
@@ -369,6 +373,7 @@ impl Config {
                 p.at(f.span(), "backend.forward_client_authorization", "cannot be true while [auth] is on: the client's Authorization header carries its Railyard key");
             }
         }
+        let mcp = mcp::resolve(&mut p, &raw.mcp.servers, auth.is_some());
         let mut admin_keys = Vec::new();
         for (i, k) in raw.admin.keys_sha256.iter().enumerate() {
             match crate::auth::parse_digest(k.get_ref()) {
@@ -398,6 +403,7 @@ impl Config {
             tenants,
             tools,
             plugins,
+            mcp,
         })
     }
 }

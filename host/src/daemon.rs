@@ -54,12 +54,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         listen: options.listen.clone(),
         backend: options.backend.clone(),
         grpc_listen: options.grpc_listen.clone(),
+        mcp_demo: None,
     };
     // Read the config once up front for what cannot change on reload (engine cache, backend).
     let mut config = Config::load(&options.config)?;
     if options.demo_backend {
         let url = crate::demo::start().await?;
         tracing::info!(%url, "demo backend started");
+        let base = url.trim_end_matches("/v1");
+        overrides.mcp_demo = Some(format!("{base}/mcp"));
         overrides.backend = Some(url);
     }
     overrides.apply(&mut config);

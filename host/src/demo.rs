@@ -6,8 +6,12 @@
 //! - `call NAME {json}` from the user → a tool call to NAME with those arguments;
 //! - a tool result as the last message → "The tool returned: ...";
 //! - anything else → "You said: ..." (so PII you send comes back for the output rail to catch).
+//!
+//! It is also a tiny MCP server at `/mcp` (see `mcp`), which `serve --demo-backend` puts behind
+//! `/mcp/demo`.
 
 mod chat;
+mod mcp;
 mod messages;
 mod responses;
 
@@ -41,6 +45,7 @@ fn router() -> Router {
         .route("/v1/chat/completions", post(chat::complete))
         .route("/v1/responses", post(responses::respond))
         .route("/v1/messages", post(messages::message))
+        .route("/mcp", post(mcp::post).get(mcp::other).delete(mcp::other))
         .route(
             "/v1/models",
             get(|| async {

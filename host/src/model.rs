@@ -208,6 +208,8 @@ pub struct ToolDef {
     pub description: Option<String>,
     /// The function's `parameters` schema.
     pub parameters: Option<Value>,
+    /// The schema its results must match (MCP `outputSchema`, config `result_schema`).
+    pub result_schema: Option<Value>,
     /// Set when a plugin on the `tools` rail hid the tool from the model: its id.
     pub hidden_by: Option<String>,
 }

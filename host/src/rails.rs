@@ -44,7 +44,8 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn from_eval(eval: &Evaluation) -> Option<Refusal> {
+    /// The refusal of a chain run that blocked.
+    pub fn from_eval(eval: &Evaluation) -> Option<Refusal> {
         eval.blocked.as_ref().map(|b| Refusal {
             rail: eval.rail,
             policy: b.plugin.clone(),
@@ -128,6 +129,22 @@ impl RequestScope {
             claimed
                 .into_iter()
                 .map(|(k, v)| (format!("request.{k}"), v)),
+        );
+    }
+
+    /// A label the daemon itself sets (e.g. `mcp.server`), seen by plugins in their context.
+    pub fn add_metadata(&mut self, key: &str, value: &str) {
+        self.ctx.metadata.push((key.to_string(), value.to_string()));
+    }
+
+    /// The daemon refused the request itself, for a policy's decision (an MCP call to a tool a
+    /// `tools` plugin hid): recorded as that rail's block.
+    pub fn refuse(&mut self, refusal: &Refusal) {
+        self.record.block(
+            refusal.rail,
+            &refusal.policy,
+            &refusal.reason,
+            refusal.fault,
         );
     }
 

@@ -35,12 +35,27 @@ pub struct Overrides {
     pub backend: Option<String>,
     /// `--grpc-listen`.
     pub grpc_listen: Option<String>,
+    /// The demo backend's MCP server, served as `/mcp/demo` unless the config names a `demo`.
+    pub mcp_demo: Option<String>,
 }
 
 impl Overrides {
     /// Apply to a freshly loaded config. A backend given on the command line is also the
     /// Anthropic backend, unless the config names one of its own.
     pub fn apply(&self, config: &mut Config) {
+        if let Some(url) = &self.mcp_demo {
+            if config.mcp.server("demo").is_none() {
+                if let Ok(url) = url.parse() {
+                    config.mcp.servers.push(crate::config::McpServer {
+                        name: "demo".into(),
+                        url,
+                        headers: Vec::new(),
+                        forward_headers: Vec::new(),
+                        timeout: std::time::Duration::from_secs(30),
+                    });
+                }
+            }
+        }
         let startup = &mut config.startup;
         if let Some(listen) = &self.listen {
             startup.listen = listen.clone();

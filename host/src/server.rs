@@ -9,6 +9,7 @@
 //!
 //! - `proxy`: the pipeline of every model door, generic over the door's codec;
 //! - `check`, `models`, `admin`: the other HTTP endpoints;
+//! - `mcp`: the MCP door, `/mcp/<name>` in front of each configured MCP server;
 //! - `grpc`: `railyard.v1.PolicyService`, health and reflection;
 //! - `error`: every failure as a response in the door's shape; `limits`: tenants' in-flight
 //!   counters.
@@ -19,6 +20,7 @@ pub mod error;
 pub mod grpc;
 mod ingress;
 mod limits;
+mod mcp;
 mod models;
 mod proxy;
 
@@ -37,7 +39,7 @@ use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 use error::ApiError;
 use std::io::Write;
@@ -65,6 +67,8 @@ pub struct App {
     observer: Arc<Sink>,
     id_prefix: String,
     next_id: AtomicU64,
+    mcp_upstream: crate::backend::mcp::McpUpstream,
+    mcp_tools: mcp::ToolCache,
 }
 
 impl App {
@@ -94,6 +98,8 @@ impl App {
                 (nanos as u64 ^ (std::process::id() as u64) << 32) as u32
             ),
             next_id: AtomicU64::new(1),
+            mcp_upstream: crate::backend::mcp::McpUpstream::new(),
+            mcp_tools: mcp::ToolCache::default(),
         }
     }
 
@@ -115,6 +121,14 @@ impl App {
     /// The settings the daemon was started with.
     pub fn startup(&self) -> &StartupConfig {
         &self.startup
+    }
+
+    pub(crate) fn mcp_upstream(&self) -> &crate::backend::mcp::McpUpstream {
+        &self.mcp_upstream
+    }
+
+    pub(crate) fn mcp_tools(&self) -> &mcp::ToolCache {
+        &self.mcp_tools
     }
 
     pub(crate) fn observer(&self) -> Arc<dyn Observer> {
@@ -194,7 +208,8 @@ pub fn router(app: Arc<App>, with_admin: bool) -> Router {
         .route("/v1/responses", post(proxy::door::<Responses>))
         .route("/v1/messages", post(proxy::door::<Messages>))
         .route("/v1/models", get(models::models))
-        .route("/v1/check", post(check::check));
+        .route("/v1/check", post(check::check))
+        .route("/mcp/{name}", any(mcp::door));
     let mut router = Router::new().merge(api).merge(health());
     if with_admin {
         router = router.merge(admin(app.clone()));
@@ -275,6 +290,7 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
         | "/healthz"
         | "/readyz"
         | "/metrics") => p.to_string(),
+        p if p.starts_with("/mcp/") => "/mcp".to_string(),
         _ => "other".to_string(),
     };
     request.extensions_mut().insert(RequestId(id.clone()));

@@ -207,6 +207,7 @@ impl Codec for Messages {
                             .get("description")
                             .and_then(Value::as_str)
                             .map(str::to_string),
+                        result_schema: None,
                         hidden_by: None,
                     })
                 })

@@ -105,6 +105,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                     name,
                     description: None,
                     parameters: None,
+                    result_schema: None,
                     hidden_by: None,
                 });
             }
@@ -119,6 +120,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                     .and_then(Value::as_str)
                     .map(str::to_string),
                 parameters: t.get("parameters").filter(|p| !p.is_null()).cloned(),
+                result_schema: None,
                 hidden_by: None,
             })
         })

@@ -41,6 +41,12 @@ impl SseParser {
         }
     }
 
+    /// The next complete block as written, without its blank line (for relays that pass most
+    /// events on untouched: `id:`, `retry:` and comments stay as they were).
+    pub fn next_block(&mut self) -> Option<String> {
+        self.take_block()
+    }
+
     fn take_block(&mut self) -> Option<String> {
         let buf = &self.buf;
         // Back up over a possible half of "\r\n\r\n" at the end of the last search.
@@ -69,7 +75,8 @@ impl SseParser {
     }
 }
 
-fn parse_block(block: &str) -> Option<SseEvent> {
+/// The event in a block from [`SseParser::next_block`] (`None` for comments and empty blocks).
+pub fn parse_block(block: &str) -> Option<SseEvent> {
     let mut event = None;
     let mut data: Option<String> = None;
     for line in block.lines() {
@@ -91,6 +98,36 @@ fn parse_block(block: &str) -> Option<SseEvent> {
         }
     }
     data.map(|data| SseEvent { event, data })
+}
+
+/// `block` with its data replaced by `data`, every other line (`id:`, `event:`, `retry:`,
+/// comments) kept in place.
+pub fn replace_data(block: &str, data: &str) -> String {
+    let mut out = String::with_capacity(block.len() + data.len());
+    let mut written = false;
+    for line in block.lines() {
+        let field = line.split_once(':').map_or(line, |(f, _)| f);
+        if field == "data" {
+            if !written {
+                for d in data.split('\n') {
+                    out.push_str("data: ");
+                    out.push_str(d);
+                    out.push('\n');
+                }
+                written = true;
+            }
+            continue;
+        }
+        out.push_str(line.trim_end_matches('\r'));
+        out.push('\n');
+    }
+    if !written {
+        out.push_str("data: ");
+        out.push_str(data);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
 }
 
 /// Append one event to `out`.
@@ -147,6 +184,21 @@ mod tests {
             Some("message_stop")
         );
         assert_eq!(p.next_event().unwrap().data, "[DONE]");
+    }
+
+    #[test]
+    fn blocks_pass_whole_and_data_is_replaced_in_place() {
+        let mut p = SseParser::default();
+        p.push(b"id: 7\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n: ping\n\n")
+            .unwrap();
+        let block = p.next_block().unwrap();
+        assert_eq!(parse_block(&block).unwrap().data, "{\"a\":\n1}");
+        assert_eq!(
+            replace_data(&block, "{\"b\":2}"),
+            "id: 7\nevent: message\ndata: {\"b\":2}\n\n"
+        );
+        let ping = p.next_block().unwrap();
+        assert_eq!(parse_block(&ping), None, "a comment has no event");
     }
 
     #[test]

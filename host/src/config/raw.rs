@@ -27,6 +27,31 @@ pub(super) struct RawConfig {
     pub(super) tools: Vec<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) plugins: Vec<Spanned<RawPlugin>>,
+    #[serde(default)]
+    pub(super) mcp: RawMcp,
+}
+
+/// `[mcp]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    #[serde(default)]
+    pub(super) servers: Vec<Spanned<RawMcpServer>>,
+}
+
+/// One `[[mcp.servers]]` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcpServer {
+    pub(super) name: Spanned<String>,
+    pub(super) url: Spanned<String>,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub(super) headers_env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub(super) forward_headers: Vec<Spanned<String>>,
+    pub(super) timeout_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default)]

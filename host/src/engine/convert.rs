@@ -123,6 +123,7 @@ impl From<&ToolDef> for wit::ToolDef {
             name: t.name.clone(),
             description: t.description.clone(),
             parameters: t.parameters.as_ref().map(|p| p.to_string()),
+            result_schema: t.result_schema.as_ref().map(|p| p.to_string()),
             hidden_by: t.hidden_by.clone(),
         }
     }

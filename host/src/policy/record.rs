@@ -214,6 +214,21 @@ impl DecisionRecord {
         }
     }
 
+    /// Record a block the daemon enforced for `policy` on `rail`.
+    pub fn block(&mut self, rail: Rail, policy: &str, reason: &str, fault: bool) {
+        match self.rails.0.iter_mut().find(|(r, _)| *r == rail) {
+            Some((_, v)) => *v = Verdict::Block,
+            None => self.rails.0.push((rail, Verdict::Block)),
+        }
+        self.rails.0.sort_by_key(|(r, _)| r.index());
+        self.blocked = Some(BlockRecord {
+            rail,
+            policy: policy.to_string(),
+            reason: reason.to_string(),
+            fault,
+        });
+    }
+
     /// Whether any rail did more than allow, a plugin faulted, or there is a note for the
     /// caller: then the answer carries a `railyard` object.
     pub fn acted(&self) -> bool {
@@ -261,8 +276,20 @@ impl DecisionRecord {
                 )
             })
             .collect();
+        let target = match &self.target {
+            None => String::new(),
+            Some(t) => format!(
+                " target={}:{}{}",
+                t.server,
+                t.method,
+                t.tool
+                    .as_deref()
+                    .map(|n| format!(":{n}"))
+                    .unwrap_or_default()
+            ),
+        };
         format!(
-            "door={} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}",
+            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}",
             self.door.as_str(),
             self.status,
             serde_json::to_value(self.outcome)

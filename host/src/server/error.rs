@@ -1,6 +1,6 @@
 //! The one place where failures become responses: each cause mapped to a status, headers, an
 //! error body in the shape of the door the request came through (`crate::codec::error`:
-//! OpenAI's or Anthropic's) and how the decision record counts it. Handlers return
+//! OpenAI's or Anthropic's; JSON-RPC's on the MCP door) and how the decision record counts it. Handlers return
 //! [`ApiError`] and never build error bodies themselves.
 
 use crate::backend::BackendError;
@@ -175,11 +175,27 @@ impl ApiError {
         body
     }
 
+    /// The JSON-RPC error body (the MCP door): the code for its kind, the OpenAI type and
+    /// code in `data`.
+    pub fn mcp_body(&self) -> Value {
+        use crate::codec::mcp;
+        let (_, kind, code) = self.parts();
+        let number = match self {
+            ApiError::Backend(_) | ApiError::BadBackendResponse(_) => mcp::UPSTREAM_ERROR,
+            ApiError::Blocked { .. } => mcp::POLICY_VIOLATION,
+            _ => mcp::INVALID_REQUEST,
+        };
+        let data = serde_json::json!({"type": kind, "code": code});
+        mcp::error(&Value::Null, number, &self.to_string(), Some(data))
+    }
+
     /// The response on `door`.
     pub fn into_response_for(self, door: Door) -> Response {
         let (status, _, _) = self.parts();
         let body = if door.anthropic() {
             self.anthropic_body()
+        } else if door == Door::Mcp {
+            self.mcp_body()
         } else {
             self.body()
         };

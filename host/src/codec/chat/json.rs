@@ -238,6 +238,7 @@ impl ToolDef {
                 name,
                 description: None,
                 parameters: None,
+                result_schema: None,
                 hidden_by: None,
             });
         }
@@ -279,6 +280,7 @@ impl ToolDef {
             name: Some(name),
             description,
             parameters,
+            result_schema: None,
             hidden_by: None,
         })
     }

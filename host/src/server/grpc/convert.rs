@@ -71,6 +71,7 @@ pub(super) fn tool_in(i: usize, t: proto::Tool) -> Result<ToolDef, Status> {
         name: t.name,
         description: t.description,
         parameters,
+        result_schema: None,
         hidden_by: None,
     })
 }

@@ -1,0 +1,264 @@
+//! MCP's JSON-RPC messages, as far as the rails need them: `tools/list` results become declared
+//! tools (and are rewritten for what a caller may see), a `tools/call` request becomes one tool
+//! call, its result a tool message. Everything else passes the door untouched.
+//!
+//! A result reaches plugins as a `tool` message whose content is parts: the result's content
+//! blocks as they are, then, when the result has `structuredContent`, one more part
+//! `{"type": "structured", "structured": <value>}`. Edited parts are split back the same way.
+
+#[cfg(test)]
+mod tests;
+
+use crate::model::{Content, Message, ToolCall, ToolDef, FUNCTION};
+use serde_json::{json, Map, Value};
+
+/// The type of the part carrying a result's `structuredContent`.
+pub const STRUCTURED: &str = "structured";
+
+/// JSON-RPC: the body is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: the request is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: invalid params (MCP answers an unknown tool with it).
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: a server error. The daemon's own failures (the upstream unreachable, an answer it
+/// cannot read) use it.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// A request a policy blocked (in JSON-RPC's range for implementation-defined server errors).
+pub const POLICY_VIOLATION: i64 = -32050;
+/// The upstream MCP server could not be reached or did not answer in time.
+pub const UPSTREAM_ERROR: i64 = -32051;
+
+/// What a JSON-RPC message is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    /// A request: it has an id and a method.
+    Request {
+        /// Its id (a string or a number).
+        id: Value,
+        /// Its method.
+        method: String,
+    },
+    /// A notification: a method, no id.
+    Notification {
+        /// Its method.
+        method: String,
+    },
+    /// A response (a result or an error) to the request with this id.
+    Response {
+        /// The id it answers.
+        id: Value,
+    },
+    /// Not a JSON-RPC message.
+    Other,
+}
+
+/// Classify one message.
+pub fn kind(message: &Value) -> Kind {
+    let Some(obj) = message.as_object() else {
+        return Kind::Other;
+    };
+    let id = obj.get("id").filter(|id| id.is_string() || id.is_number());
+    match (obj.get("method").and_then(Value::as_str), id) {
+        (Some(method), Some(id)) => Kind::Request {
+            id: id.clone(),
+            method: method.to_string(),
+        },
+        (Some(method), None) if !obj.contains_key("id") => Kind::Notification {
+            method: method.to_string(),
+        },
+        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+            Kind::Response { id: id.clone() }
+        }
+        _ => Kind::Other,
+    }
+}
+
+/// An id as the text plugins see as the call's id (a string as it is, a number as written).
+pub fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An error response.
+pub fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// A result response.
+pub fn result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// A tool result reporting an error (`isError`), which MCP clients hand to the model.
+pub fn error_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// The tools of a `tools/list` result, as declared tools (`inputSchema` as the parameters,
+/// `outputSchema` as the result schema). Tools without a string name are left out.
+pub fn tools_of(result: &Value) -> Result<Vec<ToolDef>, String> {
+    let tools = result
+        .get("tools")
+        .and_then(Value::as_array)
+        .ok_or("a tools/list result has no 'tools' array")?;
+    Ok(tools
+        .iter()
+        .filter_map(|t| {
+            let name = t.get("name")?.as_str()?;
+            Some(ToolDef {
+                kind: FUNCTION.into(),
+                name: Some(name.to_string()),
+                description: t
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                parameters: t.get("inputSchema").filter(|s| s.is_object()).cloned(),
+                result_schema: t.get("outputSchema").filter(|s| s.is_object()).cloned(),
+                hidden_by: None,
+            })
+        })
+        .collect())
+}
+
+/// Rewrite a `tools/list` result for a caller: tools a plugin hid are left out, descriptions a
+/// plugin rewrote are replaced. `judged` are the tools as the `tools` rail left them.
+pub fn rewrite_tools(result: &mut Value, judged: &[ToolDef]) {
+    let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+        return;
+    };
+    tools.retain_mut(|t| {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            return true;
+        };
+        let Some(def) = judged.iter().find(|d| d.name.as_deref() == Some(name)) else {
+            return true;
+        };
+        if def.hidden_by.is_some() {
+            return false;
+        }
+        let current = t.get("description").and_then(Value::as_str);
+        if def.description.as_deref() != current {
+            match &def.description {
+                Some(d) => t["description"] = Value::String(d.clone()),
+                None => {
+                    if let Some(obj) = t.as_object_mut() {
+                        obj.remove("description");
+                    }
+                }
+            }
+        }
+        true
+    });
+}
+
+/// The call a `tools/call` request makes: its id, the tool's name and its arguments as JSON
+/// text (`{}` when absent).
+pub fn call_of(id: &Value, params: Option<&Value>) -> Result<ToolCall, String> {
+    let params = params
+        .and_then(Value::as_object)
+        .ok_or("tools/call needs params with a tool name")?;
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("tools/call params.name must be a string")?;
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(a @ Value::Object(_)) => a.to_string(),
+        Some(_) => return Err("tools/call params.arguments must be an object".into()),
+    };
+    Ok(ToolCall::function(id_text(id), name.to_string(), arguments))
+}
+
+/// The assistant message that made `call` (what a result answers).
+pub fn call_message(call: ToolCall) -> Message {
+    Message::reply(None, vec![call])
+}
+
+/// A `tools/call` result as the `tool` message answering `call`.
+pub fn result_message(call: &ToolCall, result: &Value) -> Message {
+    let mut parts: Vec<Value> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(structured) = result.get("structuredContent") {
+        parts.push(json!({"type": STRUCTURED, STRUCTURED: structured}));
+    }
+    let mut m = Message::new("tool", Some(Content::Parts(Value::Array(parts))));
+    m.tool_call_id = Some(call.id.clone());
+    m.name = Some(call.name.clone());
+    m
+}
+
+/// Put an edited tool message back into `result`: its parts become the content blocks, the
+/// structured part `structuredContent`. Other fields of the result (`isError`, `_meta`) stay.
+pub fn apply_result_edit(result: &mut Value, message: &Message) -> Result<(), String> {
+    let parts = match &message.content {
+        Some(Content::Parts(Value::Array(parts))) => parts.clone(),
+        Some(Content::Text(text)) => vec![json!({"type": "text", "text": text})],
+        None => Vec::new(),
+        Some(Content::Parts(_)) => {
+            return Err("a policy left the tool result's content not a list of blocks".into())
+        }
+    };
+    let mut content = Vec::with_capacity(parts.len());
+    let mut structured = None;
+    for part in parts {
+        if part.get("type").and_then(Value::as_str) == Some(STRUCTURED) {
+            structured = part.get(STRUCTURED).cloned();
+        } else if part.is_object() {
+            content.push(part);
+        } else {
+            return Err("a policy left a tool result content block that is not an object".into());
+        }
+    }
+    let obj = result
+        .as_object_mut()
+        .ok_or("the tool result is not an object")?;
+    obj.insert("content".into(), Value::Array(content));
+    match structured {
+        Some(s) => {
+            obj.insert("structuredContent".into(), s);
+        }
+        None => {
+            obj.remove("structuredContent");
+        }
+    }
+    Ok(())
+}
+
+/// Set a `tools/call` request's arguments (after a policy edited them).
+pub fn set_arguments(request: &mut Value, arguments: &str) -> Result<(), String> {
+    let args: Value = serde_json::from_str(arguments)
+        .map_err(|e| format!("edited arguments are not valid JSON: {e}"))?;
+    if !args.is_object() {
+        return Err("edited arguments are not a JSON object".into());
+    }
+    let params = request
+        .get_mut("params")
+        .and_then(Value::as_object_mut)
+        .ok_or("the request has no params")?;
+    params.insert("arguments".into(), args);
+    Ok(())
+}
+
+/// A `tools/list` request the daemon sends itself, to learn a server's tools (`cursor`: the
+/// next page). `meta`: the caller's `_meta` to carry (the stateless protocol puts its version
+/// and capabilities there).
+pub fn list_request(id: &str, cursor: Option<&str>, meta: Option<&Map<String, Value>>) -> Value {
+    let mut params = Map::new();
+    if let Some(c) = cursor {
+        params.insert("cursor".into(), Value::String(c.to_string()));
+    }
+    if let Some(meta) = meta {
+        params.insert("_meta".into(), Value::Object(meta.clone()));
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params})
+}

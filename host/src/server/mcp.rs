@@ -1,0 +1,458 @@
+//! The MCP door: `/mcp/<name>` in front of each configured MCP server, speaking the Streamable
+//! HTTP transport both ways (the session era, 2025-03-26 to 2025-11-25, and the stateless one,
+//! 2026-07-28). Callers authenticate with Railyard keys as on every door; the upstream gets only
+//! the transport's headers, its configured credentials and the caller headers config forwards.
+//!
+//! The rails, on the hop where tools run:
+//! - a `tools/list` result is the upstream's declared tools (cached, see `tools`), shown to the
+//!   caller as the `tools` rail leaves them (hidden tools left out, descriptions rewritten);
+//! - a `tools/call` request is one call on the `tool_call` rail, checked against those tools. A
+//!   hidden tool is unknown to the caller (`-32602`); a rejected call is answered as a tool
+//!   error (`isError`, the reason as its text: MCP clients hand that to the model, which can
+//!   correct itself); a block is a JSON-RPC error (`-32050`). Neither reaches the upstream.
+//! - its result goes through the `tool_result` rail before the caller (and so the model) sees it.
+//!
+//! Everything else (initialize, notifications, server requests and the caller's answers to
+//! them, GET streams, DELETE) passes through untouched. One decision record per HTTP request.
+
+mod answer;
+mod headers;
+mod tools;
+
+pub(crate) use tools::ToolCache;
+
+use super::error::ApiError;
+use super::ingress::{self, Admitted};
+use super::{App, RequestId, TenantLabel};
+use crate::codec::mcp::{self as codec, Kind};
+use crate::codec::Door;
+use crate::config::McpServer;
+use crate::model::{Payload, Rail, ToolCall, ToolDef};
+use crate::policy::record::{Outcome, Target};
+use crate::rails::{Refusal, RequestScope};
+use answer::Watch;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::Extension;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Most pages of `tools/list` the daemon reads when it fetches a server's tools itself.
+const MAX_PAGES: usize = 32;
+
+/// One request on its way to an upstream.
+pub(super) struct Exchange {
+    app: Arc<App>,
+    server: McpServer,
+    /// Whose tool list applies.
+    key: tools::Key,
+    /// The headers for the upstream.
+    headers: HeaderMap,
+    /// The caller uses the stateless protocol's routing headers.
+    routed: bool,
+}
+
+/// The handler of `/mcp/{name}`.
+pub(crate) async fn door(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Extension(RequestId(request_id)): Extension<RequestId>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let auth = ingress::authorization(&headers, Door::Mcp);
+    let Admitted { mut scope, permit } =
+        match ingress::admit(&app, Door::Mcp, request_id, auth.as_deref()) {
+            Ok(admitted) => admitted,
+            Err(refused) => return ingress::refuse(Door::Mcp, *refused),
+        };
+    scope.set_target(target(&name, method.as_str(), None));
+    let tenant = TenantLabel(scope.tenant_name().to_string());
+    let mut response = serve(app, scope, name, method, headers, body).await;
+    response.extensions_mut().insert(tenant);
+    ingress::hold(permit, response)
+}
+
+fn target(server: &str, method: &str, tool: Option<&str>) -> Target {
+    Target {
+        server: server.to_string(),
+        method: method.to_string(),
+        tool: tool.map(str::to_string),
+    }
+}
+
+async fn serve(
+    app: Arc<App>,
+    mut scope: RequestScope,
+    name: String,
+    method: Method,
+    caller: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(server) = scope.set().config().mcp.server(&name).cloned() else {
+        let error = ApiError::NotFound(format!(
+            "/mcp/{name} (no MCP server named '{name}' is configured)"
+        ));
+        return fail(scope, error);
+    };
+    scope.add_metadata("mcp.server", &name);
+    let session = caller.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    let credentials: Vec<&[u8]> = server
+        .forward_headers
+        .iter()
+        .filter_map(|h| caller.get(h).map(HeaderValue::as_bytes))
+        .collect();
+    let key = tools::Key::new(&name, session, &credentials);
+    let ex = Exchange {
+        headers: headers::upstream(&caller, &server.forward_headers),
+        routed: headers::routed(&caller),
+        app,
+        server,
+        key,
+    };
+    match method {
+        Method::POST => post(ex, scope, body).await,
+        Method::GET => forward(ex, scope, Method::GET, Bytes::new(), Watch::None).await,
+        Method::DELETE => {
+            let (app, key) = (ex.app.clone(), ex.key.clone());
+            let response = forward(ex, scope, Method::DELETE, Bytes::new(), Watch::None).await;
+            if response.status().is_success() {
+                app.mcp_tools().forget(&key);
+            }
+            response
+        }
+        _ => {
+            let mut response = answer::error(
+                scope,
+                StatusCode::METHOD_NOT_ALLOWED,
+                Outcome::Invalid,
+                &Value::Null,
+                codec::INVALID_REQUEST,
+                &format!("{method} is not part of the MCP transport: use POST, GET or DELETE"),
+            );
+            response
+                .headers_mut()
+                .insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
+            response
+        }
+    }
+}
+
+/// A POST: one JSON-RPC message.
+async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
+    let bytes = match ingress::read_body(&scope, body).await {
+        Ok(b) => b,
+        Err(e) => return fail(scope, e),
+    };
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return answer::error(
+                scope,
+                StatusCode::BAD_REQUEST,
+                Outcome::Invalid,
+                &Value::Null,
+                codec::PARSE_ERROR,
+                &format!("the body is not valid JSON: {e}"),
+            )
+        }
+    };
+    let server = ex.server.name.clone();
+    match codec::kind(&message) {
+        Kind::Request { id, method } => {
+            scope.set_target(target(&server, &method, None));
+            match method.as_str() {
+                "tools/call" => call(ex, scope, id, message, bytes).await,
+                "tools/list" => {
+                    let paged = message
+                        .pointer("/params/cursor")
+                        .is_some_and(Value::is_string);
+                    forward(ex, scope, Method::POST, bytes, Watch::List { id, paged }).await
+                }
+                _ => forward(ex, scope, Method::POST, bytes, Watch::None).await,
+            }
+        }
+        Kind::Notification { method } => {
+            scope.set_target(target(&server, &method, None));
+            forward(ex, scope, Method::POST, bytes, Watch::None).await
+        }
+        Kind::Response { .. } => {
+            scope.set_target(target(&server, "response", None));
+            forward(ex, scope, Method::POST, bytes, Watch::None).await
+        }
+        Kind::Other => {
+            let message = if message.is_array() {
+                "a batch of JSON-RPC messages: MCP has not allowed batches since 2025-06-18, and \
+                 Railyard judges every message on its own; send them one per request"
+            } else {
+                "the body is not a JSON-RPC request, notification or response"
+            };
+            answer::error(
+                scope,
+                StatusCode::BAD_REQUEST,
+                Outcome::Invalid,
+                &Value::Null,
+                codec::INVALID_REQUEST,
+                message,
+            )
+        }
+    }
+}
+
+/// A `tools/call`: the tool must be offered to this caller, the call passes the `tool_call`
+/// rail, and only then goes upstream (edited, if a policy edited it).
+async fn call(
+    ex: Exchange,
+    mut scope: RequestScope,
+    id: Value,
+    mut message: Value,
+    bytes: Bytes,
+) -> Response {
+    let call = match codec::call_of(&id, message.get("params")) {
+        Ok(c) => c,
+        Err(e) => {
+            return answer::error(
+                scope,
+                StatusCode::BAD_REQUEST,
+                Outcome::Invalid,
+                &id,
+                codec::INVALID_PARAMS,
+                &e,
+            )
+        }
+    };
+    scope.set_target(target(&ex.server.name, "tools/call", Some(&call.name)));
+    let meta = message
+        .pointer("/params/_meta")
+        .and_then(Value::as_object)
+        .cloned();
+    let declared = match declared(&ex, meta.as_ref()).await {
+        Ok(tools) => tools,
+        Err(e) => return answer::upstream_failure(scope, &ex.server.name, &id, e),
+    };
+    let tools = match offered(&mut scope, &declared) {
+        Ok(tools) => tools,
+        Err(refusal) => return answer::blocked(scope, &id, &refusal),
+    };
+    if let Some(hidden) = tools
+        .iter()
+        .find(|t| t.name.as_deref() == Some(call.name.as_str()))
+        .and_then(|t| t.hidden_by.clone())
+    {
+        // To this caller the tool does not exist: answer as the server would an unknown tool.
+        scope.refuse(&Refusal {
+            rail: Rail::Tools,
+            policy: hidden,
+            reason: "the tool is hidden from this caller".into(),
+            fault: false,
+        });
+        return answer::error(
+            scope,
+            StatusCode::BAD_REQUEST,
+            Outcome::Refused,
+            &id,
+            codec::INVALID_PARAMS,
+            &format!("Unknown tool: {}", call.name),
+        );
+    }
+    let mut judged = call.clone();
+    if scope.runs(Rail::ToolCall) {
+        let payload = Payload {
+            messages: vec![codec::call_message(call.clone())],
+            tools: tools.clone(),
+            fields: Vec::new(),
+        };
+        let mut eval = scope.check(Rail::ToolCall, payload);
+        if let Some(refusal) = Refusal::from_eval(&eval) {
+            return answer::blocked(scope, &id, &refusal);
+        }
+        let survived = eval
+            .payload
+            .messages
+            .pop()
+            .and_then(|m| m.tool_calls.into_iter().next());
+        match survived {
+            Some(c) => judged = c,
+            None => {
+                let reason = eval
+                    .rejections
+                    .first()
+                    .map(|r| r.reason.clone())
+                    .unwrap_or_else(|| "the call was refused by policy".into());
+                return answer::rejected(scope, &id, &reason, ex.routed);
+            }
+        }
+    }
+    let body = if judged.name != call.name || judged.arguments != call.arguments {
+        match rewrite_call(&ex, &mut message, &judged, &tools) {
+            Ok((body, headers)) => {
+                let ex = Exchange { headers, ..ex };
+                return forward(
+                    ex,
+                    scope,
+                    Method::POST,
+                    body,
+                    Watch::call(id, judged, tools),
+                )
+                .await;
+            }
+            Err(e) => {
+                return answer::error(
+                    scope,
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Outcome::Refused,
+                    &id,
+                    codec::INTERNAL_ERROR,
+                    &e,
+                )
+            }
+        }
+    } else {
+        bytes
+    };
+    forward(
+        ex,
+        scope,
+        Method::POST,
+        body,
+        Watch::call(id, judged, tools),
+    )
+    .await
+}
+
+/// The request body and headers for a call a policy edited.
+fn rewrite_call(
+    ex: &Exchange,
+    message: &mut Value,
+    call: &ToolCall,
+    tools: &[ToolDef],
+) -> Result<(Bytes, HeaderMap), String> {
+    codec::set_arguments(message, &call.arguments)?;
+    if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+        params.insert("name".into(), Value::String(call.name.clone()));
+    }
+    let mut headers = ex.headers.clone();
+    if ex.routed {
+        let schema = tools
+            .iter()
+            .find(|t| t.name.as_deref() == Some(call.name.as_str()))
+            .and_then(|t| t.parameters.as_ref());
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+        headers::mirror(&mut headers, &call.name, &args, schema);
+    }
+    Ok((Bytes::from(message.to_string()), headers))
+}
+
+/// The tools as this caller is offered them: the `tools` rail over the declared tools.
+fn offered(scope: &mut RequestScope, declared: &[ToolDef]) -> Result<Vec<ToolDef>, Refusal> {
+    if declared.is_empty() || !scope.runs(Rail::Tools) {
+        return Ok(declared.to_vec());
+    }
+    let mut eval = scope.check(
+        Rail::Tools,
+        Payload {
+            tools: declared.to_vec(),
+            ..Payload::default()
+        },
+    );
+    match Refusal::from_eval(&eval) {
+        Some(refusal) => Err(refusal),
+        None => Ok(std::mem::take(&mut eval.payload.tools)),
+    }
+}
+
+/// The upstream's tools for this exchange: cached, or fetched with the daemon's own
+/// `tools/list` (every page) in the caller's session. A list the upstream refuses to give is
+/// empty and not cached.
+async fn declared(
+    ex: &Exchange,
+    meta: Option<&Map<String, Value>>,
+) -> Result<Arc<Vec<ToolDef>>, crate::backend::BackendError> {
+    let cache = ex.app.mcp_tools();
+    if let Some(tools) = cache.get(&ex.key) {
+        return Ok(tools);
+    }
+    let mut headers = ex.headers.clone();
+    headers.insert(
+        "accept",
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    if ex.routed {
+        headers.insert("mcp-method", HeaderValue::from_static("tools/list"));
+        headers.remove("mcp-name");
+        let params: Vec<_> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("mcp-param-"))
+            .cloned()
+            .collect();
+        for k in params {
+            headers.remove(k);
+        }
+    }
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..MAX_PAGES {
+        let id = format!("railyard-tools-{page}");
+        let body = codec::list_request(&id, cursor.as_deref(), meta);
+        let response = ex
+            .app
+            .mcp_upstream()
+            .send(
+                &ex.server,
+                Method::POST,
+                headers.clone(),
+                Bytes::from(body.to_string()),
+            )
+            .await?;
+        let Some(result) = answer::read_result(ex, response, &Value::String(id)).await? else {
+            tracing::debug!(server = %ex.server.name, "the upstream gave no tool list");
+            return Ok(Arc::new(tools));
+        };
+        match codec::tools_of(&result) {
+            Ok(page) => tools.extend(page),
+            Err(_) => return Ok(Arc::new(tools)),
+        }
+        cursor = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if cursor.is_none() {
+            return Ok(cache.put(ex.key.clone(), tools));
+        }
+    }
+    Ok(Arc::new(tools))
+}
+
+/// Send the request upstream and answer with what comes back (judged, where `watch` says).
+async fn forward(
+    ex: Exchange,
+    scope: RequestScope,
+    method: Method,
+    body: Bytes,
+    watch: Watch,
+) -> Response {
+    let sent = ex
+        .app
+        .mcp_upstream()
+        .send(&ex.server, method, ex.headers.clone(), body)
+        .await;
+    match sent {
+        Ok(response) => answer::relay(ex, scope, response, watch).await,
+        Err(e) => {
+            let name = ex.server.name.clone();
+            answer::upstream_failure(scope, &name, watch.id(), e)
+        }
+    }
+}
+
+/// A request refused before it is read, its error in JSON-RPC form.
+fn fail(mut scope: RequestScope, error: ApiError) -> Response {
+    let (status, _, _) = error.parts();
+    scope.finish(status.as_u16(), error.outcome());
+    error.into_response_for(Door::Mcp)
+}

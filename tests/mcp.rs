@@ -1,0 +1,364 @@
+//! The MCP door (#17) with the official MCP Python SDK on both sides: an `MCPServer` (FastMCP)
+//! on loopback behind Railyard, answering with SSE streams on one port and JSON on another, and
+//! the SDK's `Client` over its Streamable HTTP transport in front, in the session era and the
+//! stateless one. The bundled policies judge every call and result: schema-violating arguments
+//! and undeclared tools refused, a tool hidden from one key and callable with another, PII
+//! redacted in results (also inside SSE events and structured content), a result that breaks its
+//! tool's output schema rejected. Sessions end upstream when the client closes; an upstream that
+//! is down is a clear JSON-RPC error and the daemon goes on serving.
+
+use crate::http::{post_as, Daemon};
+use crate::support::*;
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The test MCP server (tests/mcp/server.py): SSE answers on `sse`, JSON on `json`.
+struct Upstream {
+    sse: u16,
+    json: u16,
+    child: Child,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (sse, json) = (port(), port());
+        let child = Command::new(python())
+            .arg(root().join("tests/mcp/server.py"))
+            .args([sse.to_string(), json.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        for p in [sse, json] {
+            while TcpStream::connect(("127.0.0.1", p)).is_err() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "the MCP test server did not start"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Upstream { sse, json, child }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python() -> std::path::PathBuf {
+    let python = root().join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run scripts/setup.sh: it installs the SDKs"
+    );
+    python
+}
+
+/// The bundled policies with the test server's two endpoints, a server that is down, and the
+/// support tenant allowed every test tool but `issue_refund`.
+fn config(up: &Upstream) -> TempConfig {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = closed.local_addr().unwrap().port();
+    drop(closed);
+    let servers = format!(
+        "\n[[mcp.servers]]\nname = \"sse\"\nurl = \"http://127.0.0.1:{}/mcp\"\n\n\
+         [[mcp.servers]]\nname = \"json\"\nurl = \"http://127.0.0.1:{}/mcp\"\n\n\
+         [[mcp.servers]]\nname = \"down\"\nurl = \"http://127.0.0.1:{down}/mcp\"\ntimeout_ms = 2000\n",
+        up.sse, up.json
+    );
+    let cfg = bundled_with(&[(
+        "config = { allow = [\"get_time\", \"lookup_order\", \"web_search\"] }",
+        "config = { allow = [\"get_time\", \"lookup_order\", \"web_search\", \"add\", \"get_weather\", \"lookup_customer\", \"quarterly_report\"] }",
+    )]);
+    let text = std::fs::read_to_string(&cfg.path).unwrap() + &servers;
+    std::fs::write(&cfg.path, text).unwrap();
+    cfg
+}
+
+/// Run the SDK client against `url` with `key` in `mode`, doing `steps`.
+fn client(url: &str, key: &str, mode: &str, steps: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(root().join("tests/mcp/client.py"))
+        .args([url, key, mode])
+        .args(steps)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client.py printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn url(d: &Daemon, server: &str) -> String {
+    format!("http://{}/mcp/{server}", d.addr)
+}
+
+const CUSTOMER: &str = r#"lookup_customer:{"customer_id": "c-17"}"#;
+
+fn assert_redacted(step: &Value) {
+    let text = step["text"].as_str().unwrap_or_else(|| panic!("{step}"));
+    assert!(
+        text.contains("[EMAIL]") && text.contains("[CREDIT_CARD]"),
+        "{step}"
+    );
+    assert!(
+        !step.to_string().contains("4111") && !step.to_string().contains("ada.lovelace@"),
+        "{step}"
+    );
+    assert_eq!(step["is_error"], false, "{step}");
+}
+
+#[test]
+fn the_sdk_through_the_door_with_sse_answers() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let d = Daemon::start_logged(&cfg.path, &[]);
+    let seen = client(
+        &url(&d, "sse"),
+        "demo-key",
+        "legacy",
+        &[
+            "list",
+            r#"add:{"a": 2, "b": 3}"#,
+            r#"add:{"a": "two", "b": 3}"#,
+            r#"get_weather:{"city": "Oslo"}"#,
+            CUSTOMER,
+            r#"quarterly_report:{"quarter": "Q1"}"#,
+            r#"not_a_tool:{}"#,
+        ],
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(seen["protocol"], "2025-11-25");
+    let tools = steps[0]["tools"].as_array().unwrap();
+    for t in ["add", "get_weather", "issue_refund", "lookup_customer"] {
+        assert!(tools.contains(&json!(t)), "{t} listed: {tools:?}");
+    }
+    assert!(steps[0]["output_schemas"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("get_weather")));
+    // A valid call reaches the tool.
+    assert_eq!(steps[1]["text"], "5", "{}", steps[1]);
+    assert_eq!(steps[1]["structured"], json!({"result": 5}));
+    // Arguments that break the input schema never reach it.
+    let bad = &steps[2]["error"];
+    assert_eq!(bad["code"], -32050, "{}", steps[2]);
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("schema-validator"),
+        "{bad}"
+    );
+    // Structured output that matches its schema passes untouched.
+    assert_eq!(
+        steps[3]["structured"],
+        json!({"city": "Oslo", "temperature_c": 21.5})
+    );
+    assert_eq!(steps[3]["meta"], Value::Null, "nothing acted: no decision");
+    // PII in a result is redacted before the client sees it, in the text and the structure.
+    assert_redacted(&steps[4]);
+    let decision = &steps[4]["meta"]["dev.railyard/decision"];
+    assert_eq!(decision["rails"]["tool_result"], "modify", "{decision}");
+    // A result that breaks the tool's declared output schema is rejected: an error result the
+    // SDK hands on (where the raw result would make it raise).
+    let report = &steps[5];
+    assert_eq!(report["is_error"], true, "{report}");
+    assert!(
+        report["text"].as_str().unwrap().contains("revenue"),
+        "{report}"
+    );
+    // A tool the server does not declare is refused.
+    assert_eq!(steps[6]["error"]["code"], -32050, "{}", steps[6]);
+    // Answers came as SSE streams, and the session ended upstream when the client closed.
+    let types = seen["content_types"].as_array().unwrap();
+    assert!(types.iter().any(|t| t == "text/event-stream"), "{types:?}");
+    assert!(seen["session"].is_string(), "{seen}");
+    assert_eq!(seen["after_close"], 404, "the session is gone upstream");
+
+    // One decision record per request, naming the door, the server and the tool.
+    eventually("the decision records", || {
+        records(&d)
+            .iter()
+            .any(|r| r["target"]["tool"] == "lookup_customer")
+    });
+    let records = records(&d);
+    let customer = records
+        .iter()
+        .find(|r| r["target"]["tool"] == "lookup_customer")
+        .unwrap();
+    assert_eq!(customer["door"], "mcp");
+    assert_eq!(customer["target"]["server"], "sse");
+    assert_eq!(customer["target"]["method"], "tools/call");
+    assert_eq!(customer["principal"], "demo");
+    assert!(records.iter().any(|r| r["target"]["method"] == "DELETE"));
+    assert!(records
+        .iter()
+        .any(|r| r["target"]["method"] == "initialize"));
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(
+        !text.contains("4111") && !text.contains("ada.lovelace"),
+        "records carry no content"
+    );
+}
+
+fn records(d: &Daemon) -> Vec<Value> {
+    d.logs()
+        .into_iter()
+        .filter(|l| l["target"] == "railyard::decision")
+        .map(|l| l["fields"].clone())
+        .filter(|f| f["door"] == "mcp")
+        .collect()
+}
+
+#[test]
+fn one_key_sees_a_tool_another_does_not() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let d = Daemon::start_with(&cfg.path, &[]);
+    let refund = r#"issue_refund:{"order_id": "o-1", "amount": 20}"#;
+    // The support tenant's allowlist leaves issue_refund out: it is hidden from the key's list,
+    // and a call to it is a call to an unknown tool that never reaches the server.
+    let support = client(
+        &url(&d, "json"),
+        "demo-support-key",
+        "legacy",
+        &["list", refund, CUSTOMER],
+    );
+    let steps = support["steps"].as_array().unwrap();
+    let tools = steps[0]["tools"].as_array().unwrap();
+    assert!(!tools.contains(&json!("issue_refund")), "{tools:?}");
+    assert!(tools.contains(&json!("lookup_customer")), "{tools:?}");
+    assert_eq!(steps[1]["error"]["code"], -32602, "{}", steps[1]);
+    assert_eq!(
+        steps[1]["error"]["message"], "Unknown tool: issue_refund",
+        "{}",
+        steps[1]
+    );
+    assert_redacted(&steps[2]);
+    // JSON answers throughout.
+    assert!(support["content_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t.as_str().unwrap().is_empty() || t == "application/json"));
+
+    // The default tenant may call it: the server's first refund is this one.
+    let demo = client(&url(&d, "json"), "demo-key", "legacy", &["list", refund]);
+    let steps = demo["steps"].as_array().unwrap();
+    assert!(steps[0]["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("issue_refund")));
+    assert_eq!(
+        steps[1]["text"], "Refunded 20.00 on order o-1 (refund #1).",
+        "{}",
+        steps[1]
+    );
+}
+
+#[test]
+fn the_stateless_protocol_and_a_server_that_is_down() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let d = Daemon::start_with(&cfg.path, &[]);
+    // MCP 2026-07-28: no session, routing headers, and the same rails.
+    let seen = client(
+        &url(&d, "sse"),
+        "demo-key",
+        "2026-07-28",
+        &["list", CUSTOMER, r#"add:{"a": 1, "b": "x"}"#],
+    );
+    assert_eq!(seen["protocol"], "2026-07-28");
+    assert_eq!(seen["session"], Value::Null);
+    let steps = seen["steps"].as_array().unwrap();
+    assert_redacted(&steps[1]);
+    assert_eq!(steps[2]["error"]["code"], -32050, "{}", steps[2]);
+
+    // A server that is down: a JSON-RPC error naming it, at the first request.
+    let down = client(&url(&d, "down"), "demo-key", "legacy", &["list"]);
+    let error = &down["connect_error"];
+    assert_eq!(error["code"], -32051, "{down}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("MCP server 'down' is unreachable"),
+        "{message}"
+    );
+    // A key Railyard does not know never reaches any server.
+    let stranger = client(&url(&d, "sse"), "not-a-key", "legacy", &["list"]);
+    assert!(
+        stranger["connect_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Incorrect API key"),
+        "{stranger}"
+    );
+    // And the daemon goes on serving.
+    let again = client(&url(&d, "json"), "demo-key", "legacy", &[CUSTOMER]);
+    assert_redacted(&again["steps"][0]);
+}
+
+#[test]
+fn the_demo_mcp_server_with_plain_http() {
+    // What the README shows with curl: the demo backend's MCP server behind /mcp/demo.
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start_with(&cfg.path, &["--demo-backend"]);
+    let rpc = |key: &str, body: Value| post_as(d.addr, "/mcp/demo", Some(key), &body);
+    let list = rpc(
+        "demo-key",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(list.status, 200, "{}", list.body);
+    let names: Vec<String> = list.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"lookup_customer".to_string()), "{names:?}");
+    let call = rpc(
+        "demo-key",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "lookup_customer", "arguments": {"customer_id": "42"}}}),
+    );
+    let text = call.json()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("[EMAIL]") && !text.contains("ada.lovelace@"),
+        "{text}"
+    );
+    let bad = rpc(
+        "demo-key",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "get_weather", "arguments": {"city": 7}}}),
+    );
+    assert_eq!(bad.json()["error"]["code"], -32050, "{}", bad.body);
+    let batch = rpc(
+        "demo-key",
+        json!([{"jsonrpc": "2.0", "id": 4, "method": "ping"}]),
+    );
+    assert_eq!(batch.status, 400);
+    assert!(batch.body.contains("batch"), "{}", batch.body);
+}

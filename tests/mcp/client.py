@@ -1,0 +1,85 @@
+"""An MCP client for the MCP door's tests: the official SDK's `Client` over its Streamable HTTP
+transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
+
+MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
+or `auto`. Each STEP is a tool call `name:{json arguments}`, or `list`. Prints one JSON object:
+what each step returned, as the SDK's own objects say it, the session id the upstream issued,
+the content types of the answers, and whether a request in the ended session still works."""
+
+import json
+import sys
+
+import anyio
+import httpx2
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+
+def outcome(result) -> dict:
+    texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+    return {
+        "is_error": result.is_error,
+        "text": "\n".join(texts),
+        "structured": result.structured_content,
+        "meta": result.meta,
+    }
+
+
+def first(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+async def main() -> None:
+    url, key, mode, *steps = sys.argv[1:]
+    seen = {"content_types": [], "session": None, "steps": []}
+
+    async def on_response(response: httpx2.Response) -> None:
+        seen["content_types"].append(response.headers.get("content-type", ""))
+        if sid := response.headers.get("mcp-session-id"):
+            seen["session"] = sid
+
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"},
+        event_hooks={"response": [on_response]},
+        timeout=30,
+    )
+    try:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            seen["protocol"] = client.protocol_version
+            for step in steps:
+                if step == "list":
+                    tools = (await client.list_tools()).tools
+                    seen["steps"].append(
+                        {"tools": sorted(t.name for t in tools),
+                         "output_schemas": sorted(t.name for t in tools if t.output_schema),
+                         "descriptions": {t.name: t.description for t in tools}})
+                    continue
+                name, _, args = step.partition(":")
+                try:
+                    result = await client.call_tool(name, json.loads(args or "{}"))
+                    seen["steps"].append(outcome(result))
+                except MCPError as e:
+                    seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
+                except RuntimeError as e:
+                    seen["steps"].append({"client_error": str(e)})
+    except* MCPError as group:
+        e = first(group)
+        seen["connect_error"] = {"code": e.error.code, "message": e.error.message}
+    # After the client closed its session (it sends DELETE), the session is gone upstream.
+    if seen["session"]:
+        ended = await http.post(
+            url,
+            headers={"mcp-session-id": seen["session"], "mcp-protocol-version": seen.get("protocol", ""),
+                     "accept": "application/json, text/event-stream", "content-type": "application/json"},
+            json={"jsonrpc": "2.0", "id": 99, "method": "tools/list", "params": {}},
+        )
+        seen["after_close"] = ended.status_code
+    await http.aclose()
+    print(json.dumps(seen))
+
+
+anyio.run(main)

@@ -1,0 +1,90 @@
+"""An MCP server for the MCP door's tests, written with the official SDK (`MCPServer`, the
+FastMCP of SDK 1.x) and served over Streamable HTTP on loopback: one app answering with SSE
+streams (the SDK's default), one with JSON. Usage: server.py PORT_SSE PORT_JSON.
+
+Tools: `add` (an input schema), `get_weather` (an output schema), `lookup_customer` (returns an
+email address and a card number), `issue_refund` (not allowed to every principal),
+`quarterly_report` (declares an output schema its results do not match: a server out of step
+with its own declaration), `announce_tools` (tells the session its tool list changed)."""
+
+import sys
+
+import anyio
+import uvicorn
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, TextContent
+
+server = MCPServer("railyard-test-tools")
+calls = {"issue_refund": 0}
+
+
+class Weather(BaseModel):
+    city: str
+    temperature_c: float
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def get_weather(city: str) -> Weather:
+    """Current weather in a city."""
+    return Weather(city=city, temperature_c=21.5)
+
+
+@server.tool()
+def lookup_customer(customer_id: str) -> str:
+    """A customer's contact and payment details."""
+    return f"Customer {customer_id}: Ada Lovelace, ada.lovelace@example.com, card 4111 1111 1111 1111"
+
+
+@server.tool()
+def issue_refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    calls["issue_refund"] += 1
+    return f"Refunded {amount:.2f} on order {order_id} (refund #{calls['issue_refund']})."
+
+
+@server.tool(structured_output=False)
+def quarterly_report(quarter: str) -> CallToolResult:
+    """Revenue for a quarter."""
+    body = {"quarter": quarter, "revenue": "a lot"}
+    return CallToolResult(content=[TextContent(type="text", text=str(body))], structured_content=body)
+
+
+# The declaration says revenue is a number; the tool returns a string.
+server._tool_manager.get_tool("quarterly_report").fn_metadata.output_schema = {
+    "type": "object",
+    "properties": {"quarter": {"type": "string"}, "revenue": {"type": "number"}},
+    "required": ["quarter", "revenue"],
+}
+
+
+@server.tool()
+async def announce_tools(ctx: Context) -> str:
+    """Tell the session that the tool list changed."""
+    await ctx.session.send_tool_list_changed()
+    return "announced"
+
+
+async def main() -> None:
+    # A gateway forwards with the upstream's own Host, but say so explicitly: no DNS-rebinding
+    # checks needed on a loopback test server.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    servers = []
+    for port, json_response in ((int(sys.argv[1]), False), (int(sys.argv[2]), True)):
+        app = server.streamable_http_app(json_response=json_response, transport_security=security)
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        servers.append(uvicorn.Server(config))
+    async with anyio.create_task_group() as tg:
+        for s in servers:
+            tg.start_soon(s.serve)
+
+
+anyio.run(main)
