@@ -6,7 +6,9 @@
 //! The rails, on the hop where tools run:
 //! - a `tools/list` result is the upstream's declared tools (cached, see `tools`), shown to the
 //!   caller as the `tools` rail leaves them (hidden tools left out, descriptions rewritten);
-//! - a `tools/call` request is one call on the `tool_call` rail, checked against those tools. A
+//! - a `tools/call` request is one call on the `tool_call` rail, checked against the called
+//!   tool's declaration (the only one the rails see for a call, after the `tools` rail said it
+//!   is offered to this caller). A
 //!   hidden tool is unknown to the caller (`-32602`); a rejected call is answered as a tool
 //!   error (`isError`, the reason as its text: MCP clients hand that to the model, which can
 //!   correct itself); a block is a JSON-RPC error (`-32050`). Neither reaches the upstream.
@@ -234,6 +236,14 @@ async fn call(
         Ok(tools) => tools,
         Err(e) => return answer::upstream_failure(scope, &ex.server.name, &id, e),
     };
+    // The rails judge this call against its tool's declaration: whether it is declared and
+    // offered to this caller, and its schemas. Servers declare dozens of tools with large
+    // schemas; the others have no bearing on this call.
+    let declared: Vec<ToolDef> = declared
+        .iter()
+        .filter(|t| t.name.as_deref() == Some(call.name.as_str()))
+        .cloned()
+        .collect();
     let tools = match offered(&mut scope, &declared) {
         Ok(tools) => tools,
         Err(refusal) => return answer::blocked(scope, &id, &refusal),
