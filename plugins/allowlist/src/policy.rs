@@ -211,10 +211,7 @@ pub fn hide_tools(config: &Config, request: &Request) -> Verdict {
                 Some(rest) => format!("{pronoun} {rest}"),
                 None => why,
             };
-            format!(
-                "hid {noun} {} from the model: {why}",
-                names.join(", ")
-            )
+            format!("hid {noun} {} from the model: {why}", names.join(", "))
         })
         .collect();
     Verdict::Modify(Modification {
@@ -419,11 +416,7 @@ mod tests {
 
     #[test]
     fn duplicated_function_name_is_ambiguous() {
-        let tools = vec![
-            tool("get_weather"),
-            tool("send_email"),
-            tool("get_weather"),
-        ];
+        let tools = vec![tool("get_weather"), tool("send_email"), tool("get_weather")];
         assert_eq!(
             block_reason(evaluate(&config("{}"), &reply(&["get_weather"], tools.clone()))),
             "tool call 'get_weather' is not an allowed tool: it is ambiguous, as the request's tools \
@@ -519,11 +512,7 @@ mod tests {
     fn parallel_calls_all_allowed() {
         let req = reply(
             &["get_weather", "get_time", "get_weather", "web_search"],
-            vec![
-                tool("get_weather"),
-                tool("get_time"),
-                hosted("web_search"),
-            ],
+            vec![tool("get_weather"), tool("get_time"), hosted("web_search")],
         );
         assert_allow(evaluate(&config("{}"), &req));
     }
@@ -575,11 +564,7 @@ mod tests {
     fn as_principal(calls: &[&str], principal: Option<&str>) -> Request {
         request(
             vec![message("user", &[]), message("assistant", calls)],
-            vec![
-                tool("get_weather"),
-                tool("send_email"),
-                tool("drop_table"),
-            ],
+            vec![tool("get_weather"), tool("send_email"), tool("drop_table")],
             principal,
         )
     }
@@ -727,7 +712,11 @@ mod tests {
 
     #[test]
     fn tools_rail_hides_what_the_allow_list_leaves_out() {
-        let tools = vec![tool("get_weather"), tool("send_email"), hosted("web_search")];
+        let tools = vec![
+            tool("get_weather"),
+            tool("send_email"),
+            hosted("web_search"),
+        ];
         let m = testing::expect_modify(evaluate(
             &config(r#"{"allow":["get_weather"]}"#),
             &offered(tools, None),
@@ -743,13 +732,7 @@ mod tests {
     #[test]
     fn tools_rail_hides_per_principal() {
         let cfg = config(PRINCIPALS);
-        let tools = || {
-            vec![
-                tool("get_weather"),
-                tool("send_email"),
-                tool("drop_table"),
-            ]
-        };
+        let tools = || vec![tool("get_weather"), tool("send_email"), tool("drop_table")];
         let m = testing::expect_modify(evaluate(&cfg, &offered(tools(), Some("alice"))));
         assert_eq!(hidden(&m), vec![2]);
         assert_eq!(
@@ -769,7 +752,11 @@ mod tests {
             m.reason
         );
         let m = testing::expect_modify(evaluate(&cfg, &offered(tools(), None)));
-        assert!(m.reason.contains("no authenticated principal"), "{}", m.reason);
+        assert!(
+            m.reason.contains("no authenticated principal"),
+            "{}",
+            m.reason
+        );
         // unknown_principal = default: only the global lists.
         let lenient = config(
             r#"{"principals":{"alice":["get_weather"]},"unknown_principal":"default","deny":["drop_table"]}"#,
@@ -794,7 +781,10 @@ mod tests {
     #[test]
     fn tools_rail_mixes_reasons_and_names_each_tool_once() {
         let cfg = config(r#"{"deny":["a"],"principals":{"alice":["b"]}}"#);
-        let req = offered(vec![tool("a"), tool("b"), tool("c"), tool("a")], Some("alice"));
+        let req = offered(
+            vec![tool("a"), tool("b"), tool("c"), tool("a")],
+            Some("alice"),
+        );
         let m = testing::expect_modify(evaluate(&cfg, &req));
         assert_eq!(hidden(&m), vec![0, 2, 3]);
         assert_eq!(
@@ -876,7 +866,13 @@ mod tests {
     fn hidden_hosted_tool_is_blocked_by_type() {
         let mut search = hosted("web_search");
         search.hidden_by = Some("allowlist".into());
-        let reason = block_reason(evaluate(&config("{}"), &reply(&["web_search"], vec![search])));
-        assert!(reason.ends_with("hidden from the model by policy 'allowlist'"), "{reason}");
+        let reason = block_reason(evaluate(
+            &config("{}"),
+            &reply(&["web_search"], vec![search]),
+        ));
+        assert!(
+            reason.ends_with("hidden from the model by policy 'allowlist'"),
+            "{reason}"
+        );
     }
 }

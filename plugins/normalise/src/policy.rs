@@ -277,7 +277,10 @@ fn fill_missing(
             Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
             _ => continue,
         };
-        map.insert(field.clone(), Value::String(format!("{}{source}", fill.prefix)));
+        map.insert(
+            field.clone(),
+            Value::String(format!("{}{source}", fill.prefix)),
+        );
         changes.push(Change {
             path: pointer(field),
             kind: format!("filled from {}", pointer(&fill.from)),
@@ -293,7 +296,13 @@ fn required_arguments(schema: &Value) -> Vec<&str> {
             .get("$ref")
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix('#'))
-            .and_then(|p| if p.is_empty() { Some(schema) } else { schema.pointer(p) });
+            .and_then(|p| {
+                if p.is_empty() {
+                    Some(schema)
+                } else {
+                    schema.pointer(p)
+                }
+            });
         match target {
             Some(t) if !node.get("required").is_some_and(Value::is_array) => node = t,
             _ => break,
@@ -1065,12 +1074,15 @@ mod tests {
     fn fill_leaves_present_or_unsourced_arguments_alone() {
         for arguments in [
             r#"{"command":"ls","description":"list"}"#, // present
-            r#"{"description":"list"}"#,                 // no source
-            r#"{"command":{"argv":["ls"]}}"#,            // a source that is not text
+            r#"{"description":"list"}"#,                // no source
+            r#"{"command":{"argv":["ls"]}}"#,           // a source that is not text
             r#"{"command":null}"#,
         ] {
             assert!(
-                matches!(evaluate(&exo(), &one_call("bash", arguments)), Verdict::Allow),
+                matches!(
+                    evaluate(&exo(), &one_call("bash", arguments)),
+                    Verdict::Allow
+                ),
                 "{arguments}"
             );
         }
@@ -1088,10 +1100,12 @@ mod tests {
     #[test]
     fn fill_only_adds_what_the_schema_requires() {
         // `timeout` is not required: nothing is added even with a rule for it.
-        let cfg =
-            Config::parse(r#"{"fill":{"bash":{"timeout":{"from":"command"}}}}"#).unwrap();
+        let cfg = Config::parse(r#"{"fill":{"bash":{"timeout":{"from":"command"}}}}"#).unwrap();
         assert!(matches!(
-            evaluate(&cfg, &one_call("bash", r#"{"command":"ls","description":"d"}"#)),
+            evaluate(
+                &cfg,
+                &one_call("bash", r#"{"command":"ls","description":"d"}"#)
+            ),
             Verdict::Allow
         ));
         // `required` behind a local $ref counts.
