@@ -18,12 +18,12 @@ impl Plugin for Constant {
     fn configure(_config: String) -> Result<(), String> {
         Ok(())
     }
-    fn evaluate(_request: Request) -> Verdict {
-        if BLOCK {
+    fn evaluate(_request: Request) -> Result<Verdict, String> {
+        Ok(if BLOCK {
             Verdict::Block(format!("{NAME} blocks everything"))
         } else {
             Verdict::Allow
-        }
+        })
     }
 }
 

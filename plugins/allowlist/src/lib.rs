@@ -1,10 +1,11 @@
-//! allowlist policy plugin (rail: tool_call).
+//! allowlist policy plugin (rails: tool_call, tools).
 //!
 //! A model can name any tool it likes — a hallucinated one, or one a prompt injection asked for.
 //! The application should only ever run tools it offered in this request, and operators often
 //! need to narrow that further (a global allow/deny list, and per-principal lists keyed by the
 //! principal the daemon authenticated). This plugin blocks the reply when any of its tool calls
-//! falls outside those sets, naming each offending call and why.
+//! falls outside those sets, naming each offending call and why; on the `tools` rail it hides the
+//! tools outside them, so the model is not offered what the caller may not call.
 //!
 //! The decision logic lives in [`policy`] so it can be unit-tested natively; this file is only
 //! the WIT glue.
@@ -23,7 +24,7 @@ impl PolicyPlugin for Allowlist {
         Info {
             name: "allowlist".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            rails: vec![Rail::ToolCall],
+            rails: vec![Rail::ToolCall, Rail::Tools],
             config_schema: Some(policy::CONFIG_SCHEMA.into()),
         }
     }

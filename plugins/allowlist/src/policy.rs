@@ -1,21 +1,28 @@
-//! Which tool calls are allowed, as plain functions over the SDK types (no host imports), so the
-//! whole decision is unit-testable on the build machine.
+//! Which tools may be offered and called, as plain functions over the SDK types (no host
+//! imports), so the whole decision is unit-testable on the build machine.
 //!
-//! Order of checks for each call of the last message (the model's reply), first failure wins:
+//! `tool_call` rail. Order of checks for each call of the last message (the model's reply),
+//! first failure wins:
 //! 1. the name is declared in `request.tools` (the request's tools merged with the config's
 //!    `[[tools]]` by the host): a function name, a hosted tool's type when the hosted tool is
 //!    declared by type only (`{"type": "web_search"}`), or a hosted tool's name when it has one;
-//! 2. the name is not declared as a function more than once: a call to a duplicated function
+//! 2. the tool was not hidden from the model by a `tools`-rail policy (`hidden-by`): the model
+//!    was never offered it, so a call to it is a hallucination or an injection;
+//! 3. the name is not declared as a function more than once: a call to a duplicated function
 //!    name is ambiguous (which declaration the application runs is unknown). A function and a
 //!    hosted type of the same name are not a duplicate: the function wins (see below);
-//! 3. the name is not in the config's `deny` list;
-//! 4. when `allow` is given, the name is in it;
-//! 5. when `principals` is given, the request's principal is listed and the name is in its list
+//! 4. the name is not in the config's `deny` list;
+//! 5. when `allow` is given, the name is in it;
+//! 6. when `principals` is given, the request's principal is listed and the name is in its list
 //!    (a principal that is missing from the map, or a request without a principal, follows
 //!    `unknown_principal`: `deny` — the default, fail closed — or `default`, the rules above only).
 //!
-//! Rules 1-2 are NeMo Guardrails' IORails tool-call allowlist; 3-5 are Railyard's narrowing.
+//! Rules 1 and 3 are NeMo Guardrails' IORails tool-call allowlist; 4-6 are Railyard's narrowing.
 //! In every list the entry `"*"` matches any name; matching is otherwise exact.
+//!
+//! `tools` rail: every declared tool that rules 4-6 would refuse a call to is hidden
+//! (`hide-tool`), so the model is not offered what the caller may not call; rule 2 then blocks a
+//! call to it all the same.
 //!
 //! Hosted calls: a reply's call to a hosted tool (`{"type": "web_search", ...}` with no
 //! `function` object) reaches plugins as a call named after its type. The allowlist cannot tell
@@ -23,7 +30,7 @@
 //! the lists above apply to it.
 
 use railyard_plugin_sdk::reason::quote;
-use railyard_plugin_sdk::{Request, ToolDef, Verdict};
+use railyard_plugin_sdk::{Edit, Modification, Rail, Request, ToolDef, Verdict, FUNCTION};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -108,8 +115,16 @@ enum PrincipalRule<'a> {
     Nothing(String),
 }
 
-/// Judges the tool calls of the request's last message.
+/// Judges the request on its rail: the declared tools on `tools`, the reply's calls otherwise.
 pub fn evaluate(config: &Config, request: &Request) -> Verdict {
+    match request.rail {
+        Rail::Tools => hide_tools(config, request),
+        _ => judge_calls(config, request),
+    }
+}
+
+/// Judges the tool calls of the request's last message.
+pub fn judge_calls(config: &Config, request: &Request) -> Verdict {
     let Some(reply) = request.messages.last() else {
         return Verdict::Allow;
     };
@@ -117,12 +132,28 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
         return Verdict::Allow;
     }
     let declared = declared_names(&request.tools);
+    let hidden = hidden_names(&request.tools);
     let duplicated = duplicated_functions(&request.tools);
     let rule = principal_rule(config, request.context.principal.as_deref());
 
     let mut problems: Vec<String> = Vec::new();
     for call in &reply.tool_calls {
-        if let Some(why) = why_not_allowed(config, &declared, &duplicated, &rule, &call.name) {
+        let why = if !declared.contains(call.name.as_str()) {
+            Some("it is not declared in the request's tools".to_string())
+        } else if let Some(by) = hidden.get(call.name.as_str()) {
+            Some(format!(
+                "the tool was hidden from the model by policy {}",
+                quote(by)
+            ))
+        } else if let Some(times) = duplicated.get(call.name.as_str()) {
+            Some(format!(
+                "it is ambiguous, as the request's tools declare function {} {times} times",
+                quote(&call.name)
+            ))
+        } else {
+            why_not_allowed(config, &rule, &call.name)
+        };
+        if let Some(why) = why {
             let problem = format!(
                 "tool call {} is not an allowed tool: {why}",
                 quote(&call.name)
@@ -135,32 +166,92 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
     if problems.is_empty() {
         Verdict::Allow
     } else {
-        Verdict::Block(join_problems(problems))
+        Verdict::Block(join_problems(problems, "disallowed tool calls"))
+    }
+}
+
+/// On the `tools` rail: hides every declared tool the caller may not call (by the lists; being
+/// declared is a given here), so the model is never offered it. Tools another policy already hid
+/// are left alone; a nameless function cannot be called and is left alone too.
+pub fn hide_tools(config: &Config, request: &Request) -> Verdict {
+    let rule = principal_rule(config, request.context.principal.as_deref());
+    let mut edits = Vec::new();
+    // Why -> the names hidden for it, in the order first seen.
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for (index, tool) in request.tools.iter().enumerate() {
+        if tool.hidden_by.is_some() {
+            continue;
+        }
+        let Some(name) = callable_name(tool) else {
+            continue;
+        };
+        let Some(why) = why_not_allowed(config, &rule, name) else {
+            continue;
+        };
+        edits.push(Edit::HideTool(index as u32));
+        let quoted = quote(name);
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, names)) if !names.contains(&quoted) => names.push(quoted),
+            Some(_) => {}
+            None => groups.push((why, vec![quoted])),
+        }
+    }
+    if edits.is_empty() {
+        return Verdict::Allow;
+    }
+    let problems = groups
+        .into_iter()
+        .map(|(why, names)| {
+            let (noun, pronoun) = if names.len() == 1 {
+                ("tool", "it is")
+            } else {
+                ("tools", "they are")
+            };
+            let why = match why.strip_prefix("it is ") {
+                Some(rest) => format!("{pronoun} {rest}"),
+                None => why,
+            };
+            format!("hid {noun} {} from the model: {why}", names.join(", "))
+        })
+        .collect();
+    Verdict::Modify(Modification {
+        edits,
+        reason: join_problems(problems, "reasons to hide tools"),
+    })
+}
+
+/// The name a call to this tool uses: a function's (or a named hosted tool's) name, else a
+/// hosted tool's type; `None` for a function without a name.
+fn callable_name(tool: &ToolDef) -> Option<&str> {
+    match (tool.kind.as_str(), tool.name.as_deref()) {
+        (_, Some(name)) => Some(name),
+        (FUNCTION, None) => None,
+        (kind, None) => Some(kind),
     }
 }
 
 /// Names a call may use: function names, plus the type of every hosted tool declared by type
 /// only (and the name of a hosted tool that has one).
 fn declared_names(tools: &[ToolDef]) -> BTreeSet<&str> {
-    let mut names = BTreeSet::new();
+    tools.iter().filter_map(callable_name).collect()
+}
+
+/// Names of declared tools a `tools`-rail policy hid from the model, with that policy's id. A
+/// name declared more than once counts as hidden when any of its declarations is.
+fn hidden_names(tools: &[ToolDef]) -> BTreeMap<&str, &str> {
+    let mut hidden = BTreeMap::new();
     for tool in tools {
-        match (tool.kind.as_str(), tool.name.as_deref()) {
-            (_, Some(name)) => {
-                names.insert(name);
-            }
-            ("function", None) => {} // a function without a name can't be called
-            (kind, None) => {
-                names.insert(kind);
-            }
+        if let (Some(name), Some(by)) = (callable_name(tool), tool.hidden_by.as_deref()) {
+            hidden.entry(name).or_insert(by);
         }
     }
-    names
+    hidden
 }
 
 /// Function names declared more than once, with how many times.
 fn duplicated_functions(tools: &[ToolDef]) -> BTreeMap<&str, usize> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for tool in tools.iter().filter(|t| t.kind == "function") {
+    for tool in tools.iter().filter(|t| t.kind == FUNCTION) {
         if let Some(name) = tool.name.as_deref() {
             *counts.entry(name).or_default() += 1;
         }
@@ -190,22 +281,8 @@ fn principal_rule<'a>(config: &'a Config, principal: Option<&'a str>) -> Princip
     }
 }
 
-fn why_not_allowed(
-    config: &Config,
-    declared: &BTreeSet<&str>,
-    duplicated: &BTreeMap<&str, usize>,
-    rule: &PrincipalRule<'_>,
-    name: &str,
-) -> Option<String> {
-    if !declared.contains(name) {
-        return Some("it is not declared in the request's tools".into());
-    }
-    if let Some(times) = duplicated.get(name) {
-        return Some(format!(
-            "it is ambiguous, as the request's tools declare function {} {times} times",
-            quote(name)
-        ));
-    }
+/// Rules 3-5 (the config's lists) for a declared, unambiguous name.
+fn why_not_allowed(config: &Config, rule: &PrincipalRule<'_>, name: &str) -> Option<String> {
     if listed(&config.deny, name) {
         return Some("it is denied by the allowlist config's deny list".into());
     }
@@ -226,12 +303,12 @@ fn listed(list: &[String], name: &str) -> bool {
     list.iter().any(|entry| entry == ANY || entry == name)
 }
 
-fn join_problems(mut problems: Vec<String>) -> String {
+fn join_problems(mut problems: Vec<String>, more: &str) -> String {
     let extra = problems.len().saturating_sub(MAX_REPORTED);
     problems.truncate(MAX_REPORTED);
     let mut reason = problems.join("; ");
     if extra > 0 {
-        reason.push_str(&format!("; and {extra} more disallowed tool calls"));
+        reason.push_str(&format!("; and {extra} more {more}"));
     }
     reason
 }
@@ -240,56 +317,31 @@ fn join_problems(mut problems: Vec<String>) -> String {
 mod tests {
     use super::*;
     use railyard_plugin_sdk::reason::MAX_QUOTED;
-    use railyard_plugin_sdk::{Context, Message, Rail, ToolCall};
-
-    fn function(name: &str) -> ToolDef {
-        ToolDef {
-            kind: "function".into(),
-            name: Some(name.into()),
-            description: None,
-            parameters: Some(r#"{"type":"object"}"#.into()),
-        }
-    }
-
-    fn hosted(kind: &str) -> ToolDef {
-        ToolDef {
-            kind: kind.into(),
-            name: None,
-            description: None,
-            parameters: None,
-        }
-    }
+    use railyard_plugin_sdk::testing::{self, assert_allow, call, context, function, hosted};
+    use railyard_plugin_sdk::{Context, Message, Modification};
 
     fn message(role: &str, calls: &[&str]) -> Message {
         Message {
-            role: role.into(),
-            content: None,
-            name: None,
-            tool_call_id: None,
             tool_calls: calls
                 .iter()
                 .enumerate()
-                .map(|(i, name)| ToolCall {
-                    id: format!("call_{i}"),
-                    name: (*name).into(),
-                    arguments: "{}".into(),
-                })
+                .map(|(i, name)| call(&format!("call_{i}"), name, "{}"))
                 .collect(),
+            ..testing::message(role, None)
         }
     }
 
+    fn tool(name: &str) -> ToolDef {
+        function(name, Some(r#"{"type":"object"}"#))
+    }
+
     fn request(messages: Vec<Message>, tools: Vec<ToolDef>, principal: Option<&str>) -> Request {
-        Request {
-            rail: Rail::ToolCall,
-            messages,
-            tools,
-            context: Context {
-                request_id: "req-1".into(),
-                principal: principal.map(Into::into),
-                tenant: None,
-                metadata: vec![],
-            },
-        }
+        let mut req = testing::request(Rail::ToolCall, messages).with_tools(tools);
+        req.context = Context {
+            principal: principal.map(Into::into),
+            ..context()
+        };
+        req
     }
 
     fn reply(calls: &[&str], tools: Vec<ToolDef>) -> Request {
@@ -304,29 +356,17 @@ mod tests {
         Config::parse(json).expect("config parses")
     }
 
-    fn block_reason(verdict: Verdict) -> String {
-        match verdict {
-            Verdict::Block(reason) => reason,
-            other => panic!("expected block, got {other:?}"),
-        }
-    }
-
-    fn assert_allow(verdict: Verdict) {
-        assert!(
-            matches!(verdict, Verdict::Allow),
-            "expected allow, got {verdict:?}"
-        );
-    }
+    use railyard_plugin_sdk::testing::expect_block as block_reason;
 
     #[test]
     fn declared_function_is_allowed() {
-        let req = reply(&["get_weather"], vec![function("get_weather")]);
+        let req = reply(&["get_weather"], vec![tool("get_weather")]);
         assert_allow(evaluate(&config("{}"), &req));
     }
 
     #[test]
     fn undeclared_function_is_blocked() {
-        let req = reply(&["delete_database"], vec![function("get_weather")]);
+        let req = reply(&["delete_database"], vec![tool("get_weather")]);
         assert_eq!(
             block_reason(evaluate(&config("{}"), &req)),
             "tool call 'delete_database' is not an allowed tool: it is not declared in the request's tools"
@@ -357,7 +397,7 @@ mod tests {
                 message("tool", &[]),
                 message("assistant", &["get_weather"]),
             ],
-            vec![function("get_weather")],
+            vec![tool("get_weather")],
             None,
         );
         assert_allow(evaluate(&config("{}"), &req));
@@ -365,7 +405,7 @@ mod tests {
 
     #[test]
     fn hosted_tool_declared_by_type_allows_calls_by_type() {
-        let tools = vec![hosted("web_search"), function("get_weather")];
+        let tools = vec![hosted("web_search"), tool("get_weather")];
         assert_allow(evaluate(
             &config("{}"),
             &reply(&["web_search"], tools.clone()),
@@ -376,11 +416,7 @@ mod tests {
 
     #[test]
     fn duplicated_function_name_is_ambiguous() {
-        let tools = vec![
-            function("get_weather"),
-            function("send_email"),
-            function("get_weather"),
-        ];
+        let tools = vec![tool("get_weather"), tool("send_email"), tool("get_weather")];
         assert_eq!(
             block_reason(evaluate(&config("{}"), &reply(&["get_weather"], tools.clone()))),
             "tool call 'get_weather' is not an allowed tool: it is ambiguous, as the request's tools \
@@ -393,7 +429,7 @@ mod tests {
         ));
         // Identical declarations are still two declarations.
         let mut same = tools;
-        same.push(function("get_weather"));
+        same.push(tool("get_weather"));
         assert!(
             block_reason(evaluate(&config("{}"), &reply(&["get_weather"], same)))
                 .ends_with("declare function 'get_weather' 3 times")
@@ -402,7 +438,7 @@ mod tests {
         let cfg = config(r#"{"principals":{"admin":["*"]}}"#);
         let req = request(
             vec![message("user", &[]), message("assistant", &["f"])],
-            vec![function("f"), function("f")],
+            vec![tool("f"), tool("f")],
             Some("admin"),
         );
         assert!(block_reason(evaluate(&cfg, &req)).contains("ambiguous"));
@@ -411,7 +447,7 @@ mod tests {
     #[test]
     fn function_and_hosted_type_of_one_name_are_not_duplicates() {
         // The function declaration wins (schema-validator validates against it).
-        let tools = vec![hosted("web_search"), function("web_search")];
+        let tools = vec![hosted("web_search"), tool("web_search")];
         assert_allow(evaluate(&config("{}"), &reply(&["web_search"], tools)));
         // Two hosted declarations of one type carry nothing that could differ.
         let tools = vec![hosted("web_search"), hosted("web_search")];
@@ -450,7 +486,7 @@ mod tests {
         // A nameless function declaration must not make "function" callable.
         let nameless = ToolDef {
             name: None,
-            ..function("x")
+            ..tool("x")
         };
         let reason = block_reason(evaluate(
             &config("{}"),
@@ -463,7 +499,7 @@ mod tests {
     fn parallel_calls_report_every_offender_once() {
         let req = reply(
             &["get_weather", "rm_rf", "get_time", "rm_rf", "exfiltrate"],
-            vec![function("get_weather"), function("get_time")],
+            vec![tool("get_weather"), tool("get_time")],
         );
         assert_eq!(
             block_reason(evaluate(&config("{}"), &req)),
@@ -476,18 +512,14 @@ mod tests {
     fn parallel_calls_all_allowed() {
         let req = reply(
             &["get_weather", "get_time", "get_weather", "web_search"],
-            vec![
-                function("get_weather"),
-                function("get_time"),
-                hosted("web_search"),
-            ],
+            vec![tool("get_weather"), tool("get_time"), hosted("web_search")],
         );
         assert_allow(evaluate(&config("{}"), &req));
     }
 
     #[test]
     fn deny_list_overrides_declaration() {
-        let tools = vec![function("get_weather"), function("send_email")];
+        let tools = vec![tool("get_weather"), tool("send_email")];
         let cfg = config(r#"{"deny":["send_email"]}"#);
         assert_allow(evaluate(&cfg, &reply(&["get_weather"], tools.clone())));
         assert_eq!(
@@ -498,7 +530,7 @@ mod tests {
 
     #[test]
     fn allow_list_restricts_further() {
-        let tools = vec![function("get_weather"), function("send_email")];
+        let tools = vec![tool("get_weather"), tool("send_email")];
         let cfg = config(r#"{"allow":["get_weather","not_declared"]}"#);
         assert_allow(evaluate(&cfg, &reply(&["get_weather"], tools.clone())));
         assert_eq!(
@@ -513,7 +545,7 @@ mod tests {
 
     #[test]
     fn deny_wins_over_allow_and_wildcards() {
-        let tools = vec![function("a"), function("b")];
+        let tools = vec![tool("a"), tool("b")];
         let cfg = config(r#"{"allow":["*"],"deny":["b"]}"#);
         assert_allow(evaluate(&cfg, &reply(&["a"], tools.clone())));
         assert!(block_reason(evaluate(&cfg, &reply(&["b"], tools))).contains("deny list"));
@@ -521,7 +553,7 @@ mod tests {
 
     #[test]
     fn allow_list_applies_to_hosted_types() {
-        let tools = vec![hosted("web_search"), function("get_weather")];
+        let tools = vec![hosted("web_search"), tool("get_weather")];
         let cfg = config(r#"{"allow":["get_weather"]}"#);
         assert!(block_reason(evaluate(&cfg, &reply(&["web_search"], tools))).contains("allow list"));
     }
@@ -532,11 +564,7 @@ mod tests {
     fn as_principal(calls: &[&str], principal: Option<&str>) -> Request {
         request(
             vec![message("user", &[]), message("assistant", calls)],
-            vec![
-                function("get_weather"),
-                function("send_email"),
-                function("drop_table"),
-            ],
+            vec![tool("get_weather"), tool("send_email"), tool("drop_table")],
             principal,
         )
     }
@@ -639,6 +667,211 @@ mod tests {
         let reason = block_reason(evaluate(&config("{}"), &reply(&refs, vec![])));
         assert!(
             reason.ends_with("; and 5 more disallowed tool calls"),
+            "{reason}"
+        );
+    }
+
+    // --- the tools rail ---
+
+    fn offered(tools: Vec<ToolDef>, principal: Option<&str>) -> Request {
+        let mut req = request(vec![message("user", &[])], tools, principal);
+        req.rail = Rail::Tools;
+        req
+    }
+
+    fn hidden(m: &Modification) -> Vec<u32> {
+        m.edits
+            .iter()
+            .map(|e| match e {
+                Edit::HideTool(t) => *t,
+                other => panic!("unexpected edit {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tools_rail_offers_everything_without_lists() {
+        let tools = vec![tool("get_weather"), hosted("web_search")];
+        assert_allow(evaluate(&config("{}"), &offered(tools, Some("anyone"))));
+        assert_allow(evaluate(&config("{}"), &offered(vec![], None)));
+    }
+
+    #[test]
+    fn tools_rail_hides_denied_tools() {
+        let tools = vec![tool("get_weather"), tool("send_email")];
+        let m = testing::expect_modify(evaluate(
+            &config(r#"{"deny":["send_email"]}"#),
+            &offered(tools, None),
+        ));
+        assert_eq!(hidden(&m), vec![1]);
+        assert_eq!(
+            m.reason,
+            "hid tool 'send_email' from the model: it is denied by the allowlist config's deny list"
+        );
+    }
+
+    #[test]
+    fn tools_rail_hides_what_the_allow_list_leaves_out() {
+        let tools = vec![
+            tool("get_weather"),
+            tool("send_email"),
+            hosted("web_search"),
+        ];
+        let m = testing::expect_modify(evaluate(
+            &config(r#"{"allow":["get_weather"]}"#),
+            &offered(tools, None),
+        ));
+        assert_eq!(hidden(&m), vec![1, 2]);
+        assert_eq!(
+            m.reason,
+            "hid tools 'send_email', 'web_search' from the model: they are not in the allowlist \
+             config's allow list"
+        );
+    }
+
+    #[test]
+    fn tools_rail_hides_per_principal() {
+        let cfg = config(PRINCIPALS);
+        let tools = || vec![tool("get_weather"), tool("send_email"), tool("drop_table")];
+        let m = testing::expect_modify(evaluate(&cfg, &offered(tools(), Some("alice"))));
+        assert_eq!(hidden(&m), vec![2]);
+        assert_eq!(
+            m.reason,
+            "hid tool 'drop_table' from the model: it is not allowed for principal 'alice'"
+        );
+        assert_allow(evaluate(&cfg, &offered(tools(), Some("admin"))));
+        // Unknown principals are denied everything, so they are offered nothing.
+        let m = testing::expect_modify(evaluate(&cfg, &offered(tools(), Some("bob"))));
+        assert_eq!(hidden(&m), vec![0, 1, 2]);
+        assert!(
+            m.reason.starts_with(
+                "hid tools 'get_weather', 'send_email', 'drop_table' from the model: principal \
+                 'bob' is not listed"
+            ),
+            "{}",
+            m.reason
+        );
+        let m = testing::expect_modify(evaluate(&cfg, &offered(tools(), None)));
+        assert!(
+            m.reason.contains("no authenticated principal"),
+            "{}",
+            m.reason
+        );
+        // unknown_principal = default: only the global lists.
+        let lenient = config(
+            r#"{"principals":{"alice":["get_weather"]},"unknown_principal":"default","deny":["drop_table"]}"#,
+        );
+        let m = testing::expect_modify(evaluate(&lenient, &offered(tools(), Some("bob"))));
+        assert_eq!(hidden(&m), vec![2]);
+    }
+
+    #[test]
+    fn tools_rail_leaves_hidden_and_nameless_tools_alone() {
+        let mut already = tool("send_email");
+        already.hidden_by = Some("other-policy".into());
+        let nameless = ToolDef {
+            name: None,
+            ..tool("x")
+        };
+        let cfg = config(r#"{"allow":["get_weather"]}"#);
+        let req = offered(vec![already, nameless, tool("get_weather")], None);
+        assert_allow(evaluate(&cfg, &req));
+    }
+
+    #[test]
+    fn tools_rail_mixes_reasons_and_names_each_tool_once() {
+        let cfg = config(r#"{"deny":["a"],"principals":{"alice":["b"]}}"#);
+        let req = offered(
+            vec![tool("a"), tool("b"), tool("c"), tool("a")],
+            Some("alice"),
+        );
+        let m = testing::expect_modify(evaluate(&cfg, &req));
+        assert_eq!(hidden(&m), vec![0, 2, 3]);
+        assert_eq!(
+            m.reason,
+            "hid tool 'a' from the model: it is denied by the allowlist config's deny list; \
+             hid tool 'c' from the model: it is not allowed for principal 'alice'"
+        );
+    }
+
+    #[test]
+    fn tools_rail_hides_exactly_what_the_tool_call_rail_blocks() {
+        let configs = [
+            "{}",
+            r#"{"deny":["send_email"]}"#,
+            r#"{"allow":["get_weather","web_search"]}"#,
+            PRINCIPALS,
+            r#"{"principals":{"alice":["get_weather"]},"unknown_principal":"default","deny":["drop_table"]}"#,
+        ];
+        let names = ["get_weather", "send_email", "drop_table", "web_search"];
+        let tools = || {
+            vec![
+                tool("get_weather"),
+                tool("send_email"),
+                tool("drop_table"),
+                hosted("web_search"),
+            ]
+        };
+        for cfg in configs {
+            for principal in [None, Some("alice"), Some("admin"), Some("bob")] {
+                let cfg = config(cfg);
+                let hid = match evaluate(&cfg, &offered(tools(), principal)) {
+                    Verdict::Allow => vec![],
+                    v => hidden(&testing::expect_modify(v)),
+                };
+                for (i, name) in names.iter().enumerate() {
+                    let req = request(
+                        vec![message("user", &[]), message("assistant", &[name])],
+                        tools(),
+                        principal,
+                    );
+                    let blocked = matches!(evaluate(&cfg, &req), Verdict::Block(_));
+                    assert_eq!(
+                        hid.contains(&(i as u32)),
+                        blocked,
+                        "{name} for {principal:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    // --- a call to a hidden tool ---
+
+    #[test]
+    fn call_to_a_hidden_tool_is_blocked_naming_the_policy() {
+        let mut refund = tool("refund");
+        refund.hidden_by = Some("allowlist-support".into());
+        let req = reply(&["get_time", "refund"], vec![tool("get_time"), refund]);
+        // Even a config that would allow it: the model was never offered the tool.
+        assert_eq!(
+            block_reason(evaluate(&config("{}"), &req)),
+            "tool call 'refund' is not an allowed tool: the tool was hidden from the model by \
+             policy 'allowlist-support'"
+        );
+        // An undeclared name still says so; a visible tool is still allowed.
+        let mut other = tool("x");
+        other.hidden_by = Some("p".into());
+        assert!(
+            block_reason(evaluate(&config("{}"), &reply(&["y"], vec![other.clone()])))
+                .contains("not declared")
+        );
+        assert_allow(evaluate(
+            &config("{}"),
+            &reply(&["get_time"], vec![tool("get_time"), other]),
+        ));
+    }
+
+    #[test]
+    fn hidden_hosted_tool_is_blocked_by_type() {
+        let mut search = hosted("web_search");
+        search.hidden_by = Some("allowlist".into());
+        let reason = block_reason(evaluate(
+            &config("{}"),
+            &reply(&["web_search"], vec![search]),
+        ));
+        assert!(
+            reason.ends_with("hidden from the model by policy 'allowlist'"),
             "{reason}"
         );
     }

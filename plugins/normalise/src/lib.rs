@@ -4,7 +4,9 @@
 //! the tool's declared schema: `"true"` for a boolean, `"3"` for an integer, a lone value where
 //! an array is declared. Blocking those calls (schema-validator would) costs a round trip for
 //! nothing, so this plugin runs before the validator and repairs exactly those cases, guided by
-//! the schema, and nothing else. What it changes is listed by path in the reason, never by value.
+//! the schema, and nothing else. Opt-in per tool, it also adds what a model reliably leaves out:
+//! a required argument derived from another (`fill`), and an argument's other name (`aliases`).
+//! What it changes is listed by path in the reason, never by value.
 //!
 //! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue.
 

@@ -12,17 +12,31 @@
 //!
 //! The walk follows `properties`, `items` / `prefixItems`, local `$ref`s (`#/...`) and the
 //! "X or null" `anyOf`/`oneOf` idiom; any other combinator is left alone, as is every field the
-//! schema does not describe. Nothing is ever added or removed. Arguments that are not a
-//! well-formed JSON object (including duplicate keys), tools that are not declared or declared
-//! ambiguously (same name, different schemas), and unparsable schemas are left untouched for
-//! schema-validator to judge. Repaired arguments are re-serialised compactly, keeping key order;
-//! numbers elsewhere in them keep their value but may change spelling (`1e2` becomes `100.0`).
+//! schema does not describe. By default nothing is ever added or removed.
+//!
+//! Two repairs that add arguments are opt-in, per tool, top-level arguments only (EXO's
+//! tool-call repairs), and run before the type repairs:
+//! - `aliases`: groups of names for one argument (`{"write_file": [["file", "filePath"]]}`); when
+//!   one name of a group is present and others are absent, the value is copied to the absent
+//!   ones, so the call carries every name (the first present name in the group's order is the
+//!   source);
+//! - `fill`: a required argument the model left out, derived from another argument
+//!   (`{"bash": {"description": {"from": "command", "prefix": "Run: "}}}`): only when the
+//!   tool's schema lists it in its top-level `required`, it is absent, and the source is a
+//!   string, number or boolean (the new value is `prefix` + the source as text).
+//!
+//! Arguments that are not a well-formed JSON object (including duplicate keys), tools that are
+//! not declared or declared ambiguously (same name, different schemas), and unparsable schemas
+//! are left untouched for schema-validator to judge. Repaired arguments are re-serialised
+//! compactly, keeping key order (added arguments go last); numbers elsewhere in them keep their
+//! value but may change spelling (`1e2` becomes `100.0`).
 
 pub use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
+use std::collections::BTreeMap;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
 pub const CONFIG_SCHEMA: &str = r#"{
@@ -42,6 +56,35 @@ pub const CONFIG_SCHEMA: &str = r#"{
     "arrays": {
       "description": "Wrap a single value in an array where the schema wants an array (default true).",
       "type": "boolean"
+    },
+    "fill": {
+      "description": "Per tool, per argument: fill a required argument the model left out from another argument, e.g. {\"bash\": {\"description\": {\"from\": \"command\", \"prefix\": \"Run: \"}}}. Off unless given.",
+      "type": "object",
+      "additionalProperties": {
+        "type": "object",
+        "additionalProperties": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": ["from"],
+          "properties": {
+            "from": {"description": "The argument whose value is used.", "type": "string", "minLength": 1},
+            "prefix": {"description": "Text put before it (default none).", "type": "string"}
+          }
+        }
+      }
+    },
+    "aliases": {
+      "description": "Per tool: groups of names of one argument; when one is present and another absent, the value is copied so both exist, e.g. {\"write_file\": [[\"file\", \"filePath\"]]}. Off unless given.",
+      "type": "object",
+      "additionalProperties": {
+        "type": "array",
+        "items": {
+          "type": "array",
+          "items": {"type": "string", "minLength": 1},
+          "minItems": 2,
+          "uniqueItems": true
+        }
+      }
     }
   }
 }"#;
@@ -60,6 +103,23 @@ pub struct Config {
     pub numbers: bool,
     #[serde(default = "yes")]
     pub arrays: bool,
+    /// Tool -> argument -> where to fill it from when it is missing.
+    #[serde(default)]
+    pub fill: BTreeMap<String, BTreeMap<String, Fill>>,
+    /// Tool -> groups of names of one argument.
+    #[serde(default)]
+    pub aliases: BTreeMap<String, Vec<Vec<String>>>,
+}
+
+/// How to fill a missing required argument.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fill {
+    /// The argument whose value is used.
+    pub from: String,
+    /// Text put before it.
+    #[serde(default)]
+    pub prefix: String,
 }
 
 fn yes() -> bool {
@@ -72,6 +132,8 @@ impl Default for Config {
             booleans: true,
             numbers: true,
             arrays: true,
+            fill: BTreeMap::new(),
+            aliases: BTreeMap::new(),
         }
     }
 }
@@ -79,15 +141,39 @@ impl Default for Config {
 impl Config {
     /// Parses the config JSON text.
     pub fn parse(text: &str) -> Result<Config, String> {
-        serde_json::from_str(text).map_err(|e| format!("invalid normalise config: {e}"))
+        let config: Config =
+            serde_json::from_str(text).map_err(|e| format!("invalid normalise config: {e}"))?;
+        for (tool, fills) in &config.fill {
+            for (field, fill) in fills {
+                if fill.from == *field {
+                    return Err(format!(
+                        "invalid normalise config: fill.{tool}.{field} is filled from itself"
+                    ));
+                }
+            }
+        }
+        for (tool, groups) in &config.aliases {
+            for (i, group) in groups.iter().enumerate() {
+                let mut names: Vec<&String> = group.iter().collect();
+                names.sort();
+                names.dedup();
+                if group.len() < 2 || names.len() != group.len() {
+                    return Err(format!(
+                        "invalid normalise config: aliases.{tool}[{i}] must name two or more \
+                         different arguments"
+                    ));
+                }
+            }
+        }
+        Ok(config)
     }
 }
 
-/// One repair: where, and which kind (e.g. `string→integer`).
+/// One repair: where, and which kind (e.g. `string→integer`, `copied from /file`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub path: String,
-    pub kind: &'static str,
+    pub kind: String,
 }
 
 /// Repairs the tool calls of the request's last message.
@@ -137,15 +223,102 @@ pub fn repair_call(
     let schema_text = unique_schema(tools, &call.name)?;
     let schema: Value = serde_json::from_str(schema_text).ok()?;
     let mut arguments = parse_strict(&call.arguments).ok()?;
-    if !arguments.is_object() {
+    let Value::Object(map) = &mut arguments else {
         return None;
+    };
+    let mut changes = Vec::new();
+    if let Some(groups) = config.aliases.get(&call.name) {
+        copy_aliases(groups, map, &mut changes);
     }
-    let changes = repair_value(config, &schema, &mut arguments);
+    if let Some(fills) = config.fill.get(&call.name) {
+        let required = required_arguments(&schema);
+        fill_missing(fills, &required, map, &mut changes);
+    }
+    changes.extend(repair_value(config, &schema, &mut arguments));
     if changes.is_empty() {
         return None;
     }
     let text = serde_json::to_string(&arguments).ok()?;
     Some((text, changes))
+}
+
+/// For each group of alias names with one present and others absent: copies the value of the
+/// first present name to the absent ones.
+fn copy_aliases(groups: &[Vec<String>], map: &mut Map<String, Value>, changes: &mut Vec<Change>) {
+    for group in groups {
+        let Some(source) = group.iter().find(|name| map.contains_key(*name)) else {
+            continue;
+        };
+        let value = map[source].clone();
+        let absent: Vec<&String> = group.iter().filter(|n| !map.contains_key(*n)).collect();
+        for name in absent {
+            map.insert(name.clone(), value.clone());
+            changes.push(Change {
+                path: pointer(name),
+                kind: format!("copied from {}", pointer(source)),
+            });
+        }
+    }
+}
+
+/// Fills each absent, required argument that has a fill rule from its source argument.
+fn fill_missing(
+    fills: &BTreeMap<String, Fill>,
+    required: &[&str],
+    map: &mut Map<String, Value>,
+    changes: &mut Vec<Change>,
+) {
+    for (field, fill) in fills {
+        if map.contains_key(field) || !required.contains(&field.as_str()) {
+            continue;
+        }
+        let source = match map.get(&fill.from) {
+            Some(Value::String(s)) => s.clone(),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
+            _ => continue,
+        };
+        map.insert(
+            field.clone(),
+            Value::String(format!("{}{source}", fill.prefix)),
+        );
+        changes.push(Change {
+            path: pointer(field),
+            kind: format!("filled from {}", pointer(&fill.from)),
+        });
+    }
+}
+
+/// The names in the top-level `required` of a parameters schema (following a local `$ref`).
+fn required_arguments(schema: &Value) -> Vec<&str> {
+    let mut node = schema;
+    for _ in 0..MAX_REF_HOPS {
+        let target = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|p| {
+                if p.is_empty() {
+                    Some(schema)
+                } else {
+                    schema.pointer(p)
+                }
+            });
+        match target {
+            Some(t) if !node.get("required").is_some_and(Value::is_array) => node = t,
+            _ => break,
+        }
+    }
+    node.get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// `/name`, escaped as a JSON pointer segment.
+fn pointer(name: &str) -> String {
+    let mut path = String::new();
+    push_segment(&mut path, name);
+    path
 }
 
 /// Repairs `value` in place against `schema` (the root of the document, for `$ref`s). The root
@@ -262,10 +435,10 @@ impl<'s> Walker<'s> {
         }
     }
 
-    fn record(&mut self, path: &str, kind: &'static str) {
+    fn record(&mut self, path: &str, kind: &str) {
         self.changes.push(Change {
             path: path.to_string(),
-            kind,
+            kind: kind.to_string(),
         });
     }
 
@@ -417,7 +590,8 @@ fn push_segment(path: &mut String, segment: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_plugin_sdk::{Context, Message, Rail};
+    use railyard_plugin_sdk::testing::{self, call, function, hosted};
+    use railyard_plugin_sdk::{Message, Rail};
 
     const WEATHER: &str = r##"{
         "type": "object",
@@ -615,6 +789,7 @@ mod tests {
             booleans,
             numbers,
             arrays,
+            ..Config::default()
         };
         assert_eq!(
             repair(&off(false, true, true), args).1,
@@ -666,71 +841,31 @@ mod tests {
 
     // --- whole-request behaviour ---
 
-    fn function(name: &str, parameters: Option<&str>) -> ToolDef {
-        ToolDef {
-            kind: "function".into(),
-            name: Some(name.into()),
-            description: None,
-            parameters: parameters.map(Into::into),
-        }
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-
     fn message(role: &str, tool_calls: Vec<ToolCall>) -> Message {
         Message {
-            role: role.into(),
-            content: None,
-            name: None,
-            tool_call_id: None,
             tool_calls,
+            ..testing::message(role, None)
         }
     }
 
     fn request(messages: Vec<Message>, tools: Vec<ToolDef>) -> Request {
-        Request {
-            rail: Rail::ToolCall,
-            messages,
-            tools,
-            context: Context {
-                request_id: "req-1".into(),
-                principal: None,
-                tenant: None,
-                metadata: vec![],
-            },
-        }
+        testing::request(Rail::ToolCall, messages).with_tools(tools)
     }
 
     fn tools() -> Vec<ToolDef> {
         vec![
             function("get_weather", Some(WEATHER)),
             function("ping", None),
-            ToolDef {
-                kind: "web_search".into(),
-                name: None,
-                description: None,
-                parameters: None,
-            },
+            hosted("web_search"),
         ]
     }
 
-    fn modification(verdict: Verdict) -> Modification {
-        match verdict {
-            Verdict::Modify(m) => m,
-            other => panic!("expected modify, got {other:?}"),
-        }
-    }
+    use railyard_plugin_sdk::testing::expect_modify as modification;
 
     fn edit(e: &Edit) -> (u32, u32, &str) {
         match e {
             Edit::Arguments(a) => (a.message, a.call, a.arguments.as_str()),
-            Edit::Content(_) => panic!("unexpected content edit"),
+            other => panic!("unexpected edit {other:?}"),
         }
     }
 
@@ -882,5 +1017,186 @@ mod tests {
         assert!(Config::parse(r#"{"strings":true}"#).is_err());
         let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
         assert_eq!(schema["additionalProperties"], false);
+    }
+
+    // --- opt-in fills and aliases ---
+
+    const BASH: &str = r#"{"type":"object","properties":{"command":{"type":"string"},
+        "description":{"type":"string"},"timeout":{"type":"integer"}},
+        "required":["command","description"]}"#;
+    const WRITE: &str = r#"{"type":"object","properties":{"file":{"type":"string"},
+        "filePath":{"type":"string"},"content":{"type":"string"},"mode":{"type":"integer"}}}"#;
+
+    fn exo() -> Config {
+        Config::parse(
+            r#"{"fill":{"bash":{"description":{"from":"command","prefix":"Run: "}}},
+                "aliases":{"write_file":[["file","filePath"]]}}"#,
+        )
+        .unwrap()
+    }
+
+    fn one_call(name: &str, arguments: &str) -> Request {
+        request(
+            vec![
+                message("user", vec![]),
+                message("assistant", vec![call("c1", name, arguments)]),
+            ],
+            vec![
+                function("bash", Some(BASH)),
+                function("write_file", Some(WRITE)),
+            ],
+        )
+    }
+
+    #[test]
+    fn fill_derives_a_missing_required_argument() {
+        let m = modification(evaluate(
+            &exo(),
+            &one_call("bash", r#"{"command":"ls -la /srv","timeout":"30"}"#),
+        ));
+        assert_eq!(
+            m.edits.iter().map(edit).collect::<Vec<_>>(),
+            vec![(
+                1,
+                0,
+                r#"{"command":"ls -la /srv","timeout":30,"description":"Run: ls -la /srv"}"#
+            )]
+        );
+        assert_eq!(
+            m.reason,
+            "normalised 'bash' arguments: /description filled from /command, /timeout \
+             string→integer (call 'c1')"
+        );
+        assert!(!m.reason.contains("ls -la") && !m.reason.contains("Run:"));
+    }
+
+    #[test]
+    fn fill_leaves_present_or_unsourced_arguments_alone() {
+        for arguments in [
+            r#"{"command":"ls","description":"list"}"#, // present
+            r#"{"description":"list"}"#,                // no source
+            r#"{"command":{"argv":["ls"]}}"#,           // a source that is not text
+            r#"{"command":null}"#,
+        ] {
+            assert!(
+                matches!(
+                    evaluate(&exo(), &one_call("bash", arguments)),
+                    Verdict::Allow
+                ),
+                "{arguments}"
+            );
+        }
+        // A number or a boolean is used as its JSON text; an empty prefix is no prefix.
+        let cfg = Config::parse(r#"{"fill":{"bash":{"description":{"from":"command"}}}}"#).unwrap();
+        let m = modification(evaluate(&cfg, &one_call("bash", r#"{"command":42}"#)));
+        assert_eq!(edit(&m.edits[0]).2, r#"{"command":42,"description":"42"}"#);
+        // Off by default.
+        assert!(matches!(
+            evaluate(&Config::default(), &one_call("bash", r#"{"command":"ls"}"#)),
+            Verdict::Allow
+        ));
+    }
+
+    #[test]
+    fn fill_only_adds_what_the_schema_requires() {
+        // `timeout` is not required: nothing is added even with a rule for it.
+        let cfg = Config::parse(r#"{"fill":{"bash":{"timeout":{"from":"command"}}}}"#).unwrap();
+        assert!(matches!(
+            evaluate(
+                &cfg,
+                &one_call("bash", r#"{"command":"ls","description":"d"}"#)
+            ),
+            Verdict::Allow
+        ));
+        // `required` behind a local $ref counts.
+        let schema = r##"{"$ref":"#/$defs/args","$defs":{"args":{"type":"object",
+            "properties":{"q":{"type":"string"},"title":{"type":"string"}},"required":["title"]}}}"##;
+        let cfg = Config::parse(r#"{"fill":{"search":{"title":{"from":"q"}}}}"#).unwrap();
+        let tools = vec![function("search", Some(schema))];
+        let c = call("c", "search", r#"{"q":"rust"}"#);
+        assert_eq!(
+            repair_call(&cfg, &tools, &c).map(|r| r.0),
+            Some(r#"{"q":"rust","title":"rust"}"#.to_string())
+        );
+        // An undeclared tool is left for the validator, fill or not.
+        assert!(repair_call(&exo(), &[], &call("c", "bash", r#"{"command":"ls"}"#)).is_none());
+    }
+
+    #[test]
+    fn aliases_copy_the_value_so_both_names_exist() {
+        let m = modification(evaluate(
+            &exo(),
+            &one_call("write_file", r#"{"file":"/tmp/a.txt","content":"hi"}"#),
+        ));
+        assert_eq!(
+            edit(&m.edits[0]).2,
+            r#"{"file":"/tmp/a.txt","content":"hi","filePath":"/tmp/a.txt"}"#
+        );
+        assert_eq!(
+            m.reason,
+            "normalised 'write_file' arguments: /filePath copied from /file (call 'c1')"
+        );
+        assert!(!m.reason.contains("/tmp/a.txt"));
+        // Either direction; any value.
+        let m = modification(evaluate(
+            &exo(),
+            &one_call("write_file", r#"{"filePath":{"dir":"/tmp"}}"#),
+        ));
+        assert_eq!(
+            edit(&m.edits[0]).2,
+            r#"{"filePath":{"dir":"/tmp"},"file":{"dir":"/tmp"}}"#
+        );
+        // Both present (even different) or neither: untouched. Other tools: untouched.
+        for (name, arguments) in [
+            ("write_file", r#"{"file":"a","filePath":"b"}"#),
+            ("write_file", r#"{"content":"x"}"#),
+            ("bash", r#"{"command":"ls","description":"d","file":"x"}"#),
+        ] {
+            assert!(
+                matches!(evaluate(&exo(), &one_call(name, arguments)), Verdict::Allow),
+                "{arguments}"
+            );
+        }
+    }
+
+    #[test]
+    fn alias_groups_of_three_and_aliases_before_fills() {
+        let cfg = Config::parse(
+            r#"{"aliases":{"bash":[["cmd","command","script"]]},
+                "fill":{"bash":{"description":{"from":"command"}}}}"#,
+        )
+        .unwrap();
+        let tools = vec![function("bash", Some(BASH))];
+        let (text, changes) =
+            repair_call(&cfg, &tools, &call("c", "bash", r#"{"script":"make"}"#)).unwrap();
+        assert_eq!(
+            text,
+            r#"{"script":"make","cmd":"make","command":"make","description":"make"}"#
+        );
+        let listed: Vec<String> = changes
+            .iter()
+            .map(|c| format!("{} {}", c.path, c.kind))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                "/cmd copied from /script",
+                "/command copied from /script",
+                "/description filled from /command"
+            ]
+        );
+    }
+
+    #[test]
+    fn fill_and_alias_config_is_checked() {
+        let cfg = exo();
+        assert_eq!(cfg.fill["bash"]["description"].prefix, "Run: ");
+        assert!(Config::parse(r#"{"fill":{"bash":{"d":{"from":"d"}}}}"#).is_err());
+        assert!(Config::parse(r#"{"fill":{"bash":{"d":{"form":"c"}}}}"#).is_err());
+        assert!(Config::parse(r#"{"aliases":{"w":[["a"]]}}"#).is_err());
+        assert!(Config::parse(r#"{"aliases":{"w":[["a","a"]]}}"#).is_err());
+        let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
+        assert!(schema["properties"]["fill"].is_object());
+        assert!(schema["properties"]["aliases"].is_object());
     }
 }

@@ -1,36 +1,36 @@
 //! Turns one request into a verdict. On `input` every message belongs to the application and is
-//! scanned; on `tool_result` only the tool results (`role: "tool"`), so that a redaction is
-//! reported on the rail that owns the data; on `output` only the last message (the model's
-//! reply), since the conversation before it already passed the input rail.
+//! scanned, and so are the request's other text fields (e.g. OpenAI's top-level `user`); on
+//! `tool_result` only the tool results (`role: "tool"`), so that a redaction is reported on the
+//! rail that owns the data; on `output` only the last message (the model's reply), since the
+//! conversation before it already passed the input rail; on `tools` only the declared tools the
+//! model is offered.
 //!
 //! Of each message in scope, everything that reaches the model is scanned: the content (text,
 //! parts, or a JSON object), the tool calls' arguments (redacted in place, staying valid JSON),
-//! and the participant `name`. On `input` the declared tools' descriptions are scanned too. The
-//! contract lets a plugin edit only content and arguments, so a value found in a `name` or a
-//! tool description blocks the request; the reason names the field and the type, never the
-//! value.
+//! and the participant `name`. Fields are redacted with `field` edits, tool descriptions with
+//! `describe-tool` edits. The contract has no edit for a message's `name`, a tool's name or its
+//! parameter schema, so a value found there blocks the request; the reason names the field and
+//! the type, never the value.
 
 use crate::config::Policy;
 use crate::redact::{self, Blocked, Counts};
 use crate::types::PiiType;
+use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{
-    ArgumentsEdit, Content, ContentEdit, Edit, Modification, Rail, Request, ToolDef, Verdict,
+    ArgumentsEdit, Content, ContentEdit, DescribeEdit, Edit, FieldEdit, Modification, Rail,
+    Request, ToolDef, Verdict,
 };
 
 /// Judges `request` under `policy`. Reasons name types and counts, never values.
 pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
+    if request.rail == Rail::Tools {
+        return tools(request, policy);
+    }
     let n = request.messages.len();
     let first = match request.rail {
         Rail::Output | Rail::ToolCall => n.saturating_sub(1),
-        Rail::Input | Rail::ToolResult => 0,
+        Rail::Input | Rail::ToolResult | Rail::Tools => 0,
     };
-    if request.rail == Rail::Input {
-        for (k, tool) in request.tools.iter().enumerate() {
-            if let Some(reason) = tool_finding(k, tool, policy) {
-                return Verdict::Block(reason);
-            }
-        }
-    }
     let mut edits = Vec::new();
     let mut reasons = Vec::new();
     for (idx, msg) in request.messages.iter().enumerate().skip(first) {
@@ -98,6 +98,63 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
             }
         }
     }
+    if request.rail == Rail::Input {
+        for field in &request.fields {
+            let mut counts: Counts = [0; PiiType::COUNT];
+            let place = format!("field {}", quote(&field.path));
+            match redact::text(&field.value, policy, &mut counts) {
+                Err(Blocked(t)) => return blocked(place, t),
+                Ok(Some(value)) => {
+                    edits.push(Edit::Field(FieldEdit {
+                        path: field.path.clone(),
+                        value,
+                    }));
+                    reasons.push(format!("redacted {} in {place}", describe(&counts)));
+                }
+                Ok(None) => {}
+            }
+        }
+    }
+    modify(edits, reasons)
+}
+
+/// The `tools` rail: the declared tools the model is offered (a tool another policy hid never
+/// reaches the model and is skipped). Descriptions are redacted; a value in a tool's name or in
+/// its parameters schema blocks.
+fn tools(request: &Request, policy: &Policy) -> Verdict {
+    let mut edits = Vec::new();
+    let mut reasons = Vec::new();
+    for (k, tool) in request.tools.iter().enumerate() {
+        if tool.hidden_by.is_some() {
+            continue;
+        }
+        let label = tool_label(k, tool, policy);
+        if let Some(reason) = unredactable_finding(&label, tool, policy) {
+            return Verdict::Block(reason);
+        }
+        let Some(description) = tool.description.as_deref() else {
+            continue;
+        };
+        let mut counts: Counts = [0; PiiType::COUNT];
+        match redact::text(description, policy, &mut counts) {
+            Err(Blocked(t)) => return blocked(format!("{label} description"), t),
+            Ok(Some(description)) => {
+                edits.push(Edit::DescribeTool(DescribeEdit {
+                    tool: k as u32,
+                    description,
+                }));
+                reasons.push(format!(
+                    "redacted {} in {label} description",
+                    describe(&counts)
+                ));
+            }
+            Ok(None) => {}
+        }
+    }
+    modify(edits, reasons)
+}
+
+fn modify(edits: Vec<Edit>, reasons: Vec<String>) -> Verdict {
     if edits.is_empty() {
         Verdict::Allow
     } else {
@@ -116,19 +173,22 @@ fn blocked(place: String, t: PiiType) -> Verdict {
     ))
 }
 
-/// A value in a declared tool's description or in the text of its parameter schema
-/// (descriptions, titles, examples, defaults, enums): the reason to block, if any.
-fn tool_finding(k: usize, tool: &ToolDef, policy: &Policy) -> Option<String> {
-    // The tool's name identifies it in the reason, unless the name itself holds a value.
-    let label = match tool.name.as_deref() {
+/// How a tool is named in a reason: by position, with its name unless the name holds a value.
+fn tool_label(k: usize, tool: &ToolDef, policy: &Policy) -> String {
+    match tool.name.as_deref() {
         Some(name) if redact::find_unallowed(name, policy).is_none() => {
-            format!("tool {k} ({name})")
+            format!("tool {k} ({})", quote(name))
         }
         _ => format!("tool {k}"),
-    };
+    }
+}
+
+/// A value in a tool's name or in the text of its parameter schema (descriptions, titles,
+/// examples, defaults, enums), which no edit can change: the reason to block, if any.
+fn unredactable_finding(label: &str, tool: &ToolDef, policy: &Policy) -> Option<String> {
     let say = |field: &str, t: PiiType| {
         format!(
-            "{label} {field} contains {} {} (a tool definition cannot be redacted)",
+            "{label} {field} contains {} {} (a tool's {field} cannot be redacted)",
             t.article(),
             t.name()
         )
@@ -139,13 +199,6 @@ fn tool_finding(k: usize, tool: &ToolDef, policy: &Policy) -> Option<String> {
         .and_then(|s| redact::find_unallowed(s, policy))
     {
         return Some(say("name", t));
-    }
-    if let Some(t) = tool
-        .description
-        .as_deref()
-        .and_then(|s| redact::find_unallowed(s, policy))
-    {
-        return Some(say("description", t));
     }
     let schema = tool.parameters.as_deref()?;
     let mut found = None;
@@ -177,31 +230,9 @@ fn describe(counts: &Counts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_plugin_sdk::{Context, Message};
-
-    fn msg(role: &str, text: &str) -> Message {
-        Message {
-            role: role.into(),
-            content: Some(Content::Text(text.into())),
-            name: None,
-            tool_call_id: None,
-            tool_calls: vec![],
-        }
-    }
-
-    fn request(rail: Rail, messages: Vec<Message>) -> Request {
-        Request {
-            rail,
-            messages,
-            tools: vec![],
-            context: Context {
-                request_id: "r".into(),
-                principal: None,
-                tenant: None,
-                metadata: vec![],
-            },
-        }
-    }
+    use railyard_plugin_sdk::testing::{
+        self, call, expect_block, expect_modify, field, function, request, text as msg,
+    };
 
     #[test]
     fn input_redacts_every_message() {
@@ -237,11 +268,11 @@ mod tests {
     fn tool_call_arguments_are_redacted_and_stay_json() {
         let mut m = msg("assistant", "");
         m.content = None;
-        m.tool_calls = vec![railyard_plugin_sdk::ToolCall {
-            id: "c1".into(),
-            name: "send".into(),
-            arguments: r#"{"to": "a@b.com", "body": "call +44 20 7946 0958"}"#.into(),
-        }];
+        m.tool_calls = vec![call(
+            "c1",
+            "send",
+            r#"{"to": "a@b.com", "body": "call +44 20 7946 0958"}"#,
+        )];
         let r = request(Rail::Input, vec![msg("user", "hi"), m]);
         let Verdict::Modify(m) = evaluate(&r, &Policy::default()) else {
             panic!("expected modify")
@@ -258,34 +289,127 @@ mod tests {
     }
 
     #[test]
-    fn name_and_tool_description_block_without_the_value() {
+    fn message_name_blocks_without_the_value() {
         let mut m = msg("user", "hi");
         m.name = Some("jane.doe@example.com".into());
         let r = request(Rail::Input, vec![m]);
-        let Verdict::Block(reason) = evaluate(&r, &Policy::default()) else {
-            panic!("expected block")
-        };
         assert_eq!(
-            reason,
+            expect_block(evaluate(&r, &Policy::default())),
             "message 0 name contains an EMAIL (a name cannot be redacted)"
         );
-        let mut r = request(Rail::Input, vec![msg("user", "hi")]);
-        r.tools = vec![ToolDef {
-            kind: "function".into(),
-            name: Some("lookup".into()),
-            description: Some("Escalate to ops@example.com".into()),
-            parameters: Some(r#"{"type":"object"}"#.into()),
-        }];
-        let Verdict::Block(reason) = evaluate(&r, &Policy::default()) else {
-            panic!("expected block")
+    }
+
+    fn escalate(description: &str) -> ToolDef {
+        ToolDef {
+            description: Some(description.into()),
+            ..function("escalate", Some(r#"{"type":"object"}"#))
+        }
+    }
+
+    fn offered(tools: Vec<ToolDef>) -> Request {
+        request(Rail::Tools, vec![msg("user", "hi")]).with_tools(tools)
+    }
+
+    #[test]
+    fn tools_rail_redacts_descriptions() {
+        let r = offered(vec![
+            function("plain", None),
+            escalate("Escalate to ops@example.com or +1 (415) 555-2671."),
+        ]);
+        let m = expect_modify(evaluate(&r, &Policy::default()));
+        let [Edit::DescribeTool(d)] = m.edits.as_slice() else {
+            panic!("expected one describe-tool edit: {:?}", m.edits)
         };
+        assert_eq!(d.tool, 1);
+        assert_eq!(d.description, "Escalate to [EMAIL] or [PHONE].");
+        assert_eq!(
+            m.reason,
+            "redacted 1 EMAIL, 1 PHONE in tool 1 ('escalate') description"
+        );
+        assert!(!m.reason.contains("ops@") && !m.reason.contains("555"));
+        // Allowed types are left; a blocked type blocks.
+        let p = Policy::from_json(r#"{"types":{"EMAIL":"allow","PHONE":"allow"}}"#).unwrap();
+        assert!(matches!(evaluate(&r, &p), Verdict::Allow));
+        let p = Policy::from_json(r#"{"types":{"PHONE":"block"}}"#).unwrap();
+        assert_eq!(
+            expect_block(evaluate(&r, &p)),
+            "tool 1 ('escalate') description contains a PHONE (blocked by policy)"
+        );
+    }
+
+    #[test]
+    fn tools_rail_blocks_what_cannot_be_edited() {
+        let mut named = function("mail_ops@example.com", None);
+        named.description = Some("fine".into());
+        assert_eq!(
+            expect_block(evaluate(&offered(vec![named]), &Policy::default())),
+            "tool 0 name contains an EMAIL (a tool's name cannot be redacted)"
+        );
+        let schema = function(
+            "notify",
+            Some(
+                r#"{"type":"object","properties":{"to":{"type":"string","default":"ops@example.com"}}}"#,
+            ),
+        );
+        let reason = expect_block(evaluate(&offered(vec![schema]), &Policy::default()));
         assert_eq!(
             reason,
-            "tool 0 (lookup) description contains an EMAIL (a tool definition cannot be redacted)"
+            "tool 0 ('notify') parameters contains an EMAIL (a tool's parameters cannot be redacted)"
         );
-        assert!(!reason.contains("ops@"));
-        let p = Policy::from_json(r#"{"types":{"EMAIL":"allow"}}"#).unwrap();
-        assert!(matches!(evaluate(&r, &p), Verdict::Allow));
+    }
+
+    #[test]
+    fn tools_rail_skips_hidden_tools_and_messages() {
+        let mut hidden = escalate("call +1 (415) 555-2671");
+        hidden.hidden_by = Some("allowlist".into());
+        let mut r = offered(vec![hidden]);
+        r.messages = vec![msg("user", "mail a@b.com")];
+        assert!(matches!(evaluate(&r, &Policy::default()), Verdict::Allow));
+    }
+
+    #[test]
+    fn input_leaves_tools_to_the_tools_rail() {
+        let r = request(Rail::Input, vec![msg("user", "hi")])
+            .with_tools(vec![escalate("ops@example.com")]);
+        assert!(matches!(evaluate(&r, &Policy::default()), Verdict::Allow));
+    }
+
+    #[test]
+    fn input_redacts_request_fields() {
+        let r = request(Rail::Input, vec![msg("user", "hi")]).with_fields(vec![
+            field("user", "jane.doe@example.com"),
+            field("metadata.user_id", "user-1234"),
+        ]);
+        let m = expect_modify(evaluate(&r, &Policy::default()));
+        let [Edit::Field(f)] = m.edits.as_slice() else {
+            panic!("expected one field edit: {:?}", m.edits)
+        };
+        assert_eq!((f.path.as_str(), f.value.as_str()), ("user", "[EMAIL]"));
+        assert_eq!(m.reason, "redacted 1 EMAIL in field 'user'");
+        // Beside message edits; a blocked type blocks, naming the field and not the value.
+        let r = request(Rail::Input, vec![msg("user", "mail a@b.com")])
+            .with_fields(vec![field("metadata.user_id", "a@b.com")]);
+        let m = expect_modify(evaluate(&r, &Policy::default()));
+        assert_eq!(
+            m.reason,
+            "redacted 1 EMAIL in message 0; redacted 1 EMAIL in field 'metadata.user_id'"
+        );
+        let p = Policy::from_json(r#"{"types":{"EMAIL":"block"}}"#).unwrap();
+        let r = request(Rail::Input, vec![msg("user", "hi")])
+            .with_fields(vec![field("user", "a@b.com")]);
+        assert_eq!(
+            expect_block(evaluate(&r, &p)),
+            "field 'user' contains an EMAIL (blocked by policy)"
+        );
+    }
+
+    #[test]
+    fn fields_are_judged_on_the_input_rail_only() {
+        for rail in [Rail::ToolResult, Rail::Output] {
+            let r = request(rail, vec![testing::assistant("ok")])
+                .with_fields(vec![field("user", "a@b.com")]);
+            assert!(matches!(evaluate(&r, &Policy::default()), Verdict::Allow));
+        }
     }
 
     #[test]

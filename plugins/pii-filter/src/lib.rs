@@ -33,7 +33,7 @@ impl PolicyPlugin for PiiFilter {
         Info {
             name: "pii-filter".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            rails: vec![Rail::Input, Rail::Output, Rail::ToolResult],
+            rails: vec![Rail::Input, Rail::Output, Rail::ToolResult, Rail::Tools],
             config_schema: Some(config::schema()),
         }
     }

@@ -514,7 +514,8 @@ fn type_phrase(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_plugin_sdk::{Context, Message, Rail};
+    use railyard_plugin_sdk::testing::{self, assert_allow, call, function, hosted};
+    use railyard_plugin_sdk::{Message, Rail};
 
     const WEATHER: &str = r#"{
         "type": "object",
@@ -532,54 +533,15 @@ mod tests {
         "additionalProperties": false
     }"#;
 
-    fn function(name: &str, parameters: Option<&str>) -> ToolDef {
-        ToolDef {
-            kind: "function".into(),
-            name: Some(name.into()),
-            description: None,
-            parameters: parameters.map(Into::into),
-        }
-    }
-
-    fn hosted(kind: &str) -> ToolDef {
-        ToolDef {
-            kind: kind.into(),
-            name: None,
-            description: None,
-            parameters: None,
-        }
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-
     fn message(role: &str, tool_calls: Vec<ToolCall>) -> Message {
         Message {
-            role: role.into(),
-            content: None,
-            name: None,
-            tool_call_id: None,
             tool_calls,
+            ..testing::message(role, None)
         }
     }
 
     fn request(messages: Vec<Message>, tools: Vec<ToolDef>) -> Request {
-        Request {
-            rail: Rail::ToolCall,
-            messages,
-            tools,
-            context: Context {
-                request_id: "req-1".into(),
-                principal: None,
-                tenant: None,
-                metadata: vec![],
-            },
-        }
+        testing::request(Rail::ToolCall, messages).with_tools(tools)
     }
 
     fn reply(calls: Vec<ToolCall>, tools: Vec<ToolDef>) -> Request {
@@ -611,19 +573,7 @@ mod tests {
         )
     }
 
-    fn block_reason(verdict: Verdict) -> String {
-        match verdict {
-            Verdict::Block(reason) => reason,
-            other => panic!("expected block, got {other:?}"),
-        }
-    }
-
-    fn assert_allow(verdict: Verdict) {
-        assert!(
-            matches!(verdict, Verdict::Allow),
-            "expected allow, got {verdict:?}"
-        );
-    }
+    use railyard_plugin_sdk::testing::expect_block as block_reason;
 
     #[test]
     fn valid_arguments_pass() {

@@ -1,7 +1,8 @@
-//! Rust bindings for the `railyard:policy` contract (`../../wit`), shared by every Rust plugin so
-//! the contract is generated in one place.
+//! Rust bindings for the `railyard:policy` contract (`../../wit`, version 0.2.0), shared by every
+//! Rust plugin so the contract is generated in one place.
 //!
-//! A plugin implements [`Plugin`] and calls `railyard_plugin_sdk::export!(MyPlugin);`.
+//! A plugin implements [`PolicyPlugin`] and calls `railyard_plugin_sdk::export_policy!(MyPlugin);`
+//! (or implements the raw [`Plugin`] trait and calls `railyard_plugin_sdk::export!(MyPlugin);`).
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -13,9 +14,17 @@ wit_bindgen::generate!({
 
 pub mod json;
 pub mod reason;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 
 pub use exports::railyard::policy::plugin::Guest as Plugin;
 pub use railyard::policy::types::*;
+
+/// The contract version these bindings speak.
+pub const CONTRACT_VERSION: &str = "0.2.0";
+
+/// `kind` of a function call and of a function tool.
+pub const FUNCTION: &str = "function";
 
 /// Write a line to the daemon's log (tagged with the plugin's name by the host).
 pub fn log(level: Level, message: &str) {
@@ -32,11 +41,20 @@ impl Message {
     }
 }
 
+impl Request {
+    /// Index of the last message (the model's reply on the `tool-call` and `output` rails), as
+    /// edits address it; `None` when there are no messages.
+    pub fn last_index(&self) -> Option<u32> {
+        self.messages.len().checked_sub(1).map(|i| i as u32)
+    }
+}
+
 /// A policy whose config is parsed once per instance: implement this and call
 /// [`export_policy!`] instead of writing the component glue by hand.
 ///
 /// The host calls `configure` once per instance before any `evaluate`; an instance that was
-/// never configured blocks (fail closed) rather than guess.
+/// never configured answers with an error (a fault, resolved by the plugin's `on_error`) rather
+/// than guess.
 pub trait PolicyPlugin: Sized + 'static {
     /// Name, version, rails and config schema.
     fn info() -> Info;
@@ -44,6 +62,13 @@ pub trait PolicyPlugin: Sized + 'static {
     fn configure(config: &str) -> Result<Self, String>;
     /// Judge one request. `&mut self` so a policy can keep caches (e.g. compiled schemas).
     fn evaluate(&mut self, request: &Request) -> Verdict;
+    /// Judge one request, or fail: an `Err` is a fault the host resolves by the plugin's
+    /// `on_error`, and its message reaches the daemon's log and the decision record (say what
+    /// went wrong and where, never what the request contained). The glue calls this; by default
+    /// it is [`PolicyPlugin::evaluate`], which cannot fail.
+    fn try_evaluate(&mut self, request: &Request) -> Result<Verdict, String> {
+        Ok(self.evaluate(request))
+    }
 }
 
 /// Export a [`PolicyPlugin`] as the component's `railyard:policy/plugin`. Expands to nothing
@@ -73,12 +98,14 @@ macro_rules! export_policy {
                     ::std::result::Result::Ok(())
                 }
 
-                fn evaluate(request: $crate::Request) -> $crate::Verdict {
+                fn evaluate(
+                    request: $crate::Request,
+                ) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
                     STATE.with(|s| match s.borrow_mut().as_mut() {
                         ::std::option::Option::Some(policy) => {
-                            $crate::PolicyPlugin::evaluate(policy, &request)
+                            $crate::PolicyPlugin::try_evaluate(policy, &request)
                         }
-                        ::std::option::Option::None => $crate::Verdict::Block(::std::format!(
+                        ::std::option::Option::None => ::std::result::Result::Err(::std::format!(
                             "plugin '{}' was evaluated before it was configured",
                             <$ty as $crate::PolicyPlugin>::info().name
                         )),

@@ -375,47 +375,23 @@ fn type_phrase(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_plugin_sdk::{Context, Rail};
-
-    fn user(text: &str) -> Message {
-        Message {
-            role: "user".into(),
-            content: Some(Content::Text(text.into())),
-            name: None,
-            tool_call_id: None,
-            tool_calls: vec![],
-        }
-    }
+    use railyard_plugin_sdk::testing::{self, assistant_calls, call, tool_result, user};
+    use railyard_plugin_sdk::Rail;
 
     fn assistant(calls: &[(&str, &str)]) -> Message {
-        Message {
-            role: "assistant".into(),
-            content: if calls.is_empty() {
-                Some(Content::Text("done".into()))
-            } else {
-                None
-            },
-            name: None,
-            tool_call_id: None,
-            tool_calls: calls
-                .iter()
-                .map(|(id, name)| ToolCall {
-                    id: (*id).into(),
-                    name: (*name).into(),
-                    arguments: "{}".into(),
-                })
-                .collect(),
+        if calls.is_empty() {
+            return testing::assistant("done");
         }
+        assistant_calls(
+            calls
+                .iter()
+                .map(|(id, name)| call(id, name, "{}"))
+                .collect(),
+        )
     }
 
     fn result(id: &str) -> Message {
-        Message {
-            role: "tool".into(),
-            content: Some(Content::Text("42".into())),
-            name: None,
-            tool_call_id: Some(id.into()),
-            tool_calls: vec![],
-        }
+        tool_result(id, "42")
     }
 
     fn named(mut message: Message, name: &str) -> Message {
@@ -429,36 +405,14 @@ mod tests {
     }
 
     fn request(messages: Vec<Message>) -> Request {
-        Request {
-            rail: Rail::ToolResult,
-            messages,
-            tools: vec![],
-            context: Context {
-                request_id: "req-1".into(),
-                principal: None,
-                tenant: None,
-                metadata: vec![],
-            },
-        }
+        testing::request(Rail::ToolResult, messages)
     }
 
     fn run(messages: Vec<Message>) -> Verdict {
         evaluate(&Config::default(), &request(messages))
     }
 
-    fn block_reason(verdict: Verdict) -> String {
-        match verdict {
-            Verdict::Block(reason) => reason,
-            other => panic!("expected block, got {other:?}"),
-        }
-    }
-
-    fn assert_allow(verdict: Verdict) {
-        assert!(
-            matches!(verdict, Verdict::Allow),
-            "expected allow, got {verdict:?}"
-        );
-    }
+    use railyard_plugin_sdk::testing::{assert_allow, expect_block as block_reason};
 
     #[test]
     fn conversation_without_tools_is_allowed() {

@@ -42,7 +42,7 @@ impl Plugin for Hostile {
         Ok(())
     }
 
-    fn evaluate(request: Request) -> Verdict {
+    fn evaluate(request: Request) -> Result<Verdict, String> {
         let last = request.messages.len().saturating_sub(1) as u32;
         let text = request
             .messages
@@ -51,7 +51,7 @@ impl Plugin for Hostile {
             .unwrap_or("allow")
             .to_string();
         let mode = text.split_whitespace().next().unwrap_or("allow");
-        match mode {
+        Ok(match mode {
             "loop" => {
                 let mut n: u64 = 0;
                 loop {
@@ -135,7 +135,7 @@ impl Plugin for Hostile {
                 Verdict::Allow
             }
             _ => Verdict::Allow,
-        }
+        })
     }
 }
 

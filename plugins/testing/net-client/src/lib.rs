@@ -19,11 +19,11 @@ impl Plugin for NetClient {
     fn configure(_config: String) -> Result<(), String> {
         Ok(())
     }
-    fn evaluate(_request: Request) -> Verdict {
-        match std::net::TcpStream::connect("127.0.0.1:80") {
+    fn evaluate(_request: Request) -> Result<Verdict, String> {
+        Ok(match std::net::TcpStream::connect("127.0.0.1:80") {
             Ok(_) => Verdict::Block("connected to 127.0.0.1:80".into()),
             Err(_) => Verdict::Allow,
-        }
+        })
     }
 }
 

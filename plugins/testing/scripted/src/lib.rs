@@ -1,5 +1,6 @@
 //! A plugin for the host's own tests. Its config picks one behaviour (`mode`), so one component
-//! exercises every verdict and every kind of fault the host must contain.
+//! exercises every verdict and every kind of fault the host must contain (`error`: `evaluate`
+//! returns an error worded by the plugin, `text`).
 // A component only: natively (e.g. `cargo test --workspace`) there is nothing to build.
 #![cfg(target_arch = "wasm32")]
 
@@ -36,7 +37,7 @@ impl Plugin for Scripted {
                 r#"{"type":"object","required":["mode"],"properties":{
                     "mode":{"enum":["allow","block","append","reject-last","reject-tool",
                         "set-arguments","bad-index","bad-arguments","loop","oom","trap",
-                        "configure-error","log","echo-context","by-message"]},
+                        "configure-error","log","echo-context","by-message","error"]},
                     "text":{"type":"string"},
                     "tool":{"type":"string"}}}"#
                     .into(),
@@ -53,7 +54,7 @@ impl Plugin for Scripted {
         Ok(())
     }
 
-    fn evaluate(request: Request) -> Verdict {
+    fn evaluate(request: Request) -> Result<Verdict, String> {
         let last = request.messages.len().saturating_sub(1) as u32;
         let text = config_str("text");
         let mut mode = config_str("mode");
@@ -67,8 +68,10 @@ impl Plugin for Scripted {
                 .unwrap_or("allow")
                 .to_string();
         }
-        match mode.as_str() {
+        Ok(match mode.as_str() {
             "block" => Verdict::Block(text),
+            // The plugin's own error: a fault the host resolves by on_error.
+            "error" => return Err(text),
             "append" => {
                 let old = request
                     .messages
@@ -166,7 +169,7 @@ impl Plugin for Scripted {
                 request.context.metadata,
             )),
             _ => Verdict::Allow,
-        }
+        })
     }
 }
 

@@ -1,4 +1,5 @@
-//! Exports `railyard:policy/plugin@0.2.0`: the host speaks 0.1.0 and must refuse this at load.
+//! Exports `railyard:policy/plugin@9.9.0`: the host speaks 0.1.0 and 0.2.0 and must refuse this
+//! at load, naming both the plugin's version and its own.
 // A component only: natively (e.g. `cargo test --workspace`) there is nothing to build.
 #![cfg(target_arch = "wasm32")]
 
@@ -10,7 +11,7 @@ impl exports::railyard::policy::plugin::Guest for Future {
     fn describe() -> railyard::policy::types::Info {
         railyard::policy::types::Info {
             name: "wrong-version".into(),
-            version: "0.2.0".into(),
+            version: "9.9.0".into(),
         }
     }
 }
