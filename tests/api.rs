@@ -26,8 +26,10 @@ fn check_api_runs_one_rail_without_a_model() {
         .as_str()
         .unwrap()
         .contains("[US_SSN]"));
-    assert_eq!(body["decisions"][0]["plugin"], "pii");
-    assert!(body["decisions"][0]["duration_us"].is_u64());
+    // llama31-compat runs first (and allows: no model named); pii edits.
+    assert_eq!(body["decisions"][0]["plugin"], "llama31-compat");
+    assert_eq!(body["decisions"][1]["plugin"], "pii");
+    assert!(body["decisions"][1]["duration_us"].is_u64());
     assert_eq!(body["request_id"].as_str(), reply.header("x-request-id"));
     assert!(!reply.body.contains("536-22-1234"));
 
@@ -162,14 +164,14 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     assert_eq!(get(daemon.addr, "/healthz").status, 200);
     assert_eq!(get(daemon.addr, "/readyz").status, 200);
     let policies = get(daemon.addr, "/v1/policies").json();
-    assert_eq!(policies["plugins"].as_array().unwrap().len(), 9);
+    assert_eq!(policies["plugins"].as_array().unwrap().len(), 11);
     assert_eq!(
         policies["chains"]["tool_call"],
         json!(["normalise", "allowlist", "schema-validator"])
     );
     assert_eq!(
         policies["chains"]["tool_result"],
-        json!(["tool-linkage", "pii"])
+        json!(["tool-linkage", "schema-validator", "pii"])
     );
     assert_eq!(policies["plugins"][1]["sha256"].as_str().unwrap().len(), 64);
 

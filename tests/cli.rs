@@ -145,10 +145,12 @@ fn plugins_lists_the_bundled_set() {
         ids,
         [
             "tool-linkage",
-            "pii",
+            "llama31-compat",
+            "text-tool-calls",
             "normalise",
             "allowlist",
             "schema-validator",
+            "pii",
             "allowlist-support",
             "allowlist-payments",
             "prompt-guard",
@@ -160,8 +162,8 @@ fn plugins_lists_the_bundled_set() {
         assert!(p["config_schema"].is_object(), "{p}");
     }
     assert_eq!(
-        list[1]["rails"],
-        serde_json::json!(["tool_result", "input", "output"])
+        list[6]["rails"],
+        serde_json::json!(["tool_result", "input", "tools", "output"])
     );
 }
 

@@ -36,7 +36,7 @@ fn a_0_1_and_a_0_2_plugin_in_one_chain() {
     assert_eq!(body["verdict"], "modify", "{body}");
     let text = body["payload"]["messages"][0]["content"].as_str().unwrap();
     assert!(
-        text.contains("[0.1]") && text.ends_with(" [0.2]"),
+        text.contains("[legacy-v01]") && text.ends_with(" [0.2]"),
         "both edits: {text}"
     );
     let plugins = get(daemon.addr, "/v1/policies").json();

@@ -257,11 +257,14 @@ fn one_key_sees_a_tool_another_does_not() {
     );
     assert_redacted(&steps[2]);
     // JSON answers throughout.
-    assert!(support["content_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|t| t.as_str().unwrap().is_empty() || t == "application/json"));
+    assert!(
+        support["content_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.as_str().unwrap().is_empty() || t == "application/json"),
+        "{support}"
+    );
 
     // The default tenant may call it: the server's first refund is this one.
     let demo = client(&url(&d, "json"), "demo-key", "legacy", &["list", refund]);

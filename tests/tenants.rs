@@ -485,7 +485,7 @@ fn a_tenant_chain_must_fit_its_plugins_rails() {
         plugin("allowlist").display()
     ));
     assert!(
-        err.contains("railyard.toml:1: tenants.t: plugin 'tools' does not handle the input rail (it handles: tool_call)"),
+        err.contains("railyard.toml:1: tenants.t: plugin 'tools' does not handle the input rail (it handles: tool_call, tools)"),
         "{err}"
     );
     // The same plugin where it belongs: only the tenant's tool_call chain has it.

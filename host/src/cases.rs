@@ -15,7 +15,9 @@
 //! ```
 //!
 //! `config` (on the case, else on the file) is relative to the case file; without one, the
-//! nearest `railyard.toml` in the case file's folder or above is used.
+//! nearest `railyard.toml` in the case file's folder or above is used. `"rail"` may list rails
+//! run in order (`["tools", "tool_call"]`); `"partial": true` judges an output as streamed text
+//! with more to come.
 
 use crate::engine::{ComponentCache, Engine};
 use crate::model::Verdict;
@@ -169,12 +171,24 @@ impl Runner {
                 )
             })?,
         };
-        let rail = case["rail"]
-            .as_str()
-            .and_then(Rail::parse)
-            .ok_or("\"rail\" must be one of input, tool_result, tool_call, output")?;
-        let payload = Payload::from_openai(&case["payload"])
+        let rails = rails(&case["rail"])?;
+        let partial = match &case["partial"] {
+            Value::Null => false,
+            Value::Bool(b) if !*b || rails.last() == Some(&Rail::Output) => *b,
+            _ => {
+                return Err(
+                    "\"partial\" must be a boolean, and true only on the output rail".into(),
+                )
+            }
+        };
+        let mut payload = Payload::from_openai(&case["payload"])
             .map_err(|e| format!("\"payload\" is not an OpenAI chat payload: {e}"))?;
+        // The text fields the doors pass to plugins (chat's `user`, Anthropic's user id).
+        if let Some(body) = case["payload"].as_object() {
+            for path in ["user", "metadata.user_id"] {
+                payload.fields.extend(crate::codec::read_field(body, path));
+            }
+        }
         let expect = &case["expect"];
         let want = expect["verdict"]
             .as_str()
@@ -191,7 +205,7 @@ impl Runner {
                 return Err(format!("the config has no tenant '{t}'"));
             }
         }
-        let eval = set.check(rail, payload, &ctx);
+        let eval = run_rails(set, &rails, payload, &ctx, partial);
         let result = eval.to_json();
         let decisions: Vec<String> = eval
             .decisions
@@ -253,6 +267,63 @@ impl Runner {
             Err(problems.trim_end().to_string())
         }
     }
+}
+
+/// `"rail"`: one rail, or several run in order as the daemon does (`["tools", "tool_call"]`: a
+/// call to a tool the tools rail hid).
+fn rails(value: &Value) -> Result<Vec<Rail>, String> {
+    let bad = || {
+        format!(
+            "\"rail\" must be one of {}, or a list of them",
+            Rail::EXPECTED
+        )
+    };
+    let names: Vec<&Value> = match value {
+        Value::Array(list) if !list.is_empty() => list.iter().collect(),
+        Value::String(_) => vec![value],
+        _ => return Err(bad()),
+    };
+    names
+        .into_iter()
+        .map(|n| n.as_str().and_then(Rail::parse).ok_or_else(bad))
+        .collect()
+}
+
+/// Runs `rails` in order, each on the payload the previous one left, until one blocks. The
+/// result is the last evaluation, with every rail's decisions and rejections and the strongest
+/// verdict.
+fn run_rails(
+    set: &PolicySet,
+    rails: &[Rail],
+    payload: Payload,
+    ctx: &Context,
+    partial: bool,
+) -> crate::policy::chain::Evaluation {
+    let (last, earlier) = rails.split_last().expect("at least one rail");
+    let mut payload = payload;
+    let mut decisions = Vec::new();
+    let mut rejections = Vec::new();
+    let mut verdict = Verdict::Allow;
+    for rail in earlier {
+        let eval = set.check(*rail, payload, ctx);
+        if eval.verdict == Verdict::Block {
+            let mut eval = eval;
+            decisions.append(&mut eval.decisions);
+            eval.decisions = decisions;
+            return eval;
+        }
+        verdict = verdict.max(eval.verdict);
+        decisions.extend(eval.decisions);
+        rejections.extend(eval.rejections);
+        payload = eval.payload;
+    }
+    let mut eval = set.check_with(*last, payload, ctx, partial);
+    decisions.append(&mut eval.decisions);
+    rejections.append(&mut eval.rejections);
+    eval.decisions = decisions;
+    eval.rejections = rejections;
+    eval.verdict = eval.verdict.max(verdict);
+    eval
 }
 
 /// The nearest `railyard.toml` in `dir` or above.

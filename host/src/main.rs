@@ -56,7 +56,7 @@ pub(crate) enum Command {
         /// Config file.
         #[arg(long, default_value = "policies/railyard.toml")]
         config: PathBuf,
-        /// Rail to run: input, tool_result, tool_call or output.
+        /// Rail to run: input, tool_result, tools, tool_call or output.
         #[arg(long, value_parser = parse_rail)]
         rail: Rail,
         /// Principal to put in the context (as if authenticated).
@@ -139,9 +139,7 @@ fn parse_lang(s: &str) -> Result<railyard::scaffold::Lang, String> {
 }
 
 fn parse_rail(s: &str) -> Result<Rail, String> {
-    Rail::parse(s).ok_or_else(|| {
-        format!("unknown rail '{s}' (expected input, tool_result, tool_call or output)")
-    })
+    Rail::parse(s).ok_or_else(|| format!("unknown rail '{s}' (expected {})", Rail::EXPECTED))
 }
 
 fn main() -> ExitCode {

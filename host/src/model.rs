@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::time::Duration;
 
-/// The four rails.
+/// The rails: the four of contract 0.1, and `tools` (0.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rail {
@@ -43,6 +43,9 @@ impl Rail {
             Rail::Tools => "tools",
         }
     }
+
+    /// The names a config or request may use, for error messages.
+    pub const EXPECTED: &'static str = "input, tool_result, tools, tool_call or output";
 
     /// Parse the config spelling.
     pub fn parse(s: &str) -> Option<Rail> {

@@ -34,7 +34,8 @@ r = stub.Check(policy_pb2.CheckRequest(
     metadata=auth)
 seen["verdict"] = policy_pb2.Verdict.Name(r.verdict)
 seen["content"] = r.messages[0].content
-seen["plugin"] = r.decisions[0].plugin
+# The plugin that edited (llama31-compat runs first on input and allows).
+seen["plugin"] = [d.plugin for d in r.decisions if d.verdict == "modify"][0]
 
 r = stub.Check(policy_pb2.CheckRequest(
     rail=policy_pb2.RAIL_TOOL_CALL,

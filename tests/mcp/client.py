@@ -38,7 +38,10 @@ async def main() -> None:
     seen = {"content_types": [], "session": None, "steps": []}
 
     async def on_response(response: httpx2.Response) -> None:
-        seen["content_types"].append(response.headers.get("content-type", ""))
+        # Answers to POSTs only: the SDK's GET listener for server notifications is an SSE
+        # stream whatever the server's answer mode.
+        if response.request.method == "POST":
+            seen["content_types"].append(response.headers.get("content-type", ""))
         if sid := response.headers.get("mcp-session-id"):
             seen["session"] = sid
 

@@ -104,14 +104,33 @@ pub(super) fn server(
     (startup, server)
 }
 
-/// `[[tools]]`: declared like a request's `tools`.
+/// `[[tools]]`: declared like a request's `tools`, plus an optional `result_schema` (the JSON
+/// Schema the tool's results must match, checked on the tool_result rail by schema-validator).
 pub(super) fn tools(p: &mut Problems<'_>, raw: &[Spanned<toml::Value>]) -> Vec<ToolDef> {
     let mut tools = Vec::new();
     for (i, tool) in raw.iter().enumerate() {
         let key = format!("tools[{i}]");
         match serde_json::to_value(tool.get_ref()) {
             Ok(json) => match ToolDef::from_openai(&json, &key) {
-                Ok(t) => tools.push(t),
+                Ok(mut t) => match json.get("result_schema") {
+                    None => tools.push(t),
+                    Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_)))
+                        if t.kind == "function" =>
+                    {
+                        t.result_schema = Some(schema.clone());
+                        tools.push(t);
+                    }
+                    Some(_) if t.kind != "function" => p.at(
+                        tool.span(),
+                        format!("{key}.result_schema"),
+                        "only function tools declare a result schema",
+                    ),
+                    Some(_) => p.at(
+                        tool.span(),
+                        format!("{key}.result_schema"),
+                        "must be a JSON Schema (a table or a boolean)",
+                    ),
+                },
                 Err(e) => p.at(tool.span(), e.path, e.message),
             },
             Err(e) => p.at(tool.span(), key, e.to_string()),
@@ -166,7 +185,11 @@ pub(super) fn resolve_tenants(
             let mut out = Vec::new();
             for (rail_name, ids) in table {
                 let Some(rail) = Rail::parse(rail_name) else {
-                    p.at(ids.span(), format!("{key}.{what}"), format!("unknown rail '{rail_name}' (expected one of: input, tool_result, tool_call, output)"));
+                    p.at(
+                        ids.span(),
+                        format!("{key}.{what}"),
+                        format!("unknown rail '{rail_name}' (expected {})", Rail::EXPECTED),
+                    );
                     continue;
                 };
                 for id in ids.get_ref() {
@@ -290,9 +313,21 @@ pub(super) fn resolve_plugins(
             let mut rails = Vec::new();
             for r in list {
                 match Rail::parse(r.get_ref()) {
-                    Some(rail) if rails.contains(&rail) => p.at(r.span(), format!("{key}.rails"), format!("rail '{rail}' is listed twice")),
+                    Some(rail) if rails.contains(&rail) => p.at(
+                        r.span(),
+                        format!("{key}.rails"),
+                        format!("rail '{rail}' is listed twice"),
+                    ),
                     Some(rail) => rails.push(rail),
-                    None => p.at(r.span(), format!("{key}.rails"), format!("unknown rail '{}' (expected one of: input, tool_result, tool_call, output)", r.get_ref())),
+                    None => p.at(
+                        r.span(),
+                        format!("{key}.rails"),
+                        format!(
+                            "unknown rail '{}' (expected {})",
+                            r.get_ref(),
+                            Rail::EXPECTED
+                        ),
+                    ),
                 }
             }
             rails

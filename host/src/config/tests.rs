@@ -63,6 +63,26 @@ fn config_tools_are_checked() {
 }
 
 #[test]
+fn config_tools_may_declare_a_result_schema() {
+    let c = parse("[[tools]]\ntype = \"function\"\nfunction = { name = \"t\" }\nresult_schema = { type = \"object\" }\n").unwrap();
+    assert_eq!(
+        c.tools[0].result_schema,
+        Some(serde_json::json!({"type": "object"}))
+    );
+    let e = parse(
+        "[[tools]]\ntype = \"function\"\nfunction = { name = \"t\" }\nresult_schema = \"object\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("tools[0].result_schema: must be a JSON Schema"),
+        "{e}"
+    );
+    let e = parse("[[tools]]\ntype = \"web_search\"\nresult_schema = {}\n").unwrap_err();
+    assert!(e.to_string().contains("only function tools"), "{e}");
+}
+
+#[test]
 fn keys_and_tenants_are_checked() {
     let hex = "ab".repeat(32);
     let e = parse(&format!(

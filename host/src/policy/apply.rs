@@ -421,7 +421,7 @@ fn commit(payload: &mut Payload, plugin: &str, changes: Vec<Change>) {
     removals.sort_by_key(|r| std::cmp::Reverse(*r));
     removals.dedup();
     for (m, c) in removals {
-        payload.messages[m].tool_calls.remove(c);
+        remove_call(&mut payload.messages[m], c);
     }
     // Replacements before insertions at the same place: the insert lands before the new message.
     splices.sort_by_key(|(s, n, _)| std::cmp::Reverse((*s, *n)));
@@ -476,7 +476,7 @@ fn reject(
     calls.dedup_by(|a, b| (a.0, a.1) == (b.0, b.1));
     let mut removed = Vec::new();
     for (m, c, message) in calls {
-        let call = payload.messages[m].tool_calls.remove(c);
+        let call = remove_call(&mut payload.messages[m], c);
         removed.push(Rejected {
             plugin: plugin.to_string(),
             message: m,
@@ -488,4 +488,14 @@ fn reject(
     removed.reverse();
     records.extend(removed);
     Ok(Applied::Reject(records))
+}
+
+/// Removes a call; a message left without calls loses its `tool_calls` key too, since an empty
+/// list breaks chat templates (Llama 3.1) and OpenAI refuses it.
+fn remove_call(message: &mut Message, c: usize) -> ToolCall {
+    let call = message.tool_calls.remove(c);
+    if message.tool_calls.is_empty() {
+        message.tool_calls_present = false;
+    }
+    call
 }

@@ -45,7 +45,13 @@ impl RequestOptions {
             }
             for (name, on) in rails {
                 let rail = Rail::parse(name).ok_or_else(|| {
-                    bad(format!("unknown rail '{name}' in railyard.rails (expected input, tool_result, tool_call or output)"), "railyard.rails")
+                    bad(
+                        format!(
+                            "unknown rail '{name}' in railyard.rails (expected {})",
+                            Rail::EXPECTED
+                        ),
+                        "railyard.rails",
+                    )
                 })?;
                 match on.as_bool() {
                     Some(true) => {}

@@ -234,9 +234,10 @@ impl<C: StreamCodec> Relay<C> {
             return self.blocked(refusal).await;
         }
         // Calls a policy found written in the text join the choice's calls: they are judged by
-        // the tool_call rail with the others and sent as calls, never as text.
+        // the tool_call rail with the others and sent as calls, never as text. Only the final
+        // judgement's count: a partial one may see the same text again (the contract says so).
         let found = std::mem::take(&mut judged.tool_calls);
-        if !found.is_empty() {
+        if last && !found.is_empty() {
             let state = self.choices.entry(choice).or_default();
             state.found_calls = true;
             let next = 1_000_000 + state.calls.len() as u64;

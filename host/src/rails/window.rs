@@ -1,8 +1,9 @@
 //! The streaming hold-back, as a pure state machine: model text is pushed in as it arrives; once
 //! enough is held (a window plus a step) or the part ends, the relay has the output rail judge
-//! what is held and hands the judgement back. Text is released only up to a cut point that lies
-//! after the last edit the rail made and at least a window before the end, so a value split
-//! across events is judged whole and never sent half-redacted.
+//! what is held and hands the judgement back. Text is released only up to a cut point at least a
+//! window before the end, and either after the last edit the rail made (when every edit lies
+//! that far back) or before its first one, so a value split across events is judged whole and
+//! never sent half-redacted, and text a policy holds back by editing it out is never released.
 
 /// Text beyond the window accumulated before the output rail runs again: re-judging on every
 /// tiny event would cost a plugin call per token.
@@ -89,24 +90,47 @@ impl Window {
             self.pending.clear();
             return Release::Send(judged);
         }
-        let same_suffix = common_suffix(&self.pending, &judged);
-        let earliest = len - same_suffix;
         let Some(latest) = len.checked_sub(self.size) else {
             return Release::Wait;
         };
-        if earliest > latest {
-            return Release::Wait; // an edit near the end: wait for more text
-        }
-        let cut = cut_point(&self.pending, earliest, latest);
+        // The edited region of the held text is [first, last_end): the longest common prefix,
+        // then the longest common suffix of what is left (so the two never overlap: a tail the
+        // rail cut off is an edit reaching the end, however its last bytes happen to read).
+        let first = common_prefix(&self.pending, &judged);
+        let same_suffix = common_suffix(&self.pending[first..], &judged[first..]);
+        let last_end = len - same_suffix;
+        let cut = if first == len && judged.len() == len {
+            cut_point(&self.pending, 0, latest) // no edit
+        } else if last_end <= latest {
+            // Every edit lies a window before the end: release through them.
+            cut_point(&self.pending, last_end, latest)
+        } else {
+            // An edit near the end (maybe a value still arriving, or text held back on purpose):
+            // only the untouched text before the first edit may go.
+            cut_point(&self.pending, 0, first.min(latest))
+        };
         if cut == 0 {
             return Release::Wait;
         }
-        let judged_cut = judged.len() - (len - cut);
+        let judged_cut = if cut <= first {
+            cut
+        } else {
+            judged.len() - (len - cut)
+        };
         let out = judged[..judged_cut].to_string();
         self.pending = self.pending[cut..].to_string();
         self.released += cut;
         Release::Send(out)
     }
+}
+
+/// Length in bytes of the longest common prefix of `a` and `b`, on a char boundary of both.
+fn common_prefix(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while n > 0 && !(a.is_char_boundary(n) && b.is_char_boundary(n)) {
+        n -= 1;
+    }
+    n
 }
 
 /// Length in bytes of the longest common suffix of `a` and `b`, on a char boundary of both.
@@ -196,6 +220,46 @@ mod tests {
             sent.push_str(&out);
         }
         assert!(sent.contains("[X]") && !sent.contains("SECRET"), "{sent}");
+    }
+
+    #[test]
+    fn text_held_back_by_editing_it_out_is_never_released() {
+        // The rail edits out everything from an unfinished marker; the text before the marker
+        // ends exactly like the held tail, which a suffix-first diff would take for unchanged.
+        let tail = "z".repeat(40);
+        let mut w = Window::new(16);
+        w.push(&format!("intro {tail}<call>{tail}"));
+        let hold = |w: &mut Window| {
+            let p = w.pending().to_string();
+            let kept = p.find("<call>").map_or(p.clone(), |i| p[..i].to_string());
+            w.judged(kept, false, false)
+        };
+        let mut sent = String::new();
+        if let Release::Send(out) = hold(&mut w) {
+            sent.push_str(&out);
+        }
+        assert!(!sent.contains("<call>"), "{sent:?}");
+        assert!(w.pending().contains("<call>"), "the marker is still held");
+        w.push(" end");
+        if let Release::Send(out) = hold(&mut w) {
+            sent.push_str(&out);
+        }
+        assert!(!sent.contains("<call>") && w.pending().contains("<call>"));
+        assert_eq!(sent.len(), w.released(), "released text was not edited");
+    }
+
+    #[test]
+    fn releases_the_untouched_text_before_an_edit_near_the_end() {
+        let mut w = Window::new(16);
+        w.push(&format!("{}SECRET", "word ".repeat(20)));
+        let Release::Send(out) = judge(&mut w, false) else {
+            panic!("nothing released")
+        };
+        assert!(
+            !out.is_empty() && !out.contains('S') && !out.contains('['),
+            "{out:?}"
+        );
+        assert!(w.pending().ends_with("SECRET"));
     }
 
     #[test]

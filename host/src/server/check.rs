@@ -52,7 +52,7 @@ async fn handle(scope: &mut RequestScope, body: Body) -> Result<Value, ApiError>
     let rail = match body.remove("rail") {
         Some(Value::String(s)) => Rail::parse(&s).ok_or_else(|| {
             ApiError::bad_request(
-                format!("unknown rail '{s}' (expected input, tool_result, tool_call or output)"),
+                format!("unknown rail '{s}' (expected {})", Rail::EXPECTED),
                 Some("rail".into()),
             )
         })?,

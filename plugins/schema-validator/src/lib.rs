@@ -1,4 +1,4 @@
-//! schema-validator policy plugin (rail: tool_call).
+//! schema-validator policy plugin (rails: tool_call, tool_result).
 //!
 //! Applications hand tool arguments straight to code. A model that gets them wrong — a missing
 //! required field, a string where a number is needed, malformed JSON, fields the tool does not
@@ -6,10 +6,14 @@
 //! inside the application. Every call of the model's reply is validated against the
 //! `parameters` JSON Schema its tool declared; anything that cannot be validated is blocked.
 //!
-//! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue plus the
+//! On the `tool_result` rail, results of tools that declare a result schema (an MCP tool's
+//! `outputSchema`, a config tool's `result_schema`) are validated against it ([`results`]).
+//!
+//! The logic lives in [`policy`] and [`results`] (natively unit-tested); this file is only the WIT glue plus the
 //! per-instance cache of compiled validators.
 
 pub mod policy;
+pub mod results;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
@@ -25,7 +29,7 @@ impl PolicyPlugin for SchemaValidator {
         Info {
             name: "schema-validator".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            rails: vec![Rail::ToolCall],
+            rails: vec![Rail::ToolCall, Rail::ToolResult],
             config_schema: Some(policy::CONFIG_SCHEMA.into()),
         }
     }
@@ -38,7 +42,10 @@ impl PolicyPlugin for SchemaValidator {
     }
 
     fn evaluate(&mut self, request: &Request) -> Verdict {
-        policy::evaluate(&self.config, &mut self.cache, request)
+        match request.rail {
+            Rail::ToolResult => results::evaluate(&self.config, &mut self.cache, request),
+            _ => policy::evaluate(&self.config, &mut self.cache, request),
+        }
     }
 }
 

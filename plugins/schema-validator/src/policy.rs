@@ -133,9 +133,9 @@ impl Config {
 
 /// A declared schema, ready to validate with.
 pub struct Compiled {
-    validator: Validator,
+    pub(crate) validator: Validator,
     /// The schema itself, to tell declared property names from the model's.
-    schema: Value,
+    pub(crate) schema: Value,
     /// The schema declares no way to pass an argument (rule 6).
     takes_no_arguments: bool,
 }
@@ -363,7 +363,11 @@ fn parse_arguments(
 }
 
 /// One schema error as text: where (instance path), which keyword, and what is wrong.
-fn describe_error(error: &ValidationError<'_>, schema: &Value, include_values: bool) -> String {
+pub(crate) fn describe_error(
+    error: &ValidationError<'_>,
+    schema: &Value,
+    include_values: bool,
+) -> String {
     let kind = error.kind();
     let what = match kind {
         // The library prints the property as JSON ("city"); quote it like every other name. The

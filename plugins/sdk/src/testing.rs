@@ -140,6 +140,7 @@ pub fn function(name: &str, parameters: Option<&str>) -> ToolDef {
         name: Some(name.into()),
         description: None,
         parameters: parameters.map(Into::into),
+        result_schema: None,
         hidden_by: None,
     }
 }
@@ -151,6 +152,7 @@ pub fn hosted(kind: &str) -> ToolDef {
         name: None,
         description: None,
         parameters: None,
+        result_schema: None,
         hidden_by: None,
     }
 }

@@ -46,6 +46,7 @@ fn user(text: &str) -> Payload {
     Payload {
         messages: vec![Message::new("user", Some(Content::Text(text.into())))],
         tools: Vec::new(),
+        fields: Vec::new(),
     }
 }
 
