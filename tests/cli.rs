@@ -149,6 +149,7 @@ fn plugins_lists_the_bundled_set() {
             "text-tool-calls",
             "normalise",
             "allowlist",
+            "flow",
             "schema-validator",
             "pii",
             "allowlist-support",
@@ -162,7 +163,7 @@ fn plugins_lists_the_bundled_set() {
         assert!(p["config_schema"].is_object(), "{p}");
     }
     assert_eq!(
-        list[6]["rails"],
+        list[7]["rails"],
         serde_json::json!(["tool_result", "input", "tools", "output"])
     );
 }

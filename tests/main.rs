@@ -18,6 +18,7 @@
 //! - `faults`: a hostile plugin through the running daemon's every door (containment, #13);
 //! - `contract`: contract 0.2 through the daemon (0.1 beside 0.2, tool availability, structural
 //!   edits, tool calls written as text, request fields);
+//! - `flow`: the data-flow rule (untrusted results, privileged calls) through the daemon (#18);
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
@@ -29,6 +30,7 @@ mod config;
 mod contract;
 mod doors;
 mod faults;
+mod flow;
 mod grpc;
 mod http;
 mod mcp;

@@ -278,6 +278,27 @@ fn one_key_sees_a_tool_another_does_not() {
         "{}",
         steps[1]
     );
+
+    // Data flow (#18): once the session has read a web page, the privileged refund is refused
+    // before it reaches the server; a fresh session may refund again (the server's second).
+    let fetch = r#"web_fetch:{"url": "https://shop.example/deals"}"#;
+    let flowed = client(&url(&d, "json"), "demo-key", "legacy", &[fetch, refund]);
+    let steps = flowed["steps"].as_array().unwrap();
+    assert!(
+        steps[0]["text"].as_str().unwrap().contains("great deals"),
+        "{flowed}"
+    );
+    assert_eq!(steps[1]["error"]["code"], -32050, "{flowed}");
+    let message = steps[1]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("policy 'flow'") && message.contains("untrusted tool 'web_fetch'"),
+        "{message}"
+    );
+    let fresh = client(&url(&d, "json"), "demo-key", "legacy", &[refund]);
+    assert_eq!(
+        fresh["steps"][0]["text"], "Refunded 20.00 on order o-1 (refund #2).",
+        "{fresh}"
+    );
 }
 
 #[test]

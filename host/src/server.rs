@@ -69,6 +69,7 @@ pub struct App {
     next_id: AtomicU64,
     mcp_upstream: crate::backend::mcp::McpUpstream,
     mcp_tools: mcp::ToolCache,
+    mcp_history: mcp::History,
 }
 
 impl App {
@@ -100,6 +101,7 @@ impl App {
             next_id: AtomicU64::new(1),
             mcp_upstream: crate::backend::mcp::McpUpstream::new(),
             mcp_tools: mcp::ToolCache::default(),
+            mcp_history: mcp::History::default(),
         }
     }
 
@@ -129,6 +131,10 @@ impl App {
 
     pub(crate) fn mcp_tools(&self) -> &mcp::ToolCache {
         &self.mcp_tools
+    }
+
+    pub(crate) fn mcp_history(&self) -> &mcp::History {
+        &self.mcp_history
     }
 
     pub(crate) fn observer(&self) -> Arc<dyn Observer> {

@@ -19,8 +19,10 @@
 
 mod answer;
 mod headers;
+mod history;
 mod tools;
 
+pub(crate) use history::History;
 pub(crate) use tools::ToolCache;
 
 use super::error::ApiError;
@@ -124,6 +126,7 @@ async fn serve(
             let response = forward(ex, scope, Method::DELETE, Bytes::new(), Watch::None).await;
             if response.status().is_success() {
                 app.mcp_tools().forget(&key);
+                app.mcp_history().forget(&key);
             }
             response
         }
@@ -271,8 +274,11 @@ async fn call(
     }
     let mut judged = call.clone();
     if scope.runs(Rail::ToolCall) {
+        // The session's earlier results come before the call, as a conversation would have them.
+        let mut messages = ex.app.mcp_history().messages(&ex.key);
+        messages.push(codec::call_message(call.clone()));
         let payload = Payload {
-            messages: vec![codec::call_message(call.clone())],
+            messages,
             tools: tools.clone(),
             fields: Vec::new(),
         };

@@ -12,6 +12,7 @@ wit_bindgen::generate!({
     export_macro_name: "export",
 });
 
+pub mod glob;
 pub mod json;
 pub mod reason;
 #[cfg(not(target_arch = "wasm32"))]

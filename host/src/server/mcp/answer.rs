@@ -73,8 +73,9 @@ pub(super) async fn relay(
 ) -> Response {
     let status = response.status();
     if status == StatusCode::NOT_FOUND {
-        // The upstream no longer knows the session: its tools go too.
+        // The upstream no longer knows the session: its tools and history go too.
         ex.app.mcp_tools().forget(&ex.key);
+        ex.app.mcp_history().forget(&ex.key);
     }
     let out_headers = headers::downstream(response.headers());
     let content_type = response
@@ -314,6 +315,8 @@ fn judge_result(
     {
         return false;
     }
+    // The session has now read this tool's output, whatever the rail makes of it.
+    ex.app.mcp_history().read(&ex.key, &c.call.name);
     if !scope.runs(Rail::ToolResult) {
         return false;
     }

@@ -46,7 +46,7 @@ impl Key {
         }
     }
 
-    fn session(&self) -> bool {
+    pub fn session(&self) -> bool {
         self.scope.starts_with("session:")
     }
 }

@@ -1,0 +1,41 @@
+//! flow policy plugin (rail: tool_call).
+//!
+//! The worst agent failures are data-flow failures: text from an untrusted tool (a web page, an
+//! email, a file) enters the conversation and steers the model into calling a privileged tool
+//! (send an email, move money, delete). This plugin labels tools by name as `untrusted` (their
+//! results may carry injected text) and `privileged` (their calls have side effects); once any
+//! result of an untrusted tool is in the conversation, a call to a privileged tool is refused.
+//!
+//! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue.
+
+pub mod policy;
+
+use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
+
+/// The plugin: its parsed config.
+pub struct Flow {
+    config: policy::Config,
+}
+
+impl PolicyPlugin for Flow {
+    fn info() -> Info {
+        Info {
+            name: "flow".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            rails: vec![Rail::ToolCall],
+            config_schema: Some(policy::CONFIG_SCHEMA.into()),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        Ok(Flow {
+            config: policy::Config::parse(config)?,
+        })
+    }
+
+    fn evaluate(&mut self, request: &Request) -> Verdict {
+        policy::evaluate(&self.config, request)
+    }
+}
+
+export_policy!(Flow);
