@@ -20,6 +20,7 @@
 //!   edits, tool calls written as text, request fields);
 //! - `flow`: the data-flow rule (untrusted results, privileged calls) through the daemon (#18);
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
+//! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
 mod api;
@@ -36,6 +37,7 @@ mod http;
 mod mcp;
 mod policies;
 mod polyglot;
+mod provenance;
 mod proxy;
 mod records;
 mod reload;

@@ -137,7 +137,7 @@ fn an_allowed_streamed_tool_call_is_assembled_and_normalised() {
         reply.body
     );
     let call = &calls[0]["choices"][0]["delta"]["tool_calls"][0];
-    assert_eq!(call["id"], "call_1");
+    assert_eq!(model_id(call["id"].as_str().unwrap()), "call_1");
     assert_eq!(call["function"]["name"], "get_weather");
     assert_eq!(call["function"]["arguments"], "{\"city\":\"Paris\"}");
     assert!(reply.body.contains("\"finish_reason\":\"tool_calls\""));

@@ -140,3 +140,24 @@ pub fn bundled_with(edits: &[(&str, &str)]) -> TempConfig {
     }
     write_config(&text)
 }
+
+/// The model's own id inside a tool-call id the daemon signed (`ry1_<key>_<time>_<mac>_<id>`),
+/// or the id as it is when it is not signed.
+pub fn model_id(id: &str) -> &str {
+    match id.strip_prefix("ry1_") {
+        Some(rest) => rest.splitn(4, '_').nth(3).unwrap_or(id),
+        None => id,
+    }
+}
+
+/// `calls` (JSON tool calls) with the daemon's signed ids replaced by the model's own.
+pub fn unsigned(mut calls: serde_json::Value) -> serde_json::Value {
+    if let Some(list) = calls.as_array_mut() {
+        for c in list {
+            if let Some(id) = c["id"].as_str() {
+                c["id"] = serde_json::Value::String(model_id(id).to_string());
+            }
+        }
+    }
+    calls
+}

@@ -65,7 +65,8 @@ fn blocked_by(reply: &Reply) -> Option<(String, String)> {
 }
 
 fn passed_calls(reply: &Reply) -> Value {
-    reply.json()["choices"][0]["message"]["tool_calls"].clone()
+    // The ids the daemon signed, back to the model's: the rest must pass as the model wrote it.
+    unsigned(reply.json()["choices"][0]["message"]["tool_calls"].clone())
 }
 
 #[test]

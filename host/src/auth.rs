@@ -81,9 +81,8 @@ pub fn parse_digest(text: &str) -> Result<KeyDigest, String> {
 
 /// A new random key: `ry_` and 48 hex digits (192 bits from the OS's CSPRNG).
 pub fn generate() -> std::io::Result<String> {
-    use std::io::Read;
     let mut bytes = [0u8; 24];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    crate::util::random_bytes(&mut bytes)?;
     let mut key = String::from("ry_");
     for b in bytes {
         key.push_str(&format!("{b:02x}"));

@@ -9,6 +9,7 @@
 
 mod keys;
 mod mcp;
+mod provenance;
 mod raw;
 mod resolve;
 #[cfg(test)]
@@ -18,6 +19,7 @@ use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
 use crate::model::{OnError, Rail, ToolDef};
 pub use mcp::{McpConfig, McpServer};
+pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
 use serde::Deserialize;
 use std::fmt;
@@ -244,6 +246,8 @@ pub struct Config {
     pub plugins: Vec<PluginConfig>,
     /// `[[mcp.servers]]`.
     pub mcp: McpConfig,
+    /// `[provenance]`: signed tool-call ids.
+    pub provenance: ProvenanceConfig,
 }
 
 /// One problem in a config file.
@@ -374,6 +378,8 @@ impl Config {
             }
         }
         let mcp = mcp::resolve(&mut p, &raw.mcp.servers, auth.is_some());
+        let (provenance, keyring_text, keyring_error) =
+            provenance::resolve(&mut p, raw.provenance.as_ref(), &base);
         let mut admin_keys = Vec::new();
         for (i, k) in raw.admin.keys_sha256.iter().enumerate() {
             match crate::auth::parse_digest(k.get_ref()) {
@@ -388,11 +394,11 @@ impl Config {
                 problems: p.list,
             });
         }
-        if let Some(e) = keys_file_error {
+        if let Some(e) = keys_file_error.or(keyring_error) {
             return Err(e);
         }
-        // The keys file is part of what a revision names: a revoked key changes the hash.
-        let digest_input = format!("{text}{keys_text}");
+        // The keys files are part of what a revision names: a revoked key changes the hash.
+        let digest_input = format!("{text}{keys_text}{keyring_text}");
         Ok(Config {
             path: path.to_owned(),
             digest: crate::util::sha256_hex(digest_input.as_bytes()),
@@ -404,6 +410,7 @@ impl Config {
             tools,
             plugins,
             mcp,
+            provenance,
         })
     }
 }

@@ -164,6 +164,11 @@ fn warn_if_open(config: &Config, listen: &str) {
             config.path.display()
         );
     }
+    if config.provenance.random_key() {
+        tracing::info!(
+            "provenance: no [provenance] keys_file, so tool-call ids are signed with a random key made at start: they verify on this process only, until it restarts (give replicas one keys file)"
+        );
+    }
     if config.admin.keys.is_empty() && config.startup.admin_listen.is_none() {
         tracing::warn!(
             "admin endpoints (/v1/policies, /v1/admin/reload, /metrics) are unprotected on {listen}: set [admin] keys_sha256 or a separate [admin] listen"

@@ -113,6 +113,53 @@ pub struct ToolCall {
     pub extra: Map<String, Value>,
     /// Other fields of `function`.
     pub function_extra: Map<String, Value>,
+    /// For a call in the history the caller sent: whether the daemon relayed it (its signed id
+    /// verified). `None` for the reply under judgement.
+    pub provenance: Option<Provenance>,
+}
+
+/// How a tool-call id the daemon signed starts (see `rails::provenance`).
+pub const SIGNED_ID_PREFIX: &str = "ry1_";
+
+/// The model's own id inside a tool-call id the daemon signed (`ry1_<key>_<time>_<mac>_<id>`),
+/// or `id` itself. Codecs that derive other ids from a call's (Responses item ids) use it, so no
+/// signed id ends up where the backend would see it again.
+pub fn model_id(id: &str) -> &str {
+    id.strip_prefix(SIGNED_ID_PREFIX)
+        .and_then(|rest| rest.splitn(4, '_').nth(3))
+        .unwrap_or(id)
+}
+
+/// Where a tool call in the history came from, by its id (see `rails::provenance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Signed by the daemon (this one or one sharing its keyring), unaltered, in time.
+    Valid,
+    /// Not a signed id: the model's own id, or one the caller made up.
+    Unsigned,
+    /// Looks signed, but no key signed it for this call: made up, or signed by a key not held.
+    Forged,
+    /// Signed, but its name or arguments were changed since.
+    Altered,
+    /// Signed for another tenant.
+    OtherTenant,
+    /// Signed longer ago than `[provenance] max_age_s`.
+    Expired,
+}
+
+impl Provenance {
+    /// The config and record spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provenance::Valid => "valid",
+            Provenance::Unsigned => "unsigned",
+            Provenance::Forged => "forged",
+            Provenance::Altered => "altered",
+            Provenance::OtherTenant => "other_tenant",
+            Provenance::Expired => "expired",
+        }
+    }
 }
 
 impl ToolCall {
@@ -125,6 +172,7 @@ impl ToolCall {
             arguments,
             extra: Map::new(),
             function_extra: Map::new(),
+            provenance: None,
         }
     }
 
@@ -137,6 +185,7 @@ impl ToolCall {
             arguments: String::new(),
             extra,
             function_extra: Map::new(),
+            provenance: None,
         }
     }
 

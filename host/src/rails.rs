@@ -8,6 +8,7 @@
 //! is dropped unfinished (the client went away), as a disconnect.
 
 pub mod options;
+pub mod provenance;
 pub mod relay;
 pub mod window;
 
@@ -228,7 +229,13 @@ impl RequestScope {
     /// The inbound rails (`tool_result`, then `input`) on what the caller sent, then the `tools`
     /// rail on what the model will be offered.
     pub fn inbound(&mut self, mut payload: Payload) -> Inbound {
-        let mut edited = false;
+        // The history's tool calls first: their provenance is what the rails below see, and the
+        // backend gets the model's own ids back.
+        let (mut edited, refusal) = self.check_provenance(&mut payload);
+        if let Some(refusal) = refusal {
+            self.refuse(&refusal);
+            return Inbound::Refuse(refusal);
+        }
         // The tool_result rail judges tool results: a conversation without any has nothing for
         // it; the tools rail, tools.
         let has_tool_results = payload.messages.iter().any(|m| m.role == "tool");
@@ -249,6 +256,63 @@ impl RequestScope {
             payload = std::mem::take(&mut eval.payload);
         }
         Inbound::Forward { payload, edited }
+    }
+
+    /// Verify the signed ids of the calls in the history; whether an id was restored, and the
+    /// refusal when `[provenance] require` is on and a call is not validly signed.
+    fn check_provenance(&mut self, payload: &mut Payload) -> (bool, Option<Refusal>) {
+        if !payload
+            .messages
+            .iter()
+            .any(|m| !m.tool_calls.is_empty() || m.tool_call_id.is_some())
+        {
+            return (false, None);
+        }
+        let set = self.set.clone();
+        let config = set.config();
+        let tenants: Vec<&str> = std::iter::once(crate::auth::DEFAULT_TENANT)
+            .chain(config.tenants.iter().map(|t| t.name.as_str()))
+            .collect();
+        let tenant = self.tenant_name().to_string();
+        let (restored, unproven) = provenance::check_history(
+            &config.provenance,
+            &tenants,
+            &tenant,
+            payload,
+            provenance::now(),
+        );
+        self.record.provenance(payload);
+        if !config.provenance.require || unproven.is_empty() {
+            return (restored, None);
+        }
+        let shown: Vec<String> = unproven
+            .iter()
+            .take(5)
+            .map(|u| {
+                format!(
+                    "message {} call {} (tool '{}') is {}",
+                    u.message,
+                    u.call,
+                    u.tool,
+                    u.provenance.as_str().replace('_', " ")
+                )
+            })
+            .collect();
+        let more = unproven.len().saturating_sub(shown.len());
+        let mut reason = format!(
+            "the history holds tool calls this daemon did not relay: {}",
+            shown.join("; ")
+        );
+        if more > 0 {
+            reason.push_str(&format!("; and {more} more"));
+        }
+        let refusal = Refusal {
+            rail: Rail::ToolResult,
+            policy: "provenance".into(),
+            reason,
+            fault: false,
+        };
+        (restored, Some(refusal))
     }
 
     /// The outbound rails for one reply message: `tool_call` on its calls, then `output` on its
@@ -278,6 +342,13 @@ impl RequestScope {
                 judged_calls = message.tool_calls.len();
             }
         }
+        // The calls leave with signed ids, so the next turn can show the daemon relayed them.
+        let tenant = self.tenant_name().to_string();
+        provenance::sign_reply(
+            &self.set.config().provenance,
+            &tenant,
+            &mut message.tool_calls,
+        );
         Ok(message)
     }
 

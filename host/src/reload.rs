@@ -259,6 +259,7 @@ impl Reloader {
         let named = |config: &Config| {
             let keys = config.auth.as_ref().and_then(|a| a.keys_file.clone());
             keys.into_iter()
+                .chain(config.provenance.keys_file.clone())
                 .chain(config.plugins.iter().map(|p| p.path.clone()))
                 .collect::<Vec<_>>()
         };

@@ -44,3 +44,9 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     }
     std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache").join("railyard"))
 }
+
+/// Fill `bytes` from the OS's CSPRNG.
+pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(bytes)
+}

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub(super) plugins: Vec<Spanned<RawPlugin>>,
     #[serde(default)]
     pub(super) mcp: RawMcp,
+    #[serde(default)]
+    pub(super) provenance: Option<Spanned<RawProvenance>>,
 }
 
 /// `[mcp]`.
@@ -152,4 +154,29 @@ pub(super) struct RawPlugin {
     pub(super) isolation: Option<Isolation>,
     pub(super) max_idle_instances: Option<Spanned<u64>>,
     pub(super) config: Option<Spanned<toml::Value>>,
+}
+
+/// `[provenance]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvenance {
+    pub(super) keys_file: Option<Spanned<String>>,
+    pub(super) require: Option<bool>,
+    pub(super) max_age_s: Option<Spanned<u64>>,
+}
+
+/// A provenance keyring file.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeyring {
+    #[serde(default)]
+    pub(super) keys: Vec<Spanned<RawSigningKey>>,
+}
+
+/// One signing key: an id and its secret (hex).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSigningKey {
+    pub(super) id: Spanned<String>,
+    pub(super) secret: Spanned<String>,
 }

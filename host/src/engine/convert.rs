@@ -5,7 +5,7 @@ use super::bindings::{wit, wit01};
 use super::verdict::{
     Edit, EvalRequest, PluginVerdict, RawCall, RawContent, RawMessage, Rejection, Target,
 };
-use crate::model::{Content, Context, Message, Rail, ToolCall, ToolDef};
+use crate::model::{Content, Context, Message, Provenance, Rail, ToolCall, ToolDef};
 
 impl From<wit::Rail> for Rail {
     fn from(r: wit::Rail) -> Rail {
@@ -78,6 +78,14 @@ impl From<&ToolCall> for wit::ToolCall {
             kind: c.kind.clone(),
             name: c.name.clone(),
             arguments: c.arguments.clone(),
+            provenance: c.provenance.map(|p| match p {
+                Provenance::Valid => wit::Provenance::Valid,
+                Provenance::Unsigned => wit::Provenance::Unsigned,
+                Provenance::Forged => wit::Provenance::Forged,
+                Provenance::Altered => wit::Provenance::Altered,
+                Provenance::OtherTenant => wit::Provenance::OtherTenant,
+                Provenance::Expired => wit::Provenance::Expired,
+            }),
         }
     }
 }

@@ -130,6 +130,9 @@ pub struct DecisionRecord {
     /// whose earlier turns are kept by the backend).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// How many of the history's tool calls had each provenance (signed ids), when it had any.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub provenance: std::collections::BTreeMap<&'static str, u32>,
 }
 
 /// The target of a request on a door that has one.
@@ -163,6 +166,7 @@ impl DecisionRecord {
             blocked: None,
             target: None,
             notes: Vec::new(),
+            provenance: Default::default(),
         }
     }
 
@@ -211,6 +215,15 @@ impl DecisionRecord {
                 reason: b.reason.clone(),
                 fault: b.fault,
             });
+        }
+    }
+
+    /// Count the provenance of the history's calls (`payload` after it was checked).
+    pub fn provenance(&mut self, payload: &crate::model::Payload) {
+        for call in payload.messages.iter().flat_map(|m| &m.tool_calls) {
+            if let Some(p) = call.provenance {
+                *self.provenance.entry(p.as_str()).or_default() += 1;
+            }
         }
     }
 
@@ -288,8 +301,18 @@ impl DecisionRecord {
                     .unwrap_or_default()
             ),
         };
+        let provenance: Vec<String> = self
+            .provenance
+            .iter()
+            .map(|(k, n)| format!("{k}:{n}"))
+            .collect();
+        let provenance = if provenance.is_empty() {
+            String::new()
+        } else {
+            format!(" provenance={}", provenance.join(","))
+        };
         format!(
-            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}",
+            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{provenance}",
             self.door.as_str(),
             self.status,
             serde_json::to_value(self.outcome)

@@ -16,7 +16,7 @@ use railyard_plugin_sdk::glob::glob_match;
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{CallRef, Rejection, Request, Target, Verdict};
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
 pub const CONFIG_SCHEMA: &str = r#"{
@@ -93,25 +93,12 @@ impl Config {
 /// The first result of an untrusted tool in the conversation before the reply: (message index,
 /// tool name).
 fn first_untrusted<'r>(config: &Config, request: &'r Request) -> Option<(usize, &'r str)> {
-    let history = &request.messages[..request.messages.len().saturating_sub(1)];
-    let mut called: HashMap<&str, &str> = HashMap::new();
-    for (index, message) in history.iter().enumerate() {
-        for call in &message.tool_calls {
-            called.insert(call.id.as_str(), call.name.as_str());
-        }
-        if message.role != "tool" {
-            continue;
-        }
-        let tool = message
-            .tool_call_id
-            .as_deref()
-            .and_then(|id| called.get(id).copied())
-            .or(message.name.as_deref());
-        if let Some(tool) = tool.filter(|t| config.untrusted(t)) {
-            return Some((index, tool));
-        }
-    }
-    None
+    let last = request.messages.len().saturating_sub(1);
+    request
+        .tool_results()
+        .into_iter()
+        .filter(|(index, _)| *index < last)
+        .find_map(|(index, tool)| tool.filter(|t| config.untrusted(t)).map(|t| (index, t)))
 }
 
 /// Judges the reply's calls against the conversation before it.

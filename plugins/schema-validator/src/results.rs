@@ -20,27 +20,15 @@ use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Content, Message, Rejection, Request, Target, ToolDef, Verdict};
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// The content part that carries an MCP result's `structuredContent`.
 const STRUCTURED: &str = "structured";
 
 /// Judges every tool result whose tool declares a result schema.
 pub fn evaluate(config: &Config, cache: &mut SchemaCache, request: &Request) -> Verdict {
-    let mut called: HashMap<&str, &str> = HashMap::new();
     let mut rejections = Vec::new();
-    for (index, message) in request.messages.iter().enumerate() {
-        for call in &message.tool_calls {
-            called.insert(call.id.as_str(), call.name.as_str());
-        }
-        if message.role != "tool" {
-            continue;
-        }
-        let name = message
-            .tool_call_id
-            .as_deref()
-            .and_then(|id| called.get(id).copied())
-            .or(message.name.as_deref());
+    for (index, name) in request.tool_results() {
+        let message = &request.messages[index];
         let Some(schema) = name.and_then(|n| result_schema(&request.tools, n)) else {
             continue;
         };

@@ -43,6 +43,27 @@ impl Message {
 }
 
 impl Request {
+    /// The `tool` messages, each with the tool it is a result of: the call it answers (by
+    /// `tool-call-id`, among the assistant messages before it), else its own `name`.
+    pub fn tool_results(&self) -> Vec<(usize, Option<&str>)> {
+        let mut called: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        let mut results = Vec::new();
+        for (index, message) in self.messages.iter().enumerate() {
+            for call in &message.tool_calls {
+                called.insert(call.id.as_str(), call.name.as_str());
+            }
+            if message.role == "tool" {
+                let tool = message
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| called.get(id).copied())
+                    .or(message.name.as_deref());
+                results.push((index, tool));
+            }
+        }
+        results
+    }
+
     /// Index of the last message (the model's reply on the `tool-call` and `output` rails), as
     /// edits address it; `None` when there are no messages.
     pub fn last_index(&self) -> Option<u32> {

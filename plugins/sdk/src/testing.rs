@@ -130,6 +130,7 @@ pub fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
         kind: FUNCTION.into(),
         name: name.into(),
         arguments: arguments.into(),
+        provenance: None,
     }
 }
 

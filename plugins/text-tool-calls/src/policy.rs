@@ -173,6 +173,7 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
                 kind: FUNCTION.into(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
+                provenance: None,
             },
         }));
     }

@@ -174,6 +174,7 @@ impl ToolCall {
             arguments,
             extra: obj,
             function_extra: function,
+            provenance: None,
         })
     }
 

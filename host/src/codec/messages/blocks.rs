@@ -79,10 +79,16 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
             }
             Some("tool_use") => {
                 let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == id) {
+                // The judged call's id may be the daemon's signed form of the model's.
+                if let Some(call) = judged
+                    .tool_calls
+                    .iter()
+                    .find(|c| crate::model::model_id(&c.id) == id)
+                {
                     if let Ok(input) = serde_json::from_str::<Value>(&call.arguments) {
                         block["input"] = input;
                     }
+                    block["id"] = json!(call.id);
                     out.push(block);
                 }
             }

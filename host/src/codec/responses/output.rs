@@ -1,7 +1,7 @@
 //! Responses output items: the reply with judged messages in place, and Railyard's own items.
 
 use super::hosted_kind;
-use crate::model::{Content, Message};
+use crate::model::{model_id, Content, Message};
 use serde_json::{json, Value};
 
 /// A completed response object with no output yet.
@@ -69,8 +69,14 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
             }
             Some("function_call") => {
                 let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                if let Some(call) = judged.tool_calls.iter().find(|c| c.id == call_id) {
+                // The judged call's id may be the daemon's signed form of the model's.
+                if let Some(call) = judged
+                    .tool_calls
+                    .iter()
+                    .find(|c| model_id(&c.id) == call_id)
+                {
                     item["arguments"] = json!(call.arguments);
+                    item["call_id"] = json!(call.id);
                     out.push(item);
                 }
             }
@@ -96,12 +102,13 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
     for call in &judged.tool_calls {
         let known = out.iter().any(|i| {
             i.get("call_id").and_then(Value::as_str) == Some(call.id.as_str())
+                || i.get("call_id").and_then(Value::as_str) == Some(model_id(&call.id))
                 || (call.is_hosted()
                     && i.get("id").and_then(Value::as_str) == Some(call.id.as_str()))
         });
         if !known && !call.is_hosted() {
             out.push(
-                json!({"type": "function_call", "id": format!("fc_{}", call.id),
+                json!({"type": "function_call", "id": format!("fc_{}", model_id(&call.id)),
                 "call_id": call.id, "name": call.name, "arguments": call.arguments,
                 "status": "completed"}),
             );

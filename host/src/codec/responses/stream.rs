@@ -196,7 +196,7 @@ impl ResponsesStream {
             item.insert("name".into(), json!(call.name));
             item.insert("arguments".into(), json!(call.arguments));
             item.entry("id")
-                .or_insert_with(|| json!(format!("fc_{}", call.id)));
+                .or_insert_with(|| json!(format!("fc_{}", crate::model::model_id(&call.id))));
         }
         item.insert("status".into(), json!("completed"));
         Value::Object(item)

@@ -1,0 +1,293 @@
+//! Signed tool-call ids (#18) through the running daemon: the ids a client gets are signed, the
+//! backend only ever sees the model's own, two daemons sharing a keyring verify each other's,
+//! and with `[provenance] require` a history holding an invented, altered, replayed (another
+//! tenant's) or expired call is refused with a reason naming it. A key rotation keeps old ids
+//! valid until the old key is dropped. The OpenAI SDK's tool loop passes untouched.
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+const K1: &str = "k1";
+const K2: &str = "k2";
+
+fn keyring(dir: &Path, keys: &[(&str, u8)]) {
+    let text: String = keys
+        .iter()
+        .map(|(id, b)| {
+            format!(
+                "[[keys]]\nid = \"{id}\"\nsecret = \"{}\"\n\n",
+                format!("{b:02x}").repeat(32)
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("provenance-keys.toml"), text).unwrap();
+}
+
+/// The bundled config, requiring provenance, with a keyring next to it.
+fn config(max_age_s: u64) -> TempConfig {
+    let cfg = bundled_with(&[]);
+    let dir = cfg.path.parent().unwrap().to_path_buf();
+    keyring(&dir, &[(K1, 1)]);
+    let text = std::fs::read_to_string(&cfg.path).unwrap()
+        + &format!("\n[provenance]\nkeys_file = \"provenance-keys.toml\"\nrequire = true\nmax_age_s = {max_age_s}\n");
+    std::fs::write(&cfg.path, text).unwrap();
+    cfg
+}
+
+fn tools() -> Value {
+    json!([{"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object",
+        "properties": {"order": {"type": "string"}}}}}])
+}
+
+fn call_reply() -> Script {
+    Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "lookup_order", "arguments": "{\"order\": \"A1\"}"}}]}),
+            "tool_calls",
+        ),
+    )
+}
+
+/// Turn 1: the model calls lookup_order; the signed call as the client got it.
+fn first_turn(addr: std::net::SocketAddr, key: &str) -> Value {
+    let r = post_as(
+        addr,
+        "/v1/chat/completions",
+        Some(key),
+        &json!({"model": "m", "tools": tools(), "messages": [{"role": "user", "content": "where is A1?"}]}),
+    )
+    .json();
+    r["choices"][0]["message"]["tool_calls"][0].clone()
+}
+
+/// Turn 2: the history with `call` and its result.
+fn second_turn(call: &Value) -> Value {
+    json!({"model": "m", "tools": tools(), "messages": [
+        {"role": "user", "content": "where is A1?"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "shipped"}]})
+}
+
+fn blocked(reply: &Reply) -> Option<String> {
+    let r = reply.json();
+    let b = &r["railyard"]["blocked"];
+    (b["policy"] == "provenance").then(|| b["reason"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn signed_ids_round_trip_across_replicas_and_the_backend_never_sees_one() {
+    let backend = MockBackend::start(call_reply());
+    let cfg = config(3600);
+    let a = Daemon::start(&cfg.path, &backend.url());
+    let b = Daemon::start(&cfg.path, &backend.url());
+    let call = first_turn(a.addr, "demo-key");
+    let id = call["id"].as_str().unwrap();
+    assert!(id.starts_with("ry1_k1_") && model_id(id) == "c1", "{id}");
+
+    backend.set(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": "It shipped."}),
+            "stop",
+        ),
+    ));
+    // The other replica verifies it (require is on: anything else would be refused).
+    let r = post_as(
+        b.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&call),
+    );
+    assert_eq!(blocked(&r), None, "{}", r.body);
+    assert_eq!(r.json()["choices"][0]["message"]["content"], "It shipped.");
+    let seen = backend.seen();
+    let sent = &seen.last().unwrap().body["messages"];
+    assert_eq!(sent[1]["tool_calls"][0]["id"], "c1", "{sent}");
+    assert_eq!(sent[2]["tool_call_id"], "c1", "{sent}");
+    for s in &seen {
+        assert!(
+            !s.body.to_string().contains("ry1_"),
+            "the backend saw a signed id: {}",
+            s.body
+        );
+    }
+}
+
+#[test]
+fn invented_altered_and_replayed_calls_are_refused_naming_the_call() {
+    let backend = MockBackend::start(call_reply());
+    let cfg = config(3600);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let call = first_turn(d.addr, "demo-key");
+    let before = backend.seen().len();
+
+    // A call the model never made.
+    let mut invented = call.clone();
+    invented["id"] = json!("c9");
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&invented),
+    );
+    let reason = blocked(&r).expect("refused");
+    assert!(
+        reason.contains("message 1 call 0 (tool 'lookup_order') is unsigned"),
+        "{reason}"
+    );
+
+    // Its arguments edited.
+    let mut altered = call.clone();
+    altered["function"]["arguments"] = json!("{\"order\": \"B2\"}");
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&altered),
+    );
+    assert!(
+        blocked(&r).expect("refused").contains("is altered"),
+        "{}",
+        r.body
+    );
+
+    // A signed-looking id with a mac nobody made.
+    let mut forged = call.clone();
+    let id = call["id"].as_str().unwrap();
+    let tampered: String = id
+        .chars()
+        .rev()
+        .collect::<String>()
+        .replacen('a', "b", 1)
+        .chars()
+        .rev()
+        .collect();
+    forged["id"] = json!(tampered.replace("_c1", "_c2"));
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&forged),
+    );
+    assert!(
+        blocked(&r).expect("refused").contains("is forged"),
+        "{}",
+        r.body
+    );
+
+    // The default tenant's call, replayed by a support key.
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &second_turn(&call),
+    );
+    assert!(
+        blocked(&r).expect("refused").contains("is other tenant"),
+        "{}",
+        r.body
+    );
+
+    assert_eq!(
+        backend.seen().len(),
+        before,
+        "no refused turn reached the backend"
+    );
+}
+
+#[test]
+fn ids_expire_and_a_rotated_keyring_keeps_old_ids_until_the_key_is_dropped() {
+    let backend = MockBackend::start(call_reply());
+    let cfg = config(2);
+    let dir = cfg.path.parent().unwrap().to_path_buf();
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let old = first_turn(d.addr, "demo-key");
+
+    // Rotate: k2 signs, k1 still verifies.
+    keyring(&dir, &[(K2, 2), (K1, 1)]);
+    let r = request(d.addr, "POST", "/v1/admin/reload", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let new = first_turn(d.addr, "demo-key");
+    assert!(new["id"].as_str().unwrap().starts_with("ry1_k2_"), "{new}");
+    backend.set(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&old),
+    );
+    assert_eq!(blocked(&r), None, "{}", r.body);
+
+    // k1 dropped: its ids no longer verify.
+    keyring(&dir, &[(K2, 2)]);
+    let r = request(d.addr, "POST", "/v1/admin/reload", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&old),
+    );
+    assert!(
+        blocked(&r).expect("refused").contains("is forged"),
+        "{}",
+        r.body
+    );
+
+    // Past max_age_s.
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-key"),
+        &second_turn(&new),
+    );
+    assert!(
+        blocked(&r).expect("refused").contains("is expired"),
+        "{}",
+        r.body
+    );
+}
+
+#[test]
+fn the_openai_sdk_tool_loop_passes_untouched_with_provenance_required() {
+    let cfg = config(3600);
+    let d = Daemon::start_with(&cfg.path, &["--demo-backend"]);
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("tests/clients/tool_loop.py"))
+        .arg(format!("http://{}/v1", d.addr))
+        .arg("demo-key")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for id in seen["ids"].as_array().unwrap() {
+        assert!(id.as_str().unwrap().starts_with("ry1_k1_"), "{seen}");
+    }
+    assert!(
+        seen["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("The tool returned"),
+        "{seen}"
+    );
+    assert!(
+        seen["stream_answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("The tool returned"),
+        "{seen}"
+    );
+}
