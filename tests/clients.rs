@@ -2,19 +2,9 @@
 //! streaming and not. `scripts/setup.sh` (run by `.ci/run`) installs it into `.venv`.
 
 use crate::http::Daemon;
-use crate::support::root;
+use crate::support::{python, root};
 use serde_json::{json, Value};
 use std::process::Command;
-
-fn python() -> std::path::PathBuf {
-    let venv = root().join(".venv/bin/python");
-    assert!(
-        venv.is_file(),
-        "{} is missing: run scripts/setup.sh (it installs the OpenAI SDK the client tests use)",
-        venv.display()
-    );
-    venv
-}
 
 #[test]
 fn openai_python_sdk_streaming_and_not() {

@@ -31,12 +31,7 @@ fn daemon(on_block_stream: &str) -> (Daemon, TempConfig) {
 }
 
 fn run(script: &str, args: &[&str]) -> Value {
-    let python = root().join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run scripts/setup.sh: it installs the SDKs"
-    );
-    let out = Command::new(python)
+    let out = Command::new(python())
         .arg(root().join("tests/clients").join(script))
         .args(args)
         .output()

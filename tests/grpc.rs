@@ -302,12 +302,7 @@ fn health_service_reports_serving() {
 #[test]
 fn python_grpcio_client_calls_check() {
     let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
-    let python = root().join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run scripts/setup.sh: it installs grpcio for this test"
-    );
-    let out = std::process::Command::new(python)
+    let out = std::process::Command::new(python())
         .arg(root().join("tests/clients/grpc_client.py"))
         .arg(root().join("proto"))
         .arg(daemon.grpc.unwrap().to_string())

@@ -58,15 +58,6 @@ impl Drop for Upstream {
     }
 }
 
-fn python() -> std::path::PathBuf {
-    let python = root().join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run scripts/setup.sh: it installs the SDKs"
-    );
-    python
-}
-
 /// The bundled policies with the test server's two endpoints, a server that is down, and the
 /// support tenant allowed every test tool but `issue_refund`.
 fn config(up: &Upstream) -> TempConfig {

@@ -232,7 +232,7 @@ fn the_plugins_own_unit_tests_pass_in_their_languages() {
         String::from_utf8_lossy(&node.stdout),
         String::from_utf8_lossy(&node.stderr)
     );
-    let python = Command::new(root().join(".venv/bin/python"))
+    let python = Command::new(python())
         .args([
             "-m",
             "unittest",

@@ -261,7 +261,7 @@ fn ids_expire_and_a_rotated_keyring_keeps_old_ids_until_the_key_is_dropped() {
 fn the_openai_sdk_tool_loop_passes_untouched_with_provenance_required() {
     let cfg = config(3600);
     let d = Daemon::start_with(&cfg.path, &["--demo-backend"]);
-    let out = Command::new(root().join(".venv/bin/python"))
+    let out = Command::new(python())
         .arg(root().join("tests/clients/tool_loop.py"))
         .arg(format!("http://{}/v1", d.addr))
         .arg("demo-key")

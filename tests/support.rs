@@ -141,13 +141,18 @@ pub fn bundled_with(edits: &[(&str, &str)]) -> TempConfig {
     write_config(&text)
 }
 
-/// The model's own id inside a tool-call id the daemon signed (`ry1_<key>_<time>_<mac>_<id>`),
-/// or the id as it is when it is not signed.
-pub fn model_id(id: &str) -> &str {
-    match id.strip_prefix("ry1_") {
-        Some(rest) => rest.splitn(4, '_').nth(3).unwrap_or(id),
-        None => id,
-    }
+/// The model's own id inside a tool-call id the daemon signed, or the id as it is.
+pub use railyard::model::model_id;
+
+/// The venv's Python, with the client SDKs the tests drive (`scripts/setup.sh` makes it).
+pub fn python() -> PathBuf {
+    let python = root().join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run scripts/setup.sh (it installs the SDKs and grpcio the tests use)",
+        python.display()
+    );
+    python
 }
 
 /// `calls` (JSON tool calls) with the daemon's signed ids replaced by the model's own.

@@ -46,7 +46,12 @@ fn bench(c: &mut Criterion) {
             })
         });
         let mut signed = call(args.clone());
-        provenance::sign(&cfg.keys, "support", &mut signed, provenance::now());
+        provenance::sign(
+            &cfg.keys,
+            "support",
+            &mut signed,
+            railyard::util::unix_secs(),
+        );
         let payload = Payload {
             messages: vec![Message::reply(None, vec![signed])],
             ..Payload::default()
@@ -59,7 +64,7 @@ fn bench(c: &mut Criterion) {
                     &tenants,
                     "support",
                     &mut p,
-                    provenance::now(),
+                    railyard::util::unix_secs(),
                 ))
             })
         });

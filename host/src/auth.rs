@@ -83,11 +83,7 @@ pub fn parse_digest(text: &str) -> Result<KeyDigest, String> {
 pub fn generate() -> std::io::Result<String> {
     let mut bytes = [0u8; 24];
     crate::util::random_bytes(&mut bytes)?;
-    let mut key = String::from("ry_");
-    for b in bytes {
-        key.push_str(&format!("{b:02x}"));
-    }
-    Ok(key)
+    Ok(format!("ry_{}", crate::util::hex(&bytes)))
 }
 
 /// The token of an `Authorization` header value (`Bearer <token>`, scheme case-insensitive).

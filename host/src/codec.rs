@@ -77,7 +77,23 @@ pub struct Judged {
 /// The request's `tools` as the model is offered them: the tools a `tools`-rail plugin hid
 /// left out, rewritten descriptions in place (`describe` writes one into a tool's JSON). The
 /// model's tools are the request's, in order: that rail neither adds nor removes declarations.
-pub(crate) fn offered_tools(
+/// The upstream body, serialised, after the rails: the offered tools in place of the request's
+/// (see [`offered_tools`]; `describe` writes a rewritten description into a tool's JSON) and the
+/// request fields written back.
+pub(crate) fn encode_body(
+    mut body: Map<String, Value>,
+    payload: &crate::model::Payload,
+    describe: impl Fn(&mut Value, &str),
+) -> Vec<u8> {
+    if let Some(Value::Array(tools)) = body.get("tools") {
+        let offered = offered_tools(tools, &payload.tools, describe);
+        body.insert("tools".into(), Value::Array(offered));
+    }
+    write_fields(&mut body, &payload.fields);
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+fn offered_tools(
     original: &[Value],
     tools: &[crate::model::ToolDef],
     describe: impl Fn(&mut Value, &str),
@@ -97,7 +113,7 @@ pub(crate) fn offered_tools(
 }
 
 /// Write the request's text fields (`path` with dots for nesting) back into `body`.
-pub(crate) fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
+fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
     for f in fields {
         let mut keys = f.path.split('.');
         let Some(first) = keys.next() else { continue };

@@ -320,6 +320,31 @@ fn from_toml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<
     })
 }
 
+/// Read a file the config names (a keys file, a keyring): its TOML as `T`, resolved by
+/// `resolve`, whose problems name that file. Returns the result and the file's text.
+fn load_named_file<T: serde::de::DeserializeOwned, R>(
+    file: &Path,
+    what: &str,
+    resolve: impl FnOnce(&mut Problems<'_>, T) -> R,
+) -> Result<(R, String), ConfigError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| ConfigError::single(file, None, "", format!("cannot read the {what}: {e}")))?;
+    let raw: T = from_toml(file, &text)?;
+    let mut p = Problems {
+        text: &text,
+        list: Vec::new(),
+    };
+    let resolved = resolve(&mut p, raw);
+    if p.list.is_empty() {
+        Ok((resolved, text))
+    } else {
+        Err(ConfigError {
+            file: file.to_owned(),
+            problems: p.list,
+        })
+    }
+}
+
 /// Problems found so far in one file.
 struct Problems<'a> {
     text: &'a str,

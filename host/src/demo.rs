@@ -98,6 +98,23 @@ fn text_of(content: &serde_json::Value) -> String {
     }
 }
 
+/// The model a request names (the demo's own name when it names none).
+fn model_of(body: &serde_json::Value) -> String {
+    body["model"]
+        .as_str()
+        .unwrap_or("railyard-demo")
+        .to_string()
+}
+
+/// The last of a request's `messages` (null when there are none).
+fn last_message(body: &serde_json::Value) -> serde_json::Value {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
 fn now() -> u64 {
     crate::util::unix_secs()
 }

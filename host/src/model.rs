@@ -267,6 +267,23 @@ pub struct ToolDef {
 }
 
 impl ToolDef {
+    /// A tool as a request (or server) declares it: no result schema, not hidden.
+    pub fn declared(
+        kind: String,
+        name: Option<String>,
+        description: Option<String>,
+        parameters: Option<Value>,
+    ) -> ToolDef {
+        ToolDef {
+            kind,
+            name,
+            description,
+            parameters,
+            result_schema: None,
+            hidden_by: None,
+        }
+    }
+
     /// Whether this declaration is the same tool as `other` (kind and name).
     pub fn same(&self, other: &ToolDef) -> bool {
         self.kind == other.kind && self.name == other.name

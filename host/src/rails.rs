@@ -279,7 +279,7 @@ impl RequestScope {
             &tenants,
             &tenant,
             payload,
-            provenance::now(),
+            crate::util::unix_secs(),
         );
         self.record.provenance(payload);
         if !config.provenance.require || unproven.is_empty() {

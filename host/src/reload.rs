@@ -97,13 +97,6 @@ pub struct ReloadEvent {
     pub at: u64,
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
 /// Builds and publishes policy sets.
 pub struct Reloader {
     events: tokio::sync::broadcast::Sender<ReloadEvent>,
@@ -215,7 +208,7 @@ impl Reloader {
                     revision: revision.clone(),
                     ok: true,
                     error: None,
-                    at: now_secs(),
+                    at: crate::util::unix_secs(),
                 });
                 tracing::info!(
                     cause,
@@ -234,7 +227,7 @@ impl Reloader {
                     "reload refused, still serving revision {}: {error}",
                     next - 1
                 );
-                let at = now_secs();
+                let at = crate::util::unix_secs();
                 let _ = self.events.send(ReloadEvent {
                     revision: self.current().revision().clone(),
                     ok: false,

@@ -62,14 +62,9 @@ impl Codec for Chat {
         }
         let mut body = request.body.clone();
         body.insert("messages".into(), payload.messages_json());
-        if let Some(Value::Array(tools)) = body.get("tools") {
-            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
-                t["function"]["description"] = json!(d);
-            });
-            body.insert("tools".into(), Value::Array(offered));
-        }
-        super::write_fields(&mut body, &payload.fields);
-        serde_json::to_vec(&body).unwrap_or_default()
+        super::encode_body(body, payload, |t, d| {
+            t["function"]["description"] = json!(d);
+        })
     }
 
     fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {

@@ -113,15 +113,15 @@ pub fn tools_of(result: &Value) -> Result<Vec<ToolDef>, String> {
         .filter_map(|t| {
             let name = t.get("name")?.as_str()?;
             Some(ToolDef {
-                kind: FUNCTION.into(),
-                name: Some(name.to_string()),
-                description: t
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                parameters: t.get("inputSchema").filter(|s| s.is_object()).cloned(),
                 result_schema: t.get("outputSchema").filter(|s| s.is_object()).cloned(),
-                hidden_by: None,
+                ..ToolDef::declared(
+                    FUNCTION.into(),
+                    Some(name.to_string()),
+                    t.get("description")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    t.get("inputSchema").filter(|s| s.is_object()).cloned(),
+                )
             })
         })
         .collect())

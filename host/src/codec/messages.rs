@@ -197,19 +197,17 @@ impl Codec for Messages {
                         None | Some("custom") => FUNCTION.to_string(),
                         Some(server_tool) => server_tool.to_string(),
                     };
-                    Ok(ToolDef {
-                        parameters: (kind == FUNCTION)
-                            .then(|| t.get("input_schema").cloned())
-                            .flatten(),
+                    let parameters = (kind == FUNCTION)
+                        .then(|| t.get("input_schema").cloned())
+                        .flatten();
+                    Ok(ToolDef::declared(
                         kind,
-                        name: Some(name.to_string()),
-                        description: t
-                            .get("description")
+                        Some(name.to_string()),
+                        t.get("description")
                             .and_then(Value::as_str)
                             .map(str::to_string),
-                        result_schema: None,
-                        hidden_by: None,
-                    })
+                        parameters,
+                    ))
                 })
                 .collect::<Result<_, PayloadError>>()?,
             Some(_) => return Err(PayloadError::new("tools", "must be an array of tools")),
@@ -277,14 +275,9 @@ impl Codec for Messages {
         }
         flush(&mut group, &mut wire);
         body.insert("messages".into(), Value::Array(wire));
-        if let Some(Value::Array(tools)) = body.get("tools") {
-            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
-                t["description"] = json!(d);
-            });
-            body.insert("tools".into(), Value::Array(offered));
-        }
-        super::write_fields(&mut body, &payload.fields);
-        serde_json::to_vec(&body).unwrap_or_default()
+        super::encode_body(body, payload, |t, d| {
+            t["description"] = json!(d);
+        })
     }
 
     fn decode_reply(body: Map<String, Value>) -> Result<(MessagesReply, Vec<Message>), String> {

@@ -100,29 +100,19 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
             if kind != FUNCTION {
                 let kind = kind.strip_suffix("_preview").unwrap_or(kind).to_string();
                 let name = t.get("name").and_then(Value::as_str).map(str::to_string);
-                return Ok(ToolDef {
-                    kind,
-                    name,
-                    description: None,
-                    parameters: None,
-                    result_schema: None,
-                    hidden_by: None,
-                });
+                return Ok(ToolDef::declared(kind, name, None, None));
             }
             let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
                 PayloadError::new(format!("{path}.name"), "is required and must be a string")
             })?;
-            Ok(ToolDef {
-                kind: FUNCTION.into(),
-                name: Some(name.to_string()),
-                description: t
-                    .get("description")
+            Ok(ToolDef::declared(
+                FUNCTION.into(),
+                Some(name.to_string()),
+                t.get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                parameters: t.get("parameters").filter(|p| !p.is_null()).cloned(),
-                result_schema: None,
-                hidden_by: None,
-            })
+                t.get("parameters").filter(|p| !p.is_null()).cloned(),
+            ))
         })
         .collect()
 }
@@ -296,14 +286,9 @@ impl Codec for Responses {
             }
         };
         body.insert("input".into(), input);
-        if let Some(Value::Array(tools)) = body.get("tools") {
-            let offered = super::offered_tools(tools, &payload.tools, |t, d| {
-                t["description"] = json!(d);
-            });
-            body.insert("tools".into(), Value::Array(offered));
-        }
-        super::write_fields(&mut body, &payload.fields);
-        serde_json::to_vec(&body).unwrap_or_default()
+        super::encode_body(body, payload, |t, d| {
+            t["description"] = json!(d);
+        })
     }
 
     fn decode_reply(body: Map<String, Value>) -> Result<(ResponsesReply, Vec<Message>), String> {

@@ -2,7 +2,7 @@
 //! digest, a principal, a tenant and labels; every problem named with its line.
 
 use super::raw::{RawAuth, RawKey, RawKeysFile};
-use super::{from_toml, AuthConfig, ConfigError, Problems};
+use super::{AuthConfig, ConfigError, Problems};
 use crate::auth::{ApiKey, KeyDigest};
 use std::path::Path;
 use toml::Spanned;
@@ -108,21 +108,7 @@ pub(super) fn load_keys_file(
     file: &Path,
     tenants: &[&str],
 ) -> Result<(Vec<ApiKey>, String), ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        ConfigError::single(file, None, "", format!("cannot read the keys file: {e}"))
-    })?;
-    let raw: RawKeysFile = from_toml(file, &text)?;
-    let mut p = Problems {
-        text: &text,
-        list: Vec::new(),
-    };
-    let keys = resolve_keys(&mut p, "keys", &raw.keys, tenants);
-    if p.list.is_empty() {
-        Ok((keys, text))
-    } else {
-        Err(ConfigError {
-            file: file.to_owned(),
-            problems: p.list,
-        })
-    }
+    super::load_named_file(file, "keys file", |p, raw: RawKeysFile| {
+        resolve_keys(p, "keys", &raw.keys, tenants)
+    })
 }

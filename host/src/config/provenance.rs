@@ -6,7 +6,7 @@
 //! key made when the process starts signs (one replica; ids do not survive a restart).
 
 use super::raw::{RawKeyring, RawProvenance};
-use super::{from_toml, ConfigError, Problems};
+use super::{ConfigError, Problems};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -121,19 +121,11 @@ pub(super) fn resolve(
 
 /// Read a keyring file: its keys, in order, and its text.
 pub fn load_keyring(file: &Path) -> Result<(Vec<SigningKey>, String), ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        ConfigError::single(
-            file,
-            None,
-            "",
-            format!("cannot read the provenance keys file: {e}"),
-        )
-    })?;
-    let raw: RawKeyring = from_toml(file, &text)?;
-    let mut p = Problems {
-        text: &text,
-        list: Vec::new(),
-    };
+    super::load_named_file(file, "provenance keys file", resolve_keyring)
+}
+
+/// The keyring file's keys, in order; its problems in `p`.
+fn resolve_keyring(p: &mut Problems<'_>, raw: RawKeyring) -> Vec<SigningKey> {
     let mut keys: Vec<SigningKey> = Vec::new();
     for (i, k) in raw.keys.iter().enumerate() {
         let k = k.get_ref();
@@ -178,14 +170,7 @@ pub fn load_keyring(file: &Path) -> Result<(Vec<SigningKey>, String), ConfigErro
             message: "the keyring has no [[keys]]: the first one signs".into(),
         });
     }
-    if p.list.is_empty() {
-        Ok((keys, text))
-    } else {
-        Err(ConfigError {
-            file: file.to_owned(),
-            problems: p.list,
-        })
-    }
+    keys
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {

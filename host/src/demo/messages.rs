@@ -1,20 +1,13 @@
 //! The demo model's Anthropic Messages API.
 
-use super::{now, pieces, script, sse, text_of, Reply};
+use super::{last_message, model_of, now, pieces, script, sse, text_of, Reply};
 use axum::extract::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 pub(super) async fn message(Json(body): Json<Value>) -> Response {
-    let model = body["model"]
-        .as_str()
-        .unwrap_or("railyard-demo")
-        .to_string();
-    let last = body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .unwrap_or(Value::Null);
+    let model = model_of(&body);
+    let last = last_message(&body);
     // A user turn that carries tool results is the tool's answer.
     let results: Vec<String> = last["content"]
         .as_array()

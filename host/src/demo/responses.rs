@@ -6,10 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 pub(super) async fn respond(Json(body): Json<Value>) -> Response {
-    let model = body["model"]
-        .as_str()
-        .unwrap_or("railyard-demo")
-        .to_string();
+    let model = super::model_of(&body);
     let (role, text) = match &body["input"] {
         Value::String(s) => ("user".to_string(), s.clone()),
         Value::Array(items) => match items.last() {

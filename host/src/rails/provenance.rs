@@ -14,6 +14,7 @@
 
 use crate::config::{ProvenanceConfig, SigningKey};
 use crate::model::{Payload, Provenance, ToolCall, SIGNED_ID_PREFIX as PREFIX};
+use crate::util::hex;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -23,14 +24,6 @@ const IDENTITY_HEX: usize = 16;
 const CONTENT_HEX: usize = 24;
 /// A signature this far in the future (clock skew between replicas) is still accepted.
 const FUTURE_SKEW_S: u64 = 300;
-
-/// Seconds since the epoch.
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 fn mac(key: &SigningKey, parts: &[&str], hex_len: usize) -> String {
     // The keyed state (the key's inner and outer pads) is computed once per key and cloned.
@@ -61,16 +54,6 @@ fn keyed(key: &SigningKey) -> Hmac<Sha256> {
         cache.push((key.secret.clone(), m.clone()));
         m
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
 }
 
 fn identity(key: &SigningKey, ts: &str, tenant: &str, id: &str) -> String {
@@ -306,7 +289,7 @@ pub fn check_history(
 
 /// Sign every call of a reply the daemon relays.
 pub fn sign_reply(config: &ProvenanceConfig, tenant: &str, calls: &mut [ToolCall]) {
-    let ts = now();
+    let ts = crate::util::unix_secs();
     for call in calls.iter_mut().filter(|c| !c.is_hosted()) {
         sign(&config.keys, tenant, call, ts);
     }
@@ -461,7 +444,7 @@ mod tests {
     #[test]
     fn the_history_gets_the_model_ids_back() {
         let cfg = config(vec![key("k1", 1)]);
-        let c = signed(&cfg.keys, "default", now());
+        let c = signed(&cfg.keys, "default", crate::util::unix_secs());
         let signed_id = c.id.clone();
         let mut result =
             crate::model::Message::new("tool", Some(crate::model::Content::Text("sent".into())));
@@ -470,7 +453,13 @@ mod tests {
             messages: vec![crate::model::Message::reply(None, vec![c, call()]), result],
             ..Payload::default()
         };
-        let (restored, unproven) = check_history(&cfg, &TENANTS, "default", &mut payload, now());
+        let (restored, unproven) = check_history(
+            &cfg,
+            &TENANTS,
+            "default",
+            &mut payload,
+            crate::util::unix_secs(),
+        );
         assert!(restored);
         assert_eq!(payload.messages[0].tool_calls[0].id, "call_abc");
         assert_eq!(

@@ -234,14 +234,7 @@ impl ToolDef {
         };
         if kind != "function" {
             let name = obj.get("name").and_then(Value::as_str).map(str::to_string);
-            return Ok(ToolDef {
-                kind,
-                name,
-                description: None,
-                parameters: None,
-                result_schema: None,
-                hidden_by: None,
-            });
+            return Ok(ToolDef::declared(kind, name, None, None));
         }
         let fpath = format!("{path}.function");
         let function = match obj.get("function") {
@@ -276,14 +269,7 @@ impl ToolDef {
                 ))
             }
         };
-        Ok(ToolDef {
-            kind,
-            name: Some(name),
-            description,
-            parameters,
-            result_schema: None,
-            hidden_by: None,
-        })
+        Ok(ToolDef::declared(kind, Some(name), description, parameters))
     }
 
     /// This tool as OpenAI JSON.

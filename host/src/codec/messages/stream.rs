@@ -25,6 +25,8 @@ pub struct MessagesStream {
     held: HashSet<u64>,
     /// The backend's `message_delta` (stop reason, usage), written when the choice ends.
     delta: Option<Map<String, Value>>,
+    /// The stop reason the judged choice ended with (it overrides the backend's).
+    stop: Option<String>,
     /// Whether the stop reason was written.
     ended: bool,
 }
@@ -270,26 +272,18 @@ impl StreamCodec for MessagesStream {
                     Finish::Backend(None) => "end_turn".to_string(),
                 };
                 // Written when the message ends, so the `railyard` object can ride on it.
-                let mut delta = self.delta.take().unwrap_or_default();
-                delta.insert("type".into(), json!("message_delta"));
-                let mut d = delta
-                    .get("delta")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                d.insert("stop_reason".into(), json!(reason));
-                delta.insert("delta".into(), Value::Object(d));
-                self.delta = Some(delta);
+                self.stop = Some(reason);
             }
             Down::Done { railyard } => {
-                let reason = self
-                    .delta
-                    .as_ref()
-                    .and_then(|d| d.get("delta"))
-                    .and_then(|d| d.get("stop_reason"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("end_turn")
-                    .to_string();
+                let reason = self.stop.take().unwrap_or_else(|| {
+                    self.delta
+                        .as_ref()
+                        .and_then(|d| d.get("delta"))
+                        .and_then(|d| d.get("stop_reason"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("end_turn")
+                        .to_string()
+                });
                 self.stop_reason(&reason, railyard, out);
                 Self::write(out, json!({"type": "message_stop"}));
             }

@@ -32,18 +32,6 @@ const LOG_BURST: f64 = 100.0;
 /// Bytes of stdout/stderr kept per call (the end: where a panic message is).
 const KEPT_BYTES: usize = 4096;
 
-/// Cut `s` to at most `max` bytes on a char boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// The last at most `max` bytes of `s`, on a char boundary.
 pub(crate) fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -141,7 +129,7 @@ pub(crate) fn forward(
             "log lines of this plugin were dropped by its rate limit ({LOG_LINES_PER_SECOND}/s)"
         );
     }
-    let cut = truncate(line, LOG_LINE_BYTES);
+    let cut = crate::util::truncate(line, LOG_LINE_BYTES);
     let more = line.len() - cut.len();
     // One record per line: a plugin's newlines cannot forge log lines of their own.
     let mut message: String = cut
@@ -312,7 +300,7 @@ mod tests {
 
     #[test]
     fn cuts_on_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(crate::util::truncate("héllo", 2), "h");
         assert_eq!(tail("héllo", 4), "llo");
     }
 }

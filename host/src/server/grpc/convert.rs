@@ -66,14 +66,12 @@ pub(super) fn tool_in(i: usize, t: proto::Tool) -> Result<ToolDef, Status> {
                 invalid(format!("tools[{i}].parameters_json is not valid JSON: {e}"))
             })?),
         };
-    Ok(ToolDef {
-        kind: t.r#type,
-        name: t.name,
-        description: t.description,
+    Ok(ToolDef::declared(
+        t.r#type,
+        t.name,
+        t.description,
         parameters,
-        result_schema: None,
-        hidden_by: None,
-    })
+    ))
 }
 
 fn message_out(m: &Message) -> proto::Message {

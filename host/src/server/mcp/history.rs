@@ -37,15 +37,7 @@ impl History {
         }
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(key) {
-            if let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| k.clone())
-            {
-                sessions.remove(&oldest);
-            }
-        }
+        super::tools::make_room(&mut sessions, key, MAX_SESSIONS, |e| e.used);
         let entry = sessions.entry(key.clone()).or_insert_with(|| Entry {
             tools: Vec::new(),
             used: now,

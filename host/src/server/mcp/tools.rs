@@ -86,15 +86,7 @@ impl ToolCache {
     pub fn put(&self, key: Key, tools: Vec<ToolDef>) -> Arc<Vec<ToolDef>> {
         let tools = Arc::new(tools);
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES && !entries.contains_key(&key) {
-            if let Some(oldest) = entries
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| k.clone())
-            {
-                entries.remove(&oldest);
-            }
-        }
+        make_room(&mut entries, &key, MAX_ENTRIES, |e| e.used);
         let now = Instant::now();
         entries.insert(
             key,
@@ -122,19 +114,31 @@ impl ToolCache {
     }
 }
 
+/// Before `key` goes into a map holding at most `max` entries: if it is new and the map is full,
+/// the least recently `used` entry goes.
+pub(super) fn make_room<V>(
+    map: &mut HashMap<Key, V>,
+    key: &Key,
+    max: usize,
+    used: impl Fn(&V) -> Instant,
+) {
+    if map.len() >= max && !map.contains_key(key) {
+        if let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, v)| used(v))
+            .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn tool(name: &str) -> ToolDef {
-        ToolDef {
-            kind: "function".into(),
-            name: Some(name.into()),
-            description: None,
-            parameters: None,
-            result_schema: None,
-            hidden_by: None,
-        }
+        ToolDef::declared("function".into(), Some(name.into()), None, None)
     }
 
     #[test]
