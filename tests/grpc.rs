@@ -95,8 +95,9 @@ fn every_verdict_kind_over_grpc() {
             .unwrap()
             .into_inner();
         assert_eq!(allow.verdict(), proto::Verdict::Allow);
-        assert_eq!(allow.decisions[0].plugin, "llama31-compat");
-        assert_eq!(allow.decisions[1].plugin, "pii");
+        // llama31-compat only runs for the models it is limited to; no model is named here.
+        assert_eq!(allow.decisions.len(), 1);
+        assert_eq!(allow.decisions[0].plugin, "pii");
         assert_eq!(allow.revision.as_ref().unwrap().number, 1);
         assert!(!allow.request_id.is_empty());
 

@@ -166,8 +166,8 @@ fn pooled_instances_are_reused_and_faulted_ones_discarded() {
     let plugin = set.plugins()[0].clone();
     assert_eq!(
         plugin.idle_instances(),
-        1,
-        "configure leaves one warm instance"
+        0,
+        "configure keeps no instance: the pool fills on use"
     );
     for _ in 0..5 {
         set.check(Rail::Input, user("allow"), &ctx());
@@ -181,6 +181,38 @@ fn pooled_instances_are_reused_and_faulted_ones_discarded() {
     assert_eq!(plugin.idle_instances(), 0, "a trapped instance is dropped");
     set.check(Rail::Input, user("allow"), &ctx());
     assert_eq!(plugin.idle_instances(), 1);
+}
+
+#[test]
+fn plugins_from_one_component_share_its_code_not_their_config() {
+    let set = policy_set(&format!(
+        "{}{}",
+        scripted(
+            "a",
+            "[\"input\"]",
+            "",
+            "{ mode = \"append\", text = \"!\" }"
+        ),
+        scripted(
+            "b",
+            "[\"input\"]",
+            "",
+            "{ mode = \"append\", text = \"?\" }"
+        ),
+    ));
+    let (a, b) = (&set.plugins()[0], &set.plugins()[1]);
+    assert!(a.shares_code_with(b));
+    let e = set.check(Rail::Input, user("hi"), &ctx());
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("hi!?".into())),
+        "each keeps its own config"
+    );
+    let other = policy_set(&scripted("c", "[\"input\"]", "", "{ mode = \"allow\" }"));
+    assert!(
+        a.shares_code_with(&other.plugins()[0]),
+        "a set loaded while another uses the component shares it too"
+    );
 }
 
 #[test]
@@ -289,10 +321,22 @@ fn compiled_components_are_cached_by_content() {
         .unwrap();
     assert!(second.from_cache());
     assert_eq!(first.digest(), second.digest());
-    // A corrupt artifact is discarded and recompiled, never trusted.
+    assert!(first.shares_code_with(&second));
+    // The running code is a private mapping: an artifact rewritten in place under the daemon
+    // changes nothing in it (a shared mapping of a shortened file would be a SIGBUS).
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         std::fs::write(entry.unwrap().path(), b"corrupt").unwrap();
     }
+    first
+        .configure("{ \"mode\": \"allow\" }".into())
+        .expect("a fresh instance of the mapped code");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "the private copies are unlinked"
+    );
+    drop((first, second));
+    // A corrupt artifact is discarded and recompiled, never trusted.
     let third = engine
         .load_plugin("c", &plugin("scripted"), Limits::default())
         .unwrap();
@@ -338,4 +382,34 @@ fn deadlines_hold_after_the_engine_is_dropped() {
         set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
         Some(FaultKind::Deadline)
     );
+}
+
+#[test]
+fn a_plugin_limited_to_models_is_skipped_for_others_without_a_call() {
+    let set = policy_set(&scripted(
+        "p",
+        "[\"input\"]",
+        "models = [\"llama-3.1*\", \"*/llama-3.1*\"]",
+        "{ mode = \"block\", text = \"no\" }",
+    ));
+    let with_model = |model: Option<&str>| {
+        let mut c = ctx();
+        c.model = model.map(str::to_string);
+        set.check(Rail::Input, user("hi"), &c)
+    };
+    for model in [Some("Llama-3.1-8B-Instruct"), Some("meta/llama-3.1-70b")] {
+        assert_eq!(with_model(model).verdict, Verdict::Block, "{model:?}");
+    }
+    for model in [Some("gpt-4o"), Some("llama-3.2"), None] {
+        let e = with_model(model);
+        assert_eq!(e.verdict, Verdict::Allow, "{model:?}");
+        assert!(e.decisions.is_empty(), "skipped, not called: {model:?}");
+    }
+    let err = policy_error(&scripted(
+        "p",
+        "[\"input\"]",
+        "models = []",
+        "{ mode = \"allow\" }",
+    ));
+    assert!(err.contains("plugins[0].models"), "{err}");
 }

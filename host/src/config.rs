@@ -213,6 +213,9 @@ pub struct PluginConfig {
     pub rails: Option<Vec<Rail>>,
     /// Fault resolution.
     pub on_error: OnError,
+    /// Models the plugin runs for (globs, `*` any run, case-insensitive); empty: every request.
+    /// The daemon skips the plugin for other models without calling it.
+    pub models: Vec<String>,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

@@ -138,6 +138,7 @@ impl PolicySet {
         let step = |i: usize| Step {
             plugin: loaded[i].0.clone(),
             on_error: config.plugins[i].on_error,
+            models: config.plugins[i].models.clone().into(),
         };
         // Plugin indices per rail, in rail_index order (which is Rail::ALL's).
         let defaults: Vec<Vec<usize>> = Rail::ALL
@@ -280,6 +281,7 @@ impl PolicySet {
                     "path": p.path(),
                     "rails": self.rails_of(p.id()),
                     "on_error": pc.on_error,
+                    "models": (!pc.models.is_empty()).then_some(&pc.models),
                     "limits": {
                         "timeout_ms": p.limits().timeout.as_millis() as u64,
                         "memory_mb": p.limits().memory_bytes >> 20,

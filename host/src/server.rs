@@ -315,7 +315,9 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
 
 /// A JSON response with a status.
 pub(crate) fn json_response(status: axum::http::StatusCode, value: serde_json::Value) -> Response {
-    let mut response = Response::new(axum::body::Body::from(value.to_string()));
+    // to_vec, not to_string: the Display path goes through a formatter, a third slower.
+    let body = serde_json::to_vec(&value).unwrap_or_default();
+    let mut response = Response::new(axum::body::Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         axum::http::header::CONTENT_TYPE,

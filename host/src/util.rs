@@ -56,3 +56,9 @@ pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
     use std::io::Read;
     std::fs::File::open("/dev/urandom")?.read_exact(bytes)
 }
+
+/// Name patterns (`*` matches any run, case-insensitive): the plugin SDK's own matcher, so a
+/// pattern means the same in the daemon's config (`models`) as in a plugin's.
+#[path = "../../plugins/sdk/src/glob.rs"]
+mod glob;
+pub use glob::glob_match;

@@ -34,7 +34,7 @@ r = stub.Check(policy_pb2.CheckRequest(
     metadata=auth)
 seen["verdict"] = policy_pb2.Verdict.Name(r.verdict)
 seen["content"] = r.messages[0].content
-# The plugin that edited (llama31-compat runs first on input and allows).
+# The plugin that edited (llama31-compat is skipped: it runs only for Llama 3.1 models).
 seen["plugin"] = [d.plugin for d in r.decisions if d.verdict == "modify"][0]
 
 r = stub.Check(policy_pb2.CheckRequest(

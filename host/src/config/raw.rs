@@ -153,6 +153,7 @@ pub(super) struct RawPlugin {
     pub(super) memory_mb: Option<Spanned<u64>>,
     pub(super) isolation: Option<Isolation>,
     pub(super) max_idle_instances: Option<Spanned<u64>>,
+    pub(super) models: Option<Vec<Spanned<String>>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

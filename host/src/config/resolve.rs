@@ -354,6 +354,24 @@ pub(super) fn resolve_plugins(
                 }
             },
         };
+        let mut models = Vec::new();
+        for m in raw.models.iter().flatten() {
+            if m.get_ref().trim().is_empty() {
+                p.at(
+                    m.span(),
+                    format!("{key}.models"),
+                    "a model pattern must not be empty",
+                );
+            }
+            models.push(m.get_ref().clone());
+        }
+        if raw.models.as_ref().is_some_and(|m| m.is_empty()) {
+            p.at(
+                span.clone(),
+                format!("{key}.models"),
+                "an empty list would never run the plugin; leave `models` out to run it for every model",
+            );
+        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
@@ -363,6 +381,7 @@ pub(super) fn resolve_plugins(
             path: base.join(plugin_path),
             rails,
             on_error: raw.on_error.unwrap_or(default_on_error),
+            models,
             limits,
             config,
             line: super::line_of(text, span.start),

@@ -40,15 +40,13 @@ impl ComponentCache {
             return Ok((compile(engine, bytes, name, false)?, false));
         };
         let path = dir.join(format!("{digest}-{}.cwasm", engine_key(engine)));
-        // Read the artifact into memory rather than mmap it: a cache file truncated or rewritten
-        // under a running daemon must not be able to crash it (SIGBUS on a shrunken mapping).
-        if let Ok(artifact) = std::fs::read(&path) {
-            // SAFETY: deserializing trusts the artifact. Only Railyard writes this directory
-            // (it lives in the operator's own cache dir), every artifact is named by the SHA-256
-            // of the component it was compiled from plus the engine settings, and wasmtime
-            // checks the artifact's header against this engine before using it.
-            #[allow(unsafe_code)]
-            match unsafe { Component::deserialize(engine, &artifact) } {
+        // The artifact is mapped, not read: only the code pages a plugin runs are resident (a
+        // JavaScript or Python runtime is 35 MB of code, most of it never run by a given policy),
+        // and they are the page cache's, not the heap's. What is mapped is a private copy,
+        // unlinked at once: a mapped file shortened or rewritten in place would crash the
+        // daemon (SIGBUS) or change its code, and no other process can reach an unlinked copy.
+        if path.exists() {
+            match map_private(engine, &path) {
                 Ok(component) => return Ok((component, true)),
                 Err(err) => {
                     tracing::warn!(path = %path.display(), "discarding unusable cached component: {err:#}");
@@ -58,7 +56,10 @@ impl ComponentCache {
         let component = compile(engine, bytes, name, true)?;
         if let Err(err) = store(&path, &component.serialize()?) {
             tracing::warn!(path = %path.display(), "could not cache compiled component: {err}");
+            return Ok((component, false));
         }
+        // Map the artifact just written, so a first start holds no more than a later one.
+        let component = map_private(engine, &path).unwrap_or(component);
         Ok((component, false))
     }
 }
@@ -99,6 +100,28 @@ fn store(path: &Path, artifact: &[u8]) -> std::io::Result<()> {
     ));
     std::fs::write(&tmp, artifact)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Map a private copy of the artifact at `path` (see `load_or_compile`).
+fn map_private(engine: &wasmtime::Engine, path: &Path) -> wasmtime::Result<Component> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COPIES: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let copy = dir.join(format!(
+        ".live-{}-{}.cwasm",
+        std::process::id(),
+        COPIES.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::copy(path, &copy)?;
+    // SAFETY: deserializing trusts the artifact. Only Railyard writes this directory (it lives in
+    // the operator's own cache dir), every artifact is named by the SHA-256 of the component it
+    // was compiled from plus the engine settings, and wasmtime checks the artifact's header
+    // against this engine before using it. The copy is this process's alone and is unlinked
+    // below, so nothing can change it while it is mapped.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize_file(engine, &copy) };
+    let _ = std::fs::remove_file(&copy);
+    component
 }
 
 /// A short, stable key for the engine's compilation settings.

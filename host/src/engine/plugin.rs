@@ -83,7 +83,7 @@ pub struct Plugin {
     engine: wasmtime::Engine,
     /// Keeps deadlines ticking while this plugin can run.
     _ticker: Arc<super::Ticker>,
-    pre: Pre,
+    pre: Arc<Pre>,
     limits: Limits,
     config: OnceLock<String>,
     pool: Mutex<Vec<Instance>>,
@@ -98,7 +98,7 @@ impl Plugin {
         digest: String,
         from_cache: bool,
         owner: &super::Engine,
-        pre: Pre,
+        pre: Arc<Pre>,
         limits: Limits,
     ) -> Result<Plugin, LoadError> {
         let mut plugin = Plugin {
@@ -192,14 +192,22 @@ impl Plugin {
         self.from_cache
     }
 
+    /// Whether this plugin and `other` run the same compiled code (loaded from one component,
+    /// e.g. one allowlist configured per tenant).
+    pub fn shares_code_with(&self, other: &Plugin) -> bool {
+        Arc::ptr_eq(&self.pre, &other.pre)
+    }
+
     /// The plugin's limits.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
-    /// Give the plugin its config (JSON text, already validated against its schema) and make the
-    /// first instance, so a config the plugin refuses is found at load, not on the first request.
-    /// Calling it twice is an error: a plugin's config is fixed for its lifetime.
+    /// Give the plugin its config (JSON text, already validated against its schema) and try it
+    /// on a fresh instance, so a config the plugin refuses is found at load, not on the first
+    /// request. That instance is not kept: a pool fills on use, so a plugin no request reaches
+    /// (a tenant's, a model's) costs no instance memory. Calling it twice is an error: a plugin's
+    /// config is fixed for its lifetime.
     pub fn configure(&self, config: String) -> Result<(), PluginFault> {
         if self.config.set(config).is_err() {
             return Err(PluginFault {
@@ -207,11 +215,7 @@ impl Plugin {
                 message: "plugin is already configured".into(),
             });
         }
-        let instance = self.instantiate()?;
-        if self.limits.isolation == Isolation::Pooled {
-            self.checkin(instance);
-        }
-        Ok(())
+        self.instantiate().map(drop)
     }
 
     /// The contract version the plugin was built against.

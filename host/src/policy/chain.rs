@@ -141,6 +141,17 @@ pub struct Step {
     pub plugin: Arc<Plugin>,
     /// Fault resolution.
     pub on_error: OnError,
+    /// The models it runs for (globs); empty: every request.
+    pub models: Arc<[String]>,
+}
+
+impl Step {
+    /// Whether the step runs for a request naming `model` (a request without a model runs
+    /// only the steps that are not limited to some models).
+    pub fn runs_for(&self, model: Option<&str>) -> bool {
+        self.models.is_empty()
+            || model.is_some_and(|m| self.models.iter().any(|g| crate::util::glob_match(g, m)))
+    }
 }
 
 /// The plugins of one rail, in order.
@@ -166,11 +177,16 @@ impl Chain {
         &self.steps
     }
 
-    /// Run the chain over `payload` (`partial`: a streamed reply's text so far).
+    /// Run the chain over `payload` (`partial`: a streamed reply's text so far). Steps limited
+    /// to other models than the request's are skipped without a call.
     pub fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
+        let model = ctx.model.as_deref();
         run(
             self.rail,
-            self.steps.iter().map(|s| (&*s.plugin, s.on_error)),
+            self.steps
+                .iter()
+                .filter(|s| s.runs_for(model))
+                .map(|s| (&*s.plugin, s.on_error)),
             payload,
             ctx,
             partial,
@@ -181,7 +197,7 @@ impl Chain {
 /// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
 pub fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl ExactSizeIterator<Item = (&'a E, OnError)>,
+    steps: impl Iterator<Item = (&'a E, OnError)>,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
@@ -190,7 +206,7 @@ pub fn run<'a, E: Evaluate + 'a>(
         rail,
         verdict: Verdict::Allow,
         payload: Payload::default(),
-        decisions: Vec::with_capacity(steps.len()),
+        decisions: Vec::with_capacity(steps.size_hint().0),
         rejections: Vec::new(),
         blocked: None,
     };

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# CPU per request of one proxy hop: the same request straight to the backend, through nginx as a
+# plain reverse proxy (the cost of a hop that judges nothing), and through Railyard with the
+# bundled chains, in one run. For each target: wrk drives it for N seconds, and the CPU the
+# target's processes used meanwhile (utime + stime from /proc/PID/stat, every thread) is divided
+# by the requests answered. The backend's own CPU is reported for each run too.
+#
+# Two requests: `chat`, a ~2 KB conversation with one email address (the input rail redacts it),
+# and `tools`, a request declaring 3 tools whose reply is one tool call (the tools, tool_call and
+# output rails all run).
+#
+# Backend: Railyard's demo model (`railyard demo-backend`), in memory. Proxy: Debian's nginx-light
+# (installed by this script when missing and apt-get is usable), 1 worker, keep-alive upstream.
+# Load: wrk, one thread, keep-alive connections.
+#
+# Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools"]
+#        bench/cpu.sh [seconds-per-run]   (default 10)
+# With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
+# RAILYARD_BASELINE_CONFIG, or the same config). RAILYARD_CONFIG: another config than the bundled one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-10}"
+conc="${CONC:-16}"
+requests="${REQUESTS:-chat tools}"
+command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+    apt-get install -y -q nginx-light >/dev/null 2>&1 || {
+        echo "needs nginx: apt-get install -y nginx-light" >&2
+        exit 2
+    }
+fi
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+cargo build --release -q
+demo=target/release/railyard
+bin="${RAILYARD_BIN:-$demo}"
+baseline="${RAILYARD_BASELINE:-}"
+work=$(mktemp -d)
+mkdir -p "$work/nginx/logs"
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_buffer_size 64k;
+    upstream backend { server 127.0.0.1:19120; keepalive 64; }
+    server {
+        listen 127.0.0.1:19121;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+CONF
+
+$demo demo-backend --listen 127.0.0.1:19120 >/dev/null &
+backend_pid=$!
+"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
+nginx_pid=$!
+RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19122 \
+    --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
+railyard_pid=$!
+ports="19120 19121 19122"
+if [ -n "$baseline" ]; then
+    RAILYARD_LOG=warn "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-${RAILYARD_CONFIG:-policies/railyard.toml}}" --listen 127.0.0.1:19123 \
+        --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
+    baseline_pid=$!
+    ports="$ports 19123"
+fi
+for port in $ports; do
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+        sleep 0.1
+    done
+done
+
+python3 - "$work" <<'PY'
+import json, sys
+s = "The quarterly report is attached; please review the figures before Friday. "
+turns = []
+for i in range(7):
+    t = s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")
+    turns.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
+chat = {"model": "demo", "messages": [{"role": "system", "content": "You are a helpful assistant."}] + turns}
+def tool(name, desc, props, required):
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
+        "type": "object", "properties": props, "required": required}}}
+tools = {"model": "demo", "messages": [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": 'call get_weather {"city": "Oslo", "days": 3}'}],
+    "tools": [
+        tool("get_weather", "Weather forecast for a city", {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+            ["city"]),
+        tool("search_docs", "Search the documentation", {"query": {"type": "string"}}, ["query"]),
+        tool("lookup_customer", "Look up a customer record", {
+            "customer_id": {"type": "string"}}, ["customer_id"]),
+    ]}
+json.dump(chat, open(f"{sys.argv[1]}/chat.json", "w"))
+json.dump(tools, open(f"{sys.argv[1]}/tools.json", "w"))
+PY
+for r in chat tools; do
+cat > "$work/$r.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer demo-key"
+local f = io.open("$work/$r.json", "r"); wrk.body = f:read("*a"); f:close()
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d\\n", summary.requests,
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.timeout))
+end
+LUA
+done
+# The tool request must come back as a tool call through every target (else it measures nothing).
+for port in $ports; do
+    curl -s -H 'Content-Type: application/json' -H 'Authorization: Bearer demo-key' \
+        --data-binary "@$work/tools.json" "http://127.0.0.1:$port/v1/chat/completions" \
+        | grep -q '"tool_calls"' || { echo "port $port: the tool request got no tool call" >&2; exit 1; }
+done
+
+ticks=$(getconf CLK_TCK)
+cpu() { # pids... -> CPU seconds (utime + stime) of those processes, all threads
+    local t=0 p
+    for p in "$@"; do
+        # Fields 14 and 15 after the command name (which may hold spaces).
+        t=$((t + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+    done
+    echo "$t"
+}
+nginx_pids() { echo "$nginx_pid $(pgrep -P "$nginx_pid" | tr '\n' ' ')"; }
+
+measure() { # name port pids... -> prints one row
+    local name=$1 port=$2; shift 2
+    local b0 t0 b1 t1 n errs
+    # Warm up (connections, pools, caches), then measure.
+    wrk -t1 -c"$conc" -d1s -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
+    b0=$(cpu "$backend_pid"); t0=$(cpu "$@")
+    wrk -t1 -c"$conc" -d"${secs}s" -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" > "$work/out"
+    b1=$(cpu "$backend_pid"); t1=$(cpu "$@")
+    read -r _ n errs < <(grep '^RESULT' "$work/out")
+    [ "$errs" = 0 ] || { echo "$name: errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
+    awk -v name="$name" -v n="$n" -v s="$secs" -v t="$((t1 - t0))" -v b="$((b1 - b0))" -v hz="$ticks" \
+        -v direct="$name" 'BEGIN {
+            own = (name == "backend") ? b : t
+            printf "%-10s %9d %9.0f %12.1f %12.1f\n", name, n, n / s, 1e6 * own / hz / n, 1e6 * b / hz / n }'
+}
+
+echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2)"
+for req in $requests; do
+    echo
+    echo "request: $req ($(wc -c < "$work/$req.json") bytes)"
+    printf '%-10s %9s %9s %12s %12s\n' target requests req/s 'µs CPU/req' 'backend µs'
+    measure backend 19120 "$backend_pid" | tee "$work/backend.row"
+    measure nginx 19121 $(nginx_pids) | tee "$work/nginx.row"
+    measure railyard 19122 "$railyard_pid" | tee "$work/railyard.row"
+    if [ -n "$baseline" ]; then measure baseline 19123 "$baseline_pid" | tee "$work/baseline.row"; fi
+    ng=$(awk '{ print $4 }' "$work/nginx.row")
+    ry=$(awk '{ print $4 }' "$work/railyard.row")
+    awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request: %.2fx\n", r / n }'
+    if [ -n "$baseline" ]; then
+        bl=$(awk '{ print $4 }' "$work/baseline.row")
+        awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request: %.2fx\n", r / b }'
+    fi
+done
