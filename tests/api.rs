@@ -129,6 +129,70 @@ fn backend_failures_map_to_502_504_and_pass_through() {
         "backend errors pass through with their status"
     );
     assert_eq!(r.json()["error"]["message"], "overloaded");
+    assert_eq!(r.json()["error"]["type"], "server_error");
+
+    // An HTML error page becomes an error an OpenAI client can parse; the page is not shown.
+    backend.set(Script::Raw(
+        500,
+        vec!["Content-Type: text/html".into()],
+        "<html><body>Internal Server Error at /srv/app</body></html>".into(),
+    ));
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 500);
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .contains("application/json"));
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("HTTP 500"), "{message}");
+    assert!(!r.body.contains("<html>"), "{}", r.body);
+
+    // Retry-After survives, so clients' back-off works.
+    backend.set(Script::Raw(
+        429,
+        vec![
+            "Retry-After: 7".into(),
+            "Content-Type: application/json".into(),
+        ],
+        json!({"error": {"message": "slow down", "type": "rate_limit_error"}}).to_string(),
+    ));
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("7"));
+    assert_eq!(r.json()["error"]["type"], "rate_limit_error");
+    assert_eq!(r.json()["error"]["message"], "slow down");
+
+    // An error message echoing the user's personal data is judged by the output rail.
+    backend.set(Script::Json(
+        400,
+        json!({"error": {"message": "invalid prompt: 'mail jane.doe@example.com'", "type": "invalid_request_error"}}),
+    ));
+    let r = post(daemon.addr, "/v1/chat/completions", &req);
+    assert_eq!(r.status, 400);
+    assert!(!r.body.contains("jane.doe@example.com"), "{}", r.body);
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("invalid prompt"));
+
+    // The same on the Anthropic door, in Anthropic's error shape.
+    backend.set(Script::Raw(
+        503,
+        vec!["Retry-After: 3".into()],
+        "upstream down".into(),
+    ));
+    let r = post(
+        daemon.addr,
+        "/v1/messages",
+        &json!({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("3"));
+    assert_eq!(r.json()["type"], "error");
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("HTTP 503"));
 
     // Nothing listens on this port.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")

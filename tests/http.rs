@@ -213,6 +213,8 @@ pub enum Script {
     Sse(Vec<String>, Duration),
     /// Never answer (for timeouts).
     Hang,
+    /// A status, extra header lines ("Name: value") and a body of any type.
+    Raw(u16, Vec<String>, String),
 }
 
 /// A request the mock backend received.
@@ -311,6 +313,14 @@ fn serve_one(
             let _ = write!(conn, "0\r\n\r\n");
         }
         Script::Hang => std::thread::sleep(Duration::from_secs(30)),
+        Script::Raw(status, headers, body) => {
+            let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
     }
 }
 

@@ -58,6 +58,17 @@ pub enum ApiError {
         /// Its limit.
         limit: usize,
     },
+    /// The model backend answered an error status: its message (judged by the output rail, or
+    /// withheld when it is not JSON) in the door's error shape, with its status and Retry-After.
+    #[error("{message}")]
+    Upstream {
+        /// The backend's status.
+        status: StatusCode,
+        /// What the client is told.
+        message: String,
+        /// The backend's `Retry-After`, so clients' back-off works.
+        retry_after: Option<HeaderValue>,
+    },
     /// A policy blocked the request and `on_block = "error"` (400 `policy_violation`).
     #[error("{message}")]
     Blocked {
@@ -130,6 +141,14 @@ impl ApiError {
                 "tenant_concurrency_limit",
             ),
             ApiError::Blocked { .. } => (StatusCode::BAD_REQUEST, "policy_violation", "blocked"),
+            ApiError::Upstream { status, .. } => {
+                let kind = match status.as_u16() {
+                    429 => "rate_limit_error",
+                    400..=499 => "invalid_request_error",
+                    _ => "server_error",
+                };
+                (*status, kind, "backend_status")
+            }
         }
     }
 
@@ -138,7 +157,9 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } | ApiError::NotFound(_) => Outcome::Invalid,
             ApiError::TooLarge { .. } | ApiError::TooManyRequests { .. } => Outcome::Throttled,
-            ApiError::Backend(_) | ApiError::BadBackendResponse(_) => Outcome::BackendError,
+            ApiError::Backend(_) | ApiError::BadBackendResponse(_) | ApiError::Upstream { .. } => {
+                Outcome::BackendError
+            }
             ApiError::MissingKey
             | ApiError::MalformedKey
             | ApiError::WrongKey
@@ -181,7 +202,9 @@ impl ApiError {
         use crate::codec::mcp;
         let (_, kind, code) = self.parts();
         let number = match self {
-            ApiError::Backend(_) | ApiError::BadBackendResponse(_) => mcp::UPSTREAM_ERROR,
+            ApiError::Backend(_) | ApiError::BadBackendResponse(_) | ApiError::Upstream { .. } => {
+                mcp::UPSTREAM_ERROR
+            }
             ApiError::Blocked { .. } => mcp::POLICY_VIOLATION,
             _ => mcp::INVALID_REQUEST,
         };
@@ -211,6 +234,12 @@ impl ApiError {
             // Requests in flight are short: a second is a fair first back-off.
             ApiError::TooManyRequests { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Upstream {
+                retry_after: Some(after),
+                ..
+            } => {
+                headers.insert(header::RETRY_AFTER, after);
             }
             _ => {}
         }

@@ -52,7 +52,7 @@ pub(crate) async fn door<C: Codec>(
             response,
         }) => stream::<C>(&app, scope, conversation, &request, response),
         Err(error) => {
-            if matches!(error, ApiError::Backend(_)) {
+            if matches!(error, ApiError::Backend(_) | ApiError::Upstream { .. }) {
                 app.metrics().backend_error(error.parts().2);
             }
             let (status, _, _) = error.parts();
@@ -132,18 +132,19 @@ async fn serve<C: Codec>(
             response,
         });
     }
-    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
     let left = app.backend.timeout().saturating_sub(started.elapsed());
     let bytes = app.backend.read_body(response.into_body(), left).await?;
     if !status.is_success() {
-        // The backend's own error, passed through with its status.
-        scope.finish(status.as_u16(), Outcome::BackendError);
-        let mut passthrough = Response::new(Body::from(bytes));
-        *passthrough.status_mut() = status;
-        if let Some(ct) = content_type {
-            passthrough.headers_mut().insert(header::CONTENT_TYPE, ct);
-        }
-        return Ok(Served::Whole(passthrough));
+        // The backend's own error keeps its status and Retry-After, in the door's error shape;
+        // its message may echo the conversation, so the output rail judges it like a reply.
+        let message = upstream_message(&bytes, status);
+        let message = judge_error(scope, &mut conversation, message);
+        return Err(ApiError::Upstream {
+            status,
+            message,
+            retry_after,
+        });
     }
     let reply = parse_object(&bytes)
         .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
@@ -170,6 +171,42 @@ async fn serve<C: Codec>(
     let out = C::encode_reply(reply, judged, railyard);
     scope.finish(200, Outcome::Served);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// The message of a backend's error body: OpenAI's and Anthropic's `error.message`, a bare
+/// `message` or `detail`; anything else (an HTML page, say) is not shown.
+fn upstream_message(bytes: &[u8], status: StatusCode) -> String {
+    let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
+    let found = parsed.as_ref().and_then(|v| {
+        [
+            &v["error"]["message"],
+            &v["message"],
+            &v["detail"],
+            &v["error"],
+        ]
+        .into_iter()
+        .find_map(|m| m.as_str())
+    });
+    match found {
+        Some(m) => crate::util::truncate(m, 2048).to_string(),
+        None => format!(
+            "the model backend answered HTTP {} without an error message this daemon can read",
+            status.as_u16()
+        ),
+    }
+}
+
+/// A backend error message through the output rail, as the model's text would be.
+fn judge_error(scope: &mut RequestScope, conversation: &mut Payload, message: String) -> String {
+    if !scope.runs(crate::model::Rail::Output) {
+        return message;
+    }
+    let reply = crate::model::Message::new("assistant", Some(Content::Text(message)));
+    let (eval, judged) = scope.judge(crate::model::Rail::Output, conversation, reply, false);
+    match (&eval.blocked, judged.content) {
+        (None, Some(Content::Text(text))) => text,
+        _ => "the model backend's error message was withheld by policy".into(),
+    }
 }
 
 /// A blocked request or reply: a refusal in the door's shape (200) or a `policy_violation`.
