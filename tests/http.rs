@@ -467,6 +467,20 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Wait up to `within` for the process to exit on its own; its status, if it did.
+    pub fn exited(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

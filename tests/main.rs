@@ -21,6 +21,7 @@
 //! - `flow`: the data-flow rule (untrusted results, privileged calls) through the daemon (#18);
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
+//! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
 mod api;
@@ -33,6 +34,7 @@ mod doors;
 mod faults;
 mod flow;
 mod grpc;
+mod hardening;
 mod http;
 mod mcp;
 mod policies;

@@ -67,6 +67,18 @@ pub struct StartupConfig {
     pub backend: BackendConfig,
     /// Where compiled plugins are cached.
     pub cache_dir: Option<PathBuf>,
+    /// `[server] max_connections`: open client connections beyond it are answered 503 and
+    /// closed.
+    pub max_connections: usize,
+    /// `[server] header_read_timeout_ms`: a connection that has not sent a whole request head
+    /// within it (a stalled client, or an idle keep-alive connection) is closed.
+    pub header_read_timeout: std::time::Duration,
+    /// `[server] shutdown_delay_ms`: on SIGTERM, how long `/readyz` says not-ready while the
+    /// listener still accepts (for a load balancer to stop sending), before draining.
+    pub shutdown_delay: std::time::Duration,
+    /// `[server] shutdown_timeout_ms`: how long requests in flight may take to finish once
+    /// draining starts; what is left then is cut.
+    pub shutdown_timeout: std::time::Duration,
 }
 
 impl StartupConfig {
@@ -90,6 +102,16 @@ impl StartupConfig {
             "admin.listen",
             opt(&running.admin_listen),
             opt(&self.admin_listen),
+        );
+        diff(
+            "server.max_connections",
+            running.max_connections.to_string(),
+            self.max_connections.to_string(),
+        );
+        diff(
+            "server.header_read_timeout_ms",
+            running.header_read_timeout.as_millis().to_string(),
+            self.header_read_timeout.as_millis().to_string(),
         );
         let (a, b) = (&running.backend, &self.backend);
         diff("backend.url", a.url.clone(), b.url.clone());

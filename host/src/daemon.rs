@@ -85,6 +85,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let listen = startup.listen.clone();
     let grpc_listen = startup.grpc_listen.clone();
     let admin_listen = startup.admin_listen.clone();
+    let limits = crate::server::listen::ConnLimits {
+        max_connections: startup.max_connections,
+        header_read_timeout: startup.header_read_timeout,
+        drain_timeout: startup.shutdown_timeout,
+    };
+    let shutdown_delay = startup.shutdown_delay;
     warn_if_open(set.config(), &listen);
     tracing::info!(
         plugins = set.plugins().len(),
@@ -150,9 +156,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     println!("railyard listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "listening");
-    axum::serve(listener, router(app, admin_listen.is_none()))
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    let router = router(app.clone(), admin_listen.is_none());
+    // SIGTERM: not-ready first (a load balancer stops sending), then drain.
+    let draining = async move {
+        shutdown().await;
+        app.start_draining();
+        tokio::time::sleep(shutdown_delay).await;
+    };
+    crate::server::listen::serve(listener, router, limits, draining).await?;
+    tracing::info!("drained; exiting");
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod error;
 pub mod grpc;
 mod ingress;
 mod limits;
+pub mod listen;
 mod mcp;
 mod models;
 mod proxy;
@@ -70,6 +71,8 @@ pub struct App {
     mcp_upstream: crate::backend::mcp::McpUpstream,
     mcp_tools: mcp::ToolCache,
     mcp_history: mcp::History,
+    /// Set when shutdown begins: `/readyz` turns not-ready.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -102,6 +105,7 @@ impl App {
             mcp_upstream: crate::backend::mcp::McpUpstream::new(),
             mcp_tools: mcp::ToolCache::default(),
             mcp_history: mcp::History::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -139,6 +143,16 @@ impl App {
 
     pub(crate) fn observer(&self) -> Arc<dyn Observer> {
         self.observer.clone()
+    }
+
+    /// Shutdown began: say not-ready from now on.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether shutdown began.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
     }
 
     pub(crate) fn new_request_id(&self) -> String {

@@ -90,6 +90,35 @@ pub(super) fn server(
         Some(dir) => Some(base.join(dir)),
         None => crate::util::default_cache_dir(),
     };
+    let positive =
+        |p: &mut Problems<'_>, v: &Option<toml::Spanned<u64>>, key: &str, default: u64| match v {
+            Some(v) if *v.get_ref() == 0 => {
+                p.at(v.span(), key, "must be greater than 0");
+                default
+            }
+            Some(v) => *v.get_ref(),
+            None => default,
+        };
+    let max_connections = positive(
+        p,
+        &raw.server.max_connections,
+        "server.max_connections",
+        4096,
+    ) as usize;
+    let header_read_timeout = std::time::Duration::from_millis(positive(
+        p,
+        &raw.server.header_read_timeout_ms,
+        "server.header_read_timeout_ms",
+        30_000,
+    ));
+    let shutdown_delay =
+        std::time::Duration::from_millis(raw.server.shutdown_delay_ms.unwrap_or(0));
+    let shutdown_timeout = std::time::Duration::from_millis(positive(
+        p,
+        &raw.server.shutdown_timeout_ms,
+        "server.shutdown_timeout_ms",
+        30_000,
+    ));
     let startup = StartupConfig {
         listen: raw
             .server
@@ -100,6 +129,10 @@ pub(super) fn server(
         admin_listen: raw.admin.listen.clone().filter(|l| !l.is_empty()),
         backend,
         cache_dir,
+        max_connections,
+        header_read_timeout,
+        shutdown_delay,
+        shutdown_timeout,
     };
     (startup, server)
 }

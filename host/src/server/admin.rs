@@ -47,6 +47,9 @@ pub(crate) async fn healthz() -> Response {
 
 /// `GET /readyz`: a policy set is loaded, so requests are judged.
 pub(crate) async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if app.draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining: shutting down\n").into_response();
+    }
     let set = app.policies();
     (
         StatusCode::OK,
