@@ -14,13 +14,16 @@
 # Load: wrk, one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools"]
-#        bench/cpu.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=3] bench/cpu.sh [seconds-per-run]   (default 10)
+# Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
+# on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
 # RAILYARD_BASELINE_CONFIG, or the same config). RAILYARD_CONFIG: another config than the bundled one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 conc="${CONC:-16}"
+rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-chat tools}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
@@ -153,19 +156,38 @@ measure() { # name port pids... -> prints one row
 }
 
 echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2)"
+targets="backend nginx railyard"
+[ -n "$baseline" ] && targets="$targets baseline"
+measure_target() { # name
+    case $1 in
+        backend) measure backend 19120 "$backend_pid" ;;
+        nginx) measure nginx 19121 $(nginx_pids) ;;
+        railyard) measure railyard 19122 "$railyard_pid" ;;
+        baseline) measure baseline 19123 "$baseline_pid" ;;
+    esac
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for req in $requests; do
     echo
-    echo "request: $req ($(wc -c < "$work/$req.json") bytes)"
+    echo "request: $req ($(wc -c < "$work/$req.json") bytes), $rounds rounds, the targets' order rotated each round"
     printf '%-10s %9s %9s %12s %12s\n' target requests req/s 'µs CPU/req' 'backend µs'
-    measure backend 19120 "$backend_pid" | tee "$work/backend.row"
-    measure nginx 19121 $(nginx_pids) | tee "$work/nginx.row"
-    measure railyard 19122 "$railyard_pid" | tee "$work/railyard.row"
-    if [ -n "$baseline" ]; then measure baseline 19123 "$baseline_pid" | tee "$work/baseline.row"; fi
-    ng=$(awk '{ print $4 }' "$work/nginx.row")
-    ry=$(awk '{ print $4 }' "$work/railyard.row")
-    awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request: %.2fx\n", r / n }'
+    rm -f "$work"/*.rows
+    order=$targets
+    for round in $(seq "$rounds"); do
+        for t in $order; do measure_target "$t" | tee -a "$work/$t.rows"; done
+        # Rotate, so no target is always measured first or last (this VM drifts within a run).
+        order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
+    done
+    echo "medians:"
+    for t in $targets; do
+        printf '%-10s %9s %9.0f %12.1f %12.1f\n' "$t" - "$(awk '{ print $3 }' "$work/$t.rows" | median)" \
+            "$(awk '{ print $4 }' "$work/$t.rows" | median)" "$(awk '{ print $5 }' "$work/$t.rows" | median)"
+    done | tee "$work/medians"
+    ng=$(awk '$1 == "nginx" { print $4 }' "$work/medians")
+    ry=$(awk '$1 == "railyard" { print $4 }' "$work/medians")
+    awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request (medians): %.2fx\n", r / n }'
     if [ -n "$baseline" ]; then
-        bl=$(awk '{ print $4 }' "$work/baseline.row")
-        awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request: %.2fx\n", r / b }'
+        bl=$(awk '$1 == "baseline" { print $4 }' "$work/medians")
+        awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request (medians): %.2fx\n", r / b }'
     fi
 done

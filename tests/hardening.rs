@@ -30,6 +30,19 @@ fn read_to_close(stream: &mut TcpStream, within: Duration) -> (String, bool) {
     }
 }
 
+/// A chat completion sent from another thread (it is in flight while the test signals).
+fn in_background(addr: SocketAddr, body: serde_json::Value) -> std::thread::JoinHandle<Reply> {
+    std::thread::spawn(move || {
+        request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        )
+    })
+}
+
 fn healthy(addr: SocketAddr) -> bool {
     request(addr, "GET", "/healthz", &[], b"").status == 200
 }
@@ -97,15 +110,7 @@ fn sigterm_drains_requests_in_flight_then_exits_0() {
     let addr = daemon.addr;
     let body =
         json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let in_flight = std::thread::spawn(move || {
-        request(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("Content-Type", "application/json")],
-            body.to_string().as_bytes(),
-        )
-    });
+    let in_flight = in_background(addr, body);
     std::thread::sleep(Duration::from_millis(300));
     let status = std::process::Command::new("kill")
         .args(["-TERM", &daemon.pid().to_string()])
@@ -138,16 +143,7 @@ fn requests_still_in_flight_at_the_drain_deadline_are_cut_and_the_daemon_exits()
     let mut daemon = Daemon::start(&cfg.path, &backend.url());
     let addr = daemon.addr;
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-    let stuck = std::thread::spawn(move || {
-        request(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("Content-Type", "application/json")],
-            body.to_string().as_bytes(),
-        )
-        .status
-    });
+    let stuck = in_background(addr, body);
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
     std::process::Command::new("kill")
