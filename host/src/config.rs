@@ -108,18 +108,25 @@ impl StartupConfig {
             running.max_connections.to_string(),
             self.max_connections.to_string(),
         );
+        let ms = |d: std::time::Duration| d.as_millis().to_string();
         diff(
             "server.header_read_timeout_ms",
-            running.header_read_timeout.as_millis().to_string(),
-            self.header_read_timeout.as_millis().to_string(),
+            ms(running.header_read_timeout),
+            ms(self.header_read_timeout),
+        );
+        diff(
+            "server.shutdown_delay_ms",
+            ms(running.shutdown_delay),
+            ms(self.shutdown_delay),
+        );
+        diff(
+            "server.shutdown_timeout_ms",
+            ms(running.shutdown_timeout),
+            ms(self.shutdown_timeout),
         );
         let (a, b) = (&running.backend, &self.backend);
         diff("backend.url", a.url.clone(), b.url.clone());
-        diff(
-            "backend.timeout_ms",
-            a.timeout.as_millis().to_string(),
-            b.timeout.as_millis().to_string(),
-        );
+        diff("backend.timeout_ms", ms(a.timeout), ms(b.timeout));
         diff(
             "backend.api_key_env",
             opt(&a.api_key_env),

@@ -269,14 +269,9 @@ impl Engine {
             source,
         })?;
         let digest = sha256_hex(&bytes);
-        drop(bytes);
         if let Some(pre) = self.shared(&digest) {
             return Plugin::new(id, path, digest, true, self, pre, limits);
         }
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
         let (component, cached) = self
             .cache
             .load_or_compile(&self.engine, &bytes, &digest, id)

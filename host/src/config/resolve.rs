@@ -20,14 +20,12 @@ pub(super) fn server(
     raw: &RawConfig,
     base: &Path,
 ) -> (StartupConfig, ServerConfig) {
-    let max_body_bytes = match &raw.server.max_body_bytes {
-        Some(v) if *v.get_ref() == 0 => {
-            p.at(v.span(), "server.max_body_bytes", "must be greater than 0");
-            0
-        }
-        Some(v) => *v.get_ref() as usize,
-        None => 4 << 20,
-    };
+    let max_body_bytes = positive(
+        p,
+        &raw.server.max_body_bytes,
+        "server.max_body_bytes",
+        4 << 20,
+    ) as usize;
     let stream_window_bytes = match &raw.server.stream_window_bytes {
         Some(v) if !(16..=65536).contains(v.get_ref()) => {
             p.at(
@@ -52,14 +50,12 @@ pub(super) fn server(
         allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
         stream_window_bytes,
     };
-    let timeout = match &raw.backend.timeout_ms {
-        Some(v) if *v.get_ref() == 0 => {
-            p.at(v.span(), "backend.timeout_ms", "must be greater than 0");
-            Duration::from_secs(60)
-        }
-        Some(v) => Duration::from_millis(*v.get_ref()),
-        None => Duration::from_secs(60),
-    };
+    let timeout = Duration::from_millis(positive(
+        p,
+        &raw.backend.timeout_ms,
+        "backend.timeout_ms",
+        60_000,
+    ));
     let url = raw
         .backend
         .url
@@ -90,30 +86,20 @@ pub(super) fn server(
         Some(dir) => Some(base.join(dir)),
         None => crate::util::default_cache_dir(),
     };
-    let positive =
-        |p: &mut Problems<'_>, v: &Option<toml::Spanned<u64>>, key: &str, default: u64| match v {
-            Some(v) if *v.get_ref() == 0 => {
-                p.at(v.span(), key, "must be greater than 0");
-                default
-            }
-            Some(v) => *v.get_ref(),
-            None => default,
-        };
     let max_connections = positive(
         p,
         &raw.server.max_connections,
         "server.max_connections",
         4096,
     ) as usize;
-    let header_read_timeout = std::time::Duration::from_millis(positive(
+    let header_read_timeout = Duration::from_millis(positive(
         p,
         &raw.server.header_read_timeout_ms,
         "server.header_read_timeout_ms",
         30_000,
     ));
-    let shutdown_delay =
-        std::time::Duration::from_millis(raw.server.shutdown_delay_ms.unwrap_or(0));
-    let shutdown_timeout = std::time::Duration::from_millis(positive(
+    let shutdown_delay = Duration::from_millis(raw.server.shutdown_delay_ms.unwrap_or(0));
+    let shutdown_timeout = Duration::from_millis(positive(
         p,
         &raw.server.shutdown_timeout_ms,
         "server.shutdown_timeout_ms",
@@ -172,6 +158,19 @@ pub(super) fn tools(p: &mut Problems<'_>, raw: &[Spanned<toml::Value>]) -> Vec<T
     tools
 }
 
+/// A setting that must be greater than 0 (`default` when absent, or when 0, which is then a
+/// problem).
+fn positive(p: &mut Problems<'_>, v: &Option<Spanned<u64>>, key: &str, default: u64) -> u64 {
+    match v {
+        Some(v) if *v.get_ref() == 0 => {
+            p.at(v.span(), key, "must be greater than 0");
+            default
+        }
+        Some(v) => *v.get_ref(),
+        None => default,
+    }
+}
+
 pub(super) fn resolve_tenants(
     p: &mut Problems<'_>,
     raw: &BTreeMap<String, Spanned<RawTenant>>,
@@ -190,18 +189,12 @@ pub(super) fn resolve_tenants(
         {
             p.at(entry.span(), &key, format!("'{name}' is not a valid tenant name (letters, digits, '-' and '_'; 'default' is reserved)"));
         }
-        let max_body_bytes = match &t.max_body_bytes {
-            Some(v) if *v.get_ref() == 0 => {
-                p.at(
-                    v.span(),
-                    format!("{key}.max_body_bytes"),
-                    "must be greater than 0",
-                );
-                default_body
-            }
-            Some(v) => *v.get_ref() as usize,
-            None => default_body,
-        };
+        let max_body_bytes = positive(
+            p,
+            &t.max_body_bytes,
+            &format!("{key}.max_body_bytes"),
+            default_body as u64,
+        ) as usize;
         let max_concurrent = match &t.max_concurrent {
             Some(v) if *v.get_ref() == 0 => {
                 p.at(
