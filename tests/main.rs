@@ -21,6 +21,7 @@
 //! - `flow`: the data-flow rule (untrusted results, privileged calls) through the daemon (#18);
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
+//! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
@@ -44,6 +45,7 @@ mod proxy;
 mod records;
 mod reload;
 mod runtime;
+mod shadow;
 mod streaming;
 mod support;
 mod tenants;

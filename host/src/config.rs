@@ -17,7 +17,7 @@ mod tests;
 
 use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
-use crate::model::{OnError, Rail, ToolDef};
+use crate::model::{Mode, OnError, Rail, ToolDef};
 pub use mcp::{McpConfig, McpServer};
 pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
@@ -227,6 +227,8 @@ pub struct TenantConfig {
     pub chains: Vec<(Rail, Vec<String>)>,
     /// Rails whose default chain this tenant extends, with the plugin ids appended.
     pub extend: Vec<(Rail, Vec<String>)>,
+    /// Plugins whose mode differs in this tenant's chains from their `[[plugins]]` entry.
+    pub modes: Vec<(String, Mode)>,
     /// Line of the tenant's table.
     pub line: usize,
 }
@@ -242,6 +244,8 @@ pub struct PluginConfig {
     pub rails: Option<Vec<Rail>>,
     /// Fault resolution.
     pub on_error: OnError,
+    /// Whether its verdicts are applied or only recorded.
+    pub mode: Mode,
     /// Models the plugin runs for (globs, `*` any run, case-insensitive); empty: every request.
     /// The daemon skips the plugin for other models without calling it.
     pub models: Vec<String>,

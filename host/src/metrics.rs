@@ -85,7 +85,7 @@ impl Default for Metrics {
             ),
             verdicts: Family::new(
                 "railyard_verdicts_total",
-                "Plugin decisions by tenant, rail, policy and verdict.",
+                "Plugin decisions by tenant, rail, policy and verdict; shadow=\"true\" marks a shadow plugin's (recorded, not applied).",
             ),
             faults: Family::new(
                 "railyard_plugin_faults_total",
@@ -165,15 +165,17 @@ impl Metrics {
     pub fn evaluation(&self, eval: &Evaluation, tenant: Option<&str>) {
         let tenant = tenant.unwrap_or(crate::auth::DEFAULT_TENANT);
         for d in &eval.decisions {
-            self.verdicts.with(
-                vec![
-                    ("tenant", tenant.to_string()),
-                    ("rail", eval.rail.to_string()),
-                    ("policy", d.plugin.clone()),
-                    ("verdict", d.verdict.as_str().to_string()),
-                ],
-                |c| *c += 1,
-            );
+            let mut labels = vec![
+                ("tenant", tenant.to_string()),
+                ("rail", eval.rail.to_string()),
+                ("policy", d.plugin.clone()),
+                ("verdict", d.verdict.as_str().to_string()),
+            ];
+            // A shadow plugin's verdicts are counted apart: they were not applied.
+            if d.shadow {
+                labels.push(("shadow", "true".to_string()));
+            }
+            self.verdicts.with(labels, |c| *c += 1);
             if let Some(kind) = d.fault {
                 let kind = kind.as_str().to_string();
                 self.faults

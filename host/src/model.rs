@@ -368,6 +368,28 @@ impl OnError {
     }
 }
 
+/// Whether a plugin's verdicts count (`enforce`) or are only recorded (`shadow`: it runs and its
+/// decisions are logged and counted, but the request goes on as if it had allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Verdicts are applied.
+    #[default]
+    Enforce,
+    /// Verdicts are recorded, never applied.
+    Shadow,
+}
+
+impl Mode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Shadow => "shadow",
+        }
+    }
+}
+
 /// Overall verdict of a chain, ordered by strength.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -135,10 +135,15 @@ impl PolicySet {
             });
         }
         // Every plugin is loaded now, so `loaded` and `config.plugins` line up.
-        let step = |i: usize| Step {
+        // `modes`: a tenant's overrides of the plugins' modes.
+        let step = |i: usize, modes: &[(String, crate::model::Mode)]| Step {
             plugin: loaded[i].0.clone(),
             on_error: config.plugins[i].on_error,
             models: config.plugins[i].models.clone().into(),
+            mode: modes
+                .iter()
+                .find(|(id, _)| *id == config.plugins[i].name)
+                .map_or(config.plugins[i].mode, |(_, m)| *m),
         };
         // Plugin indices per rail, in rail_index order (which is Rail::ALL's).
         let defaults: Vec<Vec<usize>> = Rail::ALL
@@ -149,15 +154,18 @@ impl PolicySet {
                     .collect()
             })
             .collect();
-        let arrange = |ids: &[Vec<usize>]| -> [Chain; 5] {
+        let arrange = |ids: &[Vec<usize>], modes: &[(String, crate::model::Mode)]| -> [Chain; 5] {
             Rail::ALL.map(|rail| {
                 Chain::new(
                     rail,
-                    ids[rail_index(rail)].iter().map(|&i| step(i)).collect(),
+                    ids[rail_index(rail)]
+                        .iter()
+                        .map(|&i| step(i, modes))
+                        .collect(),
                 )
             })
         };
-        let chains = arrange(&defaults);
+        let chains = arrange(&defaults, &[]);
         let mut tenants = Vec::new();
         for tenant in &config.tenants {
             let ids: Vec<Vec<usize>> = Rail::ALL
@@ -190,7 +198,7 @@ impl PolicySet {
                     ids
                 })
                 .collect();
-            tenants.push((tenant.name.clone(), arrange(&ids)));
+            tenants.push((tenant.name.clone(), arrange(&ids, &tenant.modes)));
         }
         if !problems.is_empty() {
             return Err(ConfigError {
@@ -281,6 +289,7 @@ impl PolicySet {
                     "path": p.path(),
                     "rails": self.rails_of(p.id()),
                     "on_error": pc.on_error,
+                    "mode": pc.mode,
                     "models": (!pc.models.is_empty()).then_some(&pc.models),
                     "limits": {
                         "timeout_ms": p.limits().timeout.as_millis() as u64,
@@ -314,6 +323,7 @@ impl PolicySet {
                     t.name.clone(),
                     serde_json::json!({
                         "chains": chains(Some(&t.name)),
+                        "modes": t.modes.iter().map(|(id, m)| (id.clone(), serde_json::json!(m))).collect::<serde_json::Map<_, _>>(),
                         "max_body_bytes": t.max_body_bytes,
                         "max_concurrent": t.max_concurrent,
                     }),

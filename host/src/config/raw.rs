@@ -3,7 +3,7 @@
 
 use super::{OnBlock, OnBlockStream};
 use crate::model::Isolation;
-use crate::model::OnError;
+use crate::model::{Mode, OnError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -134,6 +134,8 @@ pub(super) struct RawTenant {
     pub(super) chains: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     pub(super) extend: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub(super) modes: BTreeMap<String, Spanned<Mode>>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -153,6 +155,7 @@ pub(super) struct RawPlugin {
     pub(super) path: Spanned<String>,
     pub(super) rails: Option<Vec<Spanned<String>>>,
     pub(super) on_error: Option<OnError>,
+    pub(super) mode: Option<Mode>,
     pub(super) timeout_ms: Option<Spanned<u64>>,
     pub(super) memory_mb: Option<Spanned<u64>>,
     pub(super) isolation: Option<Isolation>,

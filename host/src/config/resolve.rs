@@ -244,12 +244,24 @@ pub(super) fn resolve_tenants(
                 );
             }
         }
+        let mut modes = Vec::new();
+        for (id, mode) in &t.modes {
+            if !plugins.iter().any(|pc| &pc.name == id) {
+                p.at(
+                    mode.span(),
+                    format!("{key}.modes.{id}"),
+                    format!("no plugin named '{id}' in [[plugins]]"),
+                );
+            }
+            modes.push((id.clone(), *mode.get_ref()));
+        }
         tenants.push(TenantConfig {
             name: name.clone(),
             max_body_bytes,
             max_concurrent,
             chains,
             extend,
+            modes,
             line: super::line_of(p.text, entry.span().start),
         });
     }
@@ -407,6 +419,7 @@ pub(super) fn resolve_plugins(
             path: base.join(plugin_path),
             rails,
             on_error: raw.on_error.unwrap_or(default_on_error),
+            mode: raw.mode.unwrap_or_default(),
             models,
             limits,
             config,

@@ -14,13 +14,18 @@
 //!
 //! The overall verdict is the strongest seen: block > reject > modify > allow.
 //!
+//! A plugin in `shadow` mode runs like any other and its decision is recorded (edits are still
+//! checked, on a copy), but nothing it says is applied: the payload, the verdict and the chain's
+//! course are as if it had allowed. A shadow block is kept as [`Evaluation::would_block`]; a
+//! shadow fault never blocks, whatever `on_error` says.
+//!
 //! The chain depends on [`Evaluate`], not on wasmtime, so these semantics have native unit tests
 //! with a fake plugin. The WIT request is built once per run and rebuilt only after an edit.
 
 use super::apply::{apply, Applied};
 use crate::engine::{EvalRequest, FaultKind, Plugin, PluginFault, PluginVerdict, Prepared};
 use crate::model::{Context, Payload, Rail};
-pub use crate::model::{Decided, OnError, Verdict};
+pub use crate::model::{Decided, Mode, OnError, Verdict};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,6 +71,9 @@ pub struct Decision {
     /// How a fault was resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_error: Option<OnError>,
+    /// The plugin runs in shadow mode: this decision was recorded, not applied.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
     /// Wall time of the call, including applying its edits.
     #[serde(serialize_with = "micros")]
     pub duration_us: Duration,
@@ -118,6 +126,9 @@ pub struct Evaluation {
     pub rejections: Vec<Rejected>,
     /// Set when the verdict is block.
     pub blocked: Option<Blocked>,
+    /// The first block (or fault that would block) by a shadow plugin: what enforcing it would
+    /// have done.
+    pub would_block: Option<Blocked>,
 }
 
 impl Evaluation {
@@ -127,6 +138,7 @@ impl Evaluation {
             "rail": self.rail,
             "verdict": self.verdict,
             "blocked": self.blocked,
+            "would_block": self.would_block,
             "rejections": self.rejections,
             "decisions": self.decisions,
             "payload": self.payload.to_openai(),
@@ -143,6 +155,8 @@ pub struct Step {
     pub on_error: OnError,
     /// The models it runs for (globs); empty: every request.
     pub models: Arc<[String]>,
+    /// Enforced or shadow.
+    pub mode: Mode,
 }
 
 impl Step {
@@ -186,7 +200,7 @@ impl Chain {
             self.steps
                 .iter()
                 .filter(|s| s.runs_for(model))
-                .map(|s| (&*s.plugin, s.on_error)),
+                .map(|s| (&*s.plugin, s.on_error, s.mode)),
             payload,
             ctx,
             partial,
@@ -197,7 +211,7 @@ impl Chain {
 /// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
 pub fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl Iterator<Item = (&'a E, OnError)>,
+    steps: impl Iterator<Item = (&'a E, OnError, Mode)>,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
@@ -209,12 +223,32 @@ pub fn run<'a, E: Evaluate + 'a>(
         decisions: Vec::with_capacity(steps.size_hint().0),
         rejections: Vec::new(),
         blocked: None,
+        would_block: None,
     };
     // The plugins' WIT request is rebuilt only after an edit.
     let mut prepared = Prepared::default();
-    for (plugin, on_error) in steps {
+    for (plugin, on_error, mode) in steps {
         let started = Instant::now();
         let id = plugin.id().to_string();
+        if mode == Mode::Shadow {
+            let decision = shadow(
+                plugin,
+                &payload,
+                rail,
+                ctx,
+                partial,
+                &mut prepared,
+                on_error,
+            );
+            if let (None, Some(blocked)) = (&eval.would_block, decision.1) {
+                eval.would_block = Some(blocked);
+            }
+            eval.decisions.push(Decision {
+                duration_us: started.elapsed(),
+                ..decision.0
+            });
+            continue;
+        }
         let answer = plugin.evaluate(
             &EvalRequest {
                 rail,
@@ -233,6 +267,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             reason: None,
             fault: None,
             on_error: None,
+            shadow: false,
             duration_us: started.elapsed(),
         };
         match outcome {
@@ -290,6 +325,86 @@ pub fn run<'a, E: Evaluate + 'a>(
     }
     eval.payload = payload;
     eval
+}
+
+/// Run a shadow plugin: its decision as it would have been, and the block it would have caused.
+/// Its edits are checked on a copy, so a shadow plugin whose edits are invalid is recorded as the
+/// fault it would be when enforced.
+fn shadow<E: Evaluate>(
+    plugin: &E,
+    payload: &Payload,
+    rail: Rail,
+    ctx: &Context,
+    partial: bool,
+    prepared: &mut Prepared,
+    on_error: OnError,
+) -> (Decision, Option<Blocked>) {
+    let id = plugin.id().to_string();
+    let answer = plugin.evaluate(
+        &EvalRequest {
+            rail,
+            payload,
+            tools: &payload.tools,
+            fields: &payload.fields,
+            ctx,
+            partial,
+        },
+        prepared,
+    );
+    let outcome = answer.and_then(|verdict| match verdict {
+        PluginVerdict::Allow => Ok(Applied::Allow),
+        verdict => apply(&mut payload.clone(), rail, &id, verdict),
+    });
+    let mut decision = Decision {
+        plugin: id.clone(),
+        verdict: Decided::Allow,
+        reason: None,
+        fault: None,
+        on_error: None,
+        shadow: true,
+        duration_us: Duration::ZERO,
+    };
+    let mut would_block = None;
+    match outcome {
+        Ok(Applied::Allow) => {}
+        Ok(Applied::Modify(reason)) => {
+            decision.verdict = Decided::Modify;
+            decision.reason = Some(reason);
+        }
+        Ok(Applied::Reject(items)) => {
+            decision.verdict = Decided::Reject;
+            decision.reason = Some(
+                items
+                    .iter()
+                    .map(|r| r.reason.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+        Ok(Applied::Block(reason)) => {
+            decision.verdict = Decided::Block;
+            decision.reason = Some(reason.clone());
+            would_block = Some(Blocked {
+                plugin: id,
+                reason,
+                fault: false,
+            });
+        }
+        Err(fault) => {
+            decision.verdict = Decided::Fault;
+            decision.reason = Some(fault.to_string());
+            decision.fault = Some(fault.kind);
+            decision.on_error = Some(on_error);
+            if on_error == OnError::Block {
+                would_block = Some(Blocked {
+                    reason: format!("policy '{id}' failed ({})", fault.kind),
+                    plugin: id,
+                    fault: true,
+                });
+            }
+        }
+    }
+    (decision, would_block)
 }
 
 #[cfg(test)]

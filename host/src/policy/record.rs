@@ -63,6 +63,9 @@ pub struct PluginRecord {
     /// Its fault kind, if it faulted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultKind>,
+    /// It runs in shadow mode: its verdict was recorded, not applied.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 /// A fault and how it was resolved.
@@ -74,8 +77,11 @@ pub struct FaultRecord {
     pub policy: String,
     /// The fault kind.
     pub fault: FaultKind,
-    /// How it was resolved.
+    /// How it was resolved (for a shadow plugin: how it would have been).
     pub on_error: OnError,
+    /// The plugin runs in shadow mode: the fault changed nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 /// Who blocked, and why.
@@ -123,6 +129,9 @@ pub struct DecisionRecord {
     /// The block, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked: Option<BlockRecord>,
+    /// The first block a shadow plugin would have caused ("would have blocked"), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_block: Option<BlockRecord>,
     /// What the request was about, for doors that have a target (MCP: the server and tool).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
@@ -164,6 +173,7 @@ impl DecisionRecord {
             plugins: Vec::new(),
             faults: Vec::new(),
             blocked: None,
+            would_block: None,
             target: None,
             notes: Vec::new(),
             provenance: Default::default(),
@@ -197,6 +207,7 @@ impl DecisionRecord {
                     runs: 1,
                     duration_us: micros,
                     fault: d.fault,
+                    shadow: d.shadow,
                 }),
             }
             if let (Some(fault), Some(on_error)) = (d.fault, d.on_error) {
@@ -205,8 +216,17 @@ impl DecisionRecord {
                     policy: d.plugin.clone(),
                     fault,
                     on_error,
+                    shadow: d.shadow,
                 });
             }
+        }
+        if let (None, Some(b)) = (&self.would_block, &eval.would_block) {
+            self.would_block = Some(BlockRecord {
+                rail: eval.rail,
+                policy: b.plugin.clone(),
+                reason: b.reason.clone(),
+                fault: b.fault,
+            });
         }
         if let Some(b) = &eval.blocked {
             self.blocked = Some(BlockRecord {
@@ -242,12 +262,17 @@ impl DecisionRecord {
         });
     }
 
-    /// Whether any rail did more than allow, a plugin faulted, or there is a note for the
-    /// caller: then the answer carries a `railyard` object.
+    /// Whether any rail did more than allow, a plugin faulted, a shadow plugin would have done
+    /// more than allow, or there is a note for the caller: then the answer carries a `railyard`
+    /// object.
     pub fn acted(&self) -> bool {
         self.rails.0.iter().any(|(_, v)| *v != Verdict::Allow)
             || !self.faults.is_empty()
             || !self.notes.is_empty()
+            || self
+                .plugins
+                .iter()
+                .any(|p| p.shadow && p.verdict != Decided::Allow)
     }
 
     /// One line for the human log format.
@@ -268,9 +293,10 @@ impl DecisionRecord {
                     String::new()
                 };
                 format!(
-                    "{}:{}:{}{runs}:{}us",
+                    "{}:{}:{}{}{runs}:{}us",
                     p.rail,
                     p.plugin,
+                    if p.shadow { "shadow-" } else { "" },
                     p.verdict.as_str(),
                     p.duration_us
                 )
@@ -311,8 +337,12 @@ impl DecisionRecord {
         } else {
             format!(" provenance={}", provenance.join(","))
         };
+        let would_block = match &self.would_block {
+            Some(b) => format!(" would_block={}:{}", b.rail, b.policy),
+            None => String::new(),
+        };
         format!(
-            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{provenance}",
+            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{would_block}{provenance}",
             self.door.as_str(),
             self.status,
             serde_json::to_value(self.outcome)

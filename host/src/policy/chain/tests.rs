@@ -70,7 +70,9 @@ fn fault() -> Result<PluginVerdict, PluginFault> {
 fn go(steps: &[(&Fake, OnError)], text: &str) -> Evaluation {
     run(
         Rail::Input,
-        steps.iter().copied(),
+        steps
+            .iter()
+            .map(|&(p, on_error)| (p, on_error, Mode::Enforce)),
         user(text),
         &Context::default(),
         false,
@@ -147,6 +149,89 @@ fn reject_replaces_and_goes_on() {
     assert_eq!(e.verdict, Verdict::Reject);
     assert_eq!(b.calls.load(Ordering::Relaxed), 1);
     assert_eq!(e.rejections[0].reason, "[withheld]");
+}
+
+fn go_modes(steps: &[(&Fake, OnError, Mode)], text: &str) -> Evaluation {
+    run(
+        Rail::Input,
+        steps.iter().copied(),
+        user(text),
+        &Context::default(),
+        false,
+    )
+}
+
+#[test]
+fn a_shadow_plugin_is_recorded_but_changes_nothing() {
+    let shadow_edit = Fake::new("se", Ok(edit("later")));
+    let shadow_reject = Fake::new(
+        "sr",
+        Ok(PluginVerdict::Reject(vec![Rejection {
+            target: Target::Message(0),
+            message: "[withheld]".into(),
+        }])),
+    );
+    let shadow_block = Fake::new("sb", Ok(PluginVerdict::Block("no".into())));
+    let shadow_fault = Fake::new("sf", fault());
+    let after = Fake::new("after", Ok(PluginVerdict::Allow));
+    let e = go_modes(
+        &[
+            (&shadow_edit, OnError::Block, Mode::Shadow),
+            (&shadow_reject, OnError::Block, Mode::Shadow),
+            (&shadow_block, OnError::Block, Mode::Shadow),
+            (&shadow_fault, OnError::Block, Mode::Shadow),
+            (&after, OnError::Block, Mode::Enforce),
+        ],
+        "x",
+    );
+    assert_eq!(e.verdict, Verdict::Allow);
+    assert!(e.blocked.is_none() && e.rejections.is_empty());
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("x".into()))
+    );
+    assert_eq!(after.calls.load(Ordering::Relaxed), 1, "the chain went on");
+    let verdicts: Vec<_> = e.decisions.iter().map(|d| (d.verdict, d.shadow)).collect();
+    assert_eq!(
+        verdicts,
+        [
+            (Decided::Modify, true),
+            (Decided::Reject, true),
+            (Decided::Block, true),
+            (Decided::Fault, true),
+            (Decided::Allow, false)
+        ]
+    );
+    let would = e.would_block.unwrap();
+    assert_eq!((would.plugin.as_str(), would.fault), ("sb", false));
+}
+
+#[test]
+fn a_shadow_fault_would_block_only_when_on_error_says_so() {
+    let bad = Fake::new("bad", fault());
+    let open = go_modes(&[(&bad, OnError::Allow, Mode::Shadow)], "x");
+    assert!(open.would_block.is_none());
+    let closed = go_modes(&[(&bad, OnError::Block, Mode::Shadow)], "x");
+    assert!(closed.would_block.unwrap().fault);
+    assert_eq!(closed.verdict, Verdict::Allow);
+}
+
+#[test]
+fn a_shadow_plugins_invalid_edit_is_recorded_as_the_fault_it_would_be() {
+    let out_of_range = Fake::new(
+        "p",
+        Ok(PluginVerdict::Modify {
+            edits: vec![Edit::Content {
+                message: 7,
+                content: RawContent::Text("x".into()),
+            }],
+            reason: "r".into(),
+        }),
+    );
+    let e = go_modes(&[(&out_of_range, OnError::Block, Mode::Shadow)], "keep");
+    assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
+    assert_eq!(e.verdict, Verdict::Allow);
+    assert!(e.would_block.is_some());
 }
 
 /// The `as_str` spellings (logs, metrics, gRPC) are the serialized ones (JSON APIs).

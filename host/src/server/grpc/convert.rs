@@ -107,6 +107,14 @@ fn verdict_out(v: Verdict) -> proto::Verdict {
     }
 }
 
+fn blocked_out(b: &crate::policy::chain::Blocked) -> proto::Blocked {
+    proto::Blocked {
+        plugin: b.plugin.clone(),
+        reason: b.reason.clone(),
+        fault: b.fault,
+    }
+}
+
 pub(super) fn response_out(
     eval: &Evaluation,
     revision: &Revision,
@@ -129,6 +137,7 @@ pub(super) fn response_out(
                     String::new()
                 },
                 duration_us: d.duration_us.as_micros() as u64,
+                shadow: d.shadow,
             })
             .collect(),
         rejections: eval
@@ -142,11 +151,8 @@ pub(super) fn response_out(
                 reason: r.reason.clone(),
             })
             .collect(),
-        blocked: eval.blocked.as_ref().map(|b| proto::Blocked {
-            plugin: b.plugin.clone(),
-            reason: b.reason.clone(),
-            fault: b.fault,
-        }),
+        blocked: eval.blocked.as_ref().map(blocked_out),
+        would_block: eval.would_block.as_ref().map(blocked_out),
         revision: Some(revision_out(revision)),
         request_id,
     }
