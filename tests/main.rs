@@ -22,6 +22,7 @@
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
+//! - `deploy`: the Kubernetes base rendered by `kubectl kustomize`, and its config run (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
@@ -31,6 +32,7 @@ mod cli;
 mod clients;
 mod config;
 mod contract;
+mod deploy;
 mod doors;
 mod faults;
 mod flow;

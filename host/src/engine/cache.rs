@@ -106,21 +106,34 @@ fn store(path: &Path, artifact: &[u8]) -> std::io::Result<()> {
 fn map_private(engine: &wasmtime::Engine, path: &Path) -> wasmtime::Result<Component> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COPIES: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let copy = dir.join(format!(
+    let name = format!(
         ".live-{}-{}.cwasm",
         std::process::id(),
         COPIES.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::copy(path, &copy)?;
-    // SAFETY: deserializing trusts the artifact. Only Railyard writes this directory (it lives in
-    // the operator's own cache dir), every artifact is named by the SHA-256 of the component it
-    // was compiled from plus the engine settings, and wasmtime checks the artifact's header
-    // against this engine before using it. The copy is this process's alone and is unlinked
-    // below, so nothing can change it while it is mapped.
+    );
+    // Next to the artifact, else in the temporary directory: a cache baked into a container
+    // image is read-only (`readOnlyRootFilesystem`) and only /tmp is writable.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for copy in [dir.join(&name), std::env::temp_dir().join(&name)] {
+        if std::fs::copy(path, &copy).is_err() {
+            let _ = std::fs::remove_file(&copy);
+            continue;
+        }
+        // SAFETY: deserializing trusts the artifact. Only Railyard writes the cache directory (the
+        // operator's own), every artifact is named by the SHA-256 of the component it was
+        // compiled from plus the engine settings, and wasmtime checks the artifact's header
+        // against this engine before using it. The copy is this process's alone and is unlinked
+        // below, so nothing can change it while it is mapped.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize_file(engine, &copy) };
+        let _ = std::fs::remove_file(&copy);
+        return component;
+    }
+    // Nowhere to copy to: read the artifact into memory (it is then heap, not page cache).
+    let bytes = std::fs::read(path)?;
+    // SAFETY: as above; the bytes are this process's own.
     #[allow(unsafe_code)]
-    let component = unsafe { Component::deserialize_file(engine, &copy) };
-    let _ = std::fs::remove_file(&copy);
+    let component = unsafe { Component::deserialize(engine, &bytes) };
     component
 }
 
