@@ -23,6 +23,7 @@
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
 //! - `deploy`: the Kubernetes base rendered by `kubectl kustomize`, and its config run (#20);
+//! - `telemetry`: OpenTelemetry traces into a real OTLP receiver (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
@@ -50,5 +51,6 @@ mod runtime;
 mod shadow;
 mod streaming;
 mod support;
+mod telemetry;
 mod tenants;
 mod tool_rules;

@@ -134,6 +134,16 @@ impl Backend {
         self.timeout
     }
 
+    /// Where `route` goes.
+    pub fn url(&self, route: Route) -> String {
+        match route {
+            Route::Chat => &self.chat,
+            Route::Responses => &self.responses,
+            Route::Messages => &self.messages,
+        }
+        .to_string()
+    }
+
     /// POST `body` to `route`. `client_auth` is the caller's `Authorization`, forwarded unless a
     /// backend key is configured; `headers` are the caller's headers the route carries on (e.g.
     /// `anthropic-version`). Resolves when the response headers arrive.

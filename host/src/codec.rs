@@ -57,6 +57,20 @@ impl Door {
         }
     }
 
+    /// Its HTTP method and route (trace span names).
+    pub fn route(self) -> (&'static str, &'static str) {
+        match self {
+            Door::Chat => ("POST", "/v1/chat/completions"),
+            Door::Responses => ("POST", "/v1/responses"),
+            Door::Messages => ("POST", "/v1/messages"),
+            Door::Models => ("GET", "/v1/models"),
+            Door::Check => ("POST", "/v1/check"),
+            Door::Grpc => ("POST", "/railyard.v1.PolicyService"),
+            Door::Mcp => ("POST", "/mcp/{name}"),
+            Door::Admin => ("GET", "/v1/admin"),
+        }
+    }
+
     /// Whether errors on this door take Anthropic's shape.
     pub fn anthropic(self) -> bool {
         self == Door::Messages

@@ -79,6 +79,19 @@ pub struct StartupConfig {
     /// `[server] shutdown_timeout_ms`: how long requests in flight may take to finish once
     /// draining starts; what is left then is cut.
     pub shutdown_timeout: std::time::Duration,
+    /// `[telemetry]`: OTLP traces; `None`: off.
+    pub telemetry: Option<TelemetryConfig>,
+}
+
+/// `[telemetry]`: where traces go, and how many.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// The OTLP/gRPC endpoint (a collector), e.g. `http://127.0.0.1:4317`.
+    pub otlp_endpoint: String,
+    /// `service.name` of the spans.
+    pub service_name: String,
+    /// The share of new traces sampled (a caller's `traceparent` decides for its own traces).
+    pub sample_ratio: f64,
 }
 
 impl StartupConfig {
@@ -152,6 +165,16 @@ impl StartupConfig {
                 .map_or("unset".into(), |p| p.display().to_string())
         };
         diff("cache_dir", dir(&running.cache_dir), dir(&self.cache_dir));
+        let telemetry = |t: &Option<TelemetryConfig>| {
+            t.as_ref().map_or("off".into(), |t| {
+                format!("{} {} {}", t.otlp_endpoint, t.service_name, t.sample_ratio)
+            })
+        };
+        diff(
+            "telemetry",
+            telemetry(&running.telemetry),
+            telemetry(&self.telemetry),
+        );
         out
     }
 }

@@ -105,7 +105,16 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         tracing::error!("cannot watch the config and plugin files ({e}); reload with SIGHUP or POST /v1/admin/reload");
     }
     spawn_sighup(reloader.clone());
-    let app = Arc::new(App::new(reloader, backend, startup, metrics));
+    let telemetry = match &startup.telemetry {
+        None => None,
+        Some(t) => {
+            let telemetry = crate::telemetry::Telemetry::start(t)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            tracing::info!(endpoint = %t.otlp_endpoint, "exporting traces (OTLP/gRPC)");
+            Some(telemetry)
+        }
+    };
+    let app = Arc::new(App::new(reloader, backend, startup, metrics).with_telemetry(telemetry));
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -157,6 +166,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "listening");
     let router = router(app.clone(), admin_listen.is_none());
+    let last = app.clone();
     // SIGTERM: not-ready first (a load balancer stops sending), then drain.
     let draining = async move {
         shutdown().await;
@@ -164,6 +174,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         tokio::time::sleep(shutdown_delay).await;
     };
     crate::server::listen::serve(listener, router, limits, draining).await?;
+    if last.telemetry().is_some() {
+        // The exporter's last batch: on a blocking thread, the channel needs the runtime.
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(t) = last.telemetry() {
+                t.shutdown();
+            }
+        })
+        .await;
+    }
     tracing::info!("drained; exiting");
     Ok(())
 }

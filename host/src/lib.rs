@@ -12,6 +12,7 @@
 //! - [`engine`]: wasmtime, the component cache, the sandbox, instance pools, the WIT records;
 //! - [`policy`]: a loaded policy set, one chain per rail and tenant, the chain's semantics, the
 //!   decision record;
+//! - [`telemetry`]: OpenTelemetry traces of requests, rails, plugins and backend calls;
 //! - [`rails`]: one request's flow through the rails, whatever the door; streamed replies;
 //! - [`server`], [`backend`], [`daemon`], [`reload`], [`metrics`]: the daemon around it;
 //! - [`cases`], [`scaffold`]: `railyard test` and `railyard new`; [`demo`]: a scripted model.
@@ -33,6 +34,7 @@ pub mod rails;
 pub mod reload;
 pub mod scaffold;
 pub mod server;
+pub mod telemetry;
 pub mod util;
 
 /// The model under its earlier name (the payload a chain judges).

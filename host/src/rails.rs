@@ -87,6 +87,8 @@ pub struct RequestScope {
     observer: Arc<dyn Observer>,
     started: Instant,
     ended: bool,
+    /// Its trace, when traces are on.
+    trace: Option<crate::telemetry::RequestTrace>,
 }
 
 impl RequestScope {
@@ -110,7 +112,18 @@ impl RequestScope {
             observer,
             started: Instant::now(),
             ended: false,
+            trace: None,
         }
+    }
+
+    /// Trace this request with `trace`.
+    pub fn set_trace(&mut self, trace: crate::telemetry::RequestTrace) {
+        self.trace = Some(trace);
+    }
+
+    /// Its trace, when traces are on (for the backend call's span).
+    pub fn trace(&mut self) -> Option<&mut crate::telemetry::RequestTrace> {
+        self.trace.as_mut()
     }
 
     /// Who is calling (what authentication established; never the body).
@@ -218,6 +231,9 @@ impl RequestScope {
         let tenant = self.tenant_name().to_string();
         self.observer.evaluation(eval, &tenant);
         self.record.add(eval);
+        if let Some(trace) = &self.trace {
+            trace.rail(eval);
+        }
         self.rejections
             .extend(eval.rejections.iter().map(|r: &Rejected| {
                 let mut v = serde_json::to_value(r).unwrap_or_default();
@@ -409,6 +425,9 @@ impl RequestScope {
         record.status = status;
         record.outcome = outcome;
         record.latency_us = self.started.elapsed().as_micros() as u64;
+        if let Some(trace) = &mut self.trace {
+            trace.end(&record);
+        }
         self.observer.record(record);
     }
 }

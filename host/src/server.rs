@@ -73,6 +73,8 @@ pub struct App {
     mcp_history: mcp::History,
     /// Set when shutdown begins: `/readyz` turns not-ready.
     draining: std::sync::atomic::AtomicBool,
+    /// Traces, when `[telemetry]` is on.
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl App {
@@ -106,7 +108,19 @@ impl App {
             mcp_tools: mcp::ToolCache::default(),
             mcp_history: mcp::History::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            telemetry: None,
         }
+    }
+
+    /// Trace requests with `telemetry`.
+    pub fn with_telemetry(mut self, telemetry: Option<crate::telemetry::Telemetry>) -> App {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// Traces, when on.
+    pub fn telemetry(&self) -> Option<&crate::telemetry::Telemetry> {
+        self.telemetry.as_ref()
     }
 
     /// The policy set new requests use. A request keeps the snapshot it started with.

@@ -31,6 +31,17 @@ pub(super) struct RawConfig {
     pub(super) mcp: RawMcp,
     #[serde(default)]
     pub(super) provenance: Option<Spanned<RawProvenance>>,
+    #[serde(default)]
+    pub(super) telemetry: RawTelemetry,
+}
+
+/// `[telemetry]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp_endpoint: Option<Spanned<String>>,
+    pub(super) service_name: Option<String>,
+    pub(super) sample_ratio: Option<Spanned<f64>>,
 }
 
 /// `[mcp]`.

@@ -4,7 +4,7 @@
 use super::raw::{RawConfig, RawLimits, RawPlugin, RawTenant};
 use super::{
     AnthropicBackend, BackendConfig, PluginConfig, Problems, ServerConfig, StartupConfig,
-    TenantConfig, MAX_MEMORY_MB, MAX_TIMEOUT_MS,
+    TelemetryConfig, TenantConfig, MAX_MEMORY_MB, MAX_TIMEOUT_MS,
 };
 use crate::model::Limits;
 use crate::model::{Rail, ToolDef};
@@ -105,6 +105,37 @@ pub(super) fn server(
         "server.shutdown_timeout_ms",
         30_000,
     ));
+    let t = &raw.telemetry;
+    let telemetry = match &t.otlp_endpoint {
+        None => None,
+        Some(url) => {
+            let endpoint = url.get_ref().trim();
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                p.at(
+                    url.span(),
+                    "telemetry.otlp_endpoint",
+                    format!("'{endpoint}' is not an http:// or https:// URL (e.g. http://127.0.0.1:4317, an OTLP/gRPC collector)"),
+                );
+            }
+            let sample_ratio = match &t.sample_ratio {
+                Some(r) if !(0.0..=1.0).contains(r.get_ref()) => {
+                    p.at(
+                        r.span(),
+                        "telemetry.sample_ratio",
+                        format!("must be between 0 and 1, got {}", r.get_ref()),
+                    );
+                    1.0
+                }
+                Some(r) => *r.get_ref(),
+                None => 1.0,
+            };
+            Some(TelemetryConfig {
+                otlp_endpoint: endpoint.to_string(),
+                service_name: t.service_name.clone().unwrap_or_else(|| "railyard".into()),
+                sample_ratio,
+            })
+        }
+    };
     let startup = StartupConfig {
         listen: raw
             .server
@@ -119,6 +150,7 @@ pub(super) fn server(
         header_read_timeout,
         shutdown_delay,
         shutdown_timeout,
+        telemetry,
     };
     (startup, server)
 }

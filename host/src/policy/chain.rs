@@ -77,6 +77,9 @@ pub struct Decision {
     /// Wall time of the call, including applying its edits.
     #[serde(serialize_with = "micros")]
     pub duration_us: Duration,
+    /// When the call started, from the start of the chain run (for trace spans).
+    #[serde(skip)]
+    pub offset: Duration,
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -129,6 +132,8 @@ pub struct Evaluation {
     /// The first block (or fault that would block) by a shadow plugin: what enforcing it would
     /// have done.
     pub would_block: Option<Blocked>,
+    /// When the run started.
+    pub started: Instant,
 }
 
 impl Evaluation {
@@ -224,6 +229,7 @@ pub fn run<'a, E: Evaluate + 'a>(
         rejections: Vec::new(),
         blocked: None,
         would_block: None,
+        started: Instant::now(),
     };
     // The plugins' WIT request is rebuilt only after an edit.
     let mut prepared = Prepared::default();
@@ -245,6 +251,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             }
             eval.decisions.push(Decision {
                 duration_us: started.elapsed(),
+                offset: started.duration_since(eval.started),
                 ..decision.0
             });
             continue;
@@ -269,6 +276,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             on_error: None,
             shadow: false,
             duration_us: started.elapsed(),
+            offset: started.duration_since(eval.started),
         };
         match outcome {
             Ok(Applied::Allow) => {}
@@ -363,6 +371,7 @@ fn shadow<E: Evaluate>(
         on_error: None,
         shadow: true,
         duration_us: Duration::ZERO,
+        offset: Duration::ZERO,
     };
     let mut would_block = None;
     match outcome {

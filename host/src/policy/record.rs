@@ -32,6 +32,21 @@ pub enum Outcome {
     Disconnected,
 }
 
+impl Outcome {
+    /// The record spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Served => "served",
+            Outcome::Refused => "refused",
+            Outcome::Unauthorized => "unauthorized",
+            Outcome::Throttled => "throttled",
+            Outcome::Invalid => "invalid",
+            Outcome::BackendError => "backend_error",
+            Outcome::Disconnected => "disconnected",
+        }
+    }
+}
+
 /// Each rail's strongest verdict, as a map in rail order (`{"input": "modify"}`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RailVerdicts(pub Vec<(Rail, Verdict)>);
@@ -345,10 +360,7 @@ impl DecisionRecord {
             "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{would_block}{provenance}",
             self.door.as_str(),
             self.status,
-            serde_json::to_value(self.outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            self.outcome.as_str(),
             if self.tenant.is_empty() { "-" } else { &self.tenant },
             self.principal.as_deref().unwrap_or("-"),
             self.revision,

@@ -25,11 +25,16 @@ pub(crate) async fn check(
     body: Body,
 ) -> Response {
     let auth = ingress::authorization(&headers, Door::Check);
-    let Admitted { mut scope, permit } =
-        match ingress::admit(&app, Door::Check, request_id, auth.as_deref()) {
-            Ok(admitted) => admitted,
-            Err(refused) => return ingress::refuse(Door::Check, *refused),
-        };
+    let Admitted { mut scope, permit } = match ingress::admit(
+        &app,
+        Door::Check,
+        request_id,
+        auth.as_deref(),
+        Some(&headers),
+    ) {
+        Ok(admitted) => admitted,
+        Err(refused) => return ingress::refuse(Door::Check, *refused),
+    };
     let tenant = TenantLabel(scope.tenant_name().to_string());
     let mut response = match handle(&mut scope, body).await {
         Ok(out) => {

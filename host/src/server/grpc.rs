@@ -84,7 +84,7 @@ fn check(
     } else {
         request.request_id.chars().take(128).collect()
     };
-    let admitted = super::ingress::admit(app, Door::Grpc, request_id.clone(), authorization);
+    let admitted = super::ingress::admit(app, Door::Grpc, request_id.clone(), authorization, None);
     let super::ingress::Admitted {
         mut scope,
         permit: _permit,

@@ -42,15 +42,20 @@ pub(crate) fn authorization(headers: &HeaderMap, door: Door) -> Option<String> {
     None
 }
 
-/// Open a scope for a request on `door`, authenticate and admit its caller.
+/// Open a scope for a request on `door`, authenticate and admit its caller. `headers`: the
+/// caller's HTTP headers (a trace's parent), where there are some.
 pub(crate) fn admit(
     app: &Arc<App>,
     door: Door,
     request_id: String,
     authorization: Option<&str>,
+    headers: Option<&axum::http::HeaderMap>,
 ) -> Result<Admitted, Box<Refused>> {
     let set = app.policies();
     let mut scope = RequestScope::new(app.observer(), set.clone(), door, request_id);
+    if let Some(telemetry) = app.telemetry() {
+        scope.set_trace(telemetry.request(door, headers.unwrap_or(&Default::default())));
+    }
     let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
     let caller = match crate::auth::authenticate(keys, authorization) {
         Ok(caller) => caller,

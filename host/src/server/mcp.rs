@@ -70,7 +70,7 @@ pub(crate) async fn door(
 ) -> Response {
     let auth = ingress::authorization(&headers, Door::Mcp);
     let Admitted { mut scope, permit } =
-        match ingress::admit(&app, Door::Mcp, request_id, auth.as_deref()) {
+        match ingress::admit(&app, Door::Mcp, request_id, auth.as_deref(), Some(&headers)) {
             Ok(admitted) => admitted,
             Err(refused) => return ingress::refuse(Door::Mcp, *refused),
         };

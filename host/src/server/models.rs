@@ -20,11 +20,16 @@ pub(crate) async fn models(
     headers: HeaderMap,
 ) -> Response {
     let auth = ingress::authorization(&headers, Door::Models);
-    let Admitted { mut scope, permit } =
-        match ingress::admit(&app, Door::Models, request_id, auth.as_deref()) {
-            Ok(admitted) => admitted,
-            Err(refused) => return ingress::refuse(Door::Models, *refused),
-        };
+    let Admitted { mut scope, permit } = match ingress::admit(
+        &app,
+        Door::Models,
+        request_id,
+        auth.as_deref(),
+        Some(&headers),
+    ) {
+        Ok(admitted) => admitted,
+        Err(refused) => return ingress::refuse(Door::Models, *refused),
+    };
     let tenant = TenantLabel(scope.tenant_name().to_string());
     let result = async {
         let response = app.backend.models().await?;

@@ -39,7 +39,7 @@ pub(crate) async fn door<C: Codec>(
 ) -> Response {
     let auth = ingress::authorization(&headers, C::DOOR);
     let Admitted { mut scope, permit } =
-        match ingress::admit(&app, C::DOOR, request_id, auth.as_deref()) {
+        match ingress::admit(&app, C::DOOR, request_id, auth.as_deref(), Some(&headers)) {
             Ok(admitted) => admitted,
             Err(refused) => return ingress::refuse(C::DOOR, *refused),
         };
@@ -111,19 +111,26 @@ async fn serve<C: Codec>(
     } else {
         None
     };
-    let forwarded: Vec<(HeaderName, HeaderValue)> = ANTHROPIC_HEADERS
+    let mut forwarded: Vec<(HeaderName, HeaderValue)> = ANTHROPIC_HEADERS
         .iter()
         .filter_map(|name| {
             let value = headers.get(*name)?.clone();
             Some((HeaderName::from_static(name), value))
         })
         .collect();
+    if let Some(trace) = scope.trace() {
+        forwarded.extend(trace.backend_starts("POST", &app.backend.url(C::ROUTE)));
+    }
     let response = app
         .backend
         .post(C::ROUTE, upstream.into(), client_auth, forwarded)
-        .await?;
+        .await
+        .inspect_err(|e| backend_failed(scope, e))?;
     app.metrics().backend(started.elapsed());
     let status = response.status();
+    if let Some(trace) = scope.trace() {
+        trace.backend_status(status.as_u16());
+    }
 
     if C::stream_requested(&request) && status.is_success() {
         return Ok(Served::Stream {
@@ -134,7 +141,14 @@ async fn serve<C: Codec>(
     }
     let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
     let left = app.backend.timeout().saturating_sub(started.elapsed());
-    let bytes = app.backend.read_body(response.into_body(), left).await?;
+    let bytes = app
+        .backend
+        .read_body(response.into_body(), left)
+        .await
+        .inspect_err(|e| backend_failed(scope, e))?;
+    if let Some(trace) = scope.trace() {
+        trace.backend_ends();
+    }
     if !status.is_success() {
         // The backend's own error keeps its status and Retry-After, in the door's error shape;
         // its message may echo the conversation, so the output rail judges it like a reply.
@@ -171,6 +185,17 @@ async fn serve<C: Codec>(
     let out = C::encode_reply(reply, judged, railyard);
     scope.finish(200, Outcome::Served);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// The backend call failed: its span says how (a streamed answer's span ends with the request).
+fn backend_failed(scope: &mut RequestScope, error: &crate::backend::BackendError) {
+    if let Some(trace) = scope.trace() {
+        trace.backend_failed(match error {
+            crate::backend::BackendError::Unreachable(_) => "unreachable",
+            crate::backend::BackendError::Timeout(_) => "timeout",
+        });
+        trace.backend_ends();
+    }
 }
 
 /// The message of a backend's error body: OpenAI's and Anthropic's `error.message`, a bare
