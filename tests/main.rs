@@ -24,6 +24,7 @@
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
 //! - `deploy`: the Kubernetes base rendered by `kubectl kustomize`, and its config run (#20);
 //! - `telemetry`: OpenTelemetry traces into a real OTLP receiver (#20);
+//! - `fuzz`: every decoder fuzzed for a bounded time from the corpus in `tests/fuzz/corpus` (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
 
@@ -37,6 +38,7 @@ mod deploy;
 mod doors;
 mod faults;
 mod flow;
+mod fuzz;
 mod grpc;
 mod hardening;
 mod http;

@@ -196,3 +196,193 @@ fn client_disconnect_cancels_the_backend_stream() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+mod window_property {
+    //! The streaming window, as a property (#20): a reply made of filler and PII values, cut into
+    //! chunks at random boundaries and streamed through the daemon, never releases a value the
+    //! output rail redacts when it judges the whole text at once.
+
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    fn luhn(digits: &[u32]) -> u32 {
+        let sum: u32 = digits
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, &d)| {
+                if i % 2 == 0 {
+                    let x = d * 2;
+                    if x > 9 {
+                        x - 9
+                    } else {
+                        x
+                    }
+                } else {
+                    d
+                }
+            })
+            .sum();
+        (10 - sum % 10) % 10
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (
+                "[a-z]{1,10}(\\.[a-z]{1,8})?",
+                "[a-z]{2,10}",
+                prop::sample::select(vec!["com", "org", "de", "io"])
+            )
+                .prop_map(|(local, domain, tld)| format!("{local}@{domain}.{tld}")),
+            (1u32..=665, 1u32..=99, 1u32..=9999)
+                .prop_map(|(a, g, s)| format!("{a:03}-{g:02}-{s:04}")),
+            prop::collection::vec(0u32..10, 15).prop_map(|mut d| {
+                d[0] = 4;
+                d.push(luhn(&d));
+                let s: String = d
+                    .iter()
+                    .map(|x| char::from_digit(*x, 10).unwrap())
+                    .collect();
+                format!("{} {} {} {}", &s[0..4], &s[4..8], &s[8..12], &s[12..16])
+            }),
+            (1u8..=223, any::<u8>(), any::<u8>(), 1u8..=254)
+                .prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
+        ]
+    }
+
+    fn filler() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "the",
+                "order",
+                "ships",
+                "today,",
+                "call",
+                "me",
+                "at",
+                "or",
+                "write",
+                "to",
+                "thanks.",
+                "see",
+                "ticket",
+                "#4411",
+                "on",
+                "2024-05-01",
+                "and",
+                "version",
+                "1.2.3.",
+                "(done)",
+            ]),
+            1..12,
+        )
+        .prop_map(|w| w.join(" "))
+    }
+
+    /// Segments (filler or a value), and chunk sizes to cut the joined text with.
+    fn reply() -> impl Strategy<Value = (Vec<(bool, String)>, Vec<usize>)> {
+        (
+            prop::collection::vec(
+                prop_oneof![3 => filler().prop_map(|f| (false, f)), 1 => value().prop_map(|v| (true, v))],
+                2..24,
+            ),
+            prop::collection::vec(1usize..48, 1..16),
+        )
+    }
+
+    fn run(window: usize, cases: u32) {
+        let backend = MockBackend::start(Script::Sse(Vec::new(), Duration::ZERO));
+        let cfg = write_config(&format!(
+            "[server]\nstream_window_bytes = {window}\n\n[[plugins]]\nname = \"pii\"\npath = \"{}\"\nrails = [\"output\"]\n",
+            plugin("pii_filter").display()
+        ));
+        let daemon = Daemon::start(&cfg.path, &backend.url());
+        let seen = std::cell::Cell::new(0usize);
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        runner
+            .run(&reply(), |(segments, sizes)| {
+                let text = segments
+                    .iter()
+                    .map(|(_, s)| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                // What the output rail redacts when it sees the whole reply.
+                let whole = post(
+                    daemon.addr,
+                    "/v1/check",
+                    &json!({"rail": "output", "messages": [
+                        {"role": "user", "content": "hi"}, {"role": "assistant", "content": text}]}),
+                )
+                .json();
+                let judged = whole["payload"]["messages"][1]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let redacted: Vec<&String> = segments
+                    .iter()
+                    .filter(|(is_value, v)| *is_value && !judged.contains(v.as_str()))
+                    .map(|(_, v)| v)
+                    .collect();
+                prop_assert!(!judged.is_empty(), "{}", whole);
+                seen.set(seen.get() + redacted.len());
+                // The same reply, streamed in chunks of the given sizes.
+                let mut events = Vec::new();
+                let mut at = 0;
+                for size in sizes.iter().cycle() {
+                    if at >= text.len() {
+                        break;
+                    }
+                    let end = (at + size).min(text.len());
+                    events.push(text_chunk(&text[at..end]));
+                    at = end;
+                }
+                events.push(finish_chunk("stop"));
+                events.push("[DONE]".into());
+                backend.set(Script::Sse(events, Duration::ZERO));
+                let reply = post(
+                    daemon.addr,
+                    "/v1/chat/completions",
+                    &json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+                );
+                prop_assert_eq!(reply.status, 200);
+                let streamed = reply.streamed_text();
+                let words = |t: &str| t.split_whitespace().filter(|w| *w == "thanks.").count();
+                prop_assert_eq!(words(&streamed), words(&judged), "no text lost: {}", streamed);
+                // Not the value, nor any 8 bytes of it the whole-text judgement did not keep
+                // (a value released in part before the rest arrived).
+                for value in redacted {
+                    let n = value.len().min(8);
+                    for piece in (0..=value.len() - n).map(|i| &value[i..i + n]) {
+                        if streamed.contains(piece) && !judged.contains(piece) {
+                            return Err(TestCaseError::fail(format!(
+                                "window {window}: {piece:?} of {value:?} was released; streamed: {streamed:?}"
+                            )));
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            seen.get() > cases as usize / 2,
+            "the replies held values the rail redacts"
+        );
+    }
+
+    #[test]
+    fn nothing_the_output_rail_redacts_is_released_whatever_the_chunk_boundaries() {
+        run(256, 48);
+    }
+
+    #[test]
+    fn the_same_holds_with_a_small_window() {
+        // The smallest window that still holds a whole value of these kinds (an email may be
+        // ~35 bytes): a smaller one is the operator's trade of safety for latency.
+        run(64, 48);
+    }
+}

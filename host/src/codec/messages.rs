@@ -74,7 +74,12 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
         out.push(m);
         return Ok(());
     }
+    if matches!(content, None | Some(Value::Null)) {
+        // Not a message the rails could judge; forwarded as is, the backend might read it.
+        return Err(PayloadError::new(format!("{path}.content"), "is required"));
+    }
     let blocks = blocks_of(content.as_ref(), &format!("{path}.content"))?;
+    let no_blocks = blocks.is_empty();
     let mut rest = Vec::new();
     let mut calls = Vec::new();
     let mut before = Vec::new();
@@ -107,7 +112,17 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
                 };
                 let id = text(&mut b, "id");
                 let name = text(&mut b, "name");
-                let input = b.remove("input").unwrap_or(json!({}));
+                let input = match b.remove("input") {
+                    None => json!({}),
+                    Some(input @ Value::Object(_)) => input,
+                    // What the rails would judge is not what the backend would get back.
+                    Some(_) => {
+                        return Err(PayloadError::new(
+                            format!("{path}.content[{k}].input"),
+                            "must be an object",
+                        ))
+                    }
+                };
                 b.remove("type");
                 let mut call = ToolCall::function(id, name, input.to_string());
                 call.extra = b;
@@ -124,8 +139,8 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
             _ => rest.push(block),
         }
     }
-    if !rest.is_empty() || !calls.is_empty() || !before.is_empty() || role != "user" {
-        let content = (!rest.is_empty()).then(|| Content::Parts(Value::Array(rest)));
+    if no_blocks || !rest.is_empty() || !calls.is_empty() || !before.is_empty() || role != "user" {
+        let content = (no_blocks || !rest.is_empty()).then(|| Content::Parts(Value::Array(rest)));
         let mut m = Message::new(role, content);
         m.content_null = false;
         m.tool_calls_present = !calls.is_empty();

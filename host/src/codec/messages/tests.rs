@@ -152,3 +152,44 @@ fn stream_holds_tool_use_and_renumbers_blocks() {
     assert!(text.contains(r#""stop_reason":"end_turn""#), "{text}");
     assert!(text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
 }
+
+/// Found by fuzzing: a user message without content was dropped from what the rails saw, while
+/// the request forwarded as sent still carried it.
+#[test]
+fn a_message_without_content_is_refused_and_an_empty_one_kept() {
+    let body = |content: Option<Value>| {
+        let mut m = json!({"role": "user", "contnet": "smuggled?"});
+        if let Some(c) = content {
+            m["content"] = c;
+        }
+        map(
+            json!({"model": "claude", "max_tokens": 10, "messages": [m, {"role": "user", "content": "hi"}]}),
+        )
+    };
+    let Err(err) = Messages::decode_request(body(None)) else {
+        panic!("decoded")
+    };
+    assert_eq!(err.path, "messages[0].content");
+    let (request, payload) = Messages::decode_request(body(Some(json!([])))).unwrap();
+    assert_eq!(
+        payload.messages.len(),
+        2,
+        "the empty message is still judged"
+    );
+    let out: Value =
+        serde_json::from_slice(&Messages::encode_request(&request, &payload, true)).unwrap();
+    assert_eq!(out["messages"].as_array().unwrap().len(), 2, "{out}");
+}
+
+/// Found by fuzzing: a `tool_use` whose input is not an object was judged as that JSON but went
+/// to the backend as `{}`.
+#[test]
+fn a_tool_use_input_must_be_an_object() {
+    let body = map(json!({"model": "claude", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "rm -rf /"}]}]}));
+    let Err(err) = Messages::decode_request(body) else {
+        panic!("decoded")
+    };
+    assert_eq!(err.path, "messages[1].content[0].input");
+}
