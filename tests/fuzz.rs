@@ -1,8 +1,9 @@
 //! Fuzzing every decoder (#20), bounded so CI runs it: each target replays its corpus
 //! (`tests/fuzz/corpus/<target>/`, in the repository) and then mutates it (bit flips, byte
-//! edits, JSON tokens, splices) for `RAILYARD_FUZZ_SECS` seconds (default 2; `bench/fuzz.sh`
-//! runs longer). A target fails on a panic or on a broken invariant, and the input that did it is
-//! written to `target/fuzz-failures/` (add it to the corpus once fixed).
+//! edits, JSON tokens, splices) for `RAILYARD_FUZZ_SECS` seconds (default 2; e.g.
+//! `RAILYARD_FUZZ_SECS=600 cargo test -- fuzz_` for a longer run). A target fails on a panic or
+//! on a broken invariant, and the input that did it is written to `target/fuzz-failures/` (add it
+//! to the corpus once fixed).
 //!
 //! Targets: the three doors' request decoders (and re-encoding what they decoded must decode to
 //! the same conversation: what the rails judged is what the backend gets), the backends' reply
