@@ -161,3 +161,55 @@ fn requests_still_in_flight_at_the_drain_deadline_are_cut_and_the_daemon_exits()
     );
     let _ = stuck.join();
 }
+
+/// The gRPC listener (HTTP/2) announces its stream limit in its first SETTINGS frame, read with a
+/// raw socket speaking the HTTP/2 preface.
+#[test]
+fn grpc_connections_carry_an_http2_stream_limit() {
+    let backend = MockBackend::start(Script::Hang);
+    let cfg = limited("grpc_listen = \"127.0.0.1:0\"");
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let mut s = TcpStream::connect(daemon.grpc.expect("gRPC listening")).unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap(); // an empty SETTINGS frame
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(head[3], 4, "the server's first frame is SETTINGS");
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    let settings: Vec<(u16, u32)> = body
+        .chunks(6)
+        .map(|c| {
+            (
+                u16::from_be_bytes([c[0], c[1]]),
+                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+            )
+        })
+        .collect();
+    // 0x3: SETTINGS_MAX_CONCURRENT_STREAMS; 0x6: SETTINGS_MAX_HEADER_LIST_SIZE.
+    assert!(
+        settings.contains(&(0x3, railyard::server::grpc::GRPC_MAX_STREAMS)),
+        "{settings:?}"
+    );
+    assert!(
+        settings.contains(&(0x6, railyard::server::grpc::GRPC_MAX_HEADER_BYTES)),
+        "{settings:?}"
+    );
+}
+
+/// The admin listener has the main one's limits: a stalled request head is cut off there too.
+#[test]
+fn the_admin_listener_cuts_stalled_heads_too() {
+    let backend = MockBackend::start(Script::Hang);
+    let cfg = write_config(
+        "[server]\nheader_read_timeout_ms = 300\n\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+    );
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let mut s = TcpStream::connect(daemon.admin.expect("admin listening")).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let (_, closed) = read_to_close(&mut s, Duration::from_secs(5));
+    assert!(closed, "the stalled admin connection was closed");
+}

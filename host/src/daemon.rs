@@ -152,11 +152,14 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         println!("railyard admin listening on http://{admin_addr}");
         tracing::info!(addr = %admin_addr, "admin endpoints listening");
         let router = crate::server::admin_router(app.clone());
+        // The same connection limits and timeouts as the main listener; on SIGTERM it keeps
+        // answering (/readyz: draining) through the delay, like the main one.
+        let until = async move {
+            shutdown().await;
+            tokio::time::sleep(shutdown_delay).await;
+        };
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(admin, router)
-                .with_graceful_shutdown(shutdown())
-                .await
-            {
+            if let Err(e) = crate::server::listen::serve(admin, router, limits, until).await {
                 tracing::error!("admin server failed: {e}");
             }
         });

@@ -60,10 +60,19 @@ pub(crate) async fn readyz(State(app): State<Arc<App>>) -> Response {
 
 /// `GET /metrics`: Prometheus text format.
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let mut text = app.metrics().render();
+    // Tasks alive in the runtime: flat under steady load, or something leaks (a relay, a
+    // backend call nobody cancelled).
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    text.push_str(&format!(
+        "# HELP railyard_runtime_tasks Tasks alive in the daemon's async runtime.\n# TYPE railyard_runtime_tasks gauge\nrailyard_runtime_tasks {tasks}\n"
+    ));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics().render(),
+        text,
     )
         .into_response()
 }

@@ -236,6 +236,11 @@ fn status_code<T>(result: &Result<T, Status>) -> u16 {
     }
 }
 
+/// Concurrent streams (calls) per gRPC connection.
+pub const GRPC_MAX_STREAMS: u32 = 128;
+/// Largest header block a gRPC call may send.
+pub const GRPC_MAX_HEADER_BYTES: u32 = 16 << 10;
+
 /// Serve gRPC on `listener` until `shutdown` resolves.
 pub async fn serve(
     app: Arc<App>,
@@ -255,6 +260,14 @@ pub async fn serve(
         .build_v1alpha()
         .map_err(|e| e.to_string())?;
     tonic::transport::Server::builder()
+        // HTTP/2 limits: streams per connection, a peer that stops answering pings, the
+        // rapid-reset flood (CVE-2023-44487), header blocks, and a deadline per call.
+        .max_concurrent_streams(GRPC_MAX_STREAMS)
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .http2_max_pending_accept_reset_streams(Some(20))
+        .http2_max_header_list_size(GRPC_MAX_HEADER_BYTES)
+        .timeout(std::time::Duration::from_secs(60))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
