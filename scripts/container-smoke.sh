@@ -23,6 +23,8 @@ unavailable() {
 }
 cleanup() {
     podman rm -f "$NAME" >/dev/null 2>&1 || true
+    podman rmi -f "$IMAGE" >/dev/null 2>&1 || true
+    podman image prune -f >/dev/null 2>&1 || true
     [ -n "${BACKEND_PID:-}" ] && kill "$BACKEND_PID" 2>/dev/null || true
     rm -rf "$WORK"
 }
@@ -75,7 +77,8 @@ fi
 # The context of a prebuilt image: the daemon, the bundled plugins, deploy/.
 ctx="$WORK/ctx"
 mkdir -p "$ctx/plugins" "$ctx/deploy/base"
-cp "$BIN" "$ctx/railyard"
+# Without debug info: a debug build's binary is ~500 MB of it.
+strip -o "$ctx/railyard" "$BIN" 2>/dev/null || cp "$BIN" "$ctx/railyard"
 for p in allowlist flow llama31_compat normalise pii_filter schema_validator text_tool_calls tool_linkage; do
     cp "$PLUGINS/wasm32-wasip2/release/$p.wasm" "$ctx/plugins/"
 done

@@ -289,13 +289,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             Ok(Applied::Reject(items)) => {
                 prepared = Prepared::default();
                 decision.verdict = Decided::Reject;
-                decision.reason = Some(
-                    items
-                        .iter()
-                        .map(|r| r.reason.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                );
+                decision.reason = Some(reasons(&items));
                 eval.rejections.extend(items);
                 eval.verdict = eval.verdict.max(Verdict::Reject);
             }
@@ -333,6 +327,15 @@ pub fn run<'a, E: Evaluate + 'a>(
     }
     eval.payload = payload;
     eval
+}
+
+/// A rejection's decision reason: its items' messages.
+fn reasons(items: &[Rejected]) -> String {
+    items
+        .iter()
+        .map(|r| r.reason.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Run a shadow plugin: its decision as it would have been, and the block it would have caused.
@@ -382,13 +385,7 @@ fn shadow<E: Evaluate>(
         }
         Ok(Applied::Reject(items)) => {
             decision.verdict = Decided::Reject;
-            decision.reason = Some(
-                items
-                    .iter()
-                    .map(|r| r.reason.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+            decision.reason = Some(reasons(&items));
         }
         Ok(Applied::Block(reason)) => {
             decision.verdict = Decided::Block;

@@ -115,9 +115,9 @@ fn faults_fail_closed_or_open_and_are_never_blocks_of_their_own() {
     );
 }
 
-#[test]
-fn an_invalid_edit_is_a_fault_and_changes_nothing() {
-    let out_of_range = Fake::new(
+/// A plugin whose edit names a message that does not exist.
+fn out_of_range() -> Fake {
+    Fake::new(
         "p",
         Ok(PluginVerdict::Modify {
             edits: vec![Edit::Content {
@@ -126,7 +126,12 @@ fn an_invalid_edit_is_a_fault_and_changes_nothing() {
             }],
             reason: "r".into(),
         }),
-    );
+    )
+}
+
+#[test]
+fn an_invalid_edit_is_a_fault_and_changes_nothing() {
+    let out_of_range = out_of_range();
     let e = go(&[(&out_of_range, OnError::Block)], "keep");
     assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
     assert_eq!(
@@ -218,16 +223,7 @@ fn a_shadow_fault_would_block_only_when_on_error_says_so() {
 
 #[test]
 fn a_shadow_plugins_invalid_edit_is_recorded_as_the_fault_it_would_be() {
-    let out_of_range = Fake::new(
-        "p",
-        Ok(PluginVerdict::Modify {
-            edits: vec![Edit::Content {
-                message: 7,
-                content: RawContent::Text("x".into()),
-            }],
-            reason: "r".into(),
-        }),
-    );
+    let out_of_range = out_of_range();
     let e = go_modes(&[(&out_of_range, OnError::Block, Mode::Shadow)], "keep");
     assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
     assert_eq!(e.verdict, Verdict::Allow);
