@@ -252,8 +252,13 @@ impl Codec for Messages {
             let Some(first) = group.first() else {
                 return;
             };
-            let mut obj = first.extra.clone();
-            obj.retain(|_, _| first.role != "tool");
+            // The wire message's own keys ride on the part that is not a tool result (a tool
+            // part's `extra` is its block's).
+            let mut obj = group
+                .iter()
+                .find(|m| m.role != "tool")
+                .map(|m| m.extra.clone())
+                .unwrap_or_default();
             obj.insert("role".into(), json!(wire_role(first)));
             let single_text = group.len() == 1
                 && group[0].role != "tool"

@@ -1,0 +1,311 @@
+//! The fuzz targets' bodies, shared by the bounded runs in `tests/fuzz.rs` (stable, CI) and the
+//! coverage-guided ones in `fuzz/` (cargo-fuzz, nightly). Each takes the fuzzer's bytes and
+//! returns an error for a broken invariant (a panic counts as one too).
+
+use railyard::chain::{run, Evaluate, Mode, OnError};
+use railyard::codec::sse::SseParser;
+use railyard::codec::{chat::Chat, messages::Messages, responses::Responses, Codec};
+use railyard::config::Config;
+use railyard::engine::verdict::{Edit, RawCall, RawContent, RawMessage, Rejection, Target};
+use railyard::engine::{EvalRequest, PluginFault, PluginVerdict, Prepared};
+use railyard::model::{Context, Payload, Rail};
+use serde_json::{json, Map, Value};
+
+pub fn object(data: &[u8]) -> Option<Map<String, Value>> {
+    match serde_json::from_slice::<Value>(data) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    }
+}
+
+/// Decoding a request, re-encoding it and decoding that gives the same conversation.
+pub fn round_trip<C: Codec>(data: &[u8]) -> Result<(), String> {
+    let Some(body) = object(data) else {
+        return Ok(());
+    };
+    let Ok((request, payload)) = C::decode_request(body) else {
+        return Ok(());
+    };
+    for edited in [false, true] {
+        let bytes = C::encode_request(&request, &payload, edited);
+        let again = object(&bytes).ok_or("the re-encoded request is not a JSON object")?;
+        let (_, decoded) = C::decode_request(again).map_err(|e| {
+            format!("the re-encoded request does not decode (edited: {edited}): {e}")
+        })?;
+        // Compared as the rails' wire view (a call without `type` gets `"type": "function"`).
+        if decoded.to_openai() != payload.to_openai() {
+            return Err(format!(
+                "the backend would get another conversation than the rails judged (edited: {edited}):\n{payload:?}\n{decoded:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The chat door's request decoder.
+pub fn chat(data: &[u8]) -> Result<(), String> {
+    round_trip::<Chat>(data)
+}
+
+/// The Responses door's request decoder.
+pub fn responses(data: &[u8]) -> Result<(), String> {
+    round_trip::<Responses>(data)
+}
+
+/// The Messages door's request decoder.
+pub fn messages(data: &[u8]) -> Result<(), String> {
+    round_trip::<Messages>(data)
+}
+
+/// The backends' reply decoders.
+pub fn replies(data: &[u8]) -> Result<(), String> {
+    if let Some(body) = object(data) {
+        let _ = Chat::decode_reply(body.clone());
+        let _ = Responses::decode_reply(body.clone());
+        let _ = Messages::decode_reply(body);
+    }
+    Ok(())
+}
+
+/// The SSE parser: the same bytes split anywhere give the same events.
+pub fn sse(data: &[u8]) -> Result<(), String> {
+    let events = |data: &[u8], cuts: &[usize]| -> Result<Vec<String>, String> {
+        let mut parser = SseParser::default();
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &cut in cuts.iter().chain([data.len()].iter()) {
+            let cut = cut.clamp(at, data.len());
+            parser.push(&data[at..cut])?;
+            at = cut;
+            while let Some(block) = parser.next_block() {
+                out.push(block);
+            }
+        }
+        Ok(out)
+    };
+    let whole = events(data, &[]);
+    // The same bytes split at three places derived from the input.
+    let n = data.len().max(1);
+    let seed = data
+        .iter()
+        .fold(7usize, |h, b| h.wrapping_mul(31) ^ *b as usize);
+    let mut cuts = vec![seed % n, (seed / 7) % n, (seed / 49) % n];
+    cuts.sort();
+    let split = events(data, &cuts);
+    match (whole, split) {
+        (Ok(a), Ok(b)) if a != b => Err(format!(
+            "splitting the bytes changed the events: {a:?} vs {b:?}"
+        )),
+        (Ok(_), Err(e)) => Err(format!("splitting the bytes made them invalid: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// A config file's text.
+pub fn config(data: &[u8]) -> Result<(), String> {
+    let _ = Config::parse(
+        std::path::Path::new("/nonexistent/railyard.toml"),
+        &String::from_utf8_lossy(data),
+    );
+    Ok(())
+}
+
+/// A plugin that answers whatever verdict the fuzzer built.
+pub struct Scripted(PluginVerdict);
+
+impl Evaluate for Scripted {
+    fn id(&self) -> &str {
+        "fuzzed"
+    }
+    fn evaluate(
+        &self,
+        _: &EvalRequest<'_>,
+        _: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Bytes read as choices: what a plugin could answer.
+pub struct Choices<'a>(&'a [u8], usize);
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        let b = self.0.get(self.1).copied().unwrap_or(0);
+        self.1 += 1;
+        b
+    }
+    fn index(&mut self) -> u32 {
+        match self.byte() {
+            250..=255 => u32::MAX - self.byte() as u32,
+            b => (b % 8) as u32,
+        }
+    }
+    fn text(&mut self) -> String {
+        const WORDS: &[&str] = &[
+            "",
+            "x",
+            "{}",
+            "{\"a\":1}",
+            "[{\"type\":\"text\",\"text\":\"hi\"}]",
+            "[1]",
+            "{\"n\":",
+            "user",
+            "assistant",
+            "tool",
+            "system",
+            "c1",
+            "get_time",
+            "\u{0}",
+            "é\u{1F600}",
+            "tools.0.function",
+            "temperature",
+            "0.5",
+            "null",
+        ];
+        let n = self.byte() as usize;
+        if n >= 240 {
+            let len = self.byte() as usize * 64;
+            return "a".repeat(len);
+        }
+        WORDS[n % WORDS.len()].to_string()
+    }
+    fn content(&mut self) -> RawContent {
+        if self.byte().is_multiple_of(2) {
+            RawContent::Text(self.text())
+        } else {
+            RawContent::Parts(self.text())
+        }
+    }
+    fn call(&mut self) -> RawCall {
+        RawCall {
+            id: self.text(),
+            kind: if self.byte().is_multiple_of(4) {
+                self.text()
+            } else {
+                "function".into()
+            },
+            name: self.text(),
+            arguments: self.text(),
+        }
+    }
+    fn message(&mut self) -> RawMessage {
+        RawMessage {
+            role: self.text(),
+            content: (!self.byte().is_multiple_of(3)).then(|| self.content()),
+            name: (self.byte().is_multiple_of(4)).then(|| self.text()),
+            tool_call_id: (self.byte().is_multiple_of(3)).then(|| self.text()),
+            tool_calls: (0..self.byte() % 3).map(|_| self.call()).collect(),
+        }
+    }
+    fn edit(&mut self) -> Edit {
+        match self.byte() % 10 {
+            0 => Edit::Content {
+                message: self.index(),
+                content: self.content(),
+            },
+            1 => Edit::Arguments {
+                message: self.index(),
+                call: self.index(),
+                arguments: self.text(),
+            },
+            2 => Edit::RemoveCall {
+                message: self.index(),
+                call: self.index(),
+            },
+            3 => Edit::Replace {
+                start: self.index(),
+                count: self.index(),
+                message: self.message(),
+            },
+            4 => Edit::Insert {
+                before: self.index(),
+                message: self.message(),
+            },
+            5 => Edit::AddCall {
+                message: self.index(),
+                call: self.call(),
+            },
+            6 => Edit::HideTool(self.index()),
+            7 => Edit::DescribeTool {
+                tool: self.index(),
+                description: self.text(),
+            },
+            _ => Edit::Field {
+                path: self.text(),
+                value: self.text(),
+            },
+        }
+    }
+    fn verdict(&mut self) -> PluginVerdict {
+        match self.byte() % 4 {
+            0 => PluginVerdict::Allow,
+            1 => PluginVerdict::Modify {
+                edits: (0..self.byte() % 5).map(|_| self.edit()).collect(),
+                reason: self.text(),
+            },
+            2 => PluginVerdict::Reject(
+                (0..self.byte() % 4)
+                    .map(|_| Rejection {
+                        target: if self.byte().is_multiple_of(2) {
+                            Target::Message(self.index())
+                        } else {
+                            Target::Call {
+                                message: self.index(),
+                                call: self.index(),
+                            }
+                        },
+                        message: self.text(),
+                    })
+                    .collect(),
+            ),
+            _ => PluginVerdict::Block(self.text()),
+        }
+    }
+}
+
+/// The conversation verdicts are applied to: every kind of message, calls, tools, a field.
+pub fn verdict_base() -> Payload {
+    Payload::from_openai(&json!({
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "time?"}]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\":\"UTC\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+            {"role": "assistant", "content": "It is noon.", "tool_calls": [
+                {"id": "c3", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}],
+        "tools": [
+            {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "lookup", "description": "d"}}],
+        "temperature": 0.2
+    }))
+    .expect("a valid payload")
+}
+
+/// Plugin verdicts built from the bytes, through the chain on any rail: applied or a fault,
+/// never a panic, never a payload the wire formats cannot carry, never half-applied.
+pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
+    let ctx = Context::default();
+    let mut choices = Choices(data, 0);
+    let rail = Rail::ALL[choices.byte() as usize % Rail::ALL.len()];
+    let plugins: Vec<Scripted> = (0..1 + choices.byte() % 3)
+        .map(|_| Scripted(choices.verdict()))
+        .collect();
+    let eval = run(
+        rail,
+        plugins.iter().map(|p| (p, OnError::Allow, Mode::Enforce)),
+        base.clone(),
+        &ctx,
+        false,
+    );
+    let wire = eval.payload.to_openai();
+    Payload::from_openai(&wire)
+        .map_err(|e| format!("the edited payload is not valid any more: {e}\n{wire}"))?;
+    // With one plugin, a fault leaves the payload as it was.
+    if plugins.len() == 1 && eval.decisions[0].fault.is_some() && eval.payload != *base {
+        return Err("a faulted verdict was partly applied".into());
+    }
+    Ok(())
+}
