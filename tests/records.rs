@@ -40,7 +40,7 @@ fn send(daemon: &Daemon, id: &str, key: Option<&str>, body: &[u8]) -> Reply {
 }
 
 /// The one record of `id` (waiting for it), checked to be the only one.
-fn record(daemon: &Daemon, id: &str) -> Value {
+pub fn record(daemon: &Daemon, id: &str) -> Value {
     let find = || -> Vec<Value> {
         daemon
             .logs()

@@ -3,6 +3,7 @@
 //! tenant can enforce a plugin the default chains only shadow. Through the real daemon.
 
 use crate::http::*;
+use crate::records::record;
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -24,6 +25,17 @@ fn config() -> TempConfig {
     ))
 }
 
+/// A backend answering "done", and the daemon with [`config`] (JSON logs) in front of it.
+fn start() -> (MockBackend, TempConfig, Daemon) {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "done"}), "stop"),
+    ));
+    let cfg = config();
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    (backend, cfg, daemon)
+}
+
 fn chat() -> Value {
     json!({"model": "m", "messages": [{"role": "user", "content": "refund me, my SSN is 536-22-1234"}]})
 }
@@ -42,25 +54,9 @@ fn send(daemon: &Daemon, key: &str, id: &str) -> Reply {
     )
 }
 
-fn record(daemon: &Daemon, id: &str) -> Value {
-    let find = || {
-        daemon
-            .logs()
-            .into_iter()
-            .find(|l| l["target"] == "railyard::decision" && l["fields"]["request_id"] == id)
-    };
-    eventually(&format!("the record of {id}"), || find().is_some());
-    find().unwrap()["fields"].clone()
-}
-
 #[test]
 fn a_shadow_block_lets_the_request_through_and_records_the_would_be_block() {
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "done"}), "stop"),
-    ));
-    let cfg = config();
-    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let (backend, _cfg, daemon) = start();
 
     let reply = send(&daemon, LAX_KEY, "shadow-lax");
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -130,12 +126,7 @@ fn a_shadow_block_lets_the_request_through_and_records_the_would_be_block() {
 
 #[test]
 fn a_tenant_can_enforce_what_the_default_chains_only_shadow() {
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "done"}), "stop"),
-    ));
-    let cfg = config();
-    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let (backend, _cfg, daemon) = start();
 
     let reply = send(&daemon, STRICT_KEY, "shadow-strict");
     // The bundled refusal style: a 200 whose message is the refusal, or a policy_violation error.

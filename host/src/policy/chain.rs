@@ -16,8 +16,8 @@
 //!
 //! A plugin in `shadow` mode runs like any other and its decision is recorded (edits are still
 //! checked, on a copy), but nothing it says is applied: the payload, the verdict and the chain's
-//! course are as if it had allowed. A shadow block is kept as [`Evaluation::would_block`]; a
-//! shadow fault never blocks, whatever `on_error` says.
+//! course are as if it had allowed. The first block it would have caused (its own, or its fault's
+//! under `on_error = "block"`) is kept as [`Evaluation::would_block`].
 //!
 //! The chain depends on [`Evaluate`], not on wasmtime, so these semantics have native unit tests
 //! with a fake plugin. The WIT request is built once per run and rebuilt only after an edit.
@@ -236,26 +236,6 @@ pub fn run<'a, E: Evaluate + 'a>(
     for (plugin, on_error, mode) in steps {
         let started = Instant::now();
         let id = plugin.id().to_string();
-        if mode == Mode::Shadow {
-            let decision = shadow(
-                plugin,
-                &payload,
-                rail,
-                ctx,
-                partial,
-                &mut prepared,
-                on_error,
-            );
-            if let (None, Some(blocked)) = (&eval.would_block, decision.1) {
-                eval.would_block = Some(blocked);
-            }
-            eval.decisions.push(Decision {
-                duration_us: started.elapsed(),
-                offset: started.duration_since(eval.started),
-                ..decision.0
-            });
-            continue;
-        }
         let answer = plugin.evaluate(
             &EvalRequest {
                 rail,
@@ -267,150 +247,97 @@ pub fn run<'a, E: Evaluate + 'a>(
             },
             &mut prepared,
         );
-        let outcome = answer.and_then(|verdict| apply(&mut payload, rail, &id, verdict));
+        // A shadow plugin's edits are checked on a copy: recorded as they would be, not applied.
+        let outcome = answer.and_then(|verdict| match (mode, verdict) {
+            (Mode::Shadow, PluginVerdict::Allow) => Ok(Applied::Allow),
+            (Mode::Shadow, verdict) => apply(&mut payload.clone(), rail, &id, verdict),
+            (Mode::Enforce, verdict) => apply(&mut payload, rail, &id, verdict),
+        });
         let mut decision = Decision {
             plugin: id.clone(),
             verdict: Decided::Allow,
             reason: None,
             fault: None,
             on_error: None,
-            shadow: false,
+            shadow: mode == Mode::Shadow,
             duration_us: started.elapsed(),
             offset: started.duration_since(eval.started),
         };
-        match outcome {
-            Ok(Applied::Allow) => {}
-            Ok(Applied::Modify(reason)) => {
-                prepared = Prepared::default();
-                decision.verdict = Decided::Modify;
-                decision.reason = Some(reason);
-                eval.verdict = eval.verdict.max(Verdict::Modify);
-            }
-            Ok(Applied::Reject(items)) => {
-                prepared = Prepared::default();
-                decision.verdict = Decided::Reject;
-                decision.reason = Some(reasons(&items));
-                eval.rejections.extend(items);
-                eval.verdict = eval.verdict.max(Verdict::Reject);
-            }
-            Ok(Applied::Block(reason)) => {
-                decision.verdict = Decided::Block;
-                decision.reason = Some(reason.clone());
-                eval.decisions.push(decision);
-                eval.verdict = Verdict::Block;
-                eval.blocked = Some(Blocked {
-                    plugin: id,
-                    reason,
-                    fault: false,
-                });
-                break;
-            }
-            Err(fault) => {
-                decision.verdict = Decided::Fault;
-                decision.reason = Some(fault.to_string());
-                decision.fault = Some(fault.kind);
-                decision.on_error = Some(on_error);
-                eval.decisions.push(decision);
-                if on_error == OnError::Block {
-                    eval.verdict = Verdict::Block;
-                    eval.blocked = Some(Blocked {
-                        plugin: id.clone(),
-                        reason: format!("policy '{id}' failed ({})", fault.kind),
-                        fault: true,
-                    });
-                    break;
-                }
-                continue;
-            }
-        }
+        let (verdict, rejections, block) = decide(&mut decision, id, outcome, on_error);
         eval.decisions.push(decision);
+        if mode == Mode::Shadow {
+            if eval.would_block.is_none() {
+                eval.would_block = block;
+            }
+            continue;
+        }
+        if matches!(verdict, Verdict::Modify | Verdict::Reject) {
+            prepared = Prepared::default();
+        }
+        eval.rejections.extend(rejections);
+        eval.verdict = eval.verdict.max(verdict);
+        if block.is_some() {
+            eval.blocked = block;
+            break;
+        }
     }
     eval.payload = payload;
     eval
 }
 
-/// A rejection's decision reason: its items' messages.
-fn reasons(items: &[Rejected]) -> String {
-    items
-        .iter()
-        .map(|r| r.reason.as_str())
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Run a shadow plugin: its decision as it would have been, and the block it would have caused.
-/// Its edits are checked on a copy, so a shadow plugin whose edits are invalid is recorded as the
-/// fault it would be when enforced.
-fn shadow<E: Evaluate>(
-    plugin: &E,
-    payload: &Payload,
-    rail: Rail,
-    ctx: &Context,
-    partial: bool,
-    prepared: &mut Prepared,
+/// What a plugin's outcome means: its decision's verdict and reason (filled in), the verdict it
+/// gives the chain, the items it rejected, and the block it causes (a fault's, when `on_error`
+/// says block; a fault resolved by `allow` gives the chain nothing).
+fn decide(
+    decision: &mut Decision,
+    id: String,
+    outcome: Result<Applied, PluginFault>,
     on_error: OnError,
-) -> (Decision, Option<Blocked>) {
-    let id = plugin.id().to_string();
-    let answer = plugin.evaluate(
-        &EvalRequest {
-            rail,
-            payload,
-            tools: &payload.tools,
-            fields: &payload.fields,
-            ctx,
-            partial,
-        },
-        prepared,
-    );
-    let outcome = answer.and_then(|verdict| match verdict {
-        PluginVerdict::Allow => Ok(Applied::Allow),
-        verdict => apply(&mut payload.clone(), rail, &id, verdict),
-    });
-    let mut decision = Decision {
-        plugin: id.clone(),
-        verdict: Decided::Allow,
-        reason: None,
-        fault: None,
-        on_error: None,
-        shadow: true,
-        duration_us: Duration::ZERO,
-        offset: Duration::ZERO,
-    };
-    let mut would_block = None;
+) -> (Verdict, Vec<Rejected>, Option<Blocked>) {
     match outcome {
-        Ok(Applied::Allow) => {}
+        Ok(Applied::Allow) => (Verdict::Allow, Vec::new(), None),
         Ok(Applied::Modify(reason)) => {
             decision.verdict = Decided::Modify;
             decision.reason = Some(reason);
+            (Verdict::Modify, Vec::new(), None)
         }
         Ok(Applied::Reject(items)) => {
             decision.verdict = Decided::Reject;
-            decision.reason = Some(reasons(&items));
+            decision.reason = Some(
+                items
+                    .iter()
+                    .map(|r| r.reason.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+            (Verdict::Reject, items, None)
         }
         Ok(Applied::Block(reason)) => {
             decision.verdict = Decided::Block;
             decision.reason = Some(reason.clone());
-            would_block = Some(Blocked {
+            let block = Blocked {
                 plugin: id,
                 reason,
                 fault: false,
-            });
+            };
+            (Verdict::Block, Vec::new(), Some(block))
         }
         Err(fault) => {
             decision.verdict = Decided::Fault;
             decision.reason = Some(fault.to_string());
             decision.fault = Some(fault.kind);
             decision.on_error = Some(on_error);
-            if on_error == OnError::Block {
-                would_block = Some(Blocked {
-                    reason: format!("policy '{id}' failed ({})", fault.kind),
-                    plugin: id,
-                    fault: true,
-                });
+            if on_error == OnError::Allow {
+                return (Verdict::Allow, Vec::new(), None);
             }
+            let block = Blocked {
+                reason: format!("policy '{id}' failed ({})", fault.kind),
+                plugin: id,
+                fault: true,
+            };
+            (Verdict::Block, Vec::new(), Some(block))
         }
     }
-    (decision, would_block)
 }
 
 #[cfg(test)]

@@ -67,16 +67,13 @@ fn fault() -> Result<PluginVerdict, PluginFault> {
     })
 }
 
+/// Run enforced `steps` over one user message.
 fn go(steps: &[(&Fake, OnError)], text: &str) -> Evaluation {
-    run(
-        Rail::Input,
-        steps
-            .iter()
-            .map(|&(p, on_error)| (p, on_error, Mode::Enforce)),
-        user(text),
-        &Context::default(),
-        false,
-    )
+    let enforced: Vec<_> = steps
+        .iter()
+        .map(|&(p, on_error)| (p, on_error, Mode::Enforce))
+        .collect();
+    go_modes(&enforced, text)
 }
 
 #[test]
