@@ -37,23 +37,30 @@ fn render(dir: &Path) -> (Vec<Value>, String) {
         .output()
         .expect("kubectl is needed to render deploy/base (kubectl kustomize)");
     assert!(rendered.status.success(), "{rendered:?}");
-    let yaml = dir.join("rendered.yaml");
-    std::fs::write(&yaml, &rendered.stdout).unwrap();
-    let json = Command::new(python())
-        .arg("-c")
-        .arg(
-            "import base64, json, sys, yaml\n\
-             docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]\n\
-             for d in docs:\n\
-             \x20   if d['kind'] == 'Secret':\n\
-             \x20       d['decoded'] = {k: base64.b64decode(v).decode() for k, v in d['data'].items()}\n\
-             print(json.dumps(docs))",
-        )
-        .arg(&yaml)
-        .output()
-        .unwrap();
-    assert!(json.status.success(), "{json:?}");
-    (serde_json::from_slice(&json.stdout).unwrap(), key)
+    let text = String::from_utf8(rendered.stdout).unwrap();
+    let objects = yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| {
+            let mut object: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if object["kind"] == "Secret" {
+                let decoded: serde_json::Map<String, Value> = object["data"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(name, data)| {
+                        // Block scalars wrap base64 over several lines.
+                        let b64: String = data.as_str().unwrap().split_whitespace().collect();
+                        let bytes =
+                            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64)
+                                .unwrap();
+                        (name.clone(), json!(String::from_utf8(bytes).unwrap()))
+                    })
+                    .collect();
+                object["decoded"] = Value::Object(decoded);
+            }
+            object
+        })
+        .collect();
+    (objects, key)
 }
 
 fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
