@@ -13,13 +13,12 @@ import http.client
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target/release/railyard")
+from common import ROOT, ensure, serve
+
 TOTAL = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 KEY = "demo-key"  # the bundled config's demo key
@@ -127,19 +126,9 @@ def body(rng):
 
 
 def main():
-    if not os.path.exists(BIN):
-        subprocess.run(["cargo", "build", "--release", "-p", "railyard"], cwd=ROOT, check=True)
-    env = dict(os.environ, RAILYARD_LOG="error")
-    daemon = subprocess.Popen([BIN, "serve", "--config", os.path.join(ROOT, "policies/railyard.toml"),
-                               "--listen", "127.0.0.1:0", "--demo-backend"],
-                              stdout=subprocess.PIPE, env=env)
-    port = None
-    while port is None:
-        line = daemon.stdout.readline().decode()
-        if not line:
-            raise SystemExit("the daemon did not start")
-        if line.startswith("railyard listening on http://"):
-            port = int(line.rsplit(":", 1)[1])
+    ensure()
+    daemon, port = serve(os.path.join(ROOT, "policies/railyard.toml"), "--demo-backend",
+                         env={"RAILYARD_LOG": "error"})
     statuses, faults, lock = {}, [], threading.Lock()
     per_client = TOTAL // CLIENTS
     started = time.time()

@@ -20,8 +20,8 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target/release/railyard")
+from common import BIN, ROOT, ensure, serve
+
 PLUGINS = os.path.join(ROOT, "target/plugins/wasm32-wasip2/release")
 SWAPS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
@@ -78,16 +78,8 @@ def revision(port):
         c.close()
 
 
-def start(cmd, env=None):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, **(env or {})))
-
-
 def main():
-    if not os.path.exists(BIN):
-        subprocess.run(["cargo", "build", "--release", "-p", "railyard"], cwd=ROOT, check=True)
-    if not shutil.which("nginx"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "nginx-light"], check=True)
+    ensure("nginx", "nginx-light")
     procs = []
     with tempfile.TemporaryDirectory() as d:
         try:
@@ -95,16 +87,16 @@ def main():
             os.mkdir(conf)
             keyring = f'[[keys]]\nid = "k1"\nsecret = "{os.urandom(32).hex()}"\n'
             publish(conf, 0, keyring)
-            backend = start([BIN, "demo-backend", "--listen", "127.0.0.1:0"], {"RAILYARD_LOG": "warn"})
+            backend = subprocess.Popen([BIN, "demo-backend", "--listen", "127.0.0.1:0"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             procs.append(backend)
             backend_url = "http://" + backend.stdout.readline().decode().split("http://")[1].strip()
             ports = []
             for _ in range(REPLICAS):
-                p = start([BIN, "serve", "--config", os.path.join(conf, "railyard.toml"),
-                           "--listen", "127.0.0.1:0", "--backend", backend_url],
-                          {"RAILYARD_LOG": "warn", "RAILYARD_CACHE_DIR": os.path.join(d, "cache")})
+                p, port = serve(os.path.join(conf, "railyard.toml"), "--backend", backend_url,
+                                env={"RAILYARD_CACHE_DIR": os.path.join(d, "cache")})
                 procs.append(p)
-                ports.append(int(p.stdout.readline().decode().rsplit(":", 1)[1]))
+                ports.append(port)
             servers = "".join(f"    server 127.0.0.1:{p};\n" for p in ports)
             with open(os.path.join(d, "nginx.conf"), "w") as f:
                 f.write(f"""worker_processes 1;

@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import statistics
 import subprocess
@@ -26,8 +25,8 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target/release/railyard")
+from common import ROOT, ensure, serve
+
 DURATION = int(sys.argv[1]) if len(sys.argv) > 1 else 600
 CONNECTIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 DISCONNECTORS = 4
@@ -125,20 +124,14 @@ def disconnector(port, stop, counts):
 
 
 def main():
-    if not os.path.exists(BIN):
-        subprocess.run(["cargo", "build", "--release", "-p", "railyard"], cwd=ROOT, check=True)
-    if not shutil.which("wrk"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True)
+    ensure("wrk")
     ready = []
     threading.Thread(target=backend, args=(ready,), daemon=True).start()
     while not ready:
         time.sleep(0.05)
     d = tempfile.mkdtemp()
-    daemon = subprocess.Popen([BIN, "serve", "--config", os.path.join(ROOT, "policies/railyard.toml"),
-                               "--listen", "127.0.0.1:0", "--backend", f"http://127.0.0.1:{ready[0]}/v1"],
-                              stdout=subprocess.PIPE,
-                              env=dict(os.environ, RAILYARD_LOG="warn"))
-    port = int(daemon.stdout.readline().decode().rsplit(":", 1)[1])
+    daemon, port = serve(os.path.join(ROOT, "policies/railyard.toml"),
+                         "--backend", f"http://127.0.0.1:{ready[0]}/v1")
     script = os.path.join(d, "mix.lua")
     plain = json.dumps({"model": "m", "messages": [{"role": "system", "content": "be brief"},
                         {"role": "user", "content": "my email is jane@example.com, note it please " * 8}]})
