@@ -222,6 +222,8 @@ pub enum Script {
 pub struct Seen {
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body's bytes as they arrived.
+    pub raw: Vec<u8>,
 }
 
 /// A scripted model backend on loopback. It answers every request with its current script.
@@ -286,8 +288,9 @@ fn serve_one(
     if reader.read_exact(&mut body).is_err() {
         return;
     }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    seen.lock().unwrap().push(Seen { headers, body });
+    let raw = body;
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    seen.lock().unwrap().push(Seen { headers, body, raw });
     let script = script.lock().unwrap().clone();
     let mut conn = conn;
     match script {

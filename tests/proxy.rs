@@ -52,6 +52,67 @@ fn allowed_traffic_passes_through_untouched_both_ways() {
     );
 }
 
+/// What every rail allowed crosses the hop as the very bytes that came in, both ways (spacing,
+/// key order, number spelling, unknown fields); when an inbound rail edited the request, the
+/// reply's own bytes still come back, with the `railyard` object added as its last key.
+#[test]
+fn allowed_bodies_cross_byte_for_byte() {
+    let reply_text = "{ \"id\" : \"c1\", \"object\": \"chat.completion\", \"zeta\": 1.50,\n  \
+        \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", \"content\": \"Fine\"}, \
+        \"finish_reason\": \"stop\"}], \"alpha\": 1e3 }\n";
+    let backend = MockBackend::start(Script::Raw(
+        200,
+        vec!["Content-Type: application/json".into()],
+        reply_text.into(),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let sent = "{\"model\":\"m\",  \"z-last\": 2.0,\n\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"a-first\": 1e2}";
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer demo-key"),
+    ];
+    let reply = request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        sent.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        backend.seen()[0].raw,
+        sent.as_bytes(),
+        "the request's own bytes"
+    );
+    assert_eq!(reply.body, reply_text, "the reply's own bytes");
+
+    // The input rail redacts an email: the request is re-encoded, the reply spliced.
+    let sent = json!({"model": "m", "messages": [{"role": "user", "content": "mail jane.doe@example.com"}]});
+    let reply = request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        sent.to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let seen = &backend.seen()[1].body;
+    assert!(!seen.to_string().contains("jane.doe"), "{seen}");
+    let (head, tail) = reply.body.split_at(reply_text.trim_end().len() - 1);
+    assert_eq!(
+        head,
+        &reply_text.trim_end()[..reply_text.trim_end().len() - 1]
+    );
+    let body = reply.json();
+    assert_eq!(body["railyard"]["rails"]["input"], "modify", "{tail}");
+    assert_eq!(
+        body.as_object().unwrap().keys().last().unwrap(),
+        "railyard",
+        "{}",
+        reply.body
+    );
+}
+
 fn request_with_auth(addr: std::net::SocketAddr, body: &Value, auth: &str) -> Reply {
     request(
         addr,

@@ -126,6 +126,18 @@ fn offered_tools(
         .collect()
 }
 
+/// A copy of a request body to write the rails' payload into: the values under `fresh` (about
+/// to be rebuilt from the payload, and the bulk of a body) are not copied, only held in place
+/// with a null, so every key keeps its position.
+pub(crate) fn body_for_edit(body: &Map<String, Value>, fresh: &str) -> Map<String, Value> {
+    body.iter()
+        .map(|(k, v)| {
+            let v = if k == fresh { Value::Null } else { v.clone() };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 /// Write the request's text fields (`path` with dots for nesting) back into `body`.
 fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
     for f in fields {

@@ -28,7 +28,7 @@ pub trait Observer: Send + Sync + 'static {
     /// A chain ran for `tenant`.
     fn evaluation(&self, eval: &Evaluation, tenant: &str);
     /// A request ended: its one record.
-    fn record(&self, record: DecisionRecord);
+    fn record(&self, record: &DecisionRecord);
 }
 
 /// Why a request was refused.
@@ -87,6 +87,8 @@ pub struct RequestScope {
     observer: Arc<dyn Observer>,
     started: Instant,
     ended: bool,
+    /// Whether a reply rail changed a reply message.
+    reply_edited: bool,
     /// Its trace, when traces are on.
     trace: Option<crate::telemetry::RequestTrace>,
 }
@@ -112,6 +114,7 @@ impl RequestScope {
             observer,
             started: Instant::now(),
             ended: false,
+            reply_edited: false,
             trace: None,
         }
     }
@@ -353,6 +356,7 @@ impl RequestScope {
             if let Some(refusal) = Refusal::from_eval(&eval) {
                 return Err(refusal);
             }
+            self.reply_edited |= eval.verdict != Verdict::Allow;
             message = judged;
             if rail == Rail::ToolCall {
                 judged_calls = message.tool_calls.len();
@@ -390,6 +394,11 @@ impl RequestScope {
         (eval, judged)
     }
 
+    /// Whether a reply rail changed a reply message (its calls' signed ids aside).
+    pub fn reply_edited(&self) -> bool {
+        self.reply_edited
+    }
+
     /// Whether any rail did more than allow, or a plugin faulted.
     pub fn acted(&self) -> bool {
         self.record.acted()
@@ -397,13 +406,13 @@ impl RequestScope {
 
     /// The `railyard` object of a response: the record so far, and what was rejected.
     pub fn railyard(&self) -> Value {
-        let mut record = self.record.clone();
-        record.status = 200;
-        record.latency_us = self.started.elapsed().as_micros() as u64;
-        if record.blocked.is_some() {
-            record.outcome = Outcome::Refused;
+        // The record as it would end now (serialised, then patched: no copy of the record).
+        let mut v = serde_json::to_value(&self.record).unwrap_or_default();
+        v["status"] = json!(200);
+        v["latency_us"] = json!(self.started.elapsed().as_micros() as u64);
+        if self.record.blocked.is_some() {
+            v["outcome"] = json!(Outcome::Refused);
         }
-        let mut v = serde_json::to_value(&record).unwrap_or_default();
         if !self.rejections.is_empty() {
             v["rejections"] = Value::Array(self.rejections.clone());
         }
@@ -421,14 +430,13 @@ impl RequestScope {
             return;
         }
         self.ended = true;
-        let mut record = self.record.clone();
-        record.status = status;
-        record.outcome = outcome;
-        record.latency_us = self.started.elapsed().as_micros() as u64;
+        self.record.status = status;
+        self.record.outcome = outcome;
+        self.record.latency_us = self.started.elapsed().as_micros() as u64;
         if let Some(trace) = &mut self.trace {
-            trace.end(&record);
+            trace.end(&self.record);
         }
-        self.observer.record(record);
+        self.observer.record(&self.record);
     }
 }
 

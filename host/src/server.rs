@@ -188,14 +188,14 @@ impl Observer for Sink {
         self.metrics.evaluation(eval, Some(tenant));
     }
 
-    fn record(&self, record: DecisionRecord) {
+    fn record(&self, record: &DecisionRecord) {
         if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
             return;
         }
         if JSON_RECORDS.load(Ordering::Relaxed) {
             // The same envelope as the JSON log formatter's lines, with the record's fields as
             // JSON values (the formatter would make them strings).
-            let mut fields = serde_json::to_value(&record).unwrap_or_default();
+            let mut fields = serde_json::to_value(record).unwrap_or_default();
             fields["message"] = "decision".into();
             let line = serde_json::json!({
                 "timestamp": timestamp(),
@@ -344,7 +344,14 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
 /// A JSON response with a status.
 pub(crate) fn json_response(status: axum::http::StatusCode, value: serde_json::Value) -> Response {
     // to_vec, not to_string: the Display path goes through a formatter, a third slower.
-    let body = serde_json::to_vec(&value).unwrap_or_default();
+    json_bytes(
+        status,
+        serde_json::to_vec(&value).unwrap_or_default().into(),
+    )
+}
+
+/// A response with a status and a body that is JSON already.
+pub(crate) fn json_bytes(status: axum::http::StatusCode, body: bytes::Bytes) -> Response {
     let mut response = Response::new(axum::body::Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(

@@ -60,7 +60,7 @@ impl Codec for Chat {
         if !edited {
             return serde_json::to_vec(&request.body).unwrap_or_default();
         }
-        let mut body = request.body.clone();
+        let mut body = super::body_for_edit(&request.body, "messages");
         body.insert("messages".into(), payload.messages_json());
         super::encode_body(body, payload, |t, d| {
             t["function"]["description"] = json!(d);

@@ -245,7 +245,7 @@ impl Codec for Messages {
         if !edited {
             return serde_json::to_vec(&request.body).unwrap_or_default();
         }
-        let mut body = request.body.clone();
+        let mut body = super::body_for_edit(&request.body, "messages");
         let mut wire: Vec<Value> = Vec::new();
         let mut group: Vec<&Message> = Vec::new();
         let flush = |group: &mut Vec<&Message>, wire: &mut Vec<Value>| {

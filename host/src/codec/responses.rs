@@ -266,7 +266,7 @@ impl Codec for Responses {
         if !edited {
             return serde_json::to_vec(&request.body).unwrap_or_default();
         }
-        let mut body = request.body.clone();
+        let mut body = super::body_for_edit(&request.body, "input");
         let mut rest: Vec<Message> = Vec::new();
         for m in &payload.messages {
             if from(m) == Some(FROM_INSTRUCTIONS) {

@@ -53,11 +53,16 @@ fn rail01(r: Rail) -> wit01::Rail {
     }
 }
 
+/// JSON as text for a plugin (to_string, not Display: the formatter path is a third slower).
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 impl From<&Content> for wit::Content {
     fn from(c: &Content) -> wit::Content {
         match c {
             Content::Text(t) => wit::Content::Text(t.clone()),
-            Content::Parts(p) => wit::Content::Parts(p.to_string()),
+            Content::Parts(p) => wit::Content::Parts(json_text(p)),
         }
     }
 }
@@ -66,7 +71,7 @@ impl From<&Content> for wit01::Content {
     fn from(c: &Content) -> wit01::Content {
         match c {
             Content::Text(t) => wit01::Content::Text(t.clone()),
-            Content::Parts(p) => wit01::Content::Parts(p.to_string()),
+            Content::Parts(p) => wit01::Content::Parts(json_text(p)),
         }
     }
 }
@@ -130,8 +135,8 @@ impl From<&ToolDef> for wit::ToolDef {
             kind: t.kind.clone(),
             name: t.name.clone(),
             description: t.description.clone(),
-            parameters: t.parameters.as_ref().map(|p| p.to_string()),
-            result_schema: t.result_schema.as_ref().map(|p| p.to_string()),
+            parameters: t.parameters.as_ref().map(json_text),
+            result_schema: t.result_schema.as_ref().map(json_text),
             hidden_by: t.hidden_by.clone(),
         }
     }
@@ -143,7 +148,7 @@ impl From<&ToolDef> for wit01::ToolDef {
             kind: t.kind.clone(),
             name: t.name.clone(),
             description: t.description.clone(),
-            parameters: t.parameters.as_ref().map(|p| p.to_string()),
+            parameters: t.parameters.as_ref().map(json_text),
         }
     }
 }

@@ -82,7 +82,7 @@ async fn serve<C: Codec>(
 ) -> Result<Served<C>, ApiError> {
     let bytes = ingress::read_body(scope, body).await?;
     let mut body = parse_object(&bytes)?;
-    drop(bytes);
+    let had_options = body.contains_key("railyard");
     let allow = scope.set().config().server.allow_rail_overrides;
     let options = RequestOptions::take(&mut body, allow)
         .map_err(|e| ApiError::bad_request(e.message, Some(e.path)))?;
@@ -100,7 +100,13 @@ async fn serve<C: Codec>(
         }
         Inbound::Forward { payload, edited } => (payload, edited),
     };
-    let upstream = C::encode_request(&request, &conversation, edited);
+    // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
+    // invisible (no re-serialisation, no reordered keys) and costs less.
+    let upstream = if edited || had_options {
+        Bytes::from(C::encode_request(&request, &conversation, edited))
+    } else {
+        bytes
+    };
 
     let started = Instant::now();
     let startup = app.startup();
@@ -123,7 +129,7 @@ async fn serve<C: Codec>(
     }
     let response = app
         .backend
-        .post(C::ROUTE, upstream.into(), client_auth, forwarded)
+        .post(C::ROUTE, upstream, client_auth, forwarded)
         .await
         .inspect_err(|e| backend_failed(scope, e))?;
     app.metrics().backend(started.elapsed());
@@ -162,6 +168,7 @@ async fn serve<C: Codec>(
     }
     let reply = parse_object(&bytes)
         .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
+    let reply_has_railyard = reply.contains_key("railyard");
     let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
     let mut judged = Vec::with_capacity(messages.len());
     for message in messages {
@@ -181,10 +188,40 @@ async fn serve<C: Codec>(
             calls_added,
         });
     }
+    // A reply no rail changed (and with no calls, whose ids get signed) goes back as the
+    // backend's own bytes, with the `railyard` object spliced in when there is one.
+    if !scope.reply_edited() && judged.iter().all(|j| j.message.tool_calls.is_empty()) {
+        let out = if !scope.acted() {
+            Some(bytes.clone())
+        } else if reply_has_railyard {
+            None
+        } else {
+            splice_railyard(&bytes, &scope.railyard())
+        };
+        if let Some(out) = out {
+            scope.finish(200, Outcome::Served);
+            return Ok(Served::Whole(super::json_bytes(StatusCode::OK, out)));
+        }
+    }
     let railyard = scope.acted().then(|| scope.railyard());
     let out = C::encode_reply(reply, judged, railyard);
     scope.finish(200, Outcome::Served);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// `object` (a JSON object's text, holding at least one key) with `"railyard": value` added as
+/// its last key; `None` when it does not end like an object.
+fn splice_railyard(object: &[u8], value: &Value) -> Option<Bytes> {
+    let end = object.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if object[end] != b'}' {
+        return None;
+    }
+    let mut out = Vec::with_capacity(object.len() + 512);
+    out.extend_from_slice(&object[..end]);
+    out.extend_from_slice(b",\"railyard\":");
+    serde_json::to_writer(&mut out, value).ok()?;
+    out.push(b'}');
+    Some(out.into())
 }
 
 /// The backend call failed: its span says how (a streamed answer's span ends with the request).
@@ -298,5 +335,22 @@ pub(crate) fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError>
             format!("the request body is not valid JSON: {e}"),
             None,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_railyard_object_is_spliced_in_as_the_last_key() {
+        let spliced = splice_railyard(b"{\"id\":\"x\",\"n\":[1, 2]}\n ", &json!({"a": 1})).unwrap();
+        let v: Value = serde_json::from_slice(&spliced).unwrap();
+        assert_eq!(v, json!({"id": "x", "n": [1, 2], "railyard": {"a": 1}}));
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["id", "n", "railyard"]);
+        assert!(splice_railyard(b"[1]", &json!({})).is_none());
+        assert!(splice_railyard(b"", &json!({})).is_none());
     }
 }
