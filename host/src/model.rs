@@ -264,6 +264,24 @@ pub struct ToolDef {
     pub result_schema: Option<Value>,
     /// Set when a plugin on the `tools` rail hid the tool from the model: its id.
     pub hidden_by: Option<String>,
+    /// `parameters` as JSON text, made on first use (plugins get it on every rail).
+    pub(crate) parameters_text: TextCache,
+}
+
+/// A value's JSON text, made once. Equal to any other: it is a cache, not part of the value.
+#[derive(Clone, Default)]
+pub struct TextCache(std::sync::OnceLock<String>);
+
+impl PartialEq for TextCache {
+    fn eq(&self, _: &TextCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for TextCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextCache")
+    }
 }
 
 impl ToolDef {
@@ -281,7 +299,18 @@ impl ToolDef {
             parameters,
             result_schema: None,
             hidden_by: None,
+            parameters_text: TextCache::default(),
         }
+    }
+
+    /// `parameters` as JSON text (the schema is never changed once declared).
+    pub fn parameters_text(&self) -> Option<String> {
+        let parameters = self.parameters.as_ref()?;
+        let text = self
+            .parameters_text
+            .0
+            .get_or_init(|| serde_json::to_string(parameters).unwrap_or_default());
+        Some(text.clone())
     }
 
     /// Whether this declaration is the same tool as `other` (kind and name).

@@ -392,36 +392,111 @@ impl PolicySet {
         partial: bool,
     ) -> Evaluation {
         let chain = self.chain_for(ctx.tenant.as_deref(), rail);
-        if rail == Rail::Tools {
+        if rail == Rail::Tools || self.config.tools.is_empty() {
             return chain.run(payload, ctx, partial);
         }
-        let own_tools = payload.tools.clone();
+        // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
-        payload.tools = merge_tools(&payload.tools, &self.config.tools);
+        let (merged, replaced) =
+            merge_tools(std::mem::take(&mut payload.tools), &self.config.tools);
+        payload.tools = merged;
         let mut eval = chain.run(payload, ctx, partial);
-        eval.payload.tools = own_tools;
+        let merged = std::mem::take(&mut eval.payload.tools);
+        eval.payload.tools = unmerge_tools(merged, replaced, self.config.tools.len());
         eval
     }
 }
 
-fn merge_tools(request: &[ToolDef], config: &[ToolDef]) -> Vec<ToolDef> {
-    if config.is_empty() {
-        return request.to_vec();
+/// The tools plugins see off the `tools` rail: the request's (`request`), those the operator
+/// also declares replaced by the operator's declaration (which keeps the request tool's
+/// `hidden_by`: a tool hidden from the model stays hidden), the operator's last. Also returns
+/// the replaced request tools with their positions, for [`unmerge_tools`].
+fn merge_tools(request: Vec<ToolDef>, config: &[ToolDef]) -> (Vec<ToolDef>, Vec<(usize, ToolDef)>) {
+    let mut merged = Vec::with_capacity(request.len() + config.len());
+    let mut replaced = Vec::new();
+    for (i, tool) in request.into_iter().enumerate() {
+        if config.iter().any(|c| c.same(&tool)) {
+            replaced.push((i, tool));
+        } else {
+            merged.push(tool);
+        }
     }
-    let mut merged: Vec<ToolDef> = request
-        .iter()
-        .filter(|t| !config.iter().any(|c| c.same(t)))
-        .cloned()
-        .collect();
-    // The operator's declaration replaces the request's, but a tool hidden from the model stays
-    // hidden.
     merged.extend(config.iter().map(|c| {
         let mut c = c.clone();
-        c.hidden_by = request
+        c.hidden_by = replaced
             .iter()
-            .find(|t| t.same(&c))
-            .and_then(|t| t.hidden_by.clone());
+            .find(|(_, t)| t.same(&c))
+            .and_then(|(_, t)| t.hidden_by.clone());
         c
     }));
+    (merged, replaced)
+}
+
+/// The request's own tools again, from what [`merge_tools`] made (off the `tools` rail no plugin
+/// edits tools, so it is unchanged): the operator's `config_len` tools dropped, the replaced
+/// ones put back where they were.
+fn unmerge_tools(
+    mut merged: Vec<ToolDef>,
+    replaced: Vec<(usize, ToolDef)>,
+    config_len: usize,
+) -> Vec<ToolDef> {
+    merged.truncate(merged.len().saturating_sub(config_len));
+    for (i, tool) in replaced {
+        merged.insert(i.min(merged.len()), tool);
+    }
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, description: &str) -> ToolDef {
+        ToolDef::declared(
+            "function".into(),
+            Some(name.into()),
+            Some(description.into()),
+            None,
+        )
+    }
+
+    #[test]
+    fn merged_tools_come_apart_as_the_request_had_them() {
+        let mut hidden = tool("b", "request's b");
+        hidden.hidden_by = Some("allowlist".into());
+        let request = vec![
+            tool("a", "a"),
+            hidden,
+            tool("c", "c"),
+            tool("d", "request's d"),
+        ];
+        let config = vec![
+            tool("d", "operator's d"),
+            tool("b", "operator's b"),
+            tool("e", "e"),
+        ];
+        let (merged, replaced) = merge_tools(request.clone(), &config);
+        let seen: Vec<(&str, &str, bool)> = merged
+            .iter()
+            .map(|t| {
+                let name = t.name.as_deref().unwrap();
+                (
+                    name,
+                    t.description.as_deref().unwrap(),
+                    t.hidden_by.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", "a", false),
+                ("c", "c", false),
+                ("d", "operator's d", false),
+                ("b", "operator's b", true),
+                ("e", "e", false),
+            ]
+        );
+        assert_eq!(unmerge_tools(merged, replaced, config.len()), request);
+    }
 }

@@ -419,6 +419,42 @@ impl RequestScope {
         v
     }
 
+    /// [`RequestScope::railyard`] as JSON text, written straight from the record (no `Value`).
+    pub fn railyard_text(&mut self) -> Vec<u8> {
+        self.shown(|record, rejections| {
+            let mut out = serde_json::to_vec(record).unwrap_or_default();
+            if !rejections.is_empty() && out.last() == Some(&b'}') {
+                out.pop();
+                out.extend_from_slice(b",\"rejections\":");
+                let _ = serde_json::to_writer(&mut out, rejections);
+                out.push(b'}');
+            }
+            out
+        })
+    }
+
+    /// `f` on the record as it would end now (answered, 200), and the rejections; the record is
+    /// patched for the call and put back, not copied.
+    fn shown<R>(&mut self, f: impl FnOnce(&DecisionRecord, &[Value]) -> R) -> R {
+        let kept = (
+            self.record.status,
+            self.record.outcome,
+            self.record.latency_us,
+        );
+        self.record.status = 200;
+        self.record.latency_us = self.started.elapsed().as_micros() as u64;
+        if self.record.blocked.is_some() {
+            self.record.outcome = Outcome::Refused;
+        }
+        let out = f(&self.record, &self.rejections);
+        (
+            self.record.status,
+            self.record.outcome,
+            self.record.latency_us,
+        ) = kept;
+        out
+    }
+
     /// The record so far (for gRPC answers).
     pub fn record(&self) -> &DecisionRecord {
         &self.record

@@ -38,17 +38,15 @@ impl Codec for Chat {
     type Reply = ChatReply;
     type Stream = ChatStream;
 
-    fn decode_request(body: Map<String, Value>) -> Result<(ChatRequest, Payload), PayloadError> {
+    fn decode_request(
+        mut body: Map<String, Value>,
+    ) -> Result<(ChatRequest, Payload), PayloadError> {
         let stream = stream_flag(&body)?;
-        let body = Value::Object(body);
-        let mut payload = Payload::from_openai(&body)?;
-        payload.fields.extend(super::read_field(
-            body.as_object().expect("an object"),
-            "user",
-        ));
-        let Value::Object(body) = body else {
-            unreachable!("decoded from an object")
-        };
+        // The messages move into the payload (a null keeps their place in the body): the body
+        // is only written again from the payload.
+        let messages = body.get_mut("messages").map(std::mem::take);
+        let mut payload = Payload::from_openai_parts(messages, body.get("tools"))?;
+        payload.fields.extend(super::read_field(&body, "user"));
         Ok((ChatRequest { body, stream }, payload))
     }
 
@@ -56,10 +54,8 @@ impl Codec for Chat {
         request.stream
     }
 
-    fn encode_request(request: &ChatRequest, payload: &Payload, edited: bool) -> Vec<u8> {
-        if !edited {
-            return serde_json::to_vec(&request.body).unwrap_or_default();
-        }
+    /// Always from the payload (`edited` or not): the decoded body no longer holds the messages.
+    fn encode_request(request: &ChatRequest, payload: &Payload, _edited: bool) -> Vec<u8> {
         let mut body = super::body_for_edit(&request.body, "messages");
         body.insert("messages".into(), payload.messages_json());
         super::encode_body(body, payload, |t, d| {
@@ -74,10 +70,11 @@ impl Codec for Chat {
         let mut messages = Vec::new();
         let mut with_message = Vec::new();
         for (i, choice) in choices.iter_mut().enumerate() {
-            let Some(raw) = choice.get("message") else {
+            // Taken (a null in its place): encode_reply writes the judged message there.
+            let Some(raw) = choice.get_mut("message").map(std::mem::take) else {
                 continue;
             };
-            let message = Message::from_openai(raw, &format!("choices[{i}].message"))
+            let message = Message::from_openai_owned(raw, &format!("choices[{i}].message"))
                 .map_err(|e| e.to_string())?;
             messages.push(message);
             with_message.push(i);

@@ -135,7 +135,7 @@ impl From<&ToolDef> for wit::ToolDef {
             kind: t.kind.clone(),
             name: t.name.clone(),
             description: t.description.clone(),
-            parameters: t.parameters.as_ref().map(json_text),
+            parameters: t.parameters_text(),
             result_schema: t.result_schema.as_ref().map(json_text),
             hidden_by: t.hidden_by.clone(),
         }
@@ -148,7 +148,7 @@ impl From<&ToolDef> for wit01::ToolDef {
             kind: t.kind.clone(),
             name: t.name.clone(),
             description: t.description.clone(),
-            parameters: t.parameters.as_ref().map(json_text),
+            parameters: t.parameters_text(),
         }
     }
 }

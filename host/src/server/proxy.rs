@@ -196,7 +196,7 @@ async fn serve<C: Codec>(
         } else if reply_has_railyard {
             None
         } else {
-            splice_railyard(&bytes, &scope.railyard())
+            splice_railyard(&bytes, &scope.railyard_text())
         };
         if let Some(out) = out {
             scope.finish(200, Outcome::Served);
@@ -209,17 +209,17 @@ async fn serve<C: Codec>(
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
 }
 
-/// `object` (a JSON object's text, holding at least one key) with `"railyard": value` added as
-/// its last key; `None` when it does not end like an object.
-fn splice_railyard(object: &[u8], value: &Value) -> Option<Bytes> {
+/// `object` (a JSON object's text, holding at least one key) with `"railyard": railyard` (JSON
+/// text) added as its last key; `None` when it does not end like an object.
+fn splice_railyard(object: &[u8], railyard: &[u8]) -> Option<Bytes> {
     let end = object.iter().rposition(|b| !b.is_ascii_whitespace())?;
     if object[end] != b'}' {
         return None;
     }
-    let mut out = Vec::with_capacity(object.len() + 512);
+    let mut out = Vec::with_capacity(object.len() + railyard.len() + 16);
     out.extend_from_slice(&object[..end]);
     out.extend_from_slice(b",\"railyard\":");
-    serde_json::to_writer(&mut out, value).ok()?;
+    out.extend_from_slice(railyard);
     out.push(b'}');
     Some(out.into())
 }
@@ -345,12 +345,12 @@ mod tests {
 
     #[test]
     fn the_railyard_object_is_spliced_in_as_the_last_key() {
-        let spliced = splice_railyard(b"{\"id\":\"x\",\"n\":[1, 2]}\n ", &json!({"a": 1})).unwrap();
+        let spliced = splice_railyard(b"{\"id\":\"x\",\"n\":[1, 2]}\n ", b"{\"a\":1}").unwrap();
         let v: Value = serde_json::from_slice(&spliced).unwrap();
         assert_eq!(v, json!({"id": "x", "n": [1, 2], "railyard": {"a": 1}}));
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["id", "n", "railyard"]);
-        assert!(splice_railyard(b"[1]", &json!({})).is_none());
-        assert!(splice_railyard(b"", &json!({})).is_none());
+        assert!(splice_railyard(b"[1]", b"{}").is_none());
+        assert!(splice_railyard(b"", b"{}").is_none());
     }
 }

@@ -18,16 +18,24 @@ impl Payload {
         let obj = body
             .as_object()
             .ok_or_else(|| err("$", "the body must be a JSON object"))?;
-        let messages = match obj.get("messages") {
+        Payload::from_openai_parts(obj.get("messages").cloned(), obj.get("tools"))
+    }
+
+    /// [`Payload::from_openai`] from a body's `messages` (taken, not copied) and `tools`.
+    pub fn from_openai_parts(
+        messages: Option<Value>,
+        tools: Option<&Value>,
+    ) -> Result<Payload, PayloadError> {
+        let messages = match messages {
             Some(Value::Array(items)) => items
-                .iter()
+                .into_iter()
                 .enumerate()
-                .map(|(i, m)| Message::from_openai(m, &format!("messages[{i}]")))
+                .map(|(i, m)| Message::from_openai_owned(m, &format!("messages[{i}]")))
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(err("messages", "must be an array of messages")),
             None => return Err(err("messages", "is required")),
         };
-        let tools = match obj.get("tools") {
+        let tools = match tools {
             None | Some(Value::Null) => Vec::new(),
             Some(value) => ToolDef::list_from_openai(value, "tools")?,
         };
@@ -60,10 +68,14 @@ impl Payload {
 impl Message {
     /// Parse one OpenAI message; `path` names it in errors.
     pub fn from_openai(value: &Value, path: &str) -> Result<Message, PayloadError> {
-        let mut obj = value
-            .as_object()
-            .cloned()
-            .ok_or_else(|| err(path, "must be an object"))?;
+        Message::from_openai_owned(value.clone(), path)
+    }
+
+    /// [`Message::from_openai`], taking the value.
+    pub fn from_openai_owned(value: Value, path: &str) -> Result<Message, PayloadError> {
+        let Value::Object(mut obj) = value else {
+            return Err(err(path, "must be an object"));
+        };
         let role = match obj.remove("role") {
             Some(Value::String(s)) => s,
             Some(_) => return Err(err(format!("{path}.role"), "must be a string")),
@@ -82,9 +94,11 @@ impl Message {
             Some(Value::Null) => (Vec::new(), false),
             Some(Value::Array(calls)) => (
                 calls
-                    .iter()
+                    .into_iter()
                     .enumerate()
-                    .map(|(i, c)| ToolCall::from_openai(c, &format!("{path}.tool_calls[{i}]")))
+                    .map(|(i, c)| {
+                        ToolCall::from_openai_owned(c, &format!("{path}.tool_calls[{i}]"))
+                    })
                     .collect::<Result<_, _>>()?,
                 true,
             ),
@@ -142,10 +156,14 @@ impl ToolCall {
     /// Parse one OpenAI tool call: a function call, or a call to a hosted tool, which carries
     /// its `type` (e.g. `web_search`) and no `function` object.
     pub fn from_openai(value: &Value, path: &str) -> Result<ToolCall, PayloadError> {
-        let mut obj = value
-            .as_object()
-            .cloned()
-            .ok_or_else(|| err(path, "must be an object"))?;
+        ToolCall::from_openai_owned(value.clone(), path)
+    }
+
+    /// [`ToolCall::from_openai`], taking the value.
+    pub fn from_openai_owned(value: Value, path: &str) -> Result<ToolCall, PayloadError> {
+        let Value::Object(mut obj) = value else {
+            return Err(err(path, "must be an object"));
+        };
         let id = opt_string(&mut obj, "id", path)?.unwrap_or_default();
         let mut function = match obj.remove("function") {
             Some(Value::Object(f)) => f,
