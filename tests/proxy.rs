@@ -106,7 +106,7 @@ fn allowed_bodies_cross_byte_for_byte() {
     let body = reply.json();
     assert_eq!(body["railyard"]["rails"]["input"], "modify", "{tail}");
     assert_eq!(
-        body.as_object().unwrap().keys().last().unwrap(),
+        body.as_object().unwrap().keys().next_back().unwrap(),
         "railyard",
         "{}",
         reply.body
