@@ -44,7 +44,9 @@ enum Upstream {
 /// Client for the configured backends.
 #[derive(Clone)]
 pub struct Backend {
-    client: Upstream,
+    /// One connection pool per data-plane worker (`crate::shard`), and one for the rest: a
+    /// backend connection is then driven on the thread of the requests that use it.
+    clients: Vec<Upstream>,
     chat: Uri,
     responses: Uri,
     models: Uri,
@@ -82,6 +84,11 @@ fn key_from_env(key: &str, var: &str, prefix: &str) -> Result<HeaderValue, Strin
 impl Backend {
     /// A client for `config` (`http://` or `https://`).
     pub fn new(config: &BackendConfig) -> Result<Backend, String> {
+        Backend::for_workers(config, 0)
+    }
+
+    /// [`Backend::new`] with a connection pool of its own for each of `workers` workers.
+    pub fn for_workers(config: &BackendConfig, workers: usize) -> Result<Backend, String> {
         let chat = endpoint("backend.url", &config.url, "chat/completions")?;
         let responses = endpoint("backend.url", &config.url, "responses")?;
         let models = endpoint("backend.url", &config.url, "models")?;
@@ -104,7 +111,8 @@ impl Backend {
         let builder = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .clone();
-        let client = if tls {
+        // A clone of a client shares its pool: each pool is a client of its own.
+        let clients = if tls {
             let connector = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_native_roots()
                 .map_err(|e| {
@@ -113,12 +121,16 @@ impl Backend {
                 .https_only()
                 .enable_http1()
                 .wrap_connector(connector);
-            Upstream::Tls(builder.build(connector))
+            (0..=workers)
+                .map(|_| Upstream::Tls(builder.build(connector.clone())))
+                .collect()
         } else {
-            Upstream::Plain(builder.build(connector))
+            (0..=workers)
+                .map(|_| Upstream::Plain(builder.build(connector.clone())))
+                .collect()
         };
         Ok(Backend {
-            client,
+            clients,
             chat,
             responses,
             models,
@@ -193,8 +205,9 @@ impl Backend {
         &self,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, BackendError> {
+        let client = &self.clients[crate::shard::index() % self.clients.len()];
         let call = async {
-            match &self.client {
+            match client {
                 Upstream::Plain(c) => c.request(request).await,
                 Upstream::Tls(c) => c.request(request).await,
             }

@@ -70,6 +70,9 @@ pub struct StartupConfig {
     /// `[server] max_connections`: open client connections beyond it are answered 503 and
     /// closed.
     pub max_connections: usize,
+    /// `[server] workers`: data-plane threads, each serving its connections to the end (`0`:
+    /// one per CPU).
+    pub workers: usize,
     /// `[server] header_read_timeout_ms`: a connection that has not sent a whole request head
     /// within it (a stalled client, or an idle keep-alive connection) is closed.
     pub header_read_timeout: std::time::Duration,
@@ -120,6 +123,11 @@ impl StartupConfig {
             "server.max_connections",
             running.max_connections.to_string(),
             self.max_connections.to_string(),
+        );
+        diff(
+            "server.workers",
+            running.workers.to_string(),
+            self.workers.to_string(),
         );
         let ms = |d: std::time::Duration| d.as_millis().to_string();
         diff(

@@ -66,7 +66,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         overrides.backend = Some(url);
     }
     overrides.apply(&mut config);
-    let backend = Backend::new(&config.startup.backend).map_err(DaemonError::Backend)?;
+    let workers = crate::shard::count(config.startup.workers);
+    let backend =
+        Backend::for_workers(&config.startup.backend, workers).map_err(DaemonError::Backend)?;
     let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
         .map_err(|e| DaemonError::Engine(e.to_string()))?;
     let engine = Arc::new(engine);
@@ -176,7 +178,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         app.start_draining();
         tokio::time::sleep(shutdown_delay).await;
     };
-    crate::server::listen::serve(listener, router, limits, draining).await?;
+    crate::server::listen::serve_workers(listener, router, limits, draining, workers).await?;
     if last.telemetry().is_some() {
         // The exporter's last batch: on a blocking thread, the channel needs the runtime.
         let _ = tokio::task::spawn_blocking(move || {

@@ -34,6 +34,7 @@ pub mod rails;
 pub mod reload;
 pub mod scaffold;
 pub mod server;
+pub mod shard;
 pub mod telemetry;
 pub mod util;
 

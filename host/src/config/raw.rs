@@ -79,6 +79,7 @@ pub(super) struct RawServer {
     pub(super) stream_window_bytes: Option<Spanned<u64>>,
     pub(super) on_block_stream: Option<OnBlockStream>,
     pub(super) max_connections: Option<Spanned<u64>>,
+    pub(super) workers: Option<Spanned<u64>>,
     pub(super) header_read_timeout_ms: Option<Spanned<u64>>,
     pub(super) shutdown_delay_ms: Option<u64>,
     pub(super) shutdown_timeout_ms: Option<Spanned<u64>>,

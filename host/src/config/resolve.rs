@@ -92,6 +92,18 @@ pub(super) fn server(
         "server.max_connections",
         4096,
     ) as usize;
+    let workers = match &raw.server.workers {
+        Some(w) if *w.get_ref() > 1024 => {
+            p.at(
+                w.span(),
+                "server.workers",
+                format!("must be at most 1024 (0: one per CPU), got {}", w.get_ref()),
+            );
+            0
+        }
+        Some(w) => *w.get_ref() as usize,
+        None => 0,
+    };
     let header_read_timeout = Duration::from_millis(positive(
         p,
         &raw.server.header_read_timeout_ms,
@@ -147,6 +159,7 @@ pub(super) fn server(
         backend,
         cache_dir,
         max_connections,
+        workers,
         header_read_timeout,
         shutdown_delay,
         shutdown_timeout,

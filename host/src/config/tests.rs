@@ -113,3 +113,11 @@ fn open_without_auth_and_tenant_defaults() {
         .to_string()
         .contains("reserved"));
 }
+
+#[test]
+fn workers_default_to_one_per_cpu_and_are_bounded() {
+    assert_eq!(parse("").unwrap().startup.workers, 0);
+    assert_eq!(parse("[server]\nworkers = 3\n").unwrap().startup.workers, 3);
+    let e = parse("[server]\nworkers = 5000\n").unwrap_err().to_string();
+    assert!(e.contains(":2:") && e.contains("server.workers"), "{e}");
+}

@@ -63,9 +63,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
     let mut text = app.metrics().render();
     // Tasks alive in the runtime: flat under steady load, or something leaks (a relay, a
     // backend call nobody cancelled).
-    let tasks = tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks();
+    let tasks = crate::shard::alive_tasks();
     text.push_str(&format!(
         "# HELP railyard_runtime_tasks Tasks alive in the daemon's async runtime.\n# TYPE railyard_runtime_tasks gauge\nrailyard_runtime_tasks {tasks}\n"
     ));

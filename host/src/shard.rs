@@ -1,0 +1,54 @@
+//! The data plane runs thread-per-core: each worker thread has its own single-threaded runtime,
+//! serves the client connections it is given from start to end, and has its own pool of backend
+//! connections. A request then never changes threads (no cross-thread wake-up between the
+//! client's connection, the handler and the backend connection), which on a small machine is a
+//! large part of one hop's latency. The control plane (reloads, gRPC, admin listener, signals)
+//! stays on the main runtime.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+
+thread_local! {
+    static INDEX: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runtimes that serve requests, for the tasks gauge.
+static RUNTIMES: Mutex<Vec<tokio::runtime::Handle>> = Mutex::new(Vec::new());
+
+/// Which worker this thread is: `1..=n` on a data-plane worker, `0` elsewhere.
+pub fn index() -> usize {
+    INDEX.with(Cell::get)
+}
+
+/// Mark this thread as worker `index` whose runtime is `handle`.
+pub fn enter(index: usize, handle: tokio::runtime::Handle) {
+    INDEX.with(|i| i.set(index));
+    register(handle);
+}
+
+/// Count `handle`'s tasks in [`alive_tasks`] (the main runtime, when workers serve).
+pub fn register(handle: tokio::runtime::Handle) {
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(handle);
+}
+
+/// The number of data-plane workers for `configured` (`0`: one per CPU the process may use).
+pub fn count(configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Tasks alive in the runtimes that serve requests (the current one when none registered).
+pub fn alive_tasks() -> usize {
+    let runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    if runtimes.is_empty() {
+        return tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+    }
+    runtimes.iter().map(|h| h.metrics().num_alive_tasks()).sum()
+}
