@@ -13,7 +13,7 @@
 #        bench/load.sh [seconds-per-run]   (default 10)
 # With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
 # measured in the same run, so a change is compared before/after on one machine state (on the
-# chat door, which every build has).
+# chat door, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -36,7 +36,7 @@ RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:
     --backend http://127.0.0.1:19100/v1 >/dev/null &
 ports="19100 19101"
 if [ -n "$baseline" ]; then
-    RAILYARD_LOG=warn "$baseline" serve --config policies/railyard.toml --listen 127.0.0.1:19102 \
+    RAILYARD_LOG=warn "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19102 \
         --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
     ports="$ports 19102"
 fi
