@@ -75,7 +75,10 @@ fn each_verdict_kind_from_a_real_component() {
 /// the next call normally.
 #[test]
 fn faults_are_contained_and_the_next_call_is_served() {
-    let set = by_message("timeout_ms = 50\nmemory_mb = 16");
+    // The deadline is wall-clock epochs: on a busy machine, growing to the memory cap could take
+    // longer than a deadline short enough for the loop case, so that case has its own set.
+    let short = by_message("timeout_ms = 50\nmemory_mb = 16");
+    let long = by_message("timeout_ms = 5000\nmemory_mb = 16");
     let cases = [
         ("loop", FaultKind::Deadline, "50 ms CPU deadline"),
         ("oom", FaultKind::MemoryCap, "16 MiB cap"),
@@ -87,6 +90,7 @@ fn faults_are_contained_and_the_next_call_is_served() {
         ),
     ];
     for (mode, kind, detail) in cases {
+        let set = if mode == "loop" { &short } else { &long };
         let e = set.check(Rail::Input, user(mode), &ctx());
         assert_eq!(e.verdict, Verdict::Block, "{mode}");
         let d = &e.decisions[0];
@@ -145,8 +149,10 @@ fn deadline_and_memory_faults_in_per_call_isolation() {
         set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
         Some(FaultKind::Deadline)
     );
+    // A deadline the memory cap is surely reached within, even on a busy machine.
+    let roomy = by_message("timeout_ms = 5000\nmemory_mb = 8\nisolation = \"per-call\"");
     assert_eq!(
-        set.check(Rail::Input, user("oom"), &ctx()).decisions[0].fault,
+        roomy.check(Rail::Input, user("oom"), &ctx()).decisions[0].fault,
         Some(FaultKind::MemoryCap)
     );
     assert_eq!(
