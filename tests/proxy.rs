@@ -113,6 +113,43 @@ fn allowed_bodies_cross_byte_for_byte() {
     );
 }
 
+/// A body whose objects repeat a key is never forwarded as it came: parsers differ on which of
+/// the two wins, and the rails judged the last. What goes on is what they judged, both ways.
+#[test]
+fn repeated_keys_are_not_smuggled_past_the_rails() {
+    let backend = MockBackend::start(Script::Raw(
+        200,
+        vec!["Content-Type: application/json".into()],
+        r#"{"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "message":
+            {"role": "assistant", "content": "my SSN is 536-22-1234", "content": "fine"},
+            "finish_reason": "stop"}]}"#
+            .into(),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let sent = r#"{"model": "m", "messages": [{"role": "user", "content": "mail jane.doe@example.com"}],
+        "messages": [{"role": "user", "content": "hi"}]}"#;
+    let reply = request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer demo-key"),
+        ],
+        sent.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let seen = &backend.seen()[0];
+    let upstream = String::from_utf8_lossy(&seen.raw);
+    assert!(!upstream.contains("jane.doe"), "{upstream}");
+    assert_eq!(
+        seen.body["messages"],
+        json!([{"role": "user", "content": "hi"}])
+    );
+    assert!(!reply.body.contains("536-22"), "{}", reply.body);
+    assert_eq!(reply.json()["choices"][0]["message"]["content"], "fine");
+}
+
 fn request_with_auth(addr: std::net::SocketAddr, body: &Value, auth: &str) -> Reply {
     request(
         addr,

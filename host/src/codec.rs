@@ -7,10 +7,11 @@
 //! - `messages`: Anthropic Messages;
 //! - `mcp`: MCP's JSON-RPC messages, as far as the rails need them;
 //! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies;
-//! - `error`: error objects in each format's shape.
+//! - `error`: error objects in each format's shape; `json`: JSON text in, noting repeated keys.
 
 pub mod chat;
 pub mod error;
+pub mod json;
 pub mod mcp;
 pub mod messages;
 pub mod responses;

@@ -81,8 +81,10 @@ async fn serve<C: Codec>(
     body: Body,
 ) -> Result<Served<C>, ApiError> {
     let bytes = ingress::read_body(scope, body).await?;
-    let mut body = parse_object(&bytes)?;
-    let had_options = body.contains_key("railyard");
+    let (mut body, repeats) = parse_object_noting_repeats(&bytes)?;
+    // Forwarded as it came only if no key repeats (parsers differ on which one wins) and no
+    // `railyard` options are to be taken out.
+    let as_it_came = !repeats && !body.contains_key("railyard");
     let allow = scope.set().config().server.allow_rail_overrides;
     let options = RequestOptions::take(&mut body, allow)
         .map_err(|e| ApiError::bad_request(e.message, Some(e.path)))?;
@@ -102,7 +104,7 @@ async fn serve<C: Codec>(
     };
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
     // invisible (no re-serialisation, no reordered keys) and costs less.
-    let upstream = if edited || had_options {
+    let upstream = if edited || !as_it_came {
         Bytes::from(C::encode_request(&request, &conversation, edited))
     } else {
         bytes
@@ -166,9 +168,9 @@ async fn serve<C: Codec>(
             retry_after,
         });
     }
-    let reply = parse_object(&bytes)
+    let (reply, repeats) = parse_object_noting_repeats(&bytes)
         .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
-    let reply_has_railyard = reply.contains_key("railyard");
+    let reply_as_it_came = !repeats && !reply.contains_key("railyard");
     let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
     let mut judged = Vec::with_capacity(messages.len());
     for message in messages {
@@ -190,13 +192,14 @@ async fn serve<C: Codec>(
     }
     // A reply no rail changed (and with no calls, whose ids get signed) goes back as the
     // backend's own bytes, with the `railyard` object spliced in when there is one.
-    if !scope.reply_edited() && judged.iter().all(|j| j.message.tool_calls.is_empty()) {
-        let out = if !scope.acted() {
-            Some(bytes.clone())
-        } else if reply_has_railyard {
-            None
-        } else {
+    if reply_as_it_came
+        && !scope.reply_edited()
+        && judged.iter().all(|j| j.message.tool_calls.is_empty())
+    {
+        let out = if scope.acted() {
             splice_railyard(&bytes, &scope.railyard_text())
+        } else {
+            Some(bytes.clone())
         };
         if let Some(out) = out {
             scope.finish(200, Outcome::Served);
@@ -325,8 +328,13 @@ fn stream<C: Codec>(
 
 /// Parse a JSON object body.
 pub(crate) fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
+    parse_object_noting_repeats(bytes).map(|(map, _)| map)
+}
+
+/// [`parse_object`], and whether an object in the body repeats a key.
+fn parse_object_noting_repeats(bytes: &[u8]) -> Result<(Map<String, Value>, bool), ApiError> {
+    match crate::codec::json::parse_noting_repeats(bytes) {
+        Ok((Value::Object(map), repeats)) => Ok((map, repeats)),
         Ok(_) => Err(ApiError::bad_request(
             "the request body must be a JSON object",
             None,

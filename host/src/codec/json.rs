@@ -1,0 +1,111 @@
+//! JSON text into `serde_json::Value`, noting whether any object repeats a key. Parsers differ
+//! on which of two equal keys wins (serde_json and most take the last, some the first), so text
+//! with a repeated key is never forwarded as it came: what goes on is what the rails judged.
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use std::cell::Cell;
+use std::fmt;
+
+/// The value of `bytes` (one JSON text) and whether an object in it repeats a key.
+pub fn parse_noting_repeats(bytes: &[u8]) -> serde_json::Result<(Value, bool)> {
+    let repeated = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Seed(&repeated).deserialize(&mut de)?;
+    de.end()?;
+    Ok((value, repeated.get()))
+}
+
+/// Builds a `Value` like serde_json's own, setting the flag on a repeated key (the last wins).
+#[derive(Clone, Copy)]
+struct Seed<'a>(&'a Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(self)?;
+            if object.insert(key, value).is_some() {
+                self.0.set(true);
+            }
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_match_serde_json_and_repeats_are_noted() {
+        let text = br#"{"a": [1, -2, 3.5, 1e3, true, null, "x\u00e9"], "b": {"c": {}}, "n": 18446744073709551615}"#;
+        let (value, repeated) = parse_noting_repeats(text).unwrap();
+        assert_eq!(value, serde_json::from_slice::<Value>(text).unwrap());
+        assert!(!repeated);
+        let (value, repeated) =
+            parse_noting_repeats(br#"{"a": 1, "b": [{"k": 1, "k": 2}]}"#).unwrap();
+        assert!(repeated);
+        assert_eq!(value["b"][0]["k"], 2, "the last wins, as in serde_json");
+        assert!(parse_noting_repeats(b"{} x").is_err());
+        assert!(parse_noting_repeats(b"{\"a\": }").is_err());
+    }
+}
