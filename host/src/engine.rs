@@ -11,6 +11,7 @@ mod cache;
 pub mod convert;
 mod plugin;
 mod sandbox;
+mod ticker;
 pub mod verdict;
 
 pub use crate::model::{Isolation, Limits};
@@ -30,6 +31,7 @@ use sandbox::HostState;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+use ticker::Ticker;
 use wasmtime::component::{HasSelf, Linker};
 
 /// How often the epoch advances. A plugin's CPU deadline is counted in these ticks, so this is
@@ -215,11 +217,6 @@ pub struct Engine {
     linked: Mutex<Vec<(String, Weak<plugin::Pre>)>>,
 }
 
-/// Keeps the epoch ticker running: the engine and every plugin loaded from it hold one, and the
-/// ticker thread stops when the last of them is gone. (Tied to the engine alone, a policy set
-/// that outlived its engine would silently run without deadlines.)
-pub(crate) struct Ticker;
-
 impl Engine {
     /// An engine with epoch-based deadlines and the given compiled-component cache.
     pub fn new(cache: ComponentCache) -> wasmtime::Result<Self> {
@@ -239,19 +236,7 @@ impl Engine {
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         Policy01::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
-        let ticker = Arc::new(Ticker);
-        {
-            let engine = engine.clone();
-            let alive = Arc::downgrade(&ticker);
-            std::thread::Builder::new()
-                .name("railyard-epoch".into())
-                .spawn(move || {
-                    while alive.strong_count() > 0 {
-                        std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                })?;
-        }
+        let ticker = Ticker::start(engine.clone())?;
         Ok(Engine {
             engine,
             linker,

@@ -81,8 +81,8 @@ pub struct Plugin {
     from_cache: bool,
     info: PluginInfo,
     engine: wasmtime::Engine,
-    /// Keeps deadlines ticking while this plugin can run.
-    _ticker: Arc<super::Ticker>,
+    /// Advances the epoch while this plugin runs (its deadlines).
+    ticker: Arc<super::Ticker>,
     pre: Arc<Pre>,
     limits: Limits,
     config: OnceLock<String>,
@@ -113,7 +113,7 @@ impl Plugin {
                 config_schema: None,
             },
             engine: owner.engine.clone(),
-            _ticker: owner.ticker.clone(),
+            ticker: owner.ticker.clone(),
             pre,
             limits,
             config: OnceLock::new(),
@@ -322,6 +322,7 @@ impl Plugin {
             ),
         );
         store.limiter(|s| &mut s.limiter);
+        let _running = self.ticker.running();
         store.set_epoch_deadline(ticks(CONFIGURE_TIMEOUT));
         store.data_mut().begin_call();
         match self.pre.instantiate(&mut store) {
@@ -340,6 +341,7 @@ impl Plugin {
     ) -> Result<R, PluginFault> {
         let Instance { store, bindings } = instance;
         store.data_mut().begin_call();
+        let _running = self.ticker.running();
         store.set_epoch_deadline(ticks(deadline));
         let result = f(bindings, store);
         match result {
