@@ -113,6 +113,81 @@ fn allowed_bodies_cross_byte_for_byte() {
     );
 }
 
+/// When the inbound rails only replace message contents (pii redacting), the request goes on
+/// as the caller's own bytes with just those values replaced: spacing, key order, number
+/// spelling and unknown fields of everything else cross as they came.
+#[test]
+fn content_edits_are_spliced_into_the_callers_bytes() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "Fine"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer demo-key"),
+    ];
+    // Four messages: the second and fourth carry an email (text, then content parts).
+    let parts = r#"[ {"type": "text", "text": "or call jane.doe@example.com"} ]"#;
+    let pieces = [
+        "{ \"z\": 1.50, \"model\":\"m\", \"messages\" : [\n {\"role\": \"system\", \"content\": \"Be brief\", \"x\": 1e2},\n {\"content\" : ",
+        "\"mail jane.doe@example.com \\u00e9\"",
+        ", \"role\": \"user\"},\n {\"role\": \"assistant\", \"content\": \"ok\"},\n {\"role\": \"user\", \"content\": ",
+        parts,
+        "} ], \"a\": [ 1 , 2 ] }",
+    ];
+    let sent: String = pieces.concat();
+    let reply = request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        sent.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["railyard"]["rails"]["input"], "modify");
+    let upstream = String::from_utf8(backend.seen()[0].raw.clone()).unwrap();
+    // Everything between the two contents is the caller's text, byte for byte.
+    let rest = upstream
+        .strip_prefix(pieces[0])
+        .unwrap_or_else(|| panic!("the start changed: {upstream}"));
+    let (first, rest) = rest
+        .split_once(pieces[2])
+        .unwrap_or_else(|| panic!("the middle changed: {upstream}"));
+    let second = rest
+        .strip_suffix(pieces[4])
+        .unwrap_or_else(|| panic!("the end changed: {upstream}"));
+    assert_eq!(
+        serde_json::from_str::<Value>(first).unwrap(),
+        json!("mail [EMAIL] \u{e9}")
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(second).unwrap(),
+        json!([{"type": "text", "text": "or call [EMAIL]"}])
+    );
+
+    // An edit that is not a message's content (here the `user` field) is not spliced: the
+    // body is written anew from what the rails judged.
+    let with_user = sent.replacen(
+        "\"z\": 1.50,",
+        "\"user\": \"jane.doe@example.com\", \"z\": 1.50,",
+        1,
+    );
+    let reply = request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        with_user.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let seen = &backend.seen()[1];
+    assert!(!String::from_utf8_lossy(&seen.raw).starts_with(pieces[0]));
+    assert_eq!(seen.body["user"], "[EMAIL]");
+    assert_eq!(seen.body["messages"][1]["content"], "mail [EMAIL] \u{e9}");
+    assert_eq!(seen.body["a"], json!([1, 2]));
+}
+
 /// A body whose objects repeat a key is never forwarded as it came: parsers differ on which of
 /// the two wins, and the rails judged the last. What goes on is what they judged, both ways.
 #[test]

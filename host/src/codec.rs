@@ -198,6 +198,17 @@ pub trait Codec: Send + Sync + 'static {
     /// The body for the backend: the request with `payload` (as the inbound rails left it) in
     /// place of what came in. `edited` says whether anything changed.
     fn encode_request(request: &Self::Request, payload: &Payload, edited: bool) -> Vec<u8>;
+    /// The body for the backend when the rails replaced only contents of messages in place
+    /// (`payload.changes`): `original`, the body as it came, with just those values replaced,
+    /// so everything else crosses as the caller wrote it. `None` when the door cannot (then
+    /// [`Codec::encode_request`] writes the body anew).
+    fn splice_contents(
+        _request: &Self::Request,
+        _original: &[u8],
+        _payload: &Payload,
+    ) -> Option<Vec<u8>> {
+        None
+    }
     /// Decode a reply body: the door's reply, and its assistant messages (one per choice).
     fn decode_reply(body: Map<String, Value>) -> Result<(Self::Reply, Vec<Message>), String>;
     /// The reply for the client, with the judged messages in place and the `railyard` object.

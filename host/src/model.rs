@@ -337,6 +337,35 @@ pub struct Payload {
     pub tools: Vec<ToolDef>,
     /// Other text fields that reach the model.
     pub fields: Vec<Field>,
+    /// What the rails changed, so a codec can write the request again by replacing only that.
+    pub changes: Changes,
+}
+
+/// What the rails changed in a payload since it was decoded: the messages whose content they
+/// replaced, or that something else changed. A codec that knows where each message's content
+/// sat in the body it read can then forward that body with only those values replaced (see
+/// `Codec::splice_contents`). Bookkeeping, not part of the payload's value: equal to any other.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    /// Messages, by their place in the request as it came, whose content was replaced (in the
+    /// order it happened, possibly twice). Meaningful only while `other` is false.
+    pub contents: Vec<usize>,
+    /// Anything else changed: a message added, removed or replaced, a call, its arguments or
+    /// its id, a tool, a field.
+    pub other: bool,
+}
+
+impl Changes {
+    /// Only contents of messages in place changed (or nothing).
+    pub fn contents_only(&self) -> bool {
+        !self.other
+    }
+}
+
+impl PartialEq for Changes {
+    fn eq(&self, _: &Changes) -> bool {
+        true
+    }
 }
 
 /// Who is asking (from the daemon's authentication, never from the body).

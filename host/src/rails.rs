@@ -251,6 +251,8 @@ impl RequestScope {
         // The history's tool calls first: their provenance is what the rails below see, and the
         // backend gets the model's own ids back.
         let (mut edited, refusal) = self.check_provenance(&mut payload);
+        // A restored call id is a change no codec can splice in.
+        payload.changes.other |= edited;
         if let Some(refusal) = refusal {
             self.refuse(&refusal);
             return Inbound::Refuse(refusal);

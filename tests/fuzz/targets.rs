@@ -8,7 +8,7 @@ use railyard::codec::{chat::Chat, messages::Messages, responses::Responses, Code
 use railyard::config::Config;
 use railyard::engine::verdict::{Edit, RawCall, RawContent, RawMessage, Rejection, Target};
 use railyard::engine::{EvalRequest, PluginFault, PluginVerdict, Prepared};
-use railyard::model::{Context, Payload, Rail};
+use railyard::model::{Content, Context, Payload, Rail};
 use serde_json::{json, Map, Value};
 
 pub fn object(data: &[u8]) -> Option<Map<String, Value>> {
@@ -36,6 +36,42 @@ pub fn round_trip<C: Codec>(data: &[u8]) -> Result<(), String> {
         if decoded.to_openai() != payload.to_openai() {
             return Err(format!(
                 "the backend would get another conversation than the rails judged (edited: {edited}):\n{payload:?}\n{decoded:?}"
+            ));
+        }
+    }
+    splice::<C>(data, &request, payload)
+}
+
+/// New contents spliced into the caller's bytes decode as the payload the rails left: each
+/// message with content, and then all of them at once, replaced by text with characters that
+/// need escaping.
+fn splice<C: Codec>(data: &[u8], request: &C::Request, payload: Payload) -> Result<(), String> {
+    // The proxy splices only bodies it could forward as they came: no repeated key, no
+    // `railyard` options to take out.
+    match railyard::codec::json::parse_noting_repeats(data) {
+        Ok((Value::Object(body), false)) if !body.contains_key("railyard") => {}
+        _ => return Ok(()),
+    }
+    let with_content: Vec<usize> = (0..payload.messages.len())
+        .filter(|&i| payload.messages[i].content.is_some())
+        .collect();
+    let mut sets: Vec<Vec<usize>> = with_content.iter().map(|&i| vec![i]).collect();
+    sets.push(with_content.clone());
+    for set in sets {
+        let mut edited = payload.clone();
+        for &i in &set {
+            edited.messages[i].content = Some(Content::Text(format!("new \"{i}\" \u{e9}\n")));
+            edited.changes.contents.push(i);
+        }
+        let Some(bytes) = C::splice_contents(request, data, &edited) else {
+            continue;
+        };
+        let again = object(&bytes).ok_or("the spliced request is not a JSON object")?;
+        let (_, decoded) = C::decode_request(again)
+            .map_err(|e| format!("the spliced request does not decode: {e}"))?;
+        if decoded.to_openai() != edited.to_openai() {
+            return Err(format!(
+                "the spliced request is not what the rails judged:\n{edited:?}\n{decoded:?}"
             ));
         }
     }

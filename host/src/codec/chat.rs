@@ -5,7 +5,7 @@ mod json;
 
 use super::stream::{Down, Finish, Frame, StreamCodec, Up};
 use super::{sse, stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Message, Payload, PayloadError};
+use crate::model::{Content, Message, Payload, PayloadError};
 use serde_json::{json, Map, Value};
 
 /// The Chat Completions door.
@@ -61,6 +61,33 @@ impl Codec for Chat {
         super::encode_body(body, payload, |t, d| {
             t["function"]["description"] = json!(d);
         })
+    }
+
+    fn splice_contents(
+        _request: &ChatRequest,
+        original: &[u8],
+        payload: &Payload,
+    ) -> Option<Vec<u8>> {
+        let mut wanted = payload.changes.contents.clone();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let count = Some(payload.messages.len());
+        let spans =
+            super::json::element_value_spans(original, "messages", "content", &wanted, count)?;
+        let mut out = Vec::with_capacity(original.len() + 64);
+        let mut at = 0;
+        for (&i, span) in wanted.iter().zip(spans) {
+            // A message that had no content cannot get one in place.
+            let span = span?;
+            out.extend_from_slice(&original[at..span.start]);
+            match payload.messages[i].content.as_ref()? {
+                Content::Text(t) => serde_json::to_writer(&mut out, t).ok()?,
+                Content::Parts(p) => serde_json::to_writer(&mut out, p).ok()?,
+            }
+            at = span.end;
+        }
+        out.extend_from_slice(&original[at..]);
+        Some(out)
     }
 
     fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {

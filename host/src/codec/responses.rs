@@ -254,6 +254,7 @@ impl Codec for Responses {
                 messages,
                 tools,
                 fields,
+                ..Payload::default()
             },
         ))
     }

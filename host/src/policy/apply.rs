@@ -400,6 +400,11 @@ fn commit(payload: &mut Payload, plugin: &str, changes: Vec<Change>) {
     let mut removals: Vec<(usize, usize)> = Vec::new();
     let mut splices: Vec<(usize, usize, Message)> = Vec::new();
     for change in changes {
+        // Contents replaced in place are noted by message; anything else only as "other".
+        match &change {
+            Change::Content(i, _) => payload.changes.contents.push(*i),
+            _ => payload.changes.other = true,
+        }
         match change {
             Change::Content(i, content) => {
                 payload.messages[i].content = Some(content);
@@ -461,8 +466,11 @@ fn reject(
         }
     }
     let mut records = Vec::new();
+    payload.changes.other |= !calls.is_empty();
     for (i, message) in messages {
+        payload.changes.contents.push(i);
         payload.messages[i].content = Some(Content::Text(message.clone()));
+        payload.messages[i].content_null = false;
         records.push(Rejected {
             plugin: plugin.to_string(),
             message: i,

@@ -280,7 +280,7 @@ async fn call(
         let payload = Payload {
             messages,
             tools: tools.clone(),
-            fields: Vec::new(),
+            ..Payload::default()
         };
         let mut eval = scope.check(Rail::ToolCall, payload);
         if let Some(refusal) = Refusal::from_eval(&eval) {

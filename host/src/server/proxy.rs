@@ -103,11 +103,19 @@ async fn serve<C: Codec>(
         Inbound::Forward { payload, edited } => (payload, edited),
     };
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
-    // invisible (no re-serialisation, no reordered keys) and costs less.
-    let upstream = if edited || !as_it_came {
+    // invisible (no re-serialisation, no reordered keys) and costs less. When they only
+    // replaced message contents, those values are spliced into the caller's bytes.
+    let upstream = if !as_it_came {
         Bytes::from(C::encode_request(&request, &conversation, edited))
-    } else {
+    } else if !edited {
         bytes
+    } else {
+        let spliced = conversation
+            .changes
+            .contents_only()
+            .then(|| C::splice_contents(&request, &bytes, &conversation))
+            .flatten();
+        Bytes::from(spliced.unwrap_or_else(|| C::encode_request(&request, &conversation, edited)))
     };
 
     let started = Instant::now();

@@ -45,8 +45,7 @@ impl Evaluate for Fake {
 fn user(text: &str) -> Payload {
     Payload {
         messages: vec![Message::new("user", Some(Content::Text(text.into())))],
-        tools: Vec::new(),
-        fields: Vec::new(),
+        ..Payload::default()
     }
 }
 

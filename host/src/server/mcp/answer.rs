@@ -336,7 +336,7 @@ fn judge_result(
             codec::result_message(&c.call, result),
         ],
         tools,
-        fields: Vec::new(),
+        ..Payload::default()
     };
     let eval = scope.check(Rail::ToolResult, payload);
     if let Some(refusal) = Refusal::from_eval(&eval) {
