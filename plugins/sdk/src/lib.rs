@@ -12,6 +12,16 @@ wit_bindgen::generate!({
     export_macro_name: "export",
 });
 
+#[cfg(any(
+    test,
+    all(
+        feature = "fast-alloc",
+        target_family = "wasm",
+        not(target_feature = "atomics")
+    )
+))]
+mod alloc;
+
 pub mod glob;
 pub mod json;
 pub mod reason;
