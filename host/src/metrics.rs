@@ -35,12 +35,20 @@ impl Histogram {
     }
 }
 
-type Labels = Vec<(&'static str, String)>;
+/// Label names and values, in order.
+type Labels<'a> = &'a [(&'static str, &'a str)];
 
+/// One family: its series by their label text (`a="x",b="y"`, escaped), which is how they are
+/// written out. Looked up with text written into a reused buffer, so counting a series that
+/// exists allocates nothing.
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    series: Mutex<BTreeMap<Labels, T>>,
+    series: Mutex<BTreeMap<String, T>>,
+}
+
+thread_local! {
+    static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 impl<T: Default + Clone> Family<T> {
@@ -52,12 +60,28 @@ impl<T: Default + Clone> Family<T> {
         }
     }
 
-    fn with(&self, labels: Labels, f: impl FnOnce(&mut T)) {
-        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        f(map.entry(labels).or_default());
+    fn with(&self, labels: Labels<'_>, f: impl FnOnce(&mut T)) {
+        KEY.with(|key| {
+            let mut key = key.borrow_mut();
+            key.clear();
+            for (i, (name, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    key.push(',');
+                }
+                key.push_str(name);
+                key.push_str("=\"");
+                escape_into(&mut key, value);
+                key.push('"');
+            }
+            let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get_mut(key.as_str()) {
+                Some(series) => f(series),
+                None => f(map.entry(key.clone()).or_default()),
+            }
+        });
     }
 
-    fn snapshot(&self) -> Vec<(Labels, T)> {
+    fn snapshot(&self) -> Vec<(String, T)> {
         let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
         map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
@@ -116,35 +140,36 @@ impl Default for Metrics {
     }
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+fn escape_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
-fn label_text(labels: &Labels, extra: Option<(&str, String)>) -> String {
-    let mut parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    if let Some((k, v)) = extra {
-        parts.push(format!("{k}=\"{v}\""));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", parts.join(","))
+/// `{labels}`, with `extra` (already safe) appended; nothing when there are no labels.
+fn label_text(labels: &str, extra: Option<(&str, &str)>) -> String {
+    match (labels.is_empty(), extra) {
+        (true, None) => String::new(),
+        (true, Some((k, v))) => format!("{{{k}=\"{v}\"}}"),
+        (false, None) => format!("{{{labels}}}"),
+        (false, Some((k, v))) => format!("{{{labels},{k}=\"{v}\"}}"),
     }
 }
 
 impl Metrics {
     /// Count one request (`tenant` empty when no caller was authenticated, e.g. health checks).
     pub fn request(&self, endpoint: &str, tenant: &str, status: u16) {
+        let status = status.to_string();
         self.requests.with(
-            vec![
-                ("endpoint", endpoint.to_string()),
-                ("tenant", tenant.to_string()),
-                ("status", status.to_string()),
+            &[
+                ("endpoint", endpoint),
+                ("tenant", tenant),
+                ("status", &status),
             ],
             |c| *c += 1,
         );
@@ -152,62 +177,61 @@ impl Metrics {
 
     /// Count a refused key.
     pub fn auth_failure(&self) {
-        self.auth_failures.with(Vec::new(), |c| *c += 1);
+        self.auth_failures.with(&[], |c| *c += 1);
     }
 
     /// Count a request refused by its tenant's concurrency limit.
     pub fn throttled(&self, tenant: &str) {
-        self.throttled
-            .with(vec![("tenant", tenant.to_string())], |c| *c += 1);
+        self.throttled.with(&[("tenant", tenant)], |c| *c += 1);
     }
 
     /// Record every decision of an evaluation made for `tenant` (`None`: the default tenant).
     pub fn evaluation(&self, eval: &Evaluation, tenant: Option<&str>) {
         let tenant = tenant.unwrap_or(crate::auth::DEFAULT_TENANT);
         for d in &eval.decisions {
-            let mut labels = vec![
-                ("tenant", tenant.to_string()),
-                ("rail", eval.rail.to_string()),
-                ("policy", d.plugin.clone()),
-                ("verdict", d.verdict.as_str().to_string()),
+            let verdict = [
+                ("tenant", tenant),
+                ("rail", eval.rail.as_str()),
+                ("policy", d.plugin.as_str()),
+                ("verdict", d.verdict.as_str()),
+                ("shadow", "true"),
             ];
             // A shadow plugin's verdicts are counted apart: they were not applied.
-            if d.shadow {
-                labels.push(("shadow", "true".to_string()));
-            }
+            let labels = if d.shadow {
+                &verdict[..]
+            } else {
+                &verdict[..4]
+            };
             self.verdicts.with(labels, |c| *c += 1);
             if let Some(kind) = d.fault {
-                let kind = kind.as_str().to_string();
                 self.faults
-                    .with(vec![("policy", d.plugin.clone()), ("kind", kind)], |c| {
+                    .with(&[("policy", &d.plugin), ("kind", kind.as_str())], |c| {
                         *c += 1
                     });
             }
-            self.plugin_latency
-                .with(vec![("policy", d.plugin.clone())], |h| {
-                    h.observe(d.duration_us.as_secs_f64())
-                });
+            self.plugin_latency.with(&[("policy", &d.plugin)], |h| {
+                h.observe(d.duration_us.as_secs_f64())
+            });
         }
     }
 
     /// Record a backend call's latency to headers.
     pub fn backend(&self, elapsed: Duration) {
         self.backend_latency
-            .with(Vec::new(), |h| h.observe(elapsed.as_secs_f64()));
+            .with(&[], |h| h.observe(elapsed.as_secs_f64()));
     }
 
     /// Count a failed backend call.
     pub fn backend_error(&self, kind: &str) {
-        self.backend_errors
-            .with(vec![("kind", kind.to_string())], |c| *c += 1);
+        self.backend_errors.with(&[("kind", kind)], |c| *c += 1);
     }
 
     /// Count a reload attempt.
     pub fn reload(&self, ok: bool) {
-        self.reloads.with(
-            vec![("result", if ok { "success" } else { "error" }.to_string())],
-            |c| *c += 1,
-        );
+        self.reloads
+            .with(&[("result", if ok { "success" } else { "error" })], |c| {
+                *c += 1
+            });
     }
 
     /// The Prometheus text exposition.
@@ -237,7 +261,7 @@ impl Metrics {
                         out,
                         "{}_bucket{} {}",
                         family.name,
-                        label_text(&labels, Some(("le", le.to_string()))),
+                        label_text(&labels, Some(("le", &le.to_string()))),
                         h.counts[i]
                     );
                 }
@@ -245,7 +269,7 @@ impl Metrics {
                     out,
                     "{}_bucket{} {}",
                     family.name,
-                    label_text(&labels, Some(("le", "+Inf".into()))),
+                    label_text(&labels, Some(("le", "+Inf"))),
                     h.count
                 );
                 let _ = writeln!(
@@ -265,5 +289,47 @@ impl Metrics {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_are_counted_once_each_and_written_escaped() {
+        let m = Metrics::default();
+        m.request("/v1/chat", "de\"fault", 200);
+        m.request("/v1/chat", "de\"fault", 200);
+        m.request("/v1/chat", "other", 401);
+        m.auth_failure();
+        m.backend(Duration::from_millis(2));
+        let text = m.render();
+        assert!(
+            text.contains(
+                "railyard_requests_total{endpoint=\"/v1/chat\",tenant=\"de\\\"fault\",status=\"200\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("tenant=\"other\",status=\"401\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nrailyard_auth_failures_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("railyard_backend_duration_seconds_bucket{le=\"0.0025\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("railyard_backend_duration_seconds_bucket{le=\"+Inf\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("railyard_backend_duration_seconds_count 1\n"),
+            "{text}"
+        );
     }
 }
