@@ -167,6 +167,29 @@ pub(crate) fn read_field(body: &Map<String, Value>, path: &str) -> Option<crate:
     })
 }
 
+/// A request body as read: its top-level keys in order, what the door decoded while reading
+/// (the chat door: its messages), and whether an object in it repeats a key.
+pub struct Parsed<T> {
+    /// The top-level object (what the door decoded left as a null).
+    pub body: Map<String, Value>,
+    /// What the door decoded while reading.
+    pub decoded: T,
+    /// Whether an object repeats a key (such a body is never forwarded as it came).
+    pub repeats: bool,
+}
+
+/// A body read as a JSON object, noting repeated keys: `None` when it is JSON but no object.
+pub fn parse_object(bytes: &[u8]) -> serde_json::Result<Option<Parsed<()>>> {
+    Ok(match json::parse_noting_repeats(bytes)? {
+        (Value::Object(body), repeats) => Some(Parsed {
+            body,
+            decoded: (),
+            repeats,
+        }),
+        _ => None,
+    })
+}
+
 /// Where a door's requests go upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -191,6 +214,18 @@ pub trait Codec: Send + Sync + 'static {
     /// The door's stream codec.
     type Stream: stream::StreamCodec;
 
+    /// What the door decodes while it reads a body.
+    type Decoded: Send;
+
+    /// Read a request body (JSON text): `None` when it is JSON but not an object.
+    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<Parsed<Self::Decoded>>>;
+    /// Decode a body [`Codec::parse_request`] read (its `railyard` options taken out): the
+    /// door's request and the payload the inbound rails judge, as [`Codec::decode_request`]
+    /// would decode the whole body.
+    fn decode_parsed(
+        body: Map<String, Value>,
+        decoded: Self::Decoded,
+    ) -> Result<(Self::Request, Payload), PayloadError>;
     /// Decode a request body into the door's request and the payload the inbound rails judge.
     fn decode_request(body: Map<String, Value>) -> Result<(Self::Request, Payload), PayloadError>;
     /// Whether the client asked for a stream.

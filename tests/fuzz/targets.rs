@@ -18,13 +18,34 @@ pub fn object(data: &[u8]) -> Option<Map<String, Value>> {
     }
 }
 
-/// Decoding a request, re-encoding it and decoding that gives the same conversation.
+/// Decoding a request, re-encoding it and decoding that gives the same conversation; reading it
+/// from its text in one pass (the proxy's way) gives what decoding its `Value` gives.
 pub fn round_trip<C: Codec>(data: &[u8]) -> Result<(), String> {
     let Some(body) = object(data) else {
         return Ok(());
     };
-    let Ok((request, payload)) = C::decode_request(body) else {
-        return Ok(());
+    let by_value = C::decode_request(body.clone());
+    let Ok(Some(parsed)) = C::parse_request(data) else {
+        return Err("a JSON object the one-pass reader refuses".into());
+    };
+    let by_text = C::decode_parsed(parsed.body, parsed.decoded);
+    let (request, payload) = match (by_value, by_text) {
+        (Ok((_, a)), Ok((request, b))) => {
+            if a.to_openai() != b.to_openai() {
+                return Err(format!(
+                    "read in one pass:\n{b:?}\ndecoded from a value:\n{a:?}"
+                ));
+            }
+            (request, b)
+        }
+        (Err(a), Err(b)) if a == b => return Ok(()),
+        (a, b) => {
+            return Err(format!(
+                "decoding from a value gave {:?}, reading in one pass {:?}",
+                a.err(),
+                b.err()
+            ))
+        }
     };
     for edited in [false, true] {
         let bytes = C::encode_request(&request, &payload, edited);

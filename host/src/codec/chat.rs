@@ -2,6 +2,7 @@
 //! `data: [DONE]`) or not. The model's JSON shapes are in `chat/json.rs`.
 
 mod json;
+mod read;
 
 use super::stream::{Down, Finish, Frame, StreamCodec, Up};
 use super::{sse, stream_flag, Codec, Door, Judged, Route};
@@ -15,6 +16,14 @@ pub struct Chat;
 pub struct ChatRequest {
     body: Map<String, Value>,
     stream: bool,
+    /// Where each message's content sat in the body, when it was read from text.
+    contents: Vec<Option<std::ops::Range<usize>>>,
+}
+
+/// Messages read with the body, and where their contents sit.
+pub struct ReadMessages {
+    messages: Option<Result<Vec<Message>, PayloadError>>,
+    contents: Vec<Option<std::ops::Range<usize>>>,
 }
 
 impl ChatRequest {
@@ -38,6 +47,39 @@ impl Codec for Chat {
     type Reply = ChatReply;
     type Stream = ChatStream;
 
+    type Decoded = ReadMessages;
+
+    /// The messages are decoded as they are read, each content's place in the body noted.
+    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<super::Parsed<ReadMessages>>> {
+        Ok(read::read(bytes)?.map(|r| super::Parsed {
+            body: r.body,
+            decoded: ReadMessages {
+                messages: r.messages,
+                contents: r.contents,
+            },
+            repeats: r.repeats,
+        }))
+    }
+
+    fn decode_parsed(
+        body: Map<String, Value>,
+        read: ReadMessages,
+    ) -> Result<(ChatRequest, Payload), PayloadError> {
+        let stream = stream_flag(&body)?;
+        let messages = match read.messages {
+            Some(messages) => messages?,
+            None => return Err(PayloadError::new("messages", "is required")),
+        };
+        let mut payload = Payload::with_openai_tools(messages, body.get("tools"))?;
+        payload.fields.extend(super::read_field(&body, "user"));
+        let request = ChatRequest {
+            body,
+            stream,
+            contents: read.contents,
+        };
+        Ok((request, payload))
+    }
+
     fn decode_request(
         mut body: Map<String, Value>,
     ) -> Result<(ChatRequest, Payload), PayloadError> {
@@ -47,7 +89,12 @@ impl Codec for Chat {
         let messages = body.get_mut("messages").map(std::mem::take);
         let mut payload = Payload::from_openai_parts(messages, body.get("tools"))?;
         payload.fields.extend(super::read_field(&body, "user"));
-        Ok((ChatRequest { body, stream }, payload))
+        let request = ChatRequest {
+            body,
+            stream,
+            contents: Vec::new(),
+        };
+        Ok((request, payload))
     }
 
     fn stream_requested(request: &ChatRequest) -> bool {
@@ -64,29 +111,29 @@ impl Codec for Chat {
     }
 
     fn splice_contents(
-        _request: &ChatRequest,
+        request: &ChatRequest,
         original: &[u8],
         payload: &Payload,
     ) -> Option<Vec<u8>> {
+        if request.contents.len() != payload.messages.len() {
+            return None;
+        }
         let mut wanted = payload.changes.contents.clone();
         wanted.sort_unstable();
         wanted.dedup();
-        let count = Some(payload.messages.len());
-        let spans =
-            super::json::element_value_spans(original, "messages", "content", &wanted, count)?;
         let mut out = Vec::with_capacity(original.len() + 64);
         let mut at = 0;
-        for (&i, span) in wanted.iter().zip(spans) {
+        for i in wanted {
             // A message that had no content cannot get one in place.
-            let span = span?;
-            out.extend_from_slice(&original[at..span.start]);
+            let span = request.contents.get(i)?.clone()?;
+            out.extend_from_slice(original.get(at..span.start)?);
             match payload.messages[i].content.as_ref()? {
                 Content::Text(t) => serde_json::to_writer(&mut out, t).ok()?,
                 Content::Parts(p) => serde_json::to_writer(&mut out, p).ok()?,
             }
             at = span.end;
         }
-        out.extend_from_slice(&original[at..]);
+        out.extend_from_slice(original.get(at..)?);
         Some(out)
     }
 

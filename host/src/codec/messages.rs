@@ -167,6 +167,19 @@ impl Codec for Messages {
     type Reply = MessagesReply;
     type Stream = MessagesStream;
 
+    type Decoded = ();
+
+    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<super::Parsed<()>>> {
+        super::parse_object(bytes)
+    }
+
+    fn decode_parsed(
+        body: Map<String, Value>,
+        _: (),
+    ) -> Result<(MessagesRequest, Payload), PayloadError> {
+        Self::decode_request(body)
+    }
+
     fn decode_request(
         body: Map<String, Value>,
     ) -> Result<(MessagesRequest, Payload), PayloadError> {

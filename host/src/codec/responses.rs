@@ -207,6 +207,19 @@ impl Codec for Responses {
     type Reply = ResponsesReply;
     type Stream = ResponsesStream;
 
+    type Decoded = ();
+
+    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<super::Parsed<()>>> {
+        super::parse_object(bytes)
+    }
+
+    fn decode_parsed(
+        body: Map<String, Value>,
+        _: (),
+    ) -> Result<(ResponsesRequest, Payload), PayloadError> {
+        Self::decode_request(body)
+    }
+
     fn decode_request(
         body: Map<String, Value>,
     ) -> Result<(ResponsesRequest, Payload), PayloadError> {

@@ -6,7 +6,7 @@
 use super::error::ApiError;
 use super::ingress::{self, Admitted};
 use super::{App, RequestId, TenantLabel};
-use crate::codec::{Codec, Judged};
+use crate::codec::{Codec, Judged, Parsed};
 use crate::config::OnBlock;
 use crate::model::{Content, Payload};
 use crate::policy::record::Outcome;
@@ -81,7 +81,15 @@ async fn serve<C: Codec>(
     body: Body,
 ) -> Result<Served<C>, ApiError> {
     let bytes = ingress::read_body(scope, body).await?;
-    let (mut body, repeats) = parse_object_noting_repeats(&bytes)?;
+    let Parsed {
+        mut body,
+        decoded,
+        repeats,
+    } = match C::parse_request(&bytes) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => return Err(not_an_object()),
+        Err(e) => return Err(not_json(e)),
+    };
     // Forwarded as it came only if no key repeats (parsers differ on which one wins) and no
     // `railyard` options are to be taken out.
     let as_it_came = !repeats && !body.contains_key("railyard");
@@ -89,8 +97,8 @@ async fn serve<C: Codec>(
     let options = RequestOptions::take(&mut body, allow)
         .map_err(|e| ApiError::bad_request(e.message, Some(e.path)))?;
     scope.set_options(options);
-    let (request, payload) =
-        C::decode_request(body).map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
+    let (request, payload) = C::decode_parsed(body, decoded)
+        .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
         scope.note(note);
@@ -341,17 +349,19 @@ pub(crate) fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError>
 
 /// [`parse_object`], and whether an object in the body repeats a key.
 fn parse_object_noting_repeats(bytes: &[u8]) -> Result<(Map<String, Value>, bool), ApiError> {
-    match crate::codec::json::parse_noting_repeats(bytes) {
-        Ok((Value::Object(map), repeats)) => Ok((map, repeats)),
-        Ok(_) => Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-            None,
-        )),
-        Err(e) => Err(ApiError::bad_request(
-            format!("the request body is not valid JSON: {e}"),
-            None,
-        )),
+    match crate::codec::parse_object(bytes) {
+        Ok(Some(parsed)) => Ok((parsed.body, parsed.repeats)),
+        Ok(None) => Err(not_an_object()),
+        Err(e) => Err(not_json(e)),
     }
+}
+
+fn not_an_object() -> ApiError {
+    ApiError::bad_request("the request body must be a JSON object", None)
+}
+
+fn not_json(e: serde_json::Error) -> ApiError {
+    ApiError::bad_request(format!("the request body is not valid JSON: {e}"), None)
 }
 
 #[cfg(test)]

@@ -21,6 +21,22 @@ impl Payload {
         Payload::from_openai_parts(obj.get("messages").cloned(), obj.get("tools"))
     }
 
+    /// A payload of `messages` (decoded already) and a body's `tools`.
+    pub(crate) fn with_openai_tools(
+        messages: Vec<Message>,
+        tools: Option<&Value>,
+    ) -> Result<Payload, PayloadError> {
+        let tools = match tools {
+            None | Some(Value::Null) => Vec::new(),
+            Some(value) => ToolDef::list_from_openai(value, "tools")?,
+        };
+        Ok(Payload {
+            messages,
+            tools,
+            ..Payload::default()
+        })
+    }
+
     /// [`Payload::from_openai`] from a body's `messages` (taken, not copied) and `tools`.
     pub fn from_openai_parts(
         messages: Option<Value>,
@@ -35,15 +51,7 @@ impl Payload {
             Some(_) => return Err(err("messages", "must be an array of messages")),
             None => return Err(err("messages", "is required")),
         };
-        let tools = match tools {
-            None | Some(Value::Null) => Vec::new(),
-            Some(value) => ToolDef::list_from_openai(value, "tools")?,
-        };
-        Ok(Payload {
-            messages,
-            tools,
-            ..Payload::default()
-        })
+        Payload::with_openai_tools(messages, tools)
     }
 
     /// The messages as OpenAI JSON.
@@ -76,45 +84,22 @@ impl Message {
         let Value::Object(mut obj) = value else {
             return Err(err(path, "must be an object"));
         };
-        let role = match obj.remove("role") {
-            Some(Value::String(s)) => s,
-            Some(_) => return Err(err(format!("{path}.role"), "must be a string")),
-            None => return Err(err(format!("{path}.role"), "is required")),
-        };
         let (content, content_null) = match obj.remove("content") {
             None => (None, false),
             Some(Value::Null) => (None, true),
             Some(Value::String(s)) => (Some(Content::Text(s)), false),
             Some(other) => (Some(Content::Parts(other)), false),
         };
-        let name = opt_string(&mut obj, "name", path)?;
-        let tool_call_id = opt_string(&mut obj, "tool_call_id", path)?;
-        let (tool_calls, tool_calls_present) = match obj.remove("tool_calls") {
-            None => (Vec::new(), false),
-            Some(Value::Null) => (Vec::new(), false),
-            Some(Value::Array(calls)) => (
-                calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        ToolCall::from_openai_owned(c, &format!("{path}.tool_calls[{i}]"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                true,
-            ),
-            Some(_) => return Err(err(format!("{path}.tool_calls"), "must be an array")),
-        };
-        Ok(Message {
-            role,
+        let fields = Fields {
+            role: obj.remove("role"),
             content,
             content_null,
-            name,
-            tool_call_id,
-            tool_calls,
-            tool_calls_present,
+            name: obj.remove("name"),
+            tool_call_id: obj.remove("tool_call_id"),
+            tool_calls: obj.remove("tool_calls"),
             extra: obj,
-            wire: Value::Null,
-        })
+        };
+        fields.into_message(|| path.to_string())
     }
 
     /// This message as OpenAI JSON (known fields first, then the rest as they came).
@@ -149,6 +134,69 @@ impl Message {
             obj.insert(k.clone(), v.clone());
         }
         Value::Object(obj)
+    }
+}
+
+/// A message's fields as read from its JSON object, before they are checked: the content
+/// already sorted out, the other known fields as they came, the rest in `extra`.
+pub(crate) struct Fields {
+    pub role: Option<Value>,
+    pub content: Option<Content>,
+    pub content_null: bool,
+    pub name: Option<Value>,
+    pub tool_call_id: Option<Value>,
+    pub tool_calls: Option<Value>,
+    pub extra: Map<String, Value>,
+}
+
+/// An optional string field (`null`: absent).
+fn opt_field(
+    value: Option<Value>,
+    path: &dyn Fn() -> String,
+    key: &str,
+) -> Result<Option<String>, PayloadError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(err(format!("{}.{key}", path()), "must be a string")),
+    }
+}
+
+impl Fields {
+    /// The message, or what is wrong with it; `path` names it in errors (made only for one).
+    pub fn into_message(self, path: impl Fn() -> String) -> Result<Message, PayloadError> {
+        let role = match self.role {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(err(format!("{}.role", path()), "must be a string")),
+            None => return Err(err(format!("{}.role", path()), "is required")),
+        };
+        let name = opt_field(self.name, &path, "name")?;
+        let tool_call_id = opt_field(self.tool_call_id, &path, "tool_call_id")?;
+        let (tool_calls, tool_calls_present) = match self.tool_calls {
+            None | Some(Value::Null) => (Vec::new(), false),
+            Some(Value::Array(calls)) => (
+                calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        ToolCall::from_openai_owned(c, &format!("{}.tool_calls[{i}]", path()))
+                    })
+                    .collect::<Result<_, _>>()?,
+                true,
+            ),
+            Some(_) => return Err(err(format!("{}.tool_calls", path()), "must be an array")),
+        };
+        Ok(Message {
+            role,
+            content: self.content,
+            content_null: self.content_null,
+            name,
+            tool_call_id,
+            tool_calls,
+            tool_calls_present,
+            extra: self.extra,
+            wire: Value::Null,
+        })
     }
 }
 

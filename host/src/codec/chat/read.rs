@@ -1,0 +1,432 @@
+//! A chat request body read in one pass: its top-level object as a map, except `messages`, which
+//! are decoded into the model as they are read (no `Value` is built for a message) together with
+//! where each one's content sits in the body, so that new contents can be spliced into the
+//! caller's own bytes. Repeated keys are noted everywhere, as `json::parse_noting_repeats` does,
+//! and every message is checked as `Message::from_openai_owned` checks one.
+
+use super::json::Fields;
+use crate::codec::json::Seed;
+use crate::model::{Content, Message, PayloadError};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::cell::Cell;
+use std::fmt;
+use std::ops::Range;
+
+/// What reading a body found.
+pub(super) struct Read {
+    /// The top-level keys in order, `messages` holding a null.
+    pub body: Map<String, Value>,
+    /// The messages (`None`: the body has none), or what is wrong with them.
+    pub messages: Option<Result<Vec<Message>, PayloadError>>,
+    /// Where each message's content value sits in the body (`None`: it has none).
+    pub contents: Vec<Option<Range<usize>>>,
+    /// Whether an object in the body repeats a key.
+    pub repeats: bool,
+}
+
+/// Read `bytes`: `None` when they are JSON but not an object.
+pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
+    let repeated = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let top = Top {
+        repeated: &repeated,
+        base: bytes.as_ptr() as usize,
+    };
+    let read = top.deserialize(&mut de)?;
+    de.end()?;
+    Ok(read.map(|mut r| {
+        r.repeats = repeated.get();
+        r
+    }))
+}
+
+#[derive(Clone, Copy)]
+struct Top<'a> {
+    repeated: &'a Cell<bool>,
+    /// Address of the body's first byte (spans are offsets from it).
+    base: usize,
+}
+
+impl Top<'_> {
+    fn note(&self, repeat: bool) {
+        if repeat {
+            self.repeated.set(true);
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = Option<Read>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Option<Read>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut read = Read {
+            body: Map::new(),
+            messages: None,
+            contents: Vec::new(),
+            repeats: false,
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "messages" {
+                let (messages, contents) = map.next_value_seed(Messages(self))?;
+                read.messages = Some(messages);
+                read.contents = contents;
+                self.note(read.body.insert(key, Value::Null).is_some());
+            } else {
+                let value = map.next_value_seed(Seed(self.repeated))?;
+                self.note(read.body.insert(key, value).is_some());
+            }
+        }
+        Ok(Some(read))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Seed(self.repeated).visit_seq(seq).map(|_| None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+fn err(path: impl Into<String>, message: &str) -> PayloadError {
+    PayloadError::new(path, message)
+}
+
+type Decoded = (
+    Result<Vec<Message>, PayloadError>,
+    Vec<Option<Range<usize>>>,
+);
+
+/// The `messages` value: an array of messages, or anything else (an error, once read).
+struct Messages<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for Messages<'_> {
+    type Value = Decoded;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+fn not_an_array() -> Decoded {
+    (
+        Err(err("messages", "must be an array of messages")),
+        Vec::new(),
+    )
+}
+
+impl<'de> Visitor<'de> for Messages<'_> {
+    type Value = Decoded;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Decoded, A::Error> {
+        let mut messages = Vec::with_capacity(seq.size_hint().unwrap_or(8));
+        let mut contents = Vec::with_capacity(messages.capacity());
+        let mut first_error = None;
+        let mut index = 0;
+        while let Some(one) = seq.next_element_seed(One { top: self.0, index })? {
+            match one {
+                // After the first bad message the rest is only read (the first error is the one
+                // reported, as when decoding a `Value`).
+                Ok(_) if first_error.is_some() => {}
+                Ok((message, content)) => {
+                    messages.push(message);
+                    contents.push(content);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            index += 1;
+        }
+        Ok(match first_error {
+            Some(e) => (Err(e), Vec::new()),
+            None => (Ok(messages), contents),
+        })
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Decoded, A::Error> {
+        Seed(self.0.repeated).visit_map(map)?;
+        Ok(not_an_array())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+
+    fn visit_unit<E>(self) -> Result<Decoded, E> {
+        Ok(not_an_array())
+    }
+}
+
+type OneMessage = Result<(Message, Option<Range<usize>>), PayloadError>;
+
+/// One element of `messages`.
+struct One<'a> {
+    top: Top<'a>,
+    index: usize,
+}
+
+impl One<'_> {
+    fn path(&self) -> String {
+        format!("messages[{}]", self.index)
+    }
+
+    fn not_an_object(&self) -> OneMessage {
+        Err(err(self.path(), "must be an object"))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for One<'_> {
+    type Value = OneMessage;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<OneMessage, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for One<'_> {
+    type Value = OneMessage;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OneMessage, A::Error> {
+        let repeated = self.top.repeated;
+        let mut fields = Fields {
+            role: None,
+            content: None,
+            content_null: false,
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            extra: Map::new(),
+        };
+        let mut span = None;
+        let mut seen_content = false;
+        while let Some(key) = map.next_key::<String>()? {
+            let known = match key.as_str() {
+                "role" => Some(&mut fields.role),
+                "name" => Some(&mut fields.name),
+                "tool_call_id" => Some(&mut fields.tool_call_id),
+                "tool_calls" => Some(&mut fields.tool_calls),
+                _ => None,
+            };
+            if let Some(slot) = known {
+                let value = map.next_value_seed(Seed(repeated))?;
+                self.top.note(slot.replace(value).is_some());
+            } else if key == "content" {
+                let raw: &'de RawValue = map.next_value()?;
+                self.top.note(seen_content);
+                seen_content = true;
+                let text = raw.get();
+                let start = text.as_ptr() as usize - self.top.base;
+                span = Some(start..start + text.len());
+                (fields.content, fields.content_null) =
+                    content(text, repeated).map_err(serde::de::Error::custom)?;
+            } else {
+                let value = map.next_value_seed(Seed(repeated))?;
+                self.top.note(fields.extra.insert(key, value).is_some());
+            }
+        }
+        Ok(fields
+            .into_message(|| self.path())
+            .map(|message| (message, span)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<OneMessage, A::Error> {
+        Seed(self.top.repeated).visit_seq(seq)?;
+        Ok(self.not_an_object())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+
+    fn visit_unit<E>(self) -> Result<OneMessage, E> {
+        Ok(self.not_an_object())
+    }
+}
+
+/// A content value from its JSON text (already known to be valid JSON): a string, null, or
+/// anything else as parts.
+fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Content>, bool)> {
+    match text.as_bytes().first() {
+        Some(b'"') => Ok((Some(Content::Text(serde_json::from_str(text)?)), false)),
+        Some(b'n') => Ok((None, true)),
+        _ => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let value = Seed(repeated).deserialize(&mut de)?;
+            Ok((Some(Content::Parts(value)), false))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_decoded_with_where_their_contents_sit() {
+        let text = br#"{"model": "m", "messages": [{"role": "user", "content": "a\nb", "x": 1},
+            {"content": null, "role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+             "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "system"}], "n": 1.50}"#;
+        let read = read(text).unwrap().unwrap();
+        assert!(!read.repeats);
+        assert_eq!(
+            read.body.keys().collect::<Vec<_>>(),
+            ["model", "messages", "n"]
+        );
+        assert_eq!(read.body["messages"], Value::Null);
+        let messages = read.messages.unwrap().unwrap();
+        let value: Value = serde_json::from_slice(text).unwrap();
+        for (i, m) in messages.iter().enumerate() {
+            let expected = Message::from_openai(&value["messages"][i], "m").unwrap();
+            assert_eq!(*m, expected, "message {i}");
+        }
+        let shown: Vec<Option<&str>> = read
+            .contents
+            .iter()
+            .map(|s| s.clone().map(|r| std::str::from_utf8(&text[r]).unwrap()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                Some(r#""a\nb""#),
+                Some("null"),
+                Some(r#"[{"type": "text", "text": "ok"}]"#),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_and_repeats_are_those_of_the_value_path() {
+        let bad = |text: &[u8]| read(text).unwrap().unwrap().messages.unwrap().unwrap_err();
+        assert_eq!(bad(br#"{"messages": 3}"#).path, "messages");
+        assert_eq!(bad(br#"{"messages": {"a": 1}}"#).path, "messages");
+        assert_eq!(
+            bad(br#"{"messages": [{"role": "user"}, 2]}"#).path,
+            "messages[1]"
+        );
+        let e = bad(br#"{"messages": [{"role": "user"}, {"role": 1}, {"x": 1}]}"#);
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("messages[1].role", "must be a string")
+        );
+        let e = bad(
+            br#"{"messages": [{"role": "user", "tool_calls": [{"id": "x", "function": {}}]}]}"#,
+        );
+        assert_eq!(e.path, "messages[0].tool_calls[0].function.name");
+        assert!(read(br#"{"messages": []}"#)
+            .unwrap()
+            .unwrap()
+            .messages
+            .unwrap()
+            .unwrap()
+            .is_empty());
+        assert!(read(br#"{"model": "m"}"#)
+            .unwrap()
+            .unwrap()
+            .messages
+            .is_none());
+        assert!(read(b"[1]").unwrap().is_none());
+        assert!(read(b"\"x\"").unwrap().is_none());
+        assert!(read(b"{} x").is_err());
+        assert!(read(br#"{"messages": [}"#).is_err());
+        for repeated in [
+            &br#"{"messages": [], "messages": []}"#[..],
+            br#"{"messages": [{"role": "user", "role": "system"}]}"#,
+            br#"{"messages": [{"role": "user", "content": "a", "content": "b"}]}"#,
+            br#"{"messages": [{"role": "user", "content": [{"t": 1, "t": 2}]}]}"#,
+            br#"{"messages": [{"role": "user", "x": {"k": 1, "k": 2}}]}"#,
+            br#"{"tools": [{"k": 1, "k": 2}], "messages": []}"#,
+        ] {
+            assert!(
+                read(repeated).unwrap().unwrap().repeats,
+                "{}",
+                String::from_utf8_lossy(repeated)
+            );
+        }
+        // The last of two wins, as in serde_json.
+        let r = read(br#"{"messages": [{"role": "user", "content": "a", "content": "b"}]}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            r.messages.unwrap().unwrap()[0].content,
+            Some(Content::Text("b".into()))
+        );
+    }
+}
