@@ -388,6 +388,52 @@ fn tool_call_modify_and_validate() {
     );
 }
 
+/// `history = false`: on the output rail the plugin is given the reply alone (its edit of
+/// message 0 lands on the reply), the plugin after it the whole conversation; streamed too.
+#[test]
+fn a_plugin_without_history_is_given_the_reply_alone() {
+    let config = scripted(
+        "alone",
+        "[\"output\"]",
+        "history = false",
+        "{ mode = \"count\", text = \" \" }",
+    ) + &scripted(
+        "whole",
+        "[\"output\"]",
+        "",
+        "{ mode = \"count\", text = \" \" }",
+    );
+    let cfg = write_config(&config);
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "Hello"}), "stop"),
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let req = json!({"model": "m", "messages": [
+        {"role": "system", "content": "s"}, {"role": "user", "content": "u"}]});
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "Hello [1 messages] [3 messages]",
+        "{body}"
+    );
+
+    backend.set(Script::Sse(
+        vec![
+            text_chunk("Hel"),
+            text_chunk("lo"),
+            finish_chunk("stop"),
+            "[DONE]".into(),
+        ],
+        std::time::Duration::from_millis(1),
+    ));
+    let mut streamed = req.clone();
+    streamed["stream"] = json!(true);
+    let reply = post(daemon.addr, "/v1/chat/completions", &streamed);
+    assert_eq!(reply.status, 200);
+    let text = reply.streamed_text();
+    assert_eq!(text, "Hello [1 messages] [3 messages]", "{}", reply.body);
+}
+
 #[test]
 fn tool_call_reject_removes_that_call_and_says_so() {
     let cfg = write_config(&scripted(

@@ -280,6 +280,10 @@ pub struct PluginConfig {
     /// Models the plugin runs for (globs, `*` any run, case-insensitive); empty: every request.
     /// The daemon skips the plugin for other models without calling it.
     pub models: Vec<String>,
+    /// On the reply rails (`tool_call`, `output`), whether the plugin is given the conversation
+    /// before the reply under judgement; `false` (`history = false`): the reply alone, for a
+    /// plugin that reads nothing else there, so a long conversation costs it nothing.
+    pub history: bool,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

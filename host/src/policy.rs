@@ -140,6 +140,7 @@ impl PolicySet {
             plugin: loaded[i].0.clone(),
             on_error: config.plugins[i].on_error,
             models: config.plugins[i].models.clone().into(),
+            history: config.plugins[i].history,
             mode: modes
                 .iter()
                 .find(|(id, _)| *id == config.plugins[i].name)
@@ -291,6 +292,7 @@ impl PolicySet {
                     "on_error": pc.on_error,
                     "mode": pc.mode,
                     "models": (!pc.models.is_empty()).then_some(&pc.models),
+                    "history": pc.history,
                     "limits": {
                         "timeout_ms": p.limits().timeout.as_millis() as u64,
                         "memory_mb": p.limits().memory_bytes >> 20,

@@ -350,9 +350,14 @@ pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
     let plugins: Vec<Scripted> = (0..1 + choices.byte() % 3)
         .map(|_| Scripted(choices.verdict()))
         .collect();
+    // Some plugins see the reply alone (on the reply rails), their indices shifted.
+    let history: Vec<bool> = plugins.iter().map(|_| choices.byte() % 2 == 0).collect();
     let eval = run(
         rail,
-        plugins.iter().map(|p| (p, OnError::Allow, Mode::Enforce)),
+        plugins
+            .iter()
+            .zip(history)
+            .map(|(p, h)| (p, OnError::Allow, Mode::Enforce, h)),
         base.clone(),
         &ctx,
         false,

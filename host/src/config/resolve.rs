@@ -466,6 +466,7 @@ pub(super) fn resolve_plugins(
             on_error: raw.on_error.unwrap_or(default_on_error),
             mode: raw.mode.unwrap_or_default(),
             models,
+            history: raw.history.unwrap_or(true),
             limits,
             config,
             line: super::line_of(text, span.start),

@@ -181,7 +181,7 @@ impl From<&Context> for wit01::Context {
 pub fn request02(src: &EvalRequest<'_>) -> wit::Request {
     wit::Request {
         rail: src.rail.into(),
-        messages: src.payload.messages.iter().map(Into::into).collect(),
+        messages: src.messages.iter().map(Into::into).collect(),
         tools: src.tools.iter().map(Into::into).collect(),
         fields: src
             .fields
@@ -200,7 +200,7 @@ pub fn request02(src: &EvalRequest<'_>) -> wit::Request {
 pub fn request01(src: &EvalRequest<'_>) -> wit01::Request {
     wit01::Request {
         rail: rail01(src.rail),
-        messages: src.payload.messages.iter().map(Into::into).collect(),
+        messages: src.messages.iter().map(Into::into).collect(),
         tools: src
             .tools
             .iter()

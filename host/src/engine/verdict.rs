@@ -3,15 +3,16 @@
 //! subset). Conversions to and from each version's WIT records are in `convert`.
 
 use super::bindings::{wit, wit01};
-use crate::model::{Context, Field, Payload, Rail, ToolDef};
+use crate::model::{Context, Field, Message, Rail, ToolDef};
 
 /// One evaluation's question.
 #[derive(Clone, Copy)]
 pub struct EvalRequest<'a> {
     /// The rail.
     pub rail: Rail,
-    /// The conversation (and, on the reply rails, the reply last).
-    pub payload: &'a Payload,
+    /// The conversation (and, on the reply rails, the reply last), or on the reply rails just
+    /// the reply, for a plugin given no history.
+    pub messages: &'a [Message],
     /// The tools plugins see (the request's merged with config's).
     pub tools: &'a [ToolDef],
     /// Other text fields that reach the model.

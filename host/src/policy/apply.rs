@@ -198,6 +198,82 @@ enum Change {
     Splice(usize, usize, Message),
 }
 
+/// A verdict given about a view of the payload that starts at message `offset` and holds
+/// `len` messages (a plugin given the reply alone), with its message indices made the payload's.
+/// An index past the view is the plugin's mistake, named as it saw the request.
+pub(super) fn from_view(
+    verdict: PluginVerdict,
+    offset: u32,
+    len: usize,
+) -> Result<PluginVerdict, PluginFault> {
+    let shift = |m: u32| -> Result<u32, PluginFault> {
+        if m as usize >= len {
+            return Err(invalid(format!(
+                "message index {m} is out of range (the plugin was given the reply alone: {len} message)"
+            )));
+        }
+        Ok(m + offset)
+    };
+    Ok(match verdict {
+        PluginVerdict::Modify { edits, reason } => PluginVerdict::Modify {
+            reason,
+            edits: edits
+                .into_iter()
+                .map(|edit| {
+                    Ok(match edit {
+                        Edit::Content { message, content } => Edit::Content {
+                            message: shift(message)?,
+                            content,
+                        },
+                        Edit::Arguments {
+                            message,
+                            call,
+                            arguments,
+                        } => Edit::Arguments {
+                            message: shift(message)?,
+                            call,
+                            arguments,
+                        },
+                        Edit::RemoveCall { message, call } => Edit::RemoveCall {
+                            message: shift(message)?,
+                            call,
+                        },
+                        Edit::AddCall { message, call } => Edit::AddCall {
+                            message: shift(message)?,
+                            call,
+                        },
+                        // Never valid on the reply rails; left for `apply` to say so.
+                        edit @ (Edit::Replace { .. }
+                        | Edit::Insert { .. }
+                        | Edit::HideTool(_)
+                        | Edit::DescribeTool { .. }
+                        | Edit::Field { .. }) => edit,
+                    })
+                })
+                .collect::<Result<_, PluginFault>>()?,
+        },
+        PluginVerdict::Reject(rejections) => PluginVerdict::Reject(
+            rejections
+                .into_iter()
+                .map(|r| {
+                    let target = match r.target {
+                        Target::Message(m) => Target::Message(shift(m)?),
+                        Target::Call { message, call } => Target::Call {
+                            message: shift(message)?,
+                            call,
+                        },
+                    };
+                    Ok(crate::engine::verdict::Rejection {
+                        target,
+                        message: r.message,
+                    })
+                })
+                .collect::<Result<_, PluginFault>>()?,
+        ),
+        verdict @ (PluginVerdict::Allow | PluginVerdict::Block(_)) => verdict,
+    })
+}
+
 /// Validate a plugin's verdict against the payload, then apply it.
 pub(super) fn apply(
     payload: &mut Payload,

@@ -162,6 +162,9 @@ pub struct Step {
     pub models: Arc<[String]>,
     /// Enforced or shadow.
     pub mode: Mode,
+    /// On the reply rails, whether the plugin is given the conversation before the reply
+    /// (`history = false` in its entry: the reply alone).
+    pub history: bool,
 }
 
 impl Step {
@@ -205,7 +208,7 @@ impl Chain {
             self.steps
                 .iter()
                 .filter(|s| s.runs_for(model))
-                .map(|s| (&*s.plugin, s.on_error, s.mode)),
+                .map(|s| (&*s.plugin, s.on_error, s.mode, s.history)),
             payload,
             ctx,
             partial,
@@ -214,9 +217,11 @@ impl Chain {
 }
 
 /// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
+/// Each step's last item says whether, on the reply rails, its plugin is given the conversation
+/// before the reply (else the reply alone, whose indices its verdict then uses).
 pub fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl Iterator<Item = (&'a E, OnError, Mode)>,
+    steps: impl Iterator<Item = (&'a E, OnError, Mode, bool)>,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
@@ -231,22 +236,32 @@ pub fn run<'a, E: Evaluate + 'a>(
         would_block: None,
         started: Instant::now(),
     };
-    // The plugins' WIT request is rebuilt only after an edit.
-    let mut prepared = Prepared::default();
-    for (plugin, on_error, mode) in steps {
+    // The plugins' WIT request is rebuilt only after an edit: one for the whole conversation,
+    // one for the reply alone.
+    let mut prepared = [Prepared::default(), Prepared::default()];
+    for (plugin, on_error, mode, history) in steps {
         let started = Instant::now();
         let id = plugin.id().to_string();
-        let answer = plugin.evaluate(
-            &EvalRequest {
-                rail,
-                payload: &payload,
-                tools: &payload.tools,
-                fields: &payload.fields,
-                ctx,
-                partial,
-            },
-            &mut prepared,
-        );
+        let from = match payload.messages.len() {
+            n if rail.judges_reply_only() && !history && n > 1 => n - 1,
+            _ => 0,
+        };
+        let answer = plugin
+            .evaluate(
+                &EvalRequest {
+                    rail,
+                    messages: &payload.messages[from..],
+                    tools: &payload.tools,
+                    fields: &payload.fields,
+                    ctx,
+                    partial,
+                },
+                &mut prepared[usize::from(from > 0)],
+            )
+            .and_then(|verdict| match from {
+                0 => Ok(verdict),
+                _ => super::apply::from_view(verdict, from as u32, payload.messages.len() - from),
+            });
         // A shadow plugin's edits are checked on a copy: recorded as they would be, not applied.
         let outcome = answer.and_then(|verdict| match (mode, verdict) {
             (Mode::Shadow, PluginVerdict::Allow) => Ok(Applied::Allow),
@@ -272,7 +287,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             continue;
         }
         if matches!(verdict, Verdict::Modify | Verdict::Reject) {
-            prepared = Prepared::default();
+            prepared = Default::default();
         }
         eval.rejections.extend(rejections);
         eval.verdict = eval.verdict.max(verdict);

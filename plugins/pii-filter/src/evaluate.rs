@@ -37,13 +37,19 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
         if request.rail == Rail::ToolResult && msg.role != "tool" {
             continue;
         }
+        // On the reply rails the message is the model's reply, wherever the host placed it (a
+        // plugin entry with `history = false` is given the reply alone).
+        let message = Place {
+            reply: matches!(request.rail, Rail::Output | Rail::ToolCall),
+            index: idx,
+        };
         if let Some(t) = msg
             .name
             .as_deref()
             .and_then(|s| redact::find_unallowed(s, policy))
         {
             return Verdict::Block(format!(
-                "message {idx} name contains {} {} (a name cannot be redacted)",
+                "{message} name contains {} {} (a name cannot be redacted)",
                 t.article(),
                 t.name()
             ));
@@ -59,13 +65,13 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
             None => Ok(None),
         };
         match result {
-            Err(Blocked(t)) => return blocked(format!("message {idx}"), t),
+            Err(Blocked(t)) => return blocked(message.to_string(), t),
             Ok(Some(content)) => {
                 edits.push(Edit::Content(ContentEdit {
                     message: idx as u32,
                     content,
                 }));
-                reasons.push(format!("redacted {} in message {idx}", describe(&counts)));
+                reasons.push(format!("redacted {} in {message}", describe(&counts)));
             }
             Ok(None) => {}
         }
@@ -74,14 +80,14 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
             match redact::arguments(&call.arguments, policy, &mut counts) {
                 Err(Blocked(t)) if !crate::json::is_document(&call.arguments) => {
                     return Verdict::Block(format!(
-                        "tool call {c} of message {idx} contains {} {} in arguments that are not \
+                        "tool call {c} of {message} contains {} {} in arguments that are not \
                          JSON (they cannot be redacted)",
                         t.article(),
                         t.name()
                     ));
                 }
                 Err(Blocked(t)) => {
-                    return blocked(format!("tool call {c} of message {idx}"), t);
+                    return blocked(format!("tool call {c} of {message}"), t);
                 }
                 Ok(Some(arguments)) => {
                     edits.push(Edit::Arguments(ArgumentsEdit {
@@ -90,7 +96,7 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
                         arguments,
                     }));
                     reasons.push(format!(
-                        "redacted {} in tool call {c} of message {idx}",
+                        "redacted {} in tool call {c} of {message}",
                         describe(&counts)
                     ));
                 }
@@ -152,6 +158,22 @@ fn tools(request: &Request, policy: &Policy) -> Verdict {
         }
     }
     modify(edits, reasons)
+}
+
+/// A message as reasons name it: on the reply rails "the reply", elsewhere by its index.
+struct Place {
+    reply: bool,
+    index: usize,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.reply {
+            f.write_str("the reply")
+        } else {
+            write!(f, "message {}", self.index)
+        }
+    }
 }
 
 fn modify(edits: Vec<Edit>, reasons: Vec<String>) -> Verdict {

@@ -33,7 +33,7 @@ impl Evaluate for Fake {
     ) -> Result<PluginVerdict, PluginFault> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         // Every plugin sees the edits of the plugins before it.
-        if let Some(Content::Text(t)) = &request.payload.messages[0].content {
+        if let Some(Content::Text(t)) = &request.messages[0].content {
             if t.contains("seen") {
                 return Ok(PluginVerdict::Block(format!("{} saw {t}", self.id)));
             }
@@ -155,7 +155,7 @@ fn reject_replaces_and_goes_on() {
 fn go_modes(steps: &[(&Fake, OnError, Mode)], text: &str) -> Evaluation {
     run(
         Rail::Input,
-        steps.iter().copied(),
+        steps.iter().map(|&(f, e, m)| (f, e, m, true)),
         user(text),
         &Context::default(),
         false,
@@ -253,4 +253,107 @@ fn spellings_match_serde() {
     for f in FaultKind::ALL {
         same(serde_json::to_value(f).unwrap(), f.as_str());
     }
+}
+
+/// A plugin that records how many messages it was given, then answers `answer`.
+struct Counting {
+    seen: AtomicUsize,
+    answer: PluginVerdict,
+}
+
+impl Evaluate for Counting {
+    fn id(&self) -> &str {
+        "counting"
+    }
+    fn evaluate(
+        &self,
+        request: &EvalRequest<'_>,
+        _prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
+        self.seen.store(request.messages.len(), Ordering::Relaxed);
+        Ok(self.answer.clone())
+    }
+}
+
+#[test]
+fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index() {
+    let conversation = || Payload {
+        messages: vec![
+            Message::new("user", Some(Content::Text("q".into()))),
+            Message::new("assistant", Some(Content::Text("a".into()))),
+            Message::new("user", Some(Content::Text("q2".into()))),
+            Message::new("assistant", Some(Content::Text("reply".into()))),
+        ],
+        ..Payload::default()
+    };
+    let without = Counting {
+        seen: AtomicUsize::new(0),
+        answer: edit("edited reply"),
+    };
+    let with = Counting {
+        seen: AtomicUsize::new(0),
+        answer: PluginVerdict::Allow,
+    };
+    let steps = [
+        (&without, OnError::Block, Mode::Enforce, false),
+        (&with, OnError::Block, Mode::Enforce, true),
+    ];
+    let e = run(
+        Rail::Output,
+        steps.iter().copied(),
+        conversation(),
+        &Context::default(),
+        false,
+    );
+    assert_eq!(without.seen.load(Ordering::Relaxed), 1);
+    assert_eq!(with.seen.load(Ordering::Relaxed), 4);
+    assert_eq!(e.verdict, Verdict::Modify);
+    assert_eq!(
+        e.payload.messages[3].content,
+        Some(Content::Text("edited reply".into()))
+    );
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("q".into()))
+    );
+    assert_eq!(e.payload.changes.contents, [3]);
+
+    // Off the reply rails the whole conversation is given, whatever the entry says.
+    let e = run(
+        Rail::Input,
+        [(&with, OnError::Block, Mode::Enforce, false)].into_iter(),
+        conversation(),
+        &Context::default(),
+        false,
+    );
+    assert_eq!(with.seen.load(Ordering::Relaxed), 4);
+    assert_eq!(e.verdict, Verdict::Allow);
+
+    // An index past the reply is the plugin's mistake, named as it saw the request.
+    let wrong = Counting {
+        seen: AtomicUsize::new(0),
+        answer: PluginVerdict::Reject(vec![Rejection {
+            target: Target::Message(2),
+            message: "no".into(),
+        }]),
+    };
+    let e = run(
+        Rail::Output,
+        [(&wrong, OnError::Block, Mode::Enforce, false)].into_iter(),
+        conversation(),
+        &Context::default(),
+        false,
+    );
+    assert_eq!(e.verdict, Verdict::Block);
+    assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
+    assert!(
+        e.decisions[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r
+                .contains("message index 2 is out of range (the plugin was given the reply alone")),
+        "{:?}",
+        e.decisions[0].reason
+    );
+    assert_eq!(e.payload, conversation());
 }

@@ -37,7 +37,7 @@ impl Plugin for Scripted {
                 r#"{"type":"object","required":["mode"],"properties":{
                     "mode":{"enum":["allow","block","append","reject-last","reject-tool",
                         "set-arguments","bad-index","bad-arguments","loop","oom","trap",
-                        "configure-error","log","echo-context","by-message","error"]},
+                        "configure-error","log","echo-context","by-message","error","count"]},
                     "text":{"type":"string"},
                     "tool":{"type":"string"}}}"#
                     .into(),
@@ -87,6 +87,18 @@ impl Plugin for Scripted {
                     reason: format!("appended {} bytes", text.len()),
                 })
             }
+            // How many messages it was given, appended to the last one (`history = false`).
+            "count" => Verdict::Modify(Modification {
+                edits: vec![Edit::Content(ContentEdit {
+                    message: last,
+                    content: Content::Text(format!(
+                        "{}{text}[{} messages]",
+                        request.messages.last().and_then(|m| m.text()).unwrap_or(""),
+                        request.messages.len()
+                    )),
+                })],
+                reason: "counted".into(),
+            }),
             "reject-last" => Verdict::Reject(vec![Rejection {
                 target: Target::Message(last),
                 message: text,
