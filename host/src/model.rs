@@ -259,28 +259,52 @@ pub struct ToolDef {
     /// The function's description.
     pub description: Option<String>,
     /// The function's `parameters` schema.
-    pub parameters: Option<Value>,
+    pub parameters: Option<Schema>,
     /// The schema its results must match (MCP `outputSchema`, config `result_schema`).
-    pub result_schema: Option<Value>,
+    pub result_schema: Option<Schema>,
     /// Set when a plugin on the `tools` rail hid the tool from the model: its id.
     pub hidden_by: Option<String>,
-    /// `parameters` as JSON text, made on first use (plugins get it on every rail).
-    pub(crate) parameters_text: TextCache,
 }
 
-/// A value's JSON text, made once. Equal to any other: it is a cache, not part of the value.
-#[derive(Clone, Default)]
-pub struct TextCache(std::sync::OnceLock<String>);
+/// A JSON Schema kept as JSON text. Plugins are given the text, and on every rail of every
+/// request, while the host needs the schema's parts only here and there (a body written anew,
+/// MCP routing headers): so it is not held as a tree of maps that would be built, cloned,
+/// serialised and dropped on every request. Cloning shares the text.
+#[derive(Clone)]
+pub struct Schema(std::sync::Arc<str>);
 
-impl PartialEq for TextCache {
-    fn eq(&self, _: &TextCache) -> bool {
-        true
+impl Schema {
+    /// The schema `value`, as its JSON text.
+    pub fn of(value: &Value) -> Schema {
+        Schema(serde_json::to_string(value).unwrap_or_default().into())
+    }
+
+    /// A schema from its JSON text, which the caller has already read as one JSON value.
+    pub fn from_json_text(text: &str) -> Schema {
+        Schema(text.into())
+    }
+
+    /// The JSON text (as the caller wrote it, or as the host wrote the value).
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// The schema as a value.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
     }
 }
 
-impl std::fmt::Debug for TextCache {
+/// Schemas are equal when their values are, however their text is spaced.
+impl PartialEq for Schema {
+    fn eq(&self, other: &Schema) -> bool {
+        self.0 == other.0 || self.value() == other.value()
+    }
+}
+
+impl std::fmt::Debug for Schema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TextCache")
+        write!(f, "Schema({})", self.0)
     }
 }
 
@@ -290,7 +314,7 @@ impl ToolDef {
         kind: String,
         name: Option<String>,
         description: Option<String>,
-        parameters: Option<Value>,
+        parameters: Option<Schema>,
     ) -> ToolDef {
         ToolDef {
             kind,
@@ -299,18 +323,12 @@ impl ToolDef {
             parameters,
             result_schema: None,
             hidden_by: None,
-            parameters_text: TextCache::default(),
         }
     }
 
-    /// `parameters` as JSON text (the schema is never changed once declared).
+    /// `parameters` as JSON text.
     pub fn parameters_text(&self) -> Option<String> {
-        let parameters = self.parameters.as_ref()?;
-        let text = self
-            .parameters_text
-            .0
-            .get_or_init(|| serde_json::to_string(parameters).unwrap_or_default());
-        Some(text.clone())
+        self.parameters.as_ref().map(|s| s.text().to_string())
     }
 
     /// Whether this declaration is the same tool as `other` (kind and name).

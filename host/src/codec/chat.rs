@@ -6,7 +6,7 @@ mod read;
 
 use super::stream::{Down, Finish, Frame, StreamCodec, Up};
 use super::{sse, stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError};
+use crate::model::{Content, Message, Payload, PayloadError, Schema};
 use serde_json::{json, Map, Value};
 
 /// The Chat Completions door.
@@ -18,12 +18,16 @@ pub struct ChatRequest {
     stream: bool,
     /// Where each message's content sat in the body, when it was read from text.
     contents: Vec<Option<std::ops::Range<usize>>>,
+    /// By tool, its `parameters` when they were kept as text (a null in `body`).
+    schemas: Vec<Option<Schema>>,
 }
 
-/// Messages read with the body, and where their contents sit.
+/// What the chat door decodes as it reads a body: the messages and where their contents sit,
+/// and the tools' schemas as text.
 pub struct ReadMessages {
     messages: Option<Result<Vec<Message>, PayloadError>>,
     contents: Vec<Option<std::ops::Range<usize>>>,
+    schemas: Vec<Option<Schema>>,
 }
 
 impl ChatRequest {
@@ -56,6 +60,7 @@ impl Codec for Chat {
             decoded: ReadMessages {
                 messages: r.messages,
                 contents: r.contents,
+                schemas: r.schemas,
             },
             repeats: r.repeats,
         }))
@@ -70,12 +75,13 @@ impl Codec for Chat {
             Some(messages) => messages?,
             None => return Err(PayloadError::new("messages", "is required")),
         };
-        let mut payload = Payload::with_openai_tools(messages, body.get("tools"))?;
+        let mut payload = Payload::with_openai_tools(messages, body.get("tools"), &read.schemas)?;
         payload.fields.extend(super::read_field(&body, "user"));
         let request = ChatRequest {
             body,
             stream,
             contents: read.contents,
+            schemas: read.schemas,
         };
         Ok((request, payload))
     }
@@ -93,6 +99,7 @@ impl Codec for Chat {
             body,
             stream,
             contents: Vec::new(),
+            schemas: Vec::new(),
         };
         Ok((request, payload))
     }
@@ -105,6 +112,16 @@ impl Codec for Chat {
     fn encode_request(request: &ChatRequest, payload: &Payload, _edited: bool) -> Vec<u8> {
         let mut body = super::body_for_edit(&request.body, "messages");
         body.insert("messages".into(), payload.messages_json());
+        // The schemas kept as text go back where they were.
+        if let Some(Value::Array(tools)) = body.get_mut("tools") {
+            for (tool, schema) in tools.iter_mut().zip(&request.schemas) {
+                if let (Some(schema), Some(slot)) =
+                    (schema, tool.pointer_mut("/function/parameters"))
+                {
+                    *slot = schema.value();
+                }
+            }
+        }
         super::encode_body(body, payload, |t, d| {
             t["function"]["description"] = json!(d);
         })

@@ -91,6 +91,92 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 }
 
+/// Whether an object in `text` (one JSON value) repeats a key; builds nothing.
+pub(crate) fn has_repeats(text: &str) -> bool {
+    let repeated = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let _ = Check(&repeated).deserialize(&mut de);
+    repeated.get()
+}
+
+/// Walks a value, setting the flag when an object repeats a key.
+#[derive(Clone, Copy)]
+struct Check<'a>(&'a Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for Check<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Check<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Schemas are made of small objects: their keys are compared in place; past a few, they
+        // are sorted, so a large object costs n log n, not n².
+        const FEW: usize = 8;
+        let mut few: [Option<std::borrow::Cow<'de, str>>; FEW] = Default::default();
+        let mut many: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut n = 0;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if n < FEW {
+                if few[..n].iter().flatten().any(|k| *k == key) {
+                    self.0.set(true);
+                }
+                few[n] = Some(key);
+            } else {
+                if n == FEW {
+                    many.extend(few.iter_mut().filter_map(Option::take));
+                }
+                many.push(key);
+            }
+            n += 1;
+            map.next_value_seed(self)?;
+        }
+        many.sort_unstable();
+        if many.windows(2).any(|w| w[0] == w[1]) {
+            self.0.set(true);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +193,18 @@ mod tests {
         assert_eq!(value["b"][0]["k"], 2, "the last wins, as in serde_json");
         assert!(parse_noting_repeats(b"{} x").is_err());
         assert!(parse_noting_repeats(b"{\"a\": }").is_err());
+    }
+
+    #[test]
+    fn repeats_are_found_without_building_values() {
+        assert!(!has_repeats(r#"{"a": {"b": 1, "c": [{"b": 2}]}, "b": 3}"#));
+        assert!(has_repeats(r#"{"a": 1, "b": 2, "a": 3}"#));
+        assert!(has_repeats(r#"[1, {"x": {"k": 1, "\u006b": 2}}]"#));
+        assert!(!has_repeats("true"));
+        // Past the few compared in place.
+        let keys: Vec<String> = (0..20).map(|i| format!("\"k{i}\": {i}")).collect();
+        assert!(!has_repeats(&format!("{{{}}}", keys.join(", "))));
+        assert!(has_repeats(&format!("{{{}, \"k3\": 0}}", keys.join(", "))));
+        assert!(has_repeats(&format!("{{\"k19\": 0, {}}}", keys.join(", "))));
     }
 }

@@ -9,7 +9,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::model::{Content, Message, ToolCall, ToolDef, FUNCTION};
+use crate::model::{Content, Message, Schema, ToolCall, ToolDef, FUNCTION};
 use serde_json::{json, Map, Value};
 
 /// The type of the part carrying a result's `structuredContent`.
@@ -113,14 +113,19 @@ pub fn tools_of(result: &Value) -> Result<Vec<ToolDef>, String> {
         .filter_map(|t| {
             let name = t.get("name")?.as_str()?;
             Some(ToolDef {
-                result_schema: t.get("outputSchema").filter(|s| s.is_object()).cloned(),
+                result_schema: t
+                    .get("outputSchema")
+                    .filter(|s| s.is_object())
+                    .map(Schema::of),
                 ..ToolDef::declared(
                     FUNCTION.into(),
                     Some(name.to_string()),
                     t.get("description")
                         .and_then(Value::as_str)
                         .map(str::to_string),
-                    t.get("inputSchema").filter(|s| s.is_object()).cloned(),
+                    t.get("inputSchema")
+                        .filter(|s| s.is_object())
+                        .map(Schema::of),
                 )
             })
         })

@@ -15,7 +15,7 @@ mod blocks;
 mod stream;
 
 use super::{stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use blocks::{encode_blocks, rewrite_content};
 use serde_json::{json, Map, Value};
 pub use stream::MessagesStream;
@@ -226,7 +226,7 @@ impl Codec for Messages {
                         Some(server_tool) => server_tool.to_string(),
                     };
                     let parameters = (kind == FUNCTION)
-                        .then(|| t.get("input_schema").cloned())
+                        .then(|| t.get("input_schema").map(Schema::of))
                         .flatten();
                     Ok(ToolDef::declared(
                         kind,

@@ -16,7 +16,7 @@ mod output;
 mod stream;
 
 use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError, ToolCall, ToolDef, FUNCTION};
+use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use output::rewrite_output;
 pub(crate) use output::{message_item, response_object};
 use serde_json::{json, Map, Value};
@@ -111,7 +111,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                 t.get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                t.get("parameters").filter(|p| !p.is_null()).cloned(),
+                t.get("parameters").filter(|p| !p.is_null()).map(Schema::of),
             ))
         })
         .collect()

@@ -181,7 +181,7 @@ pub(super) fn tools(p: &mut Problems<'_>, raw: &[Spanned<toml::Value>]) -> Vec<T
                     Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_)))
                         if t.kind == "function" =>
                     {
-                        t.result_schema = Some(schema.clone());
+                        t.result_schema = Some(crate::model::Schema::of(schema));
                         tools.push(t);
                     }
                     Some(_) if t.kind != "function" => p.at(

@@ -67,7 +67,9 @@ fn config_tools_may_declare_a_result_schema() {
     let c = parse("[[tools]]\ntype = \"function\"\nfunction = { name = \"t\" }\nresult_schema = { type = \"object\" }\n").unwrap();
     assert_eq!(
         c.tools[0].result_schema,
-        Some(serde_json::json!({"type": "object"}))
+        Some(crate::model::Schema::of(
+            &serde_json::json!({"type": "object"})
+        ))
     );
     let e = parse(
         "[[tools]]\ntype = \"function\"\nfunction = { name = \"t\" }\nresult_schema = \"object\"\n",

@@ -136,7 +136,7 @@ impl From<&ToolDef> for wit::ToolDef {
             name: t.name.clone(),
             description: t.description.clone(),
             parameters: t.parameters_text(),
-            result_schema: t.result_schema.as_ref().map(json_text),
+            result_schema: t.result_schema.as_ref().map(|s| s.text().to_string()),
             hidden_by: t.hidden_by.clone(),
         }
     }

@@ -356,9 +356,10 @@ fn rewrite_call(
         let schema = tools
             .iter()
             .find(|t| t.name.as_deref() == Some(call.name.as_str()))
-            .and_then(|t| t.parameters.as_ref());
+            .and_then(|t| t.parameters.as_ref())
+            .map(crate::model::Schema::value);
         let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-        headers::mirror(&mut headers, &call.name, &args, schema);
+        headers::mirror(&mut headers, &call.name, &args, schema.as_ref());
     }
     Ok((Bytes::from(message.to_string()), headers))
 }

@@ -1,12 +1,14 @@
 //! A chat request body read in one pass: its top-level object as a map, except `messages`, which
 //! are decoded into the model as they are read (no `Value` is built for a message) together with
 //! where each one's content sits in the body, so that new contents can be spliced into the
-//! caller's own bytes. Repeated keys are noted everywhere, as `json::parse_noting_repeats` does,
-//! and every message is checked as `Message::from_openai_owned` checks one.
+//! caller's own bytes; and the function tools' `parameters`, kept as their JSON text (a null in
+//! their place in the map), which is all plugins are given of them. Repeated keys are noted
+//! everywhere, as `json::parse_noting_repeats` does, and every message is checked as
+//! `Message::from_openai_owned` checks one.
 
 use super::json::Fields;
-use crate::codec::json::Seed;
-use crate::model::{Content, Message, PayloadError};
+use crate::codec::json::{has_repeats, Seed};
+use crate::model::{Content, Message, PayloadError, Schema};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -22,6 +24,9 @@ pub(super) struct Read {
     pub messages: Option<Result<Vec<Message>, PayloadError>>,
     /// Where each message's content value sits in the body (`None`: it has none).
     pub contents: Vec<Option<Range<usize>>>,
+    /// By tool, its `function.parameters` as JSON text when it is an object or a boolean (left
+    /// out of `body`, a null in its place).
+    pub schemas: Vec<Option<Schema>>,
     /// Whether an object in the body repeats a key.
     pub repeats: bool,
 }
@@ -77,10 +82,15 @@ impl<'de> Visitor<'de> for Top<'_> {
             body: Map::new(),
             messages: None,
             contents: Vec::new(),
+            schemas: Vec::new(),
             repeats: false,
         };
         while let Some(key) = map.next_key::<String>()? {
-            if key == "messages" {
+            if key == "tools" {
+                let (tools, schemas) = map.next_value_seed(Tools(self))?;
+                read.schemas = schemas;
+                self.note(read.body.insert(key, tools).is_some());
+            } else if key == "messages" {
                 let (messages, contents) = map.next_value_seed(Messages(self))?;
                 read.messages = Some(messages);
                 read.contents = contents;
@@ -318,6 +328,169 @@ impl<'de> Visitor<'de> for One<'_> {
     }
 }
 
+/// The `tools` value: each function tool's `parameters` kept as text.
+struct Tools<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for Tools<'_> {
+    type Value = (Value, Vec<Option<Schema>>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// Anything but what is looked into: read as a value.
+macro_rules! as_value {
+    ($missing:expr) => {
+        fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+            Ok((Value::Bool(v), $missing))
+        }
+
+        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+            Ok((Value::Number(v.into()), $missing))
+        }
+
+        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+            Ok((Value::Number(v.into()), $missing))
+        }
+
+        fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+            Ok((
+                serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+                $missing,
+            ))
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok((Value::String(v.to_owned()), $missing))
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok((Value::Null, $missing))
+        }
+    };
+}
+
+impl<'de> Visitor<'de> for Tools<'_> {
+    type Value = (Value, Vec<Option<Schema>>);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut tools = Vec::with_capacity(seq.size_hint().unwrap_or(4));
+        let mut schemas = Vec::with_capacity(tools.capacity());
+        while let Some((tool, schema)) = seq.next_element_seed(Tool(self.0))? {
+            tools.push(tool);
+            schemas.push(schema);
+        }
+        Ok((Value::Array(tools), schemas))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Ok((Seed(self.0.repeated).visit_map(map)?, Vec::new()))
+    }
+
+    as_value!(Vec::new());
+}
+
+/// One element of `tools`.
+struct Tool<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for Tool<'_> {
+    type Value = (Value, Option<Schema>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tool<'_> {
+    type Value = (Value, Option<Schema>);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut tool = Map::new();
+        let mut schema = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let value = if key == "function" {
+                let (function, s) = map.next_value_seed(Function(self.0))?;
+                schema = s;
+                function
+            } else {
+                map.next_value_seed(Seed(self.0.repeated))?
+            };
+            self.0.note(tool.insert(key, value).is_some());
+        }
+        Ok((Value::Object(tool), schema))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Ok((Seed(self.0.repeated).visit_seq(seq)?, None))
+    }
+
+    as_value!(None);
+}
+
+/// A tool's `function`: its `parameters` kept as text when they are a schema.
+struct Function<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for Function<'_> {
+    type Value = (Value, Option<Schema>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Function<'_> {
+    type Value = (Value, Option<Schema>);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut function = Map::new();
+        let mut schema = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let value = if key == "parameters" {
+                let raw: &'de RawValue = map.next_value()?;
+                let text = raw.get();
+                match text.as_bytes().first() {
+                    Some(b'{' | b't' | b'f') => {
+                        self.0.note(text.starts_with('{') && has_repeats(text));
+                        schema = Some(Schema::from_json_text(text));
+                        Value::Null
+                    }
+                    // Not a schema: kept as a value, for the decoder to say so.
+                    _ => {
+                        schema = None;
+                        let mut de = serde_json::Deserializer::from_str(text);
+                        Seed(self.0.repeated)
+                            .deserialize(&mut de)
+                            .map_err(serde::de::Error::custom)?
+                    }
+                }
+            } else {
+                map.next_value_seed(Seed(self.0.repeated))?
+            };
+            self.0.note(function.insert(key, value).is_some());
+        }
+        Ok((Value::Object(function), schema))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Ok((Seed(self.0.repeated).visit_seq(seq)?, None))
+    }
+
+    as_value!(None);
+}
+
 /// A content value from its JSON text (already known to be valid JSON): a string, null, or
 /// anything else as parts.
 fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Content>, bool)> {
@@ -370,6 +543,44 @@ mod tests {
                 None
             ]
         );
+    }
+
+    #[test]
+    fn function_tools_keep_their_parameters_as_text() {
+        let text = br#"{"tools": [{"type": "function", "function": {"name": "f",
+            "parameters": {"type": "object",  "properties": {"a": {"type": "string"}}}}},
+            {"type": "web_search"}, {"type": "function", "function": {"name": "g", "parameters": true}},
+            {"type": "function", "function": {"name": "h", "parameters": "no"}}], "messages": []}"#;
+        let read = read(text).unwrap().unwrap();
+        assert!(!read.repeats);
+        let texts: Vec<Option<&str>> = read
+            .schemas
+            .iter()
+            .map(|s| s.as_ref().map(Schema::text))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                Some(r#"{"type": "object",  "properties": {"a": {"type": "string"}}}"#),
+                None,
+                Some("true"),
+                None
+            ]
+        );
+        let tools = &read.body["tools"];
+        assert_eq!(tools[0]["function"]["parameters"], Value::Null);
+        assert_eq!(tools[0]["function"]["name"], "f");
+        assert_eq!(
+            tools[3]["function"]["parameters"], "no",
+            "not a schema: kept for the decoder"
+        );
+        let repeated = br#"{"tools": [{"type": "function", "function": {"name": "f",
+            "parameters": {"type": "object", "properties": {"a": {}, "a": {}}}}}], "messages": []}"#;
+        assert!(read_repeats(repeated));
+    }
+
+    fn read_repeats(text: &[u8]) -> bool {
+        read(text).unwrap().unwrap().repeats
     }
 
     #[test]

@@ -35,9 +35,14 @@ fn a_tool_list_becomes_declared_tools_and_is_rewritten_per_caller() {
     assert_eq!(tools.len(), 3);
     assert_eq!(
         tools[1].result_schema,
-        Some(json!({"type": "object", "required": ["t"]}))
+        Some(crate::model::Schema::of(
+            &json!({"type": "object", "required": ["t"]})
+        ))
     );
-    assert_eq!(tools[0].parameters, Some(json!({"type": "object"})));
+    assert_eq!(
+        tools[0].parameters,
+        Some(crate::model::Schema::of(&json!({"type": "object"})))
+    );
     tools[2].hidden_by = Some("allowlist".into());
     tools[0].description = Some("Adds two numbers".into());
     rewrite_tools(&mut result, &tools);

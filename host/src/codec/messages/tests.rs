@@ -30,7 +30,10 @@ fn tool_results_are_tool_messages_and_regroup_on_the_way_out() {
         r#"{"city":"Oslo"}"#
     );
     assert_eq!(payload.messages[3].tool_call_id.as_deref(), Some("tu1"));
-    assert_eq!(payload.tools[0].parameters, Some(json!({"type": "object"})));
+    assert_eq!(
+        payload.tools[0].parameters,
+        Some(crate::model::Schema::of(&json!({"type": "object"})))
+    );
     assert_eq!(payload.tools[1].kind, "web_search_20250305");
     let mut edited = payload.clone();
     edited.messages[3].content = Some(Content::Text("sunny at [EMAIL]".into()));

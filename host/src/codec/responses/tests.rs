@@ -32,7 +32,10 @@ fn items_become_turns_and_come_back_in_place() {
         payload.tools[1].kind, "web_search",
         "preview suffix dropped"
     );
-    assert_eq!(payload.tools[0].parameters, Some(json!({"type": "object"})));
+    assert_eq!(
+        payload.tools[0].parameters,
+        Some(crate::model::Schema::of(&json!({"type": "object"})))
+    );
     // Unedited: the same bytes' worth of JSON.
     let same: Value =
         serde_json::from_slice(&Responses::encode_request(&request, &payload, false)).unwrap();

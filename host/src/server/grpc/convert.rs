@@ -59,13 +59,17 @@ pub(super) fn tool_in(i: usize, t: proto::Tool) -> Result<ToolDef, Status> {
             "tools[{i}].name is required for function tools"
         )));
     }
-    let parameters =
-        match t.parameters_json {
-            None => None,
-            Some(json) => Some(serde_json::from_str(&json).map_err(|e| {
-                invalid(format!("tools[{i}].parameters_json is not valid JSON: {e}"))
-            })?),
-        };
+    let parameters = match t.parameters_json {
+        None => None,
+        Some(json) => match serde_json::from_str::<serde::de::IgnoredAny>(&json) {
+            Ok(_) => Some(crate::model::Schema::from_json_text(json.trim())),
+            Err(e) => {
+                return Err(invalid(format!(
+                    "tools[{i}].parameters_json is not valid JSON: {e}"
+                )))
+            }
+        },
+    };
     Ok(ToolDef::declared(
         t.r#type,
         t.name,
