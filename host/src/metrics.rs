@@ -141,6 +141,10 @@ impl Default for Metrics {
 }
 
 fn escape_into(out: &mut String, v: &str) {
+    if !v.contains(['\\', '"', '\n']) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

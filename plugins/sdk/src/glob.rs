@@ -4,28 +4,42 @@
 /// Whether `text` matches `pattern` as a whole, `*` matching any run of characters (also none),
 /// case-insensitively. No other character is special.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
+    // ASCII (nearly every model and tool name) is compared byte by byte, nothing copied.
+    if pattern.is_ascii() && text.is_ascii() {
+        return matches(
+            pattern.as_bytes(),
+            text.as_bytes(),
+            &b'*',
+            |a: &u8, b: &u8| a.eq_ignore_ascii_case(b),
+        );
+    }
     let p: Vec<char> = pattern.to_lowercase().chars().collect();
     let t: Vec<char> = text.to_lowercase().chars().collect();
+    matches(&p, &t, &'*', |a: &char, b: &char| a == b)
+}
+
+/// Whether `t` matches `p` as a whole, `star` matching any run of items (also none).
+fn matches<T: PartialEq>(p: &[T], t: &[T], star: &T, eq: impl Fn(&T, &T) -> bool) -> bool {
     let (mut pi, mut ti) = (0, 0);
     // The last `*` seen, and the text position it was tried at.
-    let mut star: Option<(usize, usize)> = None;
+    let mut last_star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
+        if pi < p.len() && p[pi] == *star {
+            last_star = Some((pi, ti));
             pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
+        } else if pi < p.len() && eq(&p[pi], &t[ti]) {
             pi += 1;
             ti += 1;
-        } else if let Some((sp, st)) = star {
-            // Let the `*` take one more character and try again.
+        } else if let Some((sp, st)) = last_star {
+            // Let the `*` take one more item and try again.
             pi = sp + 1;
             ti = st + 1;
-            star = Some((sp, st + 1));
+            last_star = Some((sp, st + 1));
         } else {
             return false;
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|c| c == star)
 }
 
 #[cfg(test)]
@@ -48,5 +62,8 @@ mod tests {
         // `?` and `[` are not special.
         assert!(glob_match("a?[b]", "A?[B]"));
         assert!(!glob_match("a?", "ab"));
+        // Beyond ASCII, matched on the lowercase text.
+        assert!(glob_match("ÉTÉ-*", "été-2024"));
+        assert!(!glob_match("été-*", "ete-2024"));
     }
 }
