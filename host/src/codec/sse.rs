@@ -14,6 +14,8 @@ pub struct SseEvent {
 #[derive(Default)]
 pub struct SseParser {
     buf: Vec<u8>,
+    /// Where the unread part of `buf` starts (read blocks are dropped in bulk, not one by one).
+    start: usize,
     /// Where to resume looking for a blank line (what is before it was searched already).
     scanned: usize,
 }
@@ -24,6 +26,11 @@ pub const MAX_EVENT_BYTES: usize = 16 << 20;
 impl SseParser {
     /// Add bytes; `Err` when an event grows past [`MAX_EVENT_BYTES`].
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
         self.buf.extend_from_slice(bytes);
         if self.buf.len() > MAX_EVENT_BYTES {
             return Err(format!("an event is longer than {MAX_EVENT_BYTES} bytes"));
@@ -34,8 +41,8 @@ impl SseParser {
     /// The next complete event (comment-only and empty events are skipped).
     pub fn next_event(&mut self) -> Option<SseEvent> {
         loop {
-            let raw = self.take_block()?;
-            if let Some(event) = parse_block(&raw) {
+            let block = self.take_block()?;
+            if let Some(event) = parse_block(&String::from_utf8_lossy(&self.buf[block])) {
                 return Some(event);
             }
         }
@@ -44,33 +51,39 @@ impl SseParser {
     /// The next complete block as written, without its blank line (for relays that pass most
     /// events on untouched: `id:`, `retry:` and comments stay as they were).
     pub fn next_block(&mut self) -> Option<String> {
-        self.take_block()
+        let block = self.take_block()?;
+        Some(String::from_utf8_lossy(&self.buf[block]).into_owned())
     }
 
-    fn take_block(&mut self) -> Option<String> {
+    /// Where the next complete block is in `buf`; it counts as read.
+    fn take_block(&mut self) -> Option<std::ops::Range<usize>> {
         let buf = &self.buf;
         // Back up over a possible half of "\r\n\r\n" at the end of the last search.
-        let mut i = self.scanned.saturating_sub(3);
-        while i + 1 < buf.len() {
-            let end = if buf[i] == b'\n' && buf[i + 1] == b'\n' {
-                Some(2)
-            } else if buf[i] == b'\r'
-                && buf[i + 1] == b'\n'
-                && buf.get(i + 2) == Some(&b'\r')
-                && buf.get(i + 3) == Some(&b'\n')
+        let mut from = self.scanned.saturating_sub(3).max(self.start);
+        // A block ends at the first "\n\n" or "\r\n\r\n": at a line feed followed by another,
+        // or by "\r\n" with a carriage return before it.
+        while let Some(at) = memchr::memchr(b'\n', &buf[from..]) {
+            let j = from + at;
+            let end = if buf.get(j + 1) == Some(&b'\n') {
+                Some((j, j + 2))
+            } else if j > self.start
+                && buf[j - 1] == b'\r'
+                && buf.get(j + 1) == Some(&b'\r')
+                && buf.get(j + 2) == Some(&b'\n')
             {
-                Some(4)
+                Some((j - 1, j + 3))
             } else {
                 None
             };
-            if let Some(n) = end {
-                let block: Vec<u8> = self.buf.drain(..i + n).collect();
-                self.scanned = 0;
-                return Some(String::from_utf8_lossy(&block[..i]).into_owned());
+            if let Some((block_end, next)) = end {
+                let block = self.start..block_end;
+                self.start = next;
+                self.scanned = next;
+                return Some(block);
             }
-            i += 1;
+            from = j + 1;
         }
-        self.scanned = self.buf.len();
+        self.scanned = buf.len();
         None
     }
 }
@@ -199,6 +212,34 @@ mod tests {
         );
         let ping = p.next_block().unwrap();
         assert_eq!(parse_block(&ping), None, "a comment has no event");
+    }
+
+    #[test]
+    fn blocks_are_found_wherever_the_bytes_are_cut() {
+        let text = b"data: one\n\nid: 2\r\ndata: two\r\n\r\n: c\n\ndata: three\n\r\ndata: 3b\n\n";
+        let whole = {
+            let mut p = SseParser::default();
+            p.push(text).unwrap();
+            std::iter::from_fn(|| p.next_block()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            whole,
+            [
+                "data: one",
+                "id: 2\r\ndata: two",
+                ": c",
+                "data: three\n\r\ndata: 3b"
+            ]
+        );
+        for cut in 0..text.len() {
+            let mut p = SseParser::default();
+            let mut got = Vec::new();
+            p.push(&text[..cut]).unwrap();
+            got.extend(std::iter::from_fn(|| p.next_block()));
+            p.push(&text[cut..]).unwrap();
+            got.extend(std::iter::from_fn(|| p.next_block()));
+            assert_eq!(got, whole, "cut at {cut}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The chat codec: requests and replies both ways, and its stream events.
 
 use super::*;
+use crate::codec::sse;
+use crate::codec::stream::{Down, StreamCodec, Up};
 use crate::model::ToolCall;
 
 fn event(data: &str) -> sse::SseEvent {
