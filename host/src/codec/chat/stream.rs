@@ -16,9 +16,97 @@ use serde_json::{json, Map, Value};
 #[derive(Default)]
 pub struct ChatStream {
     template: Option<Map<String, Value>>,
+    /// The template as JSON text without its closing brace, made once: how our text chunks
+    /// start.
+    prefix: Option<String>,
+}
+
+/// A chunk of the common kind, borrowed from its text: choices carrying only text (or nothing)
+/// and maybe a finish reason. Anything it does not list, or lists twice, makes it fail to read,
+/// and the chunk goes the general way.
+#[derive(serde::Deserialize)]
+struct TextChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<TextChoice<'a>>,
+    #[serde(borrow, default)]
+    usage: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<TextDelta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl ChatStream {
+    /// The events of a common chunk, once the template is known; `None`: go the general way.
+    fn text_only(&self, data: &str) -> Option<Vec<Up>> {
+        // The template comes from the first chunk, and an error event is passed whole: both are
+        // the general way's (a text that merely contains the word is sent there too).
+        if self.template.is_none() || data.contains("\"error\"") {
+            return None;
+        }
+        let chunk: TextChunk = serde_json::from_str(data).ok()?;
+        if chunk.usage.is_some() {
+            return None;
+        }
+        let mut up = Vec::with_capacity(chunk.choices.len());
+        for choice in chunk.choices {
+            let index = choice.index.unwrap_or(0) as u32;
+            if let Some(text) = choice.delta.and_then(|d| d.content) {
+                up.push(Up::Text {
+                    choice: index,
+                    part: index as u64,
+                    text: text.into_owned(),
+                });
+            }
+            if let Some(finish) = choice.finish_reason {
+                up.push(Up::PartEnd {
+                    choice: index,
+                    part: index as u64,
+                });
+                up.push(Up::ChoiceEnd {
+                    choice: index,
+                    finish: Some(finish.into_owned()),
+                });
+            }
+        }
+        Some(up)
+    }
+
+    /// A chunk with `text` for `choice`, written from the serialised template (what
+    /// `chunk(...).to_string()` writes, without building it).
+    fn text_chunk(&mut self, choice: u32, text: &str) -> Option<String> {
+        let template = self.template.as_ref()?;
+        let prefix = self.prefix.get_or_insert_with(|| {
+            let mut t = serde_json::to_string(template).unwrap_or_else(|_| "{}".into());
+            t.pop();
+            t
+        });
+        let mut out = String::with_capacity(prefix.len() + text.len() + 80);
+        out.push_str(prefix);
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str("\"choices\":[{\"index\":");
+        out.push_str(&choice.to_string());
+        out.push_str(",\"delta\":{\"content\":");
+        out.push_str(&serde_json::to_string(text).ok()?);
+        out.push_str("},\"finish_reason\":null}]}");
+        Some(out)
+    }
+
     fn chunk(&self, choices: Vec<Value>) -> Value {
         let mut obj = self.template.clone().unwrap_or_else(|| {
             let mut m = Map::new();
@@ -39,6 +127,20 @@ impl StreamCodec for ChatStream {
         if event.data.trim() == "[DONE]" {
             return Ok(vec![Up::Done]);
         }
+        match self.text_only(&event.data) {
+            Some(up) => Ok(up),
+            None => self.general(event),
+        }
+    }
+
+    fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
+        self.write(down, out)
+    }
+}
+
+impl ChatStream {
+    /// Any chunk, read as a `Value`.
+    fn general(&mut self, event: sse::SseEvent) -> Result<Vec<Up>, String> {
         let Ok(Value::Object(mut chunk)) = serde_json::from_str::<Value>(&event.data) else {
             return Err("an event that is not a JSON object".into());
         };
@@ -113,14 +215,17 @@ impl StreamCodec for ChatStream {
         Ok(up)
     }
 
-    fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
+    fn write(&mut self, down: Down, out: &mut Vec<u8>) {
         let data = match down {
             Down::Pass(frame) => frame.data,
-            Down::Text { choice, text, .. } => self.chunk(vec![Self::choice(
-                choice,
-                json!({"content": text}),
-                Value::Null,
-            )]),
+            Down::Text { choice, text, .. } => match self.text_chunk(choice, &text) {
+                Some(chunk) => return sse::write(out, None, &chunk),
+                None => self.chunk(vec![Self::choice(
+                    choice,
+                    json!({"content": text}),
+                    Value::Null,
+                )]),
+            },
             Down::PartEnd { .. } => return,
             Down::Calls { choice, calls } => {
                 let calls: Vec<Value> = calls
@@ -236,5 +341,102 @@ fn call_fragment(choice: u32, f: Value) -> Up {
         kind,
         arguments,
         extra: f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(data: &str) -> sse::SseEvent {
+        sse::SseEvent {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    /// The common chunk read without values gives what reading it as a value gives; every
+    /// other shape is left to the general way.
+    #[test]
+    fn text_chunks_read_fast_as_they_read_in_general() {
+        let first = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
+        let fast = [
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hel\"lo\n\u00e9"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"x"},"finish_reason":"stop","logprobs":null}],"model":"m"}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":null},"finish_reason":null}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
+        ];
+        let general_only = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#,
+            r#"{"choices":[],"usage":{"total_tokens":3}}"#,
+            r#"{"error":{"message":"overloaded"}}"#,
+            r#"{"error":null,"choices":[]}"#,
+            r#"{"choices":[{"index":-1,"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":3}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}"#,
+            r#"{"choices":{"a":1}}"#,
+            r#"{"choices":[3]}"#,
+            "[1]",
+            "not json",
+        ];
+        let primed = || {
+            let mut s = ChatStream::default();
+            s.decode(event(first)).unwrap();
+            s
+        };
+        for data in fast {
+            let got = primed()
+                .text_only(data)
+                .unwrap_or_else(|| panic!("not fast: {data}"));
+            assert_eq!(Ok(got), primed().general(event(data)), "{data}");
+        }
+        for data in general_only {
+            assert!(primed().text_only(data).is_none(), "read fast: {data}");
+        }
+        assert!(
+            ChatStream::default().text_only(fast[0]).is_none(),
+            "the first chunk"
+        );
+    }
+
+    /// Text chunks written from the serialised template are the ones written from values.
+    #[test]
+    fn text_chunks_are_written_as_values_would_be() {
+        for first in [
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}"#,
+            r#"{"choices":[]}"#,
+        ] {
+            let mut s = ChatStream::default();
+            s.decode(event(first)).unwrap();
+            for text in ["plain", "q\"uote\\ \n é 😀 \u{1}"] {
+                let mut fast = Vec::new();
+                s.encode(
+                    Down::Text {
+                        choice: 2,
+                        part: 2,
+                        text: text.into(),
+                    },
+                    &mut fast,
+                );
+                let mut slow = Vec::new();
+                sse::write(
+                    &mut slow,
+                    None,
+                    &s.chunk(vec![ChatStream::choice(
+                        2,
+                        json!({"content": text}),
+                        Value::Null,
+                    )])
+                    .to_string(),
+                );
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    String::from_utf8(slow).unwrap()
+                );
+            }
+        }
     }
 }
