@@ -5,15 +5,16 @@
 # target's processes used meanwhile (utime + stime from /proc/PID/stat, every thread) is divided
 # by the requests answered. The backend's own CPU is reported for each run too.
 #
-# Two requests: `chat`, a ~2 KB conversation with one email address (the input rail redacts it),
-# and `tools`, a request declaring 3 tools whose reply is one tool call (the tools, tool_call and
-# output rails all run).
+# Three requests: `chat`, a ~2 KB conversation with one email address (the input rail redacts it),
+# `tools`, a request declaring 3 tools whose reply is one tool call (the tools, tool_call and
+# output rails all run), and `stream`, the chat request streamed (the demo model sends its reply
+# in 50 chunks, as a model streams a token or two at a time).
 #
 # Backend: Railyard's demo model (`railyard demo-backend`), in memory. Proxy: Debian's nginx-light
 # (installed by this script when missing and apt-get is usable), 1 worker, keep-alive upstream.
 # Load: wrk, one thread, keep-alive connections.
 #
-# Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools"]
+# Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
 #        [ROUNDS=3] bench/cpu.sh [seconds-per-run]   (default 10)
 # Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 conc="${CONC:-16}"
 rounds="${ROUNDS:-3}"
-requests="${REQUESTS:-chat tools}"
+requests="${REQUESTS:-chat tools stream}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
     apt-get install -y -q nginx-light >/dev/null 2>&1 || {
@@ -107,8 +108,9 @@ tools = {"model": "demo", "messages": [
     ]}
 json.dump(chat, open(f"{sys.argv[1]}/chat.json", "w"))
 json.dump(tools, open(f"{sys.argv[1]}/tools.json", "w"))
+json.dump(dict(chat, stream=True), open(f"{sys.argv[1]}/stream.json", "w"))
 PY
-for r in chat tools; do
+for r in chat tools stream; do
 cat > "$work/$r.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
