@@ -188,6 +188,57 @@ fn content_edits_are_spliced_into_the_callers_bytes() {
     assert_eq!(seen.body["a"], json!([1, 2]));
 }
 
+/// A reply whose messages the rails changed goes back as the backend's own bytes with just the
+/// judged messages written in place (and the `railyard` object added at the end): the spacing,
+/// key order, number spelling and escapes around them are the backend's.
+#[test]
+fn judged_reply_messages_are_written_into_the_backends_bytes() {
+    let pieces = [
+        "{ \"id\":\"c1\", \"created\": 1.50e3, \"choices\" : [\n {\"index\": 0, \"message\" : ",
+        r#"{"role": "assistant", "content": "mail jane.doe@example.com \u00e9"}"#,
+        ", \"finish_reason\":\"stop\", \"logprobs\": null},\n {\"index\":1,\"message\":",
+        r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_time","arguments":"{\"tz\": \"UTC\"}"}}]}"#,
+        ",\"finish_reason\":\"tool_calls\"} ], \"usage\": {\"total_tokens\": 7, \"x\": \"\\u00e9\"}\n}",
+    ];
+    let backend = MockBackend::start(Script::Raw(
+        200,
+        vec!["Content-Type: application/json".into()],
+        pieces.concat(),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let request = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let reply = request_with_auth(daemon.addr, &request, "Bearer demo-key");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["railyard"]["rails"]["output"], "modify");
+    let rest = reply
+        .body
+        .strip_prefix(pieces[0])
+        .unwrap_or_else(|| panic!("the start changed: {}", reply.body));
+    let (first, rest) = rest
+        .split_once(pieces[2])
+        .unwrap_or_else(|| panic!("the middle changed: {}", reply.body));
+    let end = pieces[4].strip_suffix('}').unwrap();
+    let (second, railyard) = rest
+        .split_once(end)
+        .unwrap_or_else(|| panic!("the end changed: {}", reply.body));
+    assert_eq!(
+        serde_json::from_str::<Value>(first).unwrap(),
+        json!({"role": "assistant", "content": "mail [EMAIL] \u{e9}"})
+    );
+    // The call passed the tool_call rail; its id is the signed one.
+    let second: Value = serde_json::from_str(second).unwrap();
+    assert_eq!(second["tool_calls"][0]["function"]["name"], "get_time");
+    assert_ne!(second["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        second["tool_calls"][0]["id"],
+        body["choices"][1]["message"]["tool_calls"][0]["id"]
+    );
+    assert!(railyard.starts_with(",\"railyard\":{") && railyard.ends_with('}'));
+    assert_eq!(body["created"], json!(1.5e3));
+    assert_eq!(body["usage"]["x"], "\u{e9}");
+}
+
 /// A body whose objects repeat a key is never forwarded as it came: parsers differ on which of
 /// the two wins, and the rails judged the last. What goes on is what they judged, both ways.
 #[test]

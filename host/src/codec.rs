@@ -89,6 +89,33 @@ pub struct Judged {
     pub calls_added: bool,
 }
 
+/// A whole reply read in one pass (see [`Codec::read_reply`]).
+#[derive(Debug)]
+pub struct ReadReply {
+    /// Its assistant messages, as [`Codec::decode_reply`] decodes them.
+    pub messages: Vec<Message>,
+    /// Where each message's value sits in the body.
+    pub spans: Vec<std::ops::Range<usize>>,
+}
+
+/// `original` with the values at `spans` (in order, not overlapping) replaced by what `write`
+/// writes for each; `None` when a span is out of place or a write fails.
+pub(crate) fn splice<T>(
+    original: &[u8],
+    pieces: impl IntoIterator<Item = (std::ops::Range<usize>, T)>,
+    mut write: impl FnMut(&mut Vec<u8>, T) -> Option<()>,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(original.len() + 64);
+    let mut at = 0;
+    for (span, piece) in pieces {
+        out.extend_from_slice(original.get(at..span.start)?);
+        write(&mut out, piece)?;
+        at = span.end;
+    }
+    out.extend_from_slice(original.get(at..)?);
+    Some(out)
+}
+
 /// The request's `tools` as the model is offered them: the tools a `tools`-rail plugin hid
 /// left out, rewritten descriptions in place (`describe` writes one into a tool's JSON). The
 /// model's tools are the request's, in order: that rail neither adds nor removes declarations.
@@ -248,6 +275,25 @@ pub trait Codec: Send + Sync + 'static {
     fn decode_reply(body: Map<String, Value>) -> Result<(Self::Reply, Vec<Message>), String>;
     /// The reply for the client, with the judged messages in place and the `railyard` object.
     fn encode_reply(reply: Self::Reply, judged: Vec<Judged>, railyard: Option<Value>) -> Value;
+    /// A whole reply read in one pass, its messages decoded as [`Codec::decode_reply`] decodes
+    /// them, with where each sits in `bytes`, so that [`Codec::splice_reply`] can write judged
+    /// messages into the backend's own bytes. `None` (the door cannot, or the reply is out of
+    /// its common shape: an object repeating a key, a `railyard` key): the reply is decoded the
+    /// general way.
+    fn read_reply(_bytes: &[u8]) -> Option<ReadReply> {
+        None
+    }
+    /// `original`, read by [`Codec::read_reply`] into `spans`, with the judged messages written
+    /// in place of the ones that came: what [`Codec::encode_reply`] would give without a
+    /// `railyard` object, but for the bytes around the messages, which cross as they came.
+    /// `None` when the door cannot (then the reply is decoded again and encoded).
+    fn splice_reply(
+        _original: &[u8],
+        _spans: &[std::ops::Range<usize>],
+        _judged: &[Judged],
+    ) -> Option<Vec<u8>> {
+        None
+    }
     /// A whole reply that stands for a refusal (`on_block = "refuse"`).
     fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
     /// A stream codec for this request.

@@ -4,11 +4,11 @@
 
 use railyard::chain::{run, Evaluate, Mode, OnError};
 use railyard::codec::sse::SseParser;
-use railyard::codec::{chat::Chat, messages::Messages, responses::Responses, Codec};
+use railyard::codec::{chat::Chat, messages::Messages, responses::Responses, Codec, Judged};
 use railyard::config::Config;
 use railyard::engine::verdict::{Edit, RawCall, RawContent, RawMessage, Rejection, Target};
 use railyard::engine::{EvalRequest, PluginFault, PluginVerdict, Prepared};
-use railyard::model::{Content, Context, Payload, Rail};
+use railyard::model::{Content, Context, Message, Payload, Rail};
 use serde_json::{json, Map, Value};
 
 pub fn object(data: &[u8]) -> Option<Map<String, Value>> {
@@ -120,6 +120,52 @@ pub fn replies(data: &[u8]) -> Result<(), String> {
         let _ = Chat::decode_reply(body.clone());
         let _ = Responses::decode_reply(body.clone());
         let _ = Messages::decode_reply(body);
+    }
+    chat_reply(data)
+}
+
+/// A chat reply read in one pass (the proxy's way) gives the messages the general way gives,
+/// and only for a body the proxy would forward as it came; judged messages written into its
+/// bytes make the reply the general way would write.
+fn chat_reply(data: &[u8]) -> Result<(), String> {
+    let Some(read) = Chat::read_reply(data) else {
+        return Ok(());
+    };
+    let body = match railyard::codec::json::parse_noting_repeats(data) {
+        Ok((Value::Object(body), false)) if !body.contains_key("railyard") => body,
+        _ => return Err("read in one pass a body the proxy never forwards as it came".into()),
+    };
+    let (reply, messages) = Chat::decode_reply(body)
+        .map_err(|e| format!("read in one pass, but the general way says: {e}"))?;
+    let wire = |m: &[Message]| m.iter().map(Message::to_openai).collect::<Vec<_>>();
+    if wire(&read.messages) != wire(&messages) {
+        return Err(format!(
+            "read in one pass:\n{:?}\nthe general way:\n{messages:?}",
+            read.messages
+        ));
+    }
+    let judged: Vec<Judged> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut message)| {
+            message.content = Some(Content::Text(format!("judged \"{i}\" \u{e9}\n")));
+            for call in &mut message.tool_calls {
+                call.id.push_str(".signed");
+            }
+            Judged {
+                message,
+                calls_removed: false,
+                calls_added: false,
+            }
+        })
+        .collect();
+    let spliced = Chat::splice_reply(data, &read.spans, &judged)
+        .ok_or("the chat door declined to write judged messages in place")?;
+    let got: Value = serde_json::from_slice(&spliced)
+        .map_err(|e| format!("the spliced reply is no JSON: {e}"))?;
+    let want = Chat::encode_reply(reply, judged, None);
+    if got != want {
+        return Err(format!("spliced:\n{got}\nwritten anew:\n{want}"));
     }
     Ok(())
 }

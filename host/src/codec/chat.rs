@@ -3,6 +3,7 @@
 
 mod json;
 mod read;
+mod reply;
 mod stream;
 
 pub use stream::ChatStream;
@@ -140,20 +141,35 @@ impl Codec for Chat {
         let mut wanted = payload.changes.contents.clone();
         wanted.sort_unstable();
         wanted.dedup();
-        let mut out = Vec::with_capacity(original.len() + 64);
-        let mut at = 0;
-        for i in wanted {
-            // A message that had no content cannot get one in place.
-            let span = request.contents.get(i)?.clone()?;
-            out.extend_from_slice(original.get(at..span.start)?);
+        // A message that had no content cannot get one in place.
+        let spans = wanted
+            .iter()
+            .map(|&i| request.contents.get(i)?.clone().map(|span| (span, i)))
+            .collect::<Option<Vec<_>>>()?;
+        super::splice(original, spans, |out, i| {
             match payload.messages[i].content.as_ref()? {
-                Content::Text(t) => serde_json::to_writer(&mut out, t).ok()?,
-                Content::Parts(p) => serde_json::to_writer(&mut out, p).ok()?,
+                Content::Text(t) => serde_json::to_writer(out, t).ok(),
+                Content::Parts(p) => serde_json::to_writer(out, p).ok(),
             }
-            at = span.end;
+        })
+    }
+
+    fn read_reply(bytes: &[u8]) -> Option<super::ReadReply> {
+        reply::read(bytes)
+    }
+
+    /// Declined when a choice's `finish_reason` must change (its calls were removed or added).
+    fn splice_reply(
+        original: &[u8],
+        spans: &[std::ops::Range<usize>],
+        judged: &[Judged],
+    ) -> Option<Vec<u8>> {
+        if spans.len() != judged.len() || judged.iter().any(|j| j.calls_removed || j.calls_added) {
+            return None;
         }
-        out.extend_from_slice(original.get(at..)?);
-        Some(out)
+        super::splice(original, spans.iter().cloned().zip(judged), |out, j| {
+            serde_json::to_writer(out, &j.message.to_openai()).ok()
+        })
     }
 
     fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {

@@ -91,17 +91,20 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 }
 
-/// Whether an object in `text` (one JSON value) repeats a key; builds nothing.
-pub(crate) fn has_repeats(text: &str) -> bool {
+/// Whether an object in `text` repeats a key, or why `text` would not parse as a `Value` (a
+/// number out of range, say, which skipping over it as raw text lets pass); builds nothing.
+pub(crate) fn checked(text: &str) -> serde_json::Result<bool> {
     let repeated = Cell::new(false);
     let mut de = serde_json::Deserializer::from_str(text);
-    let _ = Check(&repeated).deserialize(&mut de);
-    repeated.get()
+    Check(&repeated).deserialize(&mut de)?;
+    de.end()?;
+    Ok(repeated.get())
 }
 
-/// Walks a value, setting the flag when an object repeats a key.
+/// Walks a value, setting the flag when an object repeats a key (and failing where reading a
+/// `Value` fails); builds nothing.
 #[derive(Clone, Copy)]
-struct Check<'a>(&'a Cell<bool>);
+pub(crate) struct Check<'a>(pub(crate) &'a Cell<bool>);
 
 impl<'de> DeserializeSeed<'de> for Check<'_> {
     type Value = ();
@@ -197,14 +200,17 @@ mod tests {
 
     #[test]
     fn repeats_are_found_without_building_values() {
-        assert!(!has_repeats(r#"{"a": {"b": 1, "c": [{"b": 2}]}, "b": 3}"#));
-        assert!(has_repeats(r#"{"a": 1, "b": 2, "a": 3}"#));
-        assert!(has_repeats(r#"[1, {"x": {"k": 1, "\u006b": 2}}]"#));
-        assert!(!has_repeats("true"));
+        assert!(!checked(r#"{"a": {"b": 1, "c": [{"b": 2}]}, "b": 3}"#).unwrap());
+        assert!(checked(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap());
+        assert!(checked(r#"[1, {"x": {"k": 1, "\u006b": 2}}]"#).unwrap());
+        assert!(!checked("true").unwrap());
+        // What a `Value` refuses, raw text lets pass.
+        assert!(serde_json::from_str::<&serde_json::value::RawValue>("1e9999").is_ok());
+        assert!(checked("[1e9999]").is_err());
         // Past the few compared in place.
         let keys: Vec<String> = (0..20).map(|i| format!("\"k{i}\": {i}")).collect();
-        assert!(!has_repeats(&format!("{{{}}}", keys.join(", "))));
-        assert!(has_repeats(&format!("{{{}, \"k3\": 0}}", keys.join(", "))));
-        assert!(has_repeats(&format!("{{\"k19\": 0, {}}}", keys.join(", "))));
+        assert!(!checked(&format!("{{{}}}", keys.join(", "))).unwrap());
+        assert!(checked(&format!("{{{}, \"k3\": 0}}", keys.join(", "))).unwrap());
+        assert!(checked(&format!("{{\"k19\": 0, {}}}", keys.join(", "))).unwrap());
     }
 }

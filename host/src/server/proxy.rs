@@ -184,10 +184,19 @@ async fn serve<C: Codec>(
             retry_after,
         });
     }
-    let (reply, repeats) = parse_object_noting_repeats(&bytes)
-        .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
-    let reply_as_it_came = !repeats && !reply.contains_key("railyard");
-    let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
+    // The common shape is read in one pass, its messages found in place; anything else (and a
+    // body with repeated keys or our own key, never forwarded as it came) the general way.
+    let (general, spans, messages) = match C::read_reply(&bytes) {
+        Some(read) => (None, read.spans, read.messages),
+        None => {
+            let (reply, repeats) = parse_object_noting_repeats(&bytes).map_err(|_| {
+                ApiError::BadBackendResponse("the body is not a JSON object".into())
+            })?;
+            let as_it_came = !repeats && !reply.contains_key("railyard");
+            let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
+            (Some((reply, as_it_came)), Vec::new(), messages)
+        }
+    };
     let mut judged = Vec::with_capacity(messages.len());
     for message in messages {
         let had_calls = message.tool_calls.len();
@@ -206,22 +215,43 @@ async fn serve<C: Codec>(
             calls_added,
         });
     }
+    let as_it_came = general.as_ref().is_none_or(|(_, as_it_came)| *as_it_came);
     // A reply no rail changed (and with no calls, whose ids get signed) goes back as the
-    // backend's own bytes, with the `railyard` object spliced in when there is one.
-    if reply_as_it_came
+    // backend's own bytes; one whose messages changed, with those written in place (when the
+    // door can); either with the `railyard` object spliced in when there is one.
+    let unchanged = as_it_came
         && !scope.reply_edited()
-        && judged.iter().all(|j| j.message.tool_calls.is_empty())
-    {
+        && judged.iter().all(|j| j.message.tool_calls.is_empty());
+    let spliced = if unchanged {
+        Some(bytes.clone())
+    } else if general.is_none() {
+        C::splice_reply(&bytes, &spans, &judged).map(Bytes::from)
+    } else {
+        None
+    };
+    if let Some(out) = spliced {
         let out = if scope.acted() {
-            splice_railyard(&bytes, &scope.railyard_text())
+            splice_railyard(&out, &scope.railyard_text())
         } else {
-            Some(bytes.clone())
+            Some(out)
         };
         if let Some(out) = out {
             scope.finish(200, Outcome::Served);
             return Ok(Served::Whole(super::json_bytes(StatusCode::OK, out)));
         }
     }
+    let reply = match general {
+        Some((reply, _)) => reply,
+        // Read in one pass but not spliced: decoded again, the general way (it decodes).
+        None => {
+            let reply = parse_object_noting_repeats(&bytes).map_err(|_| {
+                ApiError::BadBackendResponse("the body is not a JSON object".into())
+            })?;
+            C::decode_reply(reply.0)
+                .map_err(ApiError::BadBackendResponse)?
+                .0
+        }
+    };
     let railyard = scope.acted().then(|| scope.railyard());
     let out = C::encode_reply(reply, judged, railyard);
     scope.finish(200, Outcome::Served);

@@ -7,7 +7,7 @@
 //! `Message::from_openai_owned` checks one.
 
 use super::json::Fields;
-use crate::codec::json::{has_repeats, Seed};
+use crate::codec::json::{checked, Seed};
 use crate::model::{Content, Message, PayloadError, Schema};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -45,6 +45,24 @@ pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
         r.repeats = repeated.get();
         r
     }))
+}
+
+/// One message read from its JSON text (a backend reply's `choices[i].message`), checked as a
+/// request's messages are: `None` when it is no valid message or an object in it repeats a key
+/// (the caller then reads the reply the general way, which says what is wrong).
+pub(super) fn message(text: &str) -> Option<Message> {
+    let repeated = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let one = One {
+        top: Top {
+            repeated: &repeated,
+            base: text.as_ptr() as usize,
+        },
+        index: 0,
+    };
+    let (message, _) = one.deserialize(&mut de).ok()?.ok()?;
+    de.end().ok()?;
+    (!repeated.get()).then_some(message)
 }
 
 #[derive(Clone, Copy)]
@@ -463,7 +481,9 @@ impl<'de> Visitor<'de> for Function<'_> {
                 let text = raw.get();
                 match text.as_bytes().first() {
                     Some(b'{' | b't' | b'f') => {
-                        self.0.note(text.starts_with('{') && has_repeats(text));
+                        // Checked as a `Value` would be read (a number out of range fails).
+                        let repeats = checked(text).map_err(serde::de::Error::custom)?;
+                        self.0.note(text.starts_with('{') && repeats);
                         schema = Some(Schema::from_json_text(text));
                         Value::Null
                     }
