@@ -9,6 +9,20 @@ fn bundled() -> std::path::PathBuf {
     root().join("policies/railyard.toml")
 }
 
+/// POST `body`, JSON text as written, to the chat door with the demo key.
+fn post_chat_text(addr: std::net::SocketAddr, body: &str) -> Reply {
+    request(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer demo-key"),
+        ],
+        body.as_bytes(),
+    )
+}
+
 fn weather_tool() -> Value {
     json!({"type": "function", "function": {"name": "get_weather", "description": "Weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -67,17 +81,7 @@ fn allowed_bodies_cross_byte_for_byte() {
     ));
     let daemon = Daemon::start(&bundled(), &backend.url());
     let sent = "{\"model\":\"m\",  \"z-last\": 2.0,\n\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"a-first\": 1e2}";
-    let headers = [
-        ("Content-Type", "application/json"),
-        ("Authorization", "Bearer demo-key"),
-    ];
-    let reply = request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        sent.as_bytes(),
-    );
+    let reply = post_chat_text(daemon.addr, sent);
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(
         backend.seen()[0].raw,
@@ -88,13 +92,7 @@ fn allowed_bodies_cross_byte_for_byte() {
 
     // The input rail redacts an email: the request is re-encoded, the reply spliced.
     let sent = json!({"model": "m", "messages": [{"role": "user", "content": "mail jane.doe@example.com"}]});
-    let reply = request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        sent.to_string().as_bytes(),
-    );
+    let reply = post_chat_text(daemon.addr, &sent.to_string());
     assert_eq!(reply.status, 200, "{}", reply.body);
     let seen = &backend.seen()[1].body;
     assert!(!seen.to_string().contains("jane.doe"), "{seen}");
@@ -123,10 +121,6 @@ fn content_edits_are_spliced_into_the_callers_bytes() {
         completion(json!({"role": "assistant", "content": "Fine"}), "stop"),
     ));
     let daemon = Daemon::start(&bundled(), &backend.url());
-    let headers = [
-        ("Content-Type", "application/json"),
-        ("Authorization", "Bearer demo-key"),
-    ];
     // Four messages: the second and fourth carry an email (text, then content parts).
     let parts = r#"[ {"type": "text", "text": "or call jane.doe@example.com"} ]"#;
     let pieces = [
@@ -137,13 +131,7 @@ fn content_edits_are_spliced_into_the_callers_bytes() {
         "} ], \"a\": [ 1 , 2 ] }",
     ];
     let sent: String = pieces.concat();
-    let reply = request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        sent.as_bytes(),
-    );
+    let reply = post_chat_text(daemon.addr, &sent);
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["railyard"]["rails"]["input"], "modify");
     let upstream = String::from_utf8(backend.seen()[0].raw.clone()).unwrap();
@@ -173,13 +161,7 @@ fn content_edits_are_spliced_into_the_callers_bytes() {
         "\"user\": \"jane.doe@example.com\", \"z\": 1.50,",
         1,
     );
-    let reply = request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        with_user.as_bytes(),
-    );
+    let reply = post_chat_text(daemon.addr, &with_user);
     assert_eq!(reply.status, 200, "{}", reply.body);
     let seen = &backend.seen()[1];
     assert!(!String::from_utf8_lossy(&seen.raw).starts_with(pieces[0]));
@@ -254,16 +236,7 @@ fn repeated_keys_are_not_smuggled_past_the_rails() {
     let daemon = Daemon::start(&bundled(), &backend.url());
     let sent = r#"{"model": "m", "messages": [{"role": "user", "content": "mail jane.doe@example.com"}],
         "messages": [{"role": "user", "content": "hi"}]}"#;
-    let reply = request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", "Bearer demo-key"),
-        ],
-        sent.as_bytes(),
-    );
+    let reply = post_chat_text(daemon.addr, sent);
     assert_eq!(reply.status, 200, "{}", reply.body);
     let seen = &backend.seen()[0];
     let upstream = String::from_utf8_lossy(&seen.raw);

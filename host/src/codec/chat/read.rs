@@ -399,7 +399,7 @@ impl<'de> Visitor<'de> for Tools<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut tools = Vec::with_capacity(seq.size_hint().unwrap_or(4));
         let mut schemas = Vec::with_capacity(tools.capacity());
-        while let Some((tool, schema)) = seq.next_element_seed(Tool(self.0))? {
+        while let Some((tool, schema)) = seq.next_element_seed(tool(self.0))? {
             tools.push(tool);
             schemas.push(schema);
         }
@@ -413,10 +413,33 @@ impl<'de> Visitor<'de> for Tools<'_> {
     as_value!(Vec::new());
 }
 
-/// One element of `tools`.
-struct Tool<'a>(Top<'a>);
+/// An object read into a map but for the value at `key`, which `inner` reads (giving the value
+/// to keep in its place and a schema kept as text): a tool (`function`), a tool's function
+/// (`parameters`). Anything but an object is read as a value.
+#[derive(Clone, Copy)]
+struct Keyed<'a, S> {
+    top: Top<'a>,
+    key: &'static str,
+    inner: S,
+}
 
-impl<'de> DeserializeSeed<'de> for Tool<'_> {
+/// One element of `tools`: its function read for its `parameters`.
+fn tool(top: Top<'_>) -> Keyed<'_, Keyed<'_, Parameters<'_>>> {
+    Keyed {
+        top,
+        key: "function",
+        inner: Keyed {
+            top,
+            key: "parameters",
+            inner: Parameters(top),
+        },
+    }
+}
+
+impl<'de, S> DeserializeSeed<'de> for Keyed<'_, S>
+where
+    S: DeserializeSeed<'de, Value = (Value, Option<Schema>)> + Copy,
+{
     type Value = (Value, Option<Schema>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -424,7 +447,10 @@ impl<'de> DeserializeSeed<'de> for Tool<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Tool<'_> {
+impl<'de, S> Visitor<'de> for Keyed<'_, S>
+where
+    S: DeserializeSeed<'de, Value = (Value, Option<Schema>)> + Copy,
+{
     type Value = (Value, Option<Schema>);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -432,83 +458,55 @@ impl<'de> Visitor<'de> for Tool<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut tool = Map::new();
+        let mut object = Map::new();
         let mut schema = None;
         while let Some(key) = map.next_key::<String>()? {
-            let value = if key == "function" {
-                let (function, s) = map.next_value_seed(Function(self.0))?;
+            let value = if key == self.key {
+                let (value, s) = map.next_value_seed(self.inner)?;
                 schema = s;
-                function
+                value
             } else {
-                map.next_value_seed(Seed(self.0.repeated))?
+                map.next_value_seed(Seed(self.top.repeated))?
             };
-            self.0.note(tool.insert(key, value).is_some());
+            self.top.note(object.insert(key, value).is_some());
         }
-        Ok((Value::Object(tool), schema))
+        Ok((Value::Object(object), schema))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok((Seed(self.0.repeated).visit_seq(seq)?, None))
+        Ok((Seed(self.top.repeated).visit_seq(seq)?, None))
     }
 
     as_value!(None);
 }
 
-/// A tool's `function`: its `parameters` kept as text when they are a schema.
-struct Function<'a>(Top<'a>);
+/// A function's `parameters`: kept as text when they are a schema (a null in their place).
+#[derive(Clone, Copy)]
+struct Parameters<'a>(Top<'a>);
 
-impl<'de> DeserializeSeed<'de> for Function<'_> {
+impl<'de> DeserializeSeed<'de> for Parameters<'_> {
     type Value = (Value, Option<Schema>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Function<'_> {
-    type Value = (Value, Option<Schema>);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut function = Map::new();
-        let mut schema = None;
-        while let Some(key) = map.next_key::<String>()? {
-            let value = if key == "parameters" {
-                let raw: &'de RawValue = map.next_value()?;
-                let text = raw.get();
-                match text.as_bytes().first() {
-                    Some(b'{' | b't' | b'f') => {
-                        // Checked as a `Value` would be read (a number out of range fails).
-                        let repeats = checked(text).map_err(serde::de::Error::custom)?;
-                        self.0.note(text.starts_with('{') && repeats);
-                        schema = Some(Schema::from_json_text(text));
-                        Value::Null
-                    }
-                    // Not a schema: kept as a value, for the decoder to say so.
-                    _ => {
-                        schema = None;
-                        let mut de = serde_json::Deserializer::from_str(text);
-                        Seed(self.0.repeated)
-                            .deserialize(&mut de)
-                            .map_err(serde::de::Error::custom)?
-                    }
-                }
-            } else {
-                map.next_value_seed(Seed(self.0.repeated))?
-            };
-            self.0.note(function.insert(key, value).is_some());
+        let raw: &'de RawValue = serde::Deserialize::deserialize(deserializer)?;
+        let text = raw.get();
+        match text.as_bytes().first() {
+            Some(b'{' | b't' | b'f') => {
+                // Checked as a `Value` would be read (a number out of range fails).
+                let repeats = checked(text).map_err(serde::de::Error::custom)?;
+                self.0.note(text.starts_with('{') && repeats);
+                Ok((Value::Null, Some(Schema::from_json_text(text))))
+            }
+            // Not a schema: kept as a value, for the decoder to say so.
+            _ => {
+                let mut de = serde_json::Deserializer::from_str(text);
+                let value = Seed(self.0.repeated)
+                    .deserialize(&mut de)
+                    .map_err(serde::de::Error::custom)?;
+                Ok((value, None))
+            }
         }
-        Ok((Value::Object(function), schema))
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok((Seed(self.0.repeated).visit_seq(seq)?, None))
-    }
-
-    as_value!(None);
 }
 
 /// A content value from its JSON text (already known to be valid JSON): a string, null, or
