@@ -8,7 +8,7 @@ use super::ingress::{self, Admitted};
 use super::{App, RequestId, TenantLabel};
 use crate::codec::{Codec, Judged, Parsed};
 use crate::config::OnBlock;
-use crate::model::{Content, Payload};
+use crate::model::{Content, Message, Payload};
 use crate::policy::record::Outcome;
 use crate::rails::relay::Relay;
 use crate::rails::{Inbound, Refusal, RequestOptions, RequestScope};
@@ -189,11 +189,7 @@ async fn serve<C: Codec>(
     let (general, spans, messages) = match C::read_reply(&bytes) {
         Some(read) => (None, read.spans, read.messages),
         None => {
-            let (reply, repeats) = parse_object_noting_repeats(&bytes).map_err(|_| {
-                ApiError::BadBackendResponse("the body is not a JSON object".into())
-            })?;
-            let as_it_came = !repeats && !reply.contains_key("railyard");
-            let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
+            let (reply, messages, as_it_came) = decode_reply::<C>(&bytes)?;
             (Some((reply, as_it_came)), Vec::new(), messages)
         }
     };
@@ -242,20 +238,23 @@ async fn serve<C: Codec>(
     }
     let reply = match general {
         Some((reply, _)) => reply,
-        // Read in one pass but not spliced: decoded again, the general way (it decodes).
-        None => {
-            let reply = parse_object_noting_repeats(&bytes).map_err(|_| {
-                ApiError::BadBackendResponse("the body is not a JSON object".into())
-            })?;
-            C::decode_reply(reply.0)
-                .map_err(ApiError::BadBackendResponse)?
-                .0
-        }
+        // Read in one pass but not written in place (a finish_reason changes): decoded again.
+        None => decode_reply::<C>(&bytes)?.0,
     };
     let railyard = scope.acted().then(|| scope.railyard());
     let out = C::encode_reply(reply, judged, railyard);
     scope.finish(200, Outcome::Served);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// A whole reply decoded the general way: the door's reply, its messages, and whether it could
+/// go back as it came (no repeated key, no `railyard` key of its own).
+fn decode_reply<C: Codec>(bytes: &[u8]) -> Result<(C::Reply, Vec<Message>, bool), ApiError> {
+    let (reply, repeats) = parse_object_noting_repeats(bytes)
+        .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
+    let as_it_came = !repeats && !reply.contains_key("railyard");
+    let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
+    Ok((reply, messages, as_it_came))
 }
 
 /// `object` (a JSON object's text, holding at least one key) with `"railyard": railyard` (JSON
