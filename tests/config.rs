@@ -65,6 +65,30 @@ fn rail_the_plugin_does_not_handle() {
 }
 
 #[test]
+fn memo_only_for_a_plugin_on_the_tools_rail() {
+    let toml = format!(
+        "[[plugins]]\nname = \"links\"\npath = \"{}\"\nmemo = true\n",
+        plugin("tool_linkage").display()
+    );
+    let err = policy_error(&toml);
+    assert!(
+        err.contains("railyard.toml:4: plugins[0] (links).memo: plugin 'tool-linkage' does not handle the tools rail"),
+        "{err}"
+    );
+    let toml = format!(
+        "[[plugins]]\nname = \"tools\"\npath = \"{}\"\nmemo = \"yes\"\n",
+        plugin("allowlist").display()
+    );
+    let err = railyard::config::Config::parse(std::path::Path::new("railyard.toml"), &toml)
+        .expect_err("memo is a boolean")
+        .to_string();
+    assert!(
+        err.contains("railyard.toml:4: invalid type: string \"yes\", expected a boolean"),
+        "{err}"
+    );
+}
+
+#[test]
 fn every_problem_is_reported_at_once() {
     let toml = format!(
         "{}{}[[plugins]]\nname = \"ghost\"\npath = \"ghost.wasm\"\n",

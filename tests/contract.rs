@@ -262,3 +262,91 @@ fn pii_in_the_user_field_is_redacted_before_the_model() {
     );
     assert_eq!(backend.seen()[0].body["user"], "[EMAIL]");
 }
+
+/// Agents send the same tools every turn: with `memo = true` (allowlist and pii in the bundled
+/// config) the tools rail's verdicts are kept per tools and caller, and a turn with the same
+/// ones gets the same treatment without the plugins being called; other tools or another caller
+/// are judged afresh.
+#[test]
+fn the_tools_rails_verdicts_are_kept_for_the_same_tools_and_caller() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start_logged(&bundled(), &["--backend", &backend.url()]);
+    let lookup = |description: &str| {
+        json!({"type": "function", "function": {"name": "lookup_order", "description": description,
+            "parameters": {"type": "object", "properties": {"order": {"type": "string"}}}}})
+    };
+    let described = "Looks an order up; questions to jane.doe@example.com";
+    let turn = |id: &str, key: &str, said: &str, description: &str| {
+        let body = json!({"model": "m", "tools": [lookup(description), tool("refund")],
+            "messages": [{"role": "user", "content": said}]});
+        let r = request(
+            daemon.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &format!("Bearer {key}")),
+                ("x-request-id", id),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let tools = crate::records::record(&daemon, id)["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["rail"] == "tools")
+            .map(|p| {
+                let memo = p["memo"].as_u64().unwrap_or(0);
+                (p["plugin"].as_str().unwrap().to_string(), memo)
+            })
+            .collect::<Vec<_>>();
+        let seen = backend.seen();
+        (seen.last().unwrap().body["tools"].clone(), tools)
+    };
+    let support = "demo-support-key";
+    let (first, judged) = turn("memo-1", support, "where is A1?", described);
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&first),
+        ["lookup_order"],
+        "refund is hidden from support"
+    );
+    let offered = first[0]["function"]["description"].as_str().unwrap();
+    assert!(!offered.contains("jane.doe"), "redacted: {offered}");
+    let asked = |plugins: &[&str], memo: u64| -> Vec<(String, u64)> {
+        plugins.iter().map(|p| (p.to_string(), memo)).collect()
+    };
+    assert_eq!(judged, asked(&["allowlist-support", "pii"], 0));
+
+    // The next turn, same tools and caller, another conversation: the kept verdicts, applied.
+    let (second, judged) = turn("memo-2", support, "and A2?", described);
+    assert_eq!(second, first, "the same tools are offered, redacted alike");
+    assert_eq!(judged, asked(&["allowlist-support", "pii"], 1));
+
+    // Another description, or another tenant with the same tools: asked afresh.
+    let (third, judged) = turn("memo-3", support, "and A3?", "Looks an order up");
+    assert_eq!(
+        third[0]["function"]["description"], "Looks an order up",
+        "nothing to redact"
+    );
+    assert_eq!(judged, asked(&["allowlist-support", "pii"], 0));
+    let (fourth, judged) = turn("memo-4", "demo-payments-key", "where is A1?", described);
+    assert_eq!(
+        names(&fourth),
+        ["lookup_order", "refund"],
+        "payments may refund"
+    );
+    assert!(!fourth.to_string().contains("jane.doe"));
+    assert_eq!(judged, asked(&["allowlist-payments", "pii"], 0));
+}

@@ -284,6 +284,12 @@ pub struct PluginConfig {
     /// before the reply under judgement; `false` (`history = false`): the reply alone, for a
     /// plugin that reads nothing else there, so a long conversation costs it nothing.
     pub history: bool,
+    /// On the tools rail, whether the plugin's verdict depends on the tools and the caller alone
+    /// (`memo = true`): the daemon then keeps it and reuses it for the same question instead of
+    /// calling the plugin (see `policy::memo`).
+    pub memo: bool,
+    /// Line of `memo` in the entry, if set.
+    pub memo_line: Option<usize>,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

@@ -213,9 +213,12 @@ impl Metrics {
                         *c += 1
                     });
             }
-            self.plugin_latency.with(&[("policy", &d.plugin)], |h| {
-                h.observe(d.duration_us.as_secs_f64())
-            });
+            // A kept verdict reused (`memo`) is no call: it would skew the calls' latency.
+            if !d.memo {
+                self.plugin_latency.with(&[("policy", &d.plugin)], |h| {
+                    h.observe(d.duration_us.as_secs_f64())
+                });
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod apply;
 pub mod chain;
+pub mod memo;
 pub mod record;
 
 use crate::config::{Config, ConfigError, Problem};
@@ -82,6 +83,17 @@ impl PolicySet {
                     rails.clone()
                 }
             };
+            if pc.memo && !info.rails.contains(&Rail::Tools) {
+                problem(
+                    pc.memo_line.or(Some(pc.line)),
+                    format!("{key}.memo"),
+                    format!(
+                        "plugin '{}' does not handle the tools rail, the only one where verdicts are kept",
+                        info.name
+                    ),
+                );
+                continue;
+            }
             let config_line = pc.config_line.or(Some(pc.line));
             if let Some(schema) = &info.config_schema {
                 match jsonschema::validator_for(schema) {
@@ -135,12 +147,19 @@ impl PolicySet {
             });
         }
         // Every plugin is loaded now, so `loaded` and `config.plugins` line up.
+        // One memo per plugin, shared by every chain it is in (its question names the tenant).
+        let memos: Vec<Option<Arc<memo::Memo>>> = config
+            .plugins
+            .iter()
+            .map(|pc| pc.memo.then(Default::default))
+            .collect();
         // `modes`: a tenant's overrides of the plugins' modes.
         let step = |i: usize, modes: &[(String, crate::model::Mode)]| Step {
             plugin: loaded[i].0.clone(),
             on_error: config.plugins[i].on_error,
             models: config.plugins[i].models.clone().into(),
             history: config.plugins[i].history,
+            memo: memos[i].clone(),
             mode: modes
                 .iter()
                 .find(|(id, _)| *id == config.plugins[i].name)

@@ -2,7 +2,7 @@
 //! coverage-guided ones in `fuzz/` (cargo-fuzz, nightly). Each takes the fuzzer's bytes and
 //! returns an error for a broken invariant (a panic counts as one too).
 
-use railyard::chain::{run, Evaluate, Mode, OnError};
+use railyard::chain::{run, Evaluate, Mode, OnError, Turn};
 use railyard::codec::sse::SseParser;
 use railyard::codec::{chat::Chat, messages::Messages, responses::Responses, Codec, Judged};
 use railyard::config::Config;
@@ -400,10 +400,13 @@ pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
     let history: Vec<bool> = plugins.iter().map(|_| choices.byte() % 2 == 0).collect();
     let eval = run(
         rail,
-        plugins
-            .iter()
-            .zip(history)
-            .map(|(p, h)| (p, OnError::Allow, Mode::Enforce, h)),
+        plugins.iter().zip(history).map(|(plugin, history)| Turn {
+            plugin,
+            on_error: OnError::Allow,
+            mode: Mode::Enforce,
+            history,
+            memo: None,
+        }),
         base.clone(),
         &ctx,
         false,

@@ -467,6 +467,11 @@ pub(super) fn resolve_plugins(
             mode: raw.mode.unwrap_or_default(),
             models,
             history: raw.history.unwrap_or(true),
+            memo: raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
+            memo_line: raw
+                .memo
+                .as_ref()
+                .map(|m| super::line_of(text, m.span().start)),
             limits,
             config,
             line: super::line_of(text, span.start),

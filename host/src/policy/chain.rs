@@ -23,6 +23,7 @@
 //! with a fake plugin. The WIT request is built once per run and rebuilt only after an edit.
 
 use super::apply::{apply, Applied};
+use super::memo::{Memo, Question};
 use crate::engine::{EvalRequest, FaultKind, Plugin, PluginFault, PluginVerdict, Prepared};
 use crate::model::{Context, Payload, Rail};
 pub use crate::model::{Decided, Mode, OnError, Verdict};
@@ -74,6 +75,9 @@ pub struct Decision {
     /// The plugin runs in shadow mode: this decision was recorded, not applied.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shadow: bool,
+    /// The verdict was the one kept for the same question (`memo = true`): no call was made.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub memo: bool,
     /// Wall time of the call, including applying its edits.
     #[serde(serialize_with = "micros")]
     pub duration_us: Duration,
@@ -165,6 +169,9 @@ pub struct Step {
     /// On the reply rails, whether the plugin is given the conversation before the reply
     /// (`history = false` in its entry: the reply alone).
     pub history: bool,
+    /// On the tools rail, its kept verdicts (`memo = true` in its entry); shared by every chain
+    /// the plugin is in.
+    pub memo: Option<Arc<Memo>>,
 }
 
 impl Step {
@@ -208,7 +215,13 @@ impl Chain {
             self.steps
                 .iter()
                 .filter(|s| s.runs_for(model))
-                .map(|s| (&*s.plugin, s.on_error, s.mode, s.history)),
+                .map(|s| Turn {
+                    plugin: &*s.plugin,
+                    on_error: s.on_error,
+                    mode: s.mode,
+                    history: s.history,
+                    memo: s.memo.as_deref(),
+                }),
             payload,
             ctx,
             partial,
@@ -216,12 +229,25 @@ impl Chain {
     }
 }
 
+/// One plugin's turn in a run, and how it takes it.
+pub struct Turn<'a, E> {
+    /// The plugin.
+    pub plugin: &'a E,
+    /// Fault resolution.
+    pub on_error: OnError,
+    /// Enforced or shadow.
+    pub mode: Mode,
+    /// On the reply rails, whether the plugin is given the conversation before the reply (else
+    /// the reply alone, whose indices its verdict then uses).
+    pub history: bool,
+    /// On the tools rail, where its verdicts are kept for the same question.
+    pub memo: Option<&'a Memo>,
+}
+
 /// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
-/// Each step's last item says whether, on the reply rails, its plugin is given the conversation
-/// before the reply (else the reply alone, whose indices its verdict then uses).
 pub fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl Iterator<Item = (&'a E, OnError, Mode, bool)>,
+    steps: impl Iterator<Item = Turn<'a, E>>,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
@@ -239,29 +265,51 @@ pub fn run<'a, E: Evaluate + 'a>(
     // The plugins' WIT request is rebuilt only after an edit: one for the whole conversation,
     // one for the reply alone.
     let mut prepared = [Prepared::default(), Prepared::default()];
-    for (plugin, on_error, mode, history) in steps {
+    for turn in steps {
+        let Turn {
+            plugin,
+            on_error,
+            mode,
+            history,
+            memo,
+        } = turn;
         let started = Instant::now();
         let id = plugin.id().to_string();
         let from = match payload.messages.len() {
             n if rail.judges_reply_only() && !history && n > 1 => n - 1,
             _ => 0,
         };
-        let answer = plugin
-            .evaluate(
-                &EvalRequest {
-                    rail,
-                    messages: &payload.messages[from..],
-                    tools: &payload.tools,
-                    fields: &payload.fields,
-                    ctx,
-                    partial,
-                },
-                &mut prepared[usize::from(from > 0)],
-            )
-            .and_then(|verdict| match from {
-                0 => Ok(verdict),
-                _ => super::apply::from_view(verdict, from as u32, payload.messages.len() - from),
-            });
+        // A memo holds verdicts on the tools rail alone, where the question repeats turn after
+        // turn; a question too long to keep is asked every time.
+        let memo = memo
+            .filter(|_| rail == Rail::Tools)
+            .and_then(|m| Some((m, Question::of(&payload.tools, &payload.fields, ctx)?)));
+        let kept = memo.as_ref().and_then(|(m, q)| m.answer(q));
+        let memoised = kept.is_some();
+        let answer = match kept {
+            Some(verdict) => Ok(verdict),
+            None => plugin
+                .evaluate(
+                    &EvalRequest {
+                        rail,
+                        messages: &payload.messages[from..],
+                        tools: &payload.tools,
+                        fields: &payload.fields,
+                        ctx,
+                        partial,
+                    },
+                    &mut prepared[usize::from(from > 0)],
+                )
+                .and_then(|verdict| match from {
+                    0 => Ok(verdict),
+                    _ => {
+                        super::apply::from_view(verdict, from as u32, payload.messages.len() - from)
+                    }
+                }),
+        };
+        if let (Some((m, q)), Ok(verdict), false) = (memo, &answer, memoised) {
+            m.keep(q, verdict);
+        }
         // A shadow plugin's edits are checked on a copy: recorded as they would be, not applied.
         let outcome = answer.and_then(|verdict| match (mode, verdict) {
             (Mode::Shadow, PluginVerdict::Allow) => Ok(Applied::Allow),
@@ -275,6 +323,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             fault: None,
             on_error: None,
             shadow: mode == Mode::Shadow,
+            memo: memoised,
             duration_us: started.elapsed(),
             offset: started.duration_since(eval.started),
         };

@@ -73,6 +73,9 @@ pub struct PluginRecord {
     pub verdict: Decided,
     /// How many times it ran.
     pub runs: u32,
+    /// How many of those runs reused a verdict kept for the same question (`memo = true`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub memo: u32,
     /// Total time in it, µs.
     pub duration_us: u64,
     /// Its fault kind, if it faulted.
@@ -212,6 +215,7 @@ impl DecisionRecord {
                 Some(p) => {
                     p.verdict = p.verdict.max(d.verdict);
                     p.runs += 1;
+                    p.memo += u32::from(d.memo);
                     p.duration_us += micros;
                     p.fault = p.fault.or(d.fault);
                 }
@@ -220,6 +224,7 @@ impl DecisionRecord {
                     plugin: d.plugin.clone(),
                     verdict: d.verdict,
                     runs: 1,
+                    memo: u32::from(d.memo),
                     duration_us: micros,
                     fault: d.fault,
                     shadow: d.shadow,
@@ -308,11 +313,12 @@ impl DecisionRecord {
                     String::new()
                 };
                 format!(
-                    "{}:{}:{}{}{runs}:{}us",
+                    "{}:{}:{}{}{runs}{}:{}us",
                     p.rail,
                     p.plugin,
                     if p.shadow { "shadow-" } else { "" },
                     p.verdict.as_str(),
+                    if p.memo > 0 { "+memo" } else { "" },
                     p.duration_us
                 )
             })
@@ -371,4 +377,8 @@ impl DecisionRecord {
             faults.join(","),
         )
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

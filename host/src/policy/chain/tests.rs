@@ -42,6 +42,17 @@ impl Evaluate for Fake {
     }
 }
 
+/// A turn without a memo.
+fn turn<E>(plugin: &E, on_error: OnError, mode: Mode, history: bool) -> Turn<'_, E> {
+    Turn {
+        plugin,
+        on_error,
+        mode,
+        history,
+        memo: None,
+    }
+}
+
 fn user(text: &str) -> Payload {
     Payload {
         messages: vec![Message::new("user", Some(Content::Text(text.into())))],
@@ -155,7 +166,7 @@ fn reject_replaces_and_goes_on() {
 fn go_modes(steps: &[(&Fake, OnError, Mode)], text: &str) -> Evaluation {
     run(
         Rail::Input,
-        steps.iter().map(|&(f, e, m)| (f, e, m, true)),
+        steps.iter().map(|&(f, e, m)| turn(f, e, m, true)),
         user(text),
         &Context::default(),
         false,
@@ -300,7 +311,7 @@ fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index()
     ];
     let e = run(
         Rail::Output,
-        steps.iter().copied(),
+        steps.iter().map(|&(p, e, m, h)| turn(p, e, m, h)),
         conversation(),
         &Context::default(),
         false,
@@ -321,7 +332,7 @@ fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index()
     // Off the reply rails the whole conversation is given, whatever the entry says.
     let e = run(
         Rail::Input,
-        [(&with, OnError::Block, Mode::Enforce, false)].into_iter(),
+        [turn(&with, OnError::Block, Mode::Enforce, false)].into_iter(),
         conversation(),
         &Context::default(),
         false,
@@ -339,7 +350,7 @@ fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index()
     };
     let e = run(
         Rail::Output,
-        [(&wrong, OnError::Block, Mode::Enforce, false)].into_iter(),
+        [turn(&wrong, OnError::Block, Mode::Enforce, false)].into_iter(),
         conversation(),
         &Context::default(),
         false,
@@ -356,4 +367,94 @@ fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index()
         e.decisions[0].reason
     );
     assert_eq!(e.payload, conversation());
+}
+
+#[test]
+fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
+    use crate::model::ToolDef;
+    let payload = |description: &str, said: &str| Payload {
+        messages: vec![Message::new("user", Some(Content::Text(said.into())))],
+        tools: vec![ToolDef {
+            kind: "function".into(),
+            name: Some("refund".into()),
+            description: Some(description.into()),
+            parameters: None,
+            result_schema: None,
+            hidden_by: None,
+        }],
+        ..Payload::default()
+    };
+    let ctx = |request_id: &str, principal: &str| Context {
+        request_id: request_id.into(),
+        principal: Some(principal.into()),
+        ..Context::default()
+    };
+    let hide = Fake::new(
+        "hide",
+        Ok(PluginVerdict::Modify {
+            edits: vec![Edit::HideTool(0)],
+            reason: "not for you".into(),
+        }),
+    );
+    let memo = Memo::default();
+    let go = |rail, payload, ctx: &Context| {
+        let turn = Turn {
+            plugin: &hide,
+            on_error: OnError::Block,
+            mode: Mode::Enforce,
+            history: true,
+            memo: Some(&memo),
+        };
+        run(rail, [turn].into_iter(), payload, ctx, false)
+    };
+    let calls = || hide.calls.load(Ordering::Relaxed);
+
+    let first = go(Rail::Tools, payload("Refund", "hi"), &ctx("1", "p"));
+    assert_eq!((calls(), first.decisions[0].memo), (1, false));
+    assert_eq!(first.payload.tools[0].hidden_by.as_deref(), Some("hide"));
+
+    // The same tools and caller in another turn: the kept verdict, applied like a fresh one.
+    let again = go(Rail::Tools, payload("Refund", "and now?"), &ctx("2", "p"));
+    assert_eq!((calls(), again.decisions[0].memo), (1, true));
+    assert_eq!(again.verdict, Verdict::Modify);
+    assert_eq!(again.payload.tools, first.payload.tools);
+    assert_eq!(again.decisions[0].reason.as_deref(), Some("not for you"));
+
+    // Other tools, another caller, another rail: the plugin is asked.
+    go(Rail::Tools, payload("Refund money", "hi"), &ctx("3", "p"));
+    assert_eq!(calls(), 2);
+    go(Rail::Tools, payload("Refund", "hi"), &ctx("4", "q"));
+    assert_eq!(calls(), 3);
+    go(Rail::Input, payload("Refund", "hi"), &ctx("5", "p"));
+    assert_eq!(calls(), 4);
+    assert_eq!(memo.len(), 3);
+
+    // A fault is never kept: the plugin is asked again.
+    let faulty = Fake::new(
+        "faulty",
+        Err(PluginFault {
+            kind: FaultKind::Trap,
+            message: "unreachable".into(),
+        }),
+    );
+    let kept = Memo::default();
+    for _ in 0..2 {
+        let turn = Turn {
+            plugin: &faulty,
+            on_error: OnError::Block,
+            mode: Mode::Enforce,
+            history: true,
+            memo: Some(&kept),
+        };
+        let e = run(
+            Rail::Tools,
+            [turn].into_iter(),
+            payload("Refund", "hi"),
+            &ctx("6", "p"),
+            false,
+        );
+        assert_eq!(e.verdict, Verdict::Block);
+    }
+    assert_eq!(faulty.calls.load(Ordering::Relaxed), 2);
+    assert!(kept.is_empty());
 }
