@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load test: the same request straight to a backend vs through Railyard with the bundled policy
 # chain, at concurrency 1, 16 and 64, in one run, for each door (chat completions, responses,
-# Anthropic messages). Prints p50/p99 latency and throughput, and the ratios against the direct
+# Anthropic messages) and for `tools`, a chat request declaring 3 tools whose reply is a tool call
+# (the tools, tool_call and output rails all run; the same request as bench/cpu.sh's). Prints p50/p99 latency and throughput, and the ratios against the direct
 # baseline.
 #
 # Backend: Railyard's built-in demo model (`railyard demo-backend`), an in-memory scripted
@@ -9,11 +10,11 @@
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
-#        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat responses messages"] \
+#        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat tools responses messages"] \
 #        bench/load.sh [seconds-per-run]   (default 10)
 # With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
 # measured in the same run, so a change is compared before/after on one machine state (on the
-# chat door, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
+# chat door and the tools request, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -24,7 +25,7 @@ cargo build --release -q
 demo=target/release/railyard
 bin="${RAILYARD_BIN:-$demo}"
 baseline="${RAILYARD_BASELINE:-}"
-doors="${DOORS:-chat responses messages}"
+doors="${DOORS:-chat tools responses messages}"
 # The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
 key="${RAILYARD_KEY:-demo-key}"
@@ -62,13 +63,27 @@ bodies = {
     "responses": {"model": "demo", "instructions": system, "input": turns},
     "messages": {"model": "demo", "max_tokens": 256, "system": system, "messages": turns},
 }
+def tool(name, desc, props, required):
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
+        "type": "object", "properties": props, "required": required}}}
+bodies["tools"] = {"model": "demo", "messages": [
+    {"role": "system", "content": system},
+    {"role": "user", "content": 'call get_weather {"city": "Oslo", "days": 3}'}],
+    "tools": [
+        tool("get_weather", "Weather forecast for a city", {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+            ["city"]),
+        tool("search_docs", "Search the documentation", {"query": {"type": "string"}}, ["query"]),
+        tool("lookup_customer", "Look up a customer record", {
+            "customer_id": {"type": "string"}}, ["customer_id"]),
+    ]}
 for door, body in bodies.items():
     json.dump(body, open(f"{sys.argv[1]}/{door}.json", "w"))
 PY
-path_of() { case "$1" in chat) echo /v1/chat/completions;; responses) echo /v1/responses;; messages) echo /v1/messages;; esac; }
+path_of() { case "$1" in chat|tools) echo /v1/chat/completions;; responses) echo /v1/responses;; messages) echo /v1/messages;; esac; }
 echo "request bodies: $(wc -c < "$work/chat.json") / $(wc -c < "$work/responses.json") / $(wc -c < "$work/messages.json") bytes (chat / responses / messages); $secs s per run; $(nproc) cores; $(uname -m); key $key"
 
-for door in chat responses messages; do
+for door in chat tools responses messages; do
 cat > "$work/$door.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -104,7 +119,7 @@ for c in 1 16 64; do
     printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
     awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
         'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
-    if [ -n "$baseline" ] && [ "$door" = chat ]; then
+    if [ -n "$baseline" ] && { [ "$door" = chat ] || [ "$door" = tools ]; }; then
         read -r bp50 bp99 brps < <(run "http://127.0.0.1:19102$path" "$c" "$door")
         printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" baseline "$bp50" "$bp99" "$brps"
         awk -v a="$dp50" -v b="$bp50" -v c="$dp99" -v d="$bp99" -v e="$drps" -v f="$brps" -v g="$rrps" \
