@@ -84,32 +84,7 @@ for port in $ports; do
     done
 done
 
-python3 - "$work" <<'PY'
-import json, sys
-s = "The quarterly report is attached; please review the figures before Friday. "
-turns = []
-for i in range(7):
-    t = s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")
-    turns.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
-chat = {"model": "demo", "messages": [{"role": "system", "content": "You are a helpful assistant."}] + turns}
-def tool(name, desc, props, required):
-    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
-        "type": "object", "properties": props, "required": required}}}
-tools = {"model": "demo", "messages": [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": 'call get_weather {"city": "Oslo", "days": 3}'}],
-    "tools": [
-        tool("get_weather", "Weather forecast for a city", {
-            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
-            ["city"]),
-        tool("search_docs", "Search the documentation", {"query": {"type": "string"}}, ["query"]),
-        tool("lookup_customer", "Look up a customer record", {
-            "customer_id": {"type": "string"}}, ["customer_id"]),
-    ]}
-json.dump(chat, open(f"{sys.argv[1]}/chat.json", "w"))
-json.dump(tools, open(f"{sys.argv[1]}/tools.json", "w"))
-json.dump(dict(chat, stream=True), open(f"{sys.argv[1]}/stream.json", "w"))
-PY
+python3 bench/requests.py "$work"
 for r in chat tools stream; do
 cat > "$work/$r.lua" <<LUA
 wrk.method = "POST"

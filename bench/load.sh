@@ -48,38 +48,9 @@ for port in $ports; do
     done
 done
 
-# ~2 KB conversation, one email address (so the input rail modifies), ordinary text elsewhere, in
-# each door's shape.
-python3 - "$work" <<'PY'
-import json, sys
-s = "The quarterly report is attached; please review the figures before Friday. "
-turns = []
-for i in range(7):
-    t = s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")
-    turns.append({"role": "user" if i % 2 == 0 else "assistant", "content": t})
-system = "You are a helpful assistant."
-bodies = {
-    "chat": {"model": "demo", "messages": [{"role": "system", "content": system}] + turns},
-    "responses": {"model": "demo", "instructions": system, "input": turns},
-    "messages": {"model": "demo", "max_tokens": 256, "system": system, "messages": turns},
-}
-def tool(name, desc, props, required):
-    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
-        "type": "object", "properties": props, "required": required}}}
-bodies["tools"] = {"model": "demo", "messages": [
-    {"role": "system", "content": system},
-    {"role": "user", "content": 'call get_weather {"city": "Oslo", "days": 3}'}],
-    "tools": [
-        tool("get_weather", "Weather forecast for a city", {
-            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
-            ["city"]),
-        tool("search_docs", "Search the documentation", {"query": {"type": "string"}}, ["query"]),
-        tool("lookup_customer", "Look up a customer record", {
-            "customer_id": {"type": "string"}}, ["customer_id"]),
-    ]}
-for door, body in bodies.items():
-    json.dump(body, open(f"{sys.argv[1]}/{door}.json", "w"))
-PY
+# The request bodies (bench/requests.py): a ~2 KB conversation in each door's shape, and the tool
+# request.
+python3 bench/requests.py "$work"
 path_of() { case "$1" in chat|tools) echo /v1/chat/completions;; responses) echo /v1/responses;; messages) echo /v1/messages;; esac; }
 echo "request bodies: $(wc -c < "$work/chat.json") / $(wc -c < "$work/responses.json") / $(wc -c < "$work/messages.json") bytes (chat / responses / messages); $secs s per run; $(nproc) cores; $(uname -m); key $key"
 

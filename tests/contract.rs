@@ -282,17 +282,7 @@ fn the_tools_rails_verdicts_are_kept_for_the_same_tools_and_caller() {
     let turn = |id: &str, key: &str, said: &str, description: &str| {
         let body = json!({"model": "m", "tools": [lookup(description), tool("refund")],
             "messages": [{"role": "user", "content": said}]});
-        let r = request(
-            daemon.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[
-                ("Content-Type", "application/json"),
-                ("Authorization", &format!("Bearer {key}")),
-                ("x-request-id", id),
-            ],
-            body.to_string().as_bytes(),
-        );
+        let r = crate::records::send(&daemon, id, Some(key), body.to_string().as_bytes());
         assert_eq!(r.status, 200, "{}", r.body);
         let tools = crate::records::record(&daemon, id)["plugins"]
             .as_array()

@@ -24,7 +24,7 @@ fn chat(stream: bool) -> Value {
 }
 
 /// POST a chat request with our own request id.
-fn send(daemon: &Daemon, id: &str, key: Option<&str>, body: &[u8]) -> Reply {
+pub fn send(daemon: &Daemon, id: &str, key: Option<&str>, body: &[u8]) -> Reply {
     let auth = key.map(|k| format!("Bearer {k}")).unwrap_or_default();
     request(
         daemon.addr,

@@ -41,17 +41,7 @@ fn chat() -> Value {
 }
 
 fn send(daemon: &Daemon, key: &str, id: &str) -> Reply {
-    request(
-        daemon.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", &format!("Bearer {key}")),
-            ("x-request-id", id),
-        ],
-        chat().to_string().as_bytes(),
-    )
+    crate::records::send(daemon, id, Some(key), chat().to_string().as_bytes())
 }
 
 #[test]
