@@ -77,6 +77,7 @@ const PYTHON_TAG: &str = "<|python_tag|>";
 const LLAMA_ENDS: [&str; 2] = ["<|eom_id|>", "<|eot_id|>"];
 const FUNCTION_OPEN: &str = "<function=";
 const FUNCTION_CLOSE: &str = "</function>";
+/// Each starts with `<` (see [`next_marker`]).
 const MARKERS: [(&str, Format); 3] = [
     (HERMES_OPEN, Format::Hermes),
     (PYTHON_TAG, Format::PythonTag),
@@ -130,12 +131,22 @@ pub fn scan(text: &str, complete: bool) -> Scan {
     out
 }
 
-/// The first marker at or after `pos`.
+/// The first marker at or after `pos`. Every marker starts with `<`, so one pass stops at each
+/// `<` and compares there (replies rarely hold one), instead of a substring search per marker.
 fn next_marker(text: &str, pos: usize) -> Option<(usize, &'static str, Format)> {
-    MARKERS
-        .iter()
-        .filter_map(|&(m, f)| text[pos..].find(m).map(|i| (pos + i, m, f)))
-        .min_by_key(|(at, _, _)| *at)
+    let b = text.as_bytes();
+    let mut from = pos;
+    while let Some(k) = b[from..].iter().position(|&c| c == b'<') {
+        let at = from + k;
+        if let Some(&(m, f)) = MARKERS
+            .iter()
+            .find(|(m, _)| b[at..].starts_with(m.as_bytes()))
+        {
+            return Some((at, m, f));
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// Where a marker cut short by the end of the text begins (`<`, `<tool_`, `<|python`,
@@ -480,6 +491,15 @@ mod tests {
                 (Format::Hermes, "c".into(), r#"{"y":[2]}"#.into()),
             ]
         );
+    }
+
+    #[test]
+    fn markers_are_found_among_other_angle_brackets() {
+        assert!(MARKERS.iter().all(|(m, _)| m.starts_with('<')));
+        let text =
+            r#"a < b, <b>bold</b> <tool <function <|python <<tool_call>{"name":"f"}</tool_call>"#;
+        assert_eq!(calls(text), one(Format::Hermes, "f", "{}"));
+        assert!(calls("x < y and <i>z</i> <").is_empty());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! message, the scanner stops only at bytes that can belong to a value (digits, uppercase
 //! letters, `@ : + ( - _`) and hands those positions to a small format parser; candidates are
 //! then validated (Luhn, mod-97, ranges, decoding) and weighed against the words around them.
-//! Lowercase prose costs one table load per byte.
+//! Lowercase prose is passed over sixteen bytes at a time in the plugin (`skip.rs`).
 
 mod assign;
 pub mod context;
@@ -13,9 +13,11 @@ pub mod normalise;
 mod numeric;
 mod phone;
 mod secrets;
+mod skip;
 
 use crate::types::PiiType;
 use context::{is_hex, is_word, run};
+use skip::skip_quiet;
 
 /// One detected value: its type and byte range in the scanned text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -70,7 +72,7 @@ enum Step {
 }
 
 /// What a byte can start. Lowercase letters, spaces and most punctuation are `QUIET`, so prose
-/// is skipped with one table load per byte: tokens that start with a lowercase letter are found
+/// is skipped in bulk (`skip.rs`): tokens that start with a lowercase letter are found
 /// from a later byte instead (`eyJ` from its `J`, `ghp_` from its `_`, `xoxb-` from its `-`,
 /// hex-letter UUIDs and IPv6 addresses from their `-` or `:`).
 const QUIET: u8 = 0;
@@ -106,62 +108,6 @@ const fn build_triggers() -> [u8; 256] {
 
 static TRIGGER: [u8; 256] = build_triggers();
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-
-/// Bytes of `w` (all ASCII) in `lo..=hi`: their high bits set.
-#[inline(always)]
-fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
-    // For bytes below 0x80 neither sum carries into the next byte.
-    let ge_lo = w.wrapping_add(ONES * u64::from(0x80 - lo));
-    let gt_hi = w.wrapping_add(ONES * u64::from(0x7F - hi));
-    ge_lo & !gt_hi & HIGH
-}
-
-/// Bytes of `w` (all ASCII) equal to `c`: their high bits set.
-#[inline(always)]
-fn equal(w: u64, c: u8) -> u64 {
-    !(w ^ (ONES * u64::from(c))).wrapping_add(ONES * 0x7F) & HIGH
-}
-
-/// Whether any of these eight bytes may trigger a detector: a superset of the non-`QUIET`
-/// bytes (`( ) * +` count, as do `; <`), and any non-ASCII byte.
-#[inline(always)]
-fn may_trigger(w: u64) -> bool {
-    w & HIGH != 0
-        || (in_range(w, b'(', b'+')
-            | equal(w, b'-')
-            | in_range(w, b'0', b'=')
-            | in_range(w, b'@', b'Z')
-            | equal(w, b'_'))
-            != 0
-}
-
-/// The first position at or after `i` whose byte is not `QUIET`. Prose is mostly lowercase
-/// letters and spaces, so it is skipped eight bytes at a time.
-#[inline]
-fn skip_quiet(b: &[u8], mut i: usize) -> usize {
-    loop {
-        while let Some(chunk) = b.get(i..i + 8) {
-            if may_trigger(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
-                break;
-            }
-            i += 8;
-        }
-        // The chunk that may hold a trigger, byte by byte.
-        let stop = (i + 8).min(b.len());
-        while i < stop {
-            if TRIGGER[b[i] as usize] != QUIET {
-                return i;
-            }
-            i += 1;
-        }
-        if i >= b.len() {
-            return i;
-        }
-    }
-}
-
 impl Scanner<'_> {
     fn run(&mut self) {
         let b = self.b;
@@ -178,6 +124,11 @@ impl Scanner<'_> {
                 T_DIGIT if starts_word => numeric::at_digit(b, i, self.hint),
                 // Digits inside a word (`sha256`, `x86_64`): skip the word.
                 T_DIGIT => Step::Skip(run(b, i, is_word)),
+                // Every format `upper` knows has an uppercase second letter (`AKIA`, `AIza`,
+                // `SK`, `SG.`, an IBAN's country code): a capitalised word is prose.
+                T_UPPER if starts_word && !context::at(b, i + 1).is_ascii_uppercase() => {
+                    Step::Skip(run(b, i, is_word))
+                }
                 T_UPPER if starts_word => self.upper(i),
                 T_UPPER => self.jwt_from_j(i),
                 T_AT => email::at_sign(b, i),

@@ -72,15 +72,8 @@ pub struct Normalised {
 fn next_fold(s: &str, mut i: usize) -> Option<(usize, char, Fold)> {
     let b = s.as_bytes();
     while i < b.len() {
-        // ASCII never folds: pass over it eight bytes at a time.
-        while let Some(chunk) = b.get(i..i + 8) {
-            if u64::from_le_bytes(chunk.try_into().expect("eight bytes")) & 0x8080_8080_8080_8080
-                != 0
-            {
-                break;
-            }
-            i += 8;
-        }
+        // ASCII never folds.
+        i = super::skip::skip_ascii(b, i);
         if i >= b.len() {
             break;
         }
@@ -104,9 +97,7 @@ impl Normalised {
     /// The normalised view of `s`, or `None` when it would equal `s` (the common case: ASCII,
     /// or text with none of the folded characters).
     pub fn of(s: &str) -> Option<Normalised> {
-        if s.is_ascii() {
-            return None;
-        }
+        // No `is_ascii` pass first: `next_fold` passes over ASCII at least as fast.
         let mut next = next_fold(s, 0)?;
         let mut text = String::with_capacity(s.len());
         let mut segments = Vec::new();
