@@ -437,7 +437,8 @@ fn a_plugin_without_history_is_given_the_reply_alone() {
         {"role": "system", "content": "s"}, {"role": "user", "content": "u"}]});
     let body = post(daemon.addr, "/v1/chat/completions", &req).json();
     assert_eq!(
-        body["choices"][0]["message"]["content"], "Hello [1 messages] [3 messages]",
+        body["choices"][0]["message"]["content"],
+        "Hello [1 messages, 0 tools] [3 messages, 0 tools]",
         "{body}"
     );
 
@@ -455,7 +456,46 @@ fn a_plugin_without_history_is_given_the_reply_alone() {
     let reply = post(daemon.addr, "/v1/chat/completions", &streamed);
     assert_eq!(reply.status, 200);
     let text = reply.streamed_text();
-    assert_eq!(text, "Hello [1 messages] [3 messages]", "{}", reply.body);
+    assert_eq!(
+        text, "Hello [1 messages, 0 tools] [3 messages, 0 tools]",
+        "{}",
+        reply.body
+    );
+}
+
+/// `declared_tools = false`: off the tools rail the plugin is given no declared tools, the
+/// plugin after it (and the backend) all of them.
+#[test]
+fn a_plugin_without_declared_tools_is_given_none_off_the_tools_rail() {
+    let config = scripted(
+        "blind",
+        "[\"output\"]",
+        "declared_tools = false",
+        "{ mode = \"count\", text = \" \" }",
+    ) + &scripted(
+        "sighted",
+        "[\"output\"]",
+        "",
+        "{ mode = \"count\", text = \" \" }",
+    );
+    let cfg = write_config(&config);
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "Hello"}), "stop"),
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let req = json!({"model": "m", "tools": [weather_tool()],
+        "messages": [{"role": "user", "content": "u"}]});
+    let body = post(daemon.addr, "/v1/chat/completions", &req).json();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "Hello [2 messages, 0 tools] [2 messages, 1 tools]",
+        "{body}"
+    );
+    assert_eq!(
+        backend.seen()[0].body["tools"][0]["function"]["name"],
+        "get_weather"
+    );
 }
 
 #[test]

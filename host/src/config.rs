@@ -284,6 +284,11 @@ pub struct PluginConfig {
     /// before the reply under judgement; `false` (`history = false`): the reply alone, for a
     /// plugin that reads nothing else there, so a long conversation costs it nothing.
     pub history: bool,
+    /// On the rails but `tools`, whether the plugin is given the request's declared tools;
+    /// `false` (`declared_tools = false`): an empty list, for a plugin that reads them on the
+    /// tools rail alone or never, so the tools are not copied into it at every call. The tools
+    /// rail always has them.
+    pub declared_tools: bool,
     /// On the tools rail, whether the plugin's verdict depends on the tools and the caller alone
     /// (`memo = true`): the daemon then keeps it and reuses it for the same question instead of
     /// calling the plugin (see `policy::memo`).

@@ -159,6 +159,7 @@ impl PolicySet {
             on_error: config.plugins[i].on_error,
             models: config.plugins[i].models.clone().into(),
             history: config.plugins[i].history,
+            declared_tools: config.plugins[i].declared_tools,
             memo: memos[i].clone(),
             mode: modes
                 .iter()
@@ -312,6 +313,7 @@ impl PolicySet {
                     "mode": pc.mode,
                     "models": (!pc.models.is_empty()).then_some(&pc.models),
                     "history": pc.history,
+                    "declared_tools": pc.declared_tools,
                     "limits": {
                         "timeout_ms": p.limits().timeout.as_millis() as u64,
                         "memory_mb": p.limits().memory_bytes >> 20,

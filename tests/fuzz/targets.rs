@@ -396,15 +396,17 @@ pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
     let plugins: Vec<Scripted> = (0..1 + choices.byte() % 3)
         .map(|_| Scripted(choices.verdict()))
         .collect();
-    // Some plugins see the reply alone (on the reply rails), their indices shifted.
-    let history: Vec<bool> = plugins.iter().map(|_| choices.byte() % 2 == 0).collect();
+    // Some plugins see the reply alone (on the reply rails), their indices shifted; some are
+    // given no declared tools off the tools rail.
+    let views: Vec<u8> = plugins.iter().map(|_| choices.byte()).collect();
     let eval = run(
         rail,
-        plugins.iter().zip(history).map(|(plugin, history)| Turn {
+        plugins.iter().zip(views).map(|(plugin, view)| Turn {
             plugin,
             on_error: OnError::Allow,
             mode: Mode::Enforce,
-            history,
+            history: view & 1 == 0,
+            declared_tools: view & 2 == 0,
             memo: None,
         }),
         base.clone(),

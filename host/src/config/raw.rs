@@ -174,6 +174,7 @@ pub(super) struct RawPlugin {
     pub(super) max_idle_instances: Option<Spanned<u64>>,
     pub(super) models: Option<Vec<Spanned<String>>>,
     pub(super) history: Option<bool>,
+    pub(super) declared_tools: Option<bool>,
     pub(super) memo: Option<Spanned<bool>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }

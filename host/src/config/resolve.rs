@@ -467,6 +467,7 @@ pub(super) fn resolve_plugins(
             mode: raw.mode.unwrap_or_default(),
             models,
             history: raw.history.unwrap_or(true),
+            declared_tools: raw.declared_tools.unwrap_or(true),
             memo: raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
             memo_line: raw
                 .memo

@@ -169,6 +169,9 @@ pub struct Step {
     /// On the reply rails, whether the plugin is given the conversation before the reply
     /// (`history = false` in its entry: the reply alone).
     pub history: bool,
+    /// Off the tools rail, whether the plugin is given the declared tools (`declared_tools =
+    /// false` in its entry: an empty list).
+    pub declared_tools: bool,
     /// On the tools rail, its kept verdicts (`memo = true` in its entry); shared by every chain
     /// the plugin is in.
     pub memo: Option<Arc<Memo>>,
@@ -220,6 +223,7 @@ impl Chain {
                     on_error: s.on_error,
                     mode: s.mode,
                     history: s.history,
+                    declared_tools: s.declared_tools,
                     memo: s.memo.as_deref(),
                 }),
             payload,
@@ -240,6 +244,8 @@ pub struct Turn<'a, E> {
     /// On the reply rails, whether the plugin is given the conversation before the reply (else
     /// the reply alone, whose indices its verdict then uses).
     pub history: bool,
+    /// Off the tools rail, whether the plugin is given the declared tools (else an empty list).
+    pub declared_tools: bool,
     /// On the tools rail, where its verdicts are kept for the same question.
     pub memo: Option<&'a Memo>,
 }
@@ -262,15 +268,16 @@ pub fn run<'a, E: Evaluate + 'a>(
         would_block: None,
         started: Instant::now(),
     };
-    // The plugins' WIT request is rebuilt only after an edit: one for the whole conversation,
-    // one for the reply alone.
-    let mut prepared = [Prepared::default(), Prepared::default()];
+    // The plugins' WIT request is rebuilt only after an edit: one for each view a plugin may be
+    // given (the whole conversation or the reply alone, with or without the declared tools).
+    let mut prepared: [Prepared; 4] = Default::default();
     for turn in steps {
         let Turn {
             plugin,
             on_error,
             mode,
             history,
+            declared_tools,
             memo,
         } = turn;
         let started = Instant::now();
@@ -279,6 +286,13 @@ pub fn run<'a, E: Evaluate + 'a>(
             n if rail.judges_reply_only() && !history && n > 1 => n - 1,
             _ => 0,
         };
+        // Tool edits are the tools rail's alone, so a plugin given no tools elsewhere cannot
+        // point at one it was not shown.
+        let tools = match rail == Rail::Tools || declared_tools {
+            true => &payload.tools[..],
+            false => &[],
+        };
+        let view = usize::from(from > 0) | usize::from(tools.is_empty()) << 1;
         // A memo holds verdicts on the tools rail alone, where the question repeats turn after
         // turn; a question too long to keep is asked every time.
         let memo = memo
@@ -293,12 +307,12 @@ pub fn run<'a, E: Evaluate + 'a>(
                     &EvalRequest {
                         rail,
                         messages: &payload.messages[from..],
-                        tools: &payload.tools,
+                        tools,
                         fields: &payload.fields,
                         ctx,
                         partial,
                     },
-                    &mut prepared[usize::from(from > 0)],
+                    &mut prepared[view],
                 )
                 .and_then(|verdict| match from {
                     0 => Ok(verdict),

@@ -49,6 +49,7 @@ fn turn<E>(plugin: &E, on_error: OnError, mode: Mode, history: bool) -> Turn<'_,
         on_error,
         mode,
         history,
+        declared_tools: true,
         memo: None,
     }
 }
@@ -403,6 +404,7 @@ fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
             on_error: OnError::Block,
             mode: Mode::Enforce,
             history: true,
+            declared_tools: true,
             memo: Some(&memo),
         };
         run(rail, [turn].into_iter(), payload, ctx, false)
@@ -444,6 +446,7 @@ fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
             on_error: OnError::Block,
             mode: Mode::Enforce,
             history: true,
+            declared_tools: true,
             memo: Some(&kept),
         };
         let e = run(
@@ -457,4 +460,51 @@ fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
     }
     assert_eq!(faulty.calls.load(Ordering::Relaxed), 2);
     assert!(kept.is_empty());
+}
+
+/// A plugin that notes how many declared tools it was given.
+struct Counter(std::sync::Mutex<Vec<usize>>);
+
+impl Evaluate for Counter {
+    fn id(&self) -> &str {
+        "counter"
+    }
+    fn evaluate(
+        &self,
+        request: &EvalRequest<'_>,
+        _prepared: &mut Prepared,
+    ) -> Result<PluginVerdict, PluginFault> {
+        self.0.lock().unwrap().push(request.tools.len());
+        Ok(PluginVerdict::Allow)
+    }
+}
+
+#[test]
+fn without_declared_tools_a_plugin_sees_them_on_the_tools_rail_alone() {
+    let mut payload = user("hi");
+    payload.tools = vec![crate::model::ToolDef {
+        kind: "function".into(),
+        name: Some("refund".into()),
+        description: None,
+        parameters: None,
+        result_schema: None,
+        hidden_by: None,
+    }];
+    let counter = Counter(Default::default());
+    for rail in [Rail::Tools, Rail::Input, Rail::Output] {
+        for declared_tools in [false, true] {
+            let turn = Turn {
+                declared_tools,
+                ..turn(&counter, OnError::Block, Mode::Enforce, true)
+            };
+            run(
+                rail,
+                [turn].into_iter(),
+                payload.clone(),
+                &Context::default(),
+                false,
+            );
+        }
+    }
+    assert_eq!(*counter.0.lock().unwrap(), [1, 1, 0, 1, 0, 1]);
 }

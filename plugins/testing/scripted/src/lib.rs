@@ -87,14 +87,16 @@ impl Plugin for Scripted {
                     reason: format!("appended {} bytes", text.len()),
                 })
             }
-            // How many messages it was given, appended to the last one (`history = false`).
+            // How many messages and declared tools it was given, appended to the last message
+            // (`history = false`, `declared_tools = false`).
             "count" => Verdict::Modify(Modification {
                 edits: vec![Edit::Content(ContentEdit {
                     message: last,
                     content: Content::Text(format!(
-                        "{}{text}[{} messages]",
+                        "{}{text}[{} messages, {} tools]",
                         request.messages.last().and_then(|m| m.text()).unwrap_or(""),
-                        request.messages.len()
+                        request.messages.len(),
+                        request.tools.len()
                     )),
                 })],
                 reason: "counted".into(),
