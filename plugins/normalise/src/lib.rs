@@ -14,9 +14,10 @@ pub mod policy;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
-/// The plugin: its parsed config.
+/// The plugin: its parsed config, and the schemas it has parsed.
 pub struct Normalise {
     config: policy::Config,
+    schemas: policy::Schemas,
 }
 
 impl PolicyPlugin for Normalise {
@@ -32,11 +33,12 @@ impl PolicyPlugin for Normalise {
     fn configure(config: &str) -> Result<Self, String> {
         Ok(Normalise {
             config: policy::Config::parse(config)?,
+            schemas: policy::Schemas::default(),
         })
     }
 
     fn evaluate(&mut self, request: &Request) -> Verdict {
-        policy::evaluate(&self.config, request)
+        policy::evaluate(&self.config, &mut self.schemas, request)
     }
 }
 

@@ -36,7 +36,7 @@ use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
 pub const CONFIG_SCHEMA: &str = r#"{
@@ -176,8 +176,45 @@ pub struct Change {
     pub kind: String,
 }
 
+/// The tools' parameter schemas, parsed, by their text. Agents declare the same tools on every
+/// turn and a pooled instance judges many turns, so each schema is parsed once, not per call.
+#[derive(Default)]
+pub struct Schemas {
+    parsed: HashMap<String, Value>,
+    bytes: usize,
+}
+
+impl Schemas {
+    /// Schema text kept, in bytes: past it, the cache starts afresh with the next schema.
+    pub const MAX_BYTES: usize = 256 * 1024;
+
+    /// The parsed schema, or `None` when the text is not JSON.
+    fn get(&mut self, text: &str) -> Option<&Value> {
+        if !self.parsed.contains_key(text) {
+            let value = serde_json::from_str(text).ok()?;
+            if self.bytes + text.len() > Self::MAX_BYTES {
+                self.parsed.clear();
+                self.bytes = 0;
+            }
+            self.bytes += text.len();
+            self.parsed.insert(text.to_owned(), value);
+        }
+        self.parsed.get(text)
+    }
+
+    /// Schemas kept.
+    pub fn len(&self) -> usize {
+        self.parsed.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.parsed.is_empty()
+    }
+}
+
 /// Repairs the tool calls of the request's last message.
-pub fn evaluate(config: &Config, request: &Request) -> Verdict {
+pub fn evaluate(config: &Config, schemas: &mut Schemas, request: &Request) -> Verdict {
     let Some(reply) = request.messages.last() else {
         return Verdict::Allow;
     };
@@ -185,7 +222,7 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
     let mut edits = Vec::new();
     let mut summaries = Vec::new();
     for (index, call) in reply.tool_calls.iter().enumerate() {
-        let Some((arguments, changes)) = repair_call(config, &request.tools, call) else {
+        let Some((arguments, changes)) = repair_call(config, schemas, &request.tools, call) else {
             continue;
         };
         let listed: Vec<String> = changes
@@ -217,11 +254,12 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
 /// The repaired arguments text and what changed, or `None` when nothing applies.
 pub fn repair_call(
     config: &Config,
+    schemas: &mut Schemas,
     tools: &[ToolDef],
     call: &ToolCall,
 ) -> Option<(String, Vec<Change>)> {
     let schema_text = unique_schema(tools, &call.name)?;
-    let schema: Value = serde_json::from_str(schema_text).ok()?;
+    let schema = schemas.get(schema_text)?;
     let mut arguments = parse_strict(&call.arguments).ok()?;
     let Value::Object(map) = &mut arguments else {
         return None;
@@ -231,10 +269,10 @@ pub fn repair_call(
         copy_aliases(groups, map, &mut changes);
     }
     if let Some(fills) = config.fill.get(&call.name) {
-        let required = required_arguments(&schema);
+        let required = required_arguments(schema);
         fill_missing(fills, &required, map, &mut changes);
     }
-    changes.extend(repair_value(config, &schema, &mut arguments));
+    changes.extend(repair_value(config, schema, &mut arguments));
     if changes.is_empty() {
         return None;
     }
@@ -590,6 +628,40 @@ fn push_segment(path: &mut String, segment: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn evaluate_fresh(config: &Config, request: &Request) -> Verdict {
+        evaluate(config, &mut Schemas::default(), request)
+    }
+
+    fn repair_fresh(
+        config: &Config,
+        tools: &[ToolDef],
+        call: &ToolCall,
+    ) -> Option<(String, Vec<Change>)> {
+        repair_call(config, &mut Schemas::default(), tools, call)
+    }
+
+    #[test]
+    fn schemas_are_parsed_once_and_kept_within_a_bound() {
+        let mut schemas = Schemas::default();
+        let text = r#"{"type": "object", "properties": {"n": {"type": "integer"}}}"#;
+        let tools = vec![function("count", Some(text))];
+        let c = call("c", "count", r#"{"n": "3"}"#);
+        for _ in 0..3 {
+            let repaired = repair_call(&Config::default(), &mut schemas, &tools, &c);
+            assert_eq!(repaired.map(|r| r.0), Some(r#"{"n":3}"#.to_string()));
+        }
+        assert_eq!(schemas.len(), 1);
+        assert!(schemas.get("{not json").is_none());
+        assert_eq!(schemas.len(), 1, "text that is not JSON is not kept");
+        let big = format!(
+            r#"{{"description": "{}"}}"#,
+            "x".repeat(Schemas::MAX_BYTES / 2)
+        );
+        schemas.get(&big).unwrap();
+        schemas.get(&big.replace('x', "y")).unwrap();
+        assert!(schemas.len() <= 2 && schemas.bytes <= Schemas::MAX_BYTES);
+    }
     use railyard_plugin_sdk::testing::{self, call, function, hosted};
     use railyard_plugin_sdk::{Message, Rail};
 
@@ -895,7 +967,7 @@ mod tests {
             ],
             tools(),
         );
-        let m = modification(evaluate(&Config::default(), &req));
+        let m = modification(evaluate_fresh(&Config::default(), &req));
         let edits: Vec<_> = m.edits.iter().map(edit).collect();
         assert_eq!(
             edits,
@@ -917,7 +989,10 @@ mod tests {
     #[test]
     fn nothing_to_do_is_allow() {
         let allow = |req: &Request| {
-            assert!(matches!(evaluate(&Config::default(), req), Verdict::Allow));
+            assert!(matches!(
+                evaluate_fresh(&Config::default(), req),
+                Verdict::Allow
+            ));
         };
         for (name, arguments) in [
             ("get_weather", r#"{"city":"Paris","days":3}"#),
@@ -971,7 +1046,7 @@ mod tests {
                 tools.clone(),
             );
             assert!(
-                matches!(evaluate(&Config::default(), &req), Verdict::Allow),
+                matches!(evaluate_fresh(&Config::default(), &req), Verdict::Allow),
                 "{name} {arguments}"
             );
         }
@@ -1001,10 +1076,10 @@ mod tests {
         ];
         let broken = vec![function("f", Some(r#"{"type":"object""#))];
         let c = call("c", "f", r#"{"n":"1"}"#);
-        assert!(repair_call(&Config::default(), &conflicting, &c).is_none());
-        assert!(repair_call(&Config::default(), &broken, &c).is_none());
+        assert!(repair_fresh(&Config::default(), &conflicting, &c).is_none());
+        assert!(repair_fresh(&Config::default(), &broken, &c).is_none());
         assert_eq!(
-            repair_call(&Config::default(), &same, &c).map(|r| r.0),
+            repair_fresh(&Config::default(), &same, &c).map(|r| r.0),
             Some(r#"{"n":1}"#.to_string())
         );
     }
@@ -1050,7 +1125,7 @@ mod tests {
 
     #[test]
     fn fill_derives_a_missing_required_argument() {
-        let m = modification(evaluate(
+        let m = modification(evaluate_fresh(
             &exo(),
             &one_call("bash", r#"{"command":"ls -la /srv","timeout":"30"}"#),
         ));
@@ -1080,7 +1155,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    evaluate(&exo(), &one_call("bash", arguments)),
+                    evaluate_fresh(&exo(), &one_call("bash", arguments)),
                     Verdict::Allow
                 ),
                 "{arguments}"
@@ -1088,11 +1163,11 @@ mod tests {
         }
         // A number or a boolean is used as its JSON text; an empty prefix is no prefix.
         let cfg = Config::parse(r#"{"fill":{"bash":{"description":{"from":"command"}}}}"#).unwrap();
-        let m = modification(evaluate(&cfg, &one_call("bash", r#"{"command":42}"#)));
+        let m = modification(evaluate_fresh(&cfg, &one_call("bash", r#"{"command":42}"#)));
         assert_eq!(edit(&m.edits[0]).2, r#"{"command":42,"description":"42"}"#);
         // Off by default.
         assert!(matches!(
-            evaluate(&Config::default(), &one_call("bash", r#"{"command":"ls"}"#)),
+            evaluate_fresh(&Config::default(), &one_call("bash", r#"{"command":"ls"}"#)),
             Verdict::Allow
         ));
     }
@@ -1102,7 +1177,7 @@ mod tests {
         // `timeout` is not required: nothing is added even with a rule for it.
         let cfg = Config::parse(r#"{"fill":{"bash":{"timeout":{"from":"command"}}}}"#).unwrap();
         assert!(matches!(
-            evaluate(
+            evaluate_fresh(
                 &cfg,
                 &one_call("bash", r#"{"command":"ls","description":"d"}"#)
             ),
@@ -1115,16 +1190,16 @@ mod tests {
         let tools = vec![function("search", Some(schema))];
         let c = call("c", "search", r#"{"q":"rust"}"#);
         assert_eq!(
-            repair_call(&cfg, &tools, &c).map(|r| r.0),
+            repair_fresh(&cfg, &tools, &c).map(|r| r.0),
             Some(r#"{"q":"rust","title":"rust"}"#.to_string())
         );
         // An undeclared tool is left for the validator, fill or not.
-        assert!(repair_call(&exo(), &[], &call("c", "bash", r#"{"command":"ls"}"#)).is_none());
+        assert!(repair_fresh(&exo(), &[], &call("c", "bash", r#"{"command":"ls"}"#)).is_none());
     }
 
     #[test]
     fn aliases_copy_the_value_so_both_names_exist() {
-        let m = modification(evaluate(
+        let m = modification(evaluate_fresh(
             &exo(),
             &one_call("write_file", r#"{"file":"/tmp/a.txt","content":"hi"}"#),
         ));
@@ -1138,7 +1213,7 @@ mod tests {
         );
         assert!(!m.reason.contains("/tmp/a.txt"));
         // Either direction; any value.
-        let m = modification(evaluate(
+        let m = modification(evaluate_fresh(
             &exo(),
             &one_call("write_file", r#"{"filePath":{"dir":"/tmp"}}"#),
         ));
@@ -1153,7 +1228,10 @@ mod tests {
             ("bash", r#"{"command":"ls","description":"d","file":"x"}"#),
         ] {
             assert!(
-                matches!(evaluate(&exo(), &one_call(name, arguments)), Verdict::Allow),
+                matches!(
+                    evaluate_fresh(&exo(), &one_call(name, arguments)),
+                    Verdict::Allow
+                ),
                 "{arguments}"
             );
         }
@@ -1168,7 +1246,7 @@ mod tests {
         .unwrap();
         let tools = vec![function("bash", Some(BASH))];
         let (text, changes) =
-            repair_call(&cfg, &tools, &call("c", "bash", r#"{"script":"make"}"#)).unwrap();
+            repair_fresh(&cfg, &tools, &call("c", "bash", r#"{"script":"make"}"#)).unwrap();
         assert_eq!(
             text,
             r#"{"script":"make","cmd":"make","command":"make","description":"make"}"#
