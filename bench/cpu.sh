@@ -27,46 +27,17 @@ conc="${CONC:-16}"
 rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-chat tools stream}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
-if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
-    apt-get install -y -q nginx-light >/dev/null 2>&1 || {
-        echo "needs nginx: apt-get install -y nginx-light" >&2
-        exit 2
-    }
-fi
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
 cargo build --release -q
 demo=target/release/railyard
 bin="${RAILYARD_BIN:-$demo}"
 baseline="${RAILYARD_BASELINE:-}"
 work=$(mktemp -d)
-mkdir -p "$work/nginx/logs"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_buffer_size 64k;
-    upstream backend { server 127.0.0.1:19120; keepalive 64; }
-    server {
-        listen 127.0.0.1:19121;
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }
-    }
-}
-CONF
 
 $demo demo-backend --listen 127.0.0.1:19120 >/dev/null &
 backend_pid=$!
-"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-nginx_pid=$!
+. bench/nginx.sh
+start_nginx "$work" 19121 19120
 RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19122 \
     --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
 railyard_pid=$!

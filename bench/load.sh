@@ -12,7 +12,9 @@
 # Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
 #        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat tools responses messages"] \
 #        bench/load.sh [seconds-per-run]   (default 10)
-# With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
+# On the chat door and the tools request, nginx as a plain reverse proxy (bench/nginx.sh) is
+# measured too: what one hop that judges nothing adds on this machine, the floor under Railyard's
+# added latency. With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
 # measured in the same run, so a change is compared before/after on one machine state (on the
 # chat door and the tools request, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
 set -euo pipefail
@@ -33,9 +35,11 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
 $demo demo-backend --listen 127.0.0.1:19100 >/dev/null &
+. bench/nginx.sh
+start_nginx "$work" 19103 19100
 RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:19101 \
     --backend http://127.0.0.1:19100/v1 >/dev/null &
-ports="19100 19101"
+ports="19100 19101 19103"
 if [ -n "$baseline" ]; then
     RAILYARD_LOG=warn "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19102 \
         --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
@@ -90,6 +94,12 @@ for c in 1 16 64; do
     printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
     awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
         'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+    if [ "$door" = chat ] || [ "$door" = tools ]; then
+        read -r np50 np99 nrps < <(run "http://127.0.0.1:19103$path" "$c" "$door")
+        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" nginx "$np50" "$np99" "$nrps"
+        awk -v a="$dp50" -v b="$np50" -v c="$dp99" -v d="$np99" -v e="$drps" -v f="$nrps" \
+            'BEGIN { printf "      nginx: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+    fi
     if [ -n "$baseline" ] && { [ "$door" = chat ] || [ "$door" = tools ]; }; then
         read -r bp50 bp99 brps < <(run "http://127.0.0.1:19102$path" "$c" "$door")
         printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" baseline "$bp50" "$bp99" "$brps"

@@ -1,0 +1,39 @@
+# Sourced by bench/cpu.sh and bench/load.sh: nginx as a plain reverse proxy, the cost of one hop
+# that judges nothing. Debian's nginx-light (installed when missing and apt-get is usable), one
+# worker, keep-alive upstream, no buffering, no access log.
+#
+# start_nginx WORK_DIR LISTEN_PORT BACKEND_PORT: starts it in the background; sets $nginx_pid
+# (the master; its worker is its child) and $nginx (the binary).
+start_nginx() {
+    local dir="$1/nginx" listen="$2" upstream="$3"
+    if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+        apt-get install -y -q nginx-light >/dev/null 2>&1 || {
+            echo "needs nginx: apt-get install -y nginx-light" >&2
+            exit 2
+        }
+    fi
+    nginx=$(command -v nginx || echo /usr/sbin/nginx)
+    mkdir -p "$dir/logs"
+    cat > "$dir/nginx.conf" <<CONF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_buffer_size 64k;
+    upstream backend { server 127.0.0.1:$upstream; keepalive 64; }
+    server {
+        listen 127.0.0.1:$listen;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+CONF
+    "$nginx" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
+    nginx_pid=$!
+}
