@@ -412,27 +412,27 @@ fn tool_call_modify_and_validate() {
     );
 }
 
-/// `history = false`: on the output rail the plugin is given the reply alone (its edit of
-/// message 0 lands on the reply), the plugin after it the whole conversation; streamed too.
-#[test]
-fn a_plugin_without_history_is_given_the_reply_alone() {
-    let config = scripted(
-        "alone",
-        "[\"output\"]",
-        "history = false",
-        "{ mode = \"count\", text = \" \" }",
-    ) + &scripted(
-        "whole",
-        "[\"output\"]",
-        "",
-        "{ mode = \"count\", text = \" \" }",
+/// Two scripted plugins on the output rail that append how many messages and tools they were
+/// given (the first with `first` in its entry), before a backend that answers "Hello".
+fn counting_pair(first: &str) -> (TempConfig, MockBackend, Daemon) {
+    let count = "{ mode = \"count\", text = \" \" }";
+    let cfg = write_config(
+        &(scripted("first", "[\"output\"]", first, count)
+            + &scripted("second", "[\"output\"]", "", count)),
     );
-    let cfg = write_config(&config);
     let backend = MockBackend::start(Script::Json(
         200,
         completion(json!({"role": "assistant", "content": "Hello"}), "stop"),
     ));
     let daemon = Daemon::start(&cfg.path, &backend.url());
+    (cfg, backend, daemon)
+}
+
+/// `history = false`: on the output rail the plugin is given the reply alone (its edit of
+/// message 0 lands on the reply), the plugin after it the whole conversation; streamed too.
+#[test]
+fn a_plugin_without_history_is_given_the_reply_alone() {
+    let (_cfg, backend, daemon) = counting_pair("history = false");
     let req = json!({"model": "m", "messages": [
         {"role": "system", "content": "s"}, {"role": "user", "content": "u"}]});
     let body = post(daemon.addr, "/v1/chat/completions", &req).json();
@@ -467,23 +467,7 @@ fn a_plugin_without_history_is_given_the_reply_alone() {
 /// plugin after it (and the backend) all of them.
 #[test]
 fn a_plugin_without_declared_tools_is_given_none_off_the_tools_rail() {
-    let config = scripted(
-        "blind",
-        "[\"output\"]",
-        "declared_tools = false",
-        "{ mode = \"count\", text = \" \" }",
-    ) + &scripted(
-        "sighted",
-        "[\"output\"]",
-        "",
-        "{ mode = \"count\", text = \" \" }",
-    );
-    let cfg = write_config(&config);
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "Hello"}), "stop"),
-    ));
-    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let (_cfg, backend, daemon) = counting_pair("declared_tools = false");
     let req = json!({"model": "m", "tools": [weather_tool()],
         "messages": [{"role": "user", "content": "u"}]});
     let body = post(daemon.addr, "/v1/chat/completions", &req).json();

@@ -628,6 +628,8 @@ fn push_segment(path: &mut String, segment: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use railyard_plugin_sdk::testing::{self, call, function, hosted};
+    use railyard_plugin_sdk::{Message, Rail};
 
     fn evaluate_fresh(config: &Config, request: &Request) -> Verdict {
         evaluate(config, &mut Schemas::default(), request)
@@ -662,8 +664,6 @@ mod tests {
         schemas.get(&big.replace('x', "y")).unwrap();
         assert!(schemas.len() <= 2 && schemas.bytes <= Schemas::MAX_BYTES);
     }
-    use railyard_plugin_sdk::testing::{self, call, function, hosted};
-    use railyard_plugin_sdk::{Message, Rail};
 
     const WEATHER: &str = r##"{
         "type": "object",

@@ -370,12 +370,10 @@ fn a_plugin_without_history_sees_the_reply_alone_and_edits_it_by_its_own_index()
     assert_eq!(e.payload, conversation());
 }
 
-#[test]
-fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
-    use crate::model::ToolDef;
-    let payload = |description: &str, said: &str| Payload {
-        messages: vec![Message::new("user", Some(Content::Text(said.into())))],
-        tools: vec![ToolDef {
+/// A user's message `said`, with one tool offered (`refund`, described as `description`).
+fn payload(description: &str, said: &str) -> Payload {
+    Payload {
+        tools: vec![crate::model::ToolDef {
             kind: "function".into(),
             name: Some("refund".into()),
             description: Some(description.into()),
@@ -383,8 +381,12 @@ fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
             result_schema: None,
             hidden_by: None,
         }],
-        ..Payload::default()
-    };
+        ..user(said)
+    }
+}
+
+#[test]
+fn a_memo_reuses_a_verdict_on_the_tools_rail_for_the_same_question_only() {
     let ctx = |request_id: &str, principal: &str| Context {
         request_id: request_id.into(),
         principal: Some(principal.into()),
@@ -481,15 +483,6 @@ impl Evaluate for Counter {
 
 #[test]
 fn without_declared_tools_a_plugin_sees_them_on_the_tools_rail_alone() {
-    let mut payload = user("hi");
-    payload.tools = vec![crate::model::ToolDef {
-        kind: "function".into(),
-        name: Some("refund".into()),
-        description: None,
-        parameters: None,
-        result_schema: None,
-        hidden_by: None,
-    }];
     let counter = Counter(Default::default());
     for rail in [Rail::Tools, Rail::Input, Rail::Output] {
         for declared_tools in [false, true] {
@@ -500,7 +493,7 @@ fn without_declared_tools_a_plugin_sees_them_on_the_tools_rail_alone() {
             run(
                 rail,
                 [turn].into_iter(),
-                payload.clone(),
+                payload("Refund", "hi"),
                 &Context::default(),
                 false,
             );

@@ -5,31 +5,12 @@
 
 use super::{QUIET, TRIGGER};
 
-/// The first position at or after `i` whose byte is not `QUIET` (or the end).
-#[inline]
-pub(super) fn skip_quiet(b: &[u8], i: usize) -> usize {
-    #[cfg(target_arch = "wasm32")]
-    {
-        simd::skip_quiet(b, i)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        swar::skip_quiet(b, i)
-    }
-}
-
-/// The first position at or after `i` whose byte is not ASCII (or the end).
-#[inline]
-pub(super) fn skip_ascii(b: &[u8], i: usize) -> usize {
-    #[cfg(target_arch = "wasm32")]
-    {
-        simd::skip_ascii(b, i)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        swar::skip_ascii(b, i)
-    }
-}
+// `skip_quiet(b, i)`: the first position at or after `i` whose byte is not `QUIET` (or the end).
+// `skip_ascii(b, i)`: the first position at or after `i` whose byte is not ASCII (or the end).
+#[cfg(target_arch = "wasm32")]
+pub(super) use simd::{skip_ascii, skip_quiet};
+#[cfg(not(target_arch = "wasm32"))]
+pub(super) use swar::{skip_ascii, skip_quiet};
 
 /// The trigger bytes as the product of two 16-entry tables: bit `r` of the high-nibble table
 /// stands for row `0x20 + 16 r` of the ASCII table (the four rows that hold triggers), and the
@@ -93,7 +74,7 @@ mod swar {
 
     /// Eight bytes at a time; a word that may hold a trigger is then read byte by byte.
     #[inline]
-    pub(super) fn skip_quiet(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_quiet(b: &[u8], mut i: usize) -> usize {
         loop {
             while let Some(chunk) = b.get(i..i + 8) {
                 if may_trigger(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
@@ -114,8 +95,9 @@ mod swar {
         }
     }
 
+    /// Eight bytes at a time: a word with a high bit set holds the first non-ASCII byte.
     #[inline]
-    pub(super) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
         while let Some(chunk) = b.get(i..i + 8) {
             if u64::from_le_bytes(chunk.try_into().expect("eight bytes")) & HIGH != 0 {
                 break;
@@ -138,7 +120,7 @@ mod simd {
     /// triggers when the lookups share a bit, and the first such lane is the answer (no byte
     /// by byte pass, the tables being exact).
     #[target_feature(enable = "simd128")]
-    pub(super) fn skip_quiet(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_quiet(b: &[u8], mut i: usize) -> usize {
         let lo_table = table(NIBBLE_LO);
         let hi_table = table(NIBBLE_HI);
         let low_nibble = u8x16_splat(0x0F);
@@ -162,7 +144,7 @@ mod simd {
 
     /// Sixteen bytes at a time: a lane's high bit is the byte's.
     #[target_feature(enable = "simd128")]
-    pub(super) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
         while let Some(chunk) = b.get(i..i + 16) {
             #[allow(unsafe_code)]
             // SAFETY: as in `skip_quiet`.
