@@ -9,7 +9,7 @@ mod stream;
 pub use stream::ChatStream;
 
 use super::{stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError, Schema};
+use crate::model::{Content, Message, Payload, PayloadError};
 use serde_json::{json, Map, Value};
 
 /// The Chat Completions door.
@@ -21,16 +21,16 @@ pub struct ChatRequest {
     stream: bool,
     /// Where each message's content sat in the body, when it was read from text.
     contents: Vec<Option<std::ops::Range<usize>>>,
-    /// By tool, its `parameters` when they were kept as text (a null in `body`).
-    schemas: Vec<Option<Schema>>,
+    /// The `tools` value as JSON text, when it was read from text (a null in `body`).
+    tools: Option<String>,
 }
 
 /// What the chat door decodes as it reads a body: the messages and where their contents sit,
-/// and the tools' schemas as text.
+/// and the tools with their text.
 pub struct ReadMessages {
     messages: Option<Result<Vec<Message>, PayloadError>>,
     contents: Vec<Option<std::ops::Range<usize>>>,
-    schemas: Vec<Option<Schema>>,
+    tools: Option<(read::Tools, String)>,
 }
 
 impl ChatRequest {
@@ -63,7 +63,7 @@ impl Codec for Chat {
             decoded: ReadMessages {
                 messages: r.messages,
                 contents: r.contents,
-                schemas: r.schemas,
+                tools: r.tools,
             },
             repeats: r.repeats,
         }))
@@ -78,13 +78,21 @@ impl Codec for Chat {
             Some(messages) => messages?,
             None => return Err(PayloadError::new("messages", "is required")),
         };
-        let mut payload = Payload::with_openai_tools(messages, body.get("tools"), &read.schemas)?;
+        let (tools, text) = match read.tools {
+            Some((tools, text)) => (tools?, Some(text)),
+            None => (Vec::new(), None),
+        };
+        let mut payload = Payload {
+            messages,
+            tools,
+            ..Payload::default()
+        };
         payload.fields.extend(super::read_field(&body, "user"));
         let request = ChatRequest {
             body,
             stream,
             contents: read.contents,
-            schemas: read.schemas,
+            tools: text,
         };
         Ok((request, payload))
     }
@@ -102,7 +110,7 @@ impl Codec for Chat {
             body,
             stream,
             contents: Vec::new(),
-            schemas: Vec::new(),
+            tools: None,
         };
         Ok((request, payload))
     }
@@ -115,15 +123,10 @@ impl Codec for Chat {
     fn encode_request(request: &ChatRequest, payload: &Payload, _edited: bool) -> Vec<u8> {
         let mut body = super::body_for_edit(&request.body, "messages");
         body.insert("messages".into(), payload.messages_json());
-        // The schemas kept as text go back where they were.
-        if let Some(Value::Array(tools)) = body.get_mut("tools") {
-            for (tool, schema) in tools.iter_mut().zip(&request.schemas) {
-                if let (Some(schema), Some(slot)) =
-                    (schema, tool.pointer_mut("/function/parameters"))
-                {
-                    *slot = schema.value();
-                }
-            }
+        // Tools kept as text go back where they were, as a value (the text was read already).
+        if let Some(text) = &request.tools {
+            let tools = serde_json::from_str(text).unwrap_or(Value::Null);
+            body.insert("tools".into(), tools);
         }
         super::encode_body(body, payload, |t, d| {
             t["function"]["description"] = json!(d);

@@ -21,16 +21,14 @@ impl Payload {
         Payload::from_openai_parts(obj.get("messages").cloned(), obj.get("tools"))
     }
 
-    /// A payload of `messages` (decoded already) and a body's `tools`, whose function tools'
-    /// `parameters` may be given apart as text (`schemas`, by tool).
+    /// A payload of `messages` (decoded already) and a body's `tools`.
     pub(crate) fn with_openai_tools(
         messages: Vec<Message>,
         tools: Option<&Value>,
-        schemas: &[Option<Schema>],
     ) -> Result<Payload, PayloadError> {
         let tools = match tools {
             None | Some(Value::Null) => Vec::new(),
-            Some(value) => ToolDef::list_with_schemas(value, "tools", schemas)?,
+            Some(value) => ToolDef::list_from_openai(value, "tools")?,
         };
         Ok(Payload {
             messages,
@@ -53,7 +51,7 @@ impl Payload {
             Some(_) => return Err(err("messages", "must be an array of messages")),
             None => return Err(err("messages", "is required")),
         };
-        Payload::with_openai_tools(messages, tools, &[])
+        Payload::with_openai_tools(messages, tools)
     }
 
     /// The messages as OpenAI JSON.
@@ -279,40 +277,19 @@ impl ToolCall {
 impl ToolDef {
     /// Parse an OpenAI `tools` array.
     pub fn list_from_openai(value: &Value, path: &str) -> Result<Vec<ToolDef>, PayloadError> {
-        ToolDef::list_with_schemas(value, path, &[])
-    }
-
-    /// [`ToolDef::list_from_openai`], the `parameters` of some tools given apart as text (the
-    /// tool's own `parameters` then being a null in its place).
-    fn list_with_schemas(
-        value: &Value,
-        path: &str,
-        schemas: &[Option<Schema>],
-    ) -> Result<Vec<ToolDef>, PayloadError> {
         let items = value
             .as_array()
             .ok_or_else(|| err(path, "must be an array of tools"))?;
         items
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let schema = schemas.get(i).cloned().flatten();
-                ToolDef::with_schema(t, &format!("{path}[{i}]"), schema)
-            })
+            .map(|(i, t)| ToolDef::from_openai(t, &format!("{path}[{i}]")))
             .collect()
     }
 
     /// Parse one OpenAI tool: `{"type": "function", "function": {...}}` or a hosted tool
     /// declared by type (`{"type": "web_search"}`).
     pub fn from_openai(value: &Value, path: &str) -> Result<ToolDef, PayloadError> {
-        ToolDef::with_schema(value, path, None)
-    }
-
-    fn with_schema(
-        value: &Value,
-        path: &str,
-        schema: Option<Schema>,
-    ) -> Result<ToolDef, PayloadError> {
         let obj = value
             .as_object()
             .ok_or_else(|| err(path, "must be an object"))?;
@@ -349,7 +326,6 @@ impl ToolDef {
             .and_then(Value::as_str)
             .map(str::to_string);
         let parameters = match function.get("parameters") {
-            _ if schema.is_some() => schema,
             None | Some(Value::Null) => None,
             Some(p @ Value::Object(_)) | Some(p @ Value::Bool(_)) => Some(Schema::of(p)),
             Some(_) => {

@@ -1,10 +1,14 @@
 //! A chat request body read in one pass: its top-level object as a map, except `messages`, which
 //! are decoded into the model as they are read (no `Value` is built for a message) together with
 //! where each one's content sits in the body, so that new contents can be spliced into the
-//! caller's own bytes; and the function tools' `parameters`, kept as their JSON text (a null in
-//! their place in the map), which is all plugins are given of them. Repeated keys are noted
+//! caller's own bytes; and `tools`, read into declarations (`tools.rs`) and kept as their JSON
+//! text (a null in their place in the map) for a body written anew. Repeated keys are noted
 //! everywhere, as `json::parse_noting_repeats` does, and every message is checked as
 //! `Message::from_openai_owned` checks one.
+
+mod tools;
+
+pub(super) use tools::Tools;
 
 use super::json::Fields;
 use crate::codec::json::{checked, Seed};
@@ -24,9 +28,9 @@ pub(super) struct Read {
     pub messages: Option<Result<Vec<Message>, PayloadError>>,
     /// Where each message's content value sits in the body (`None`: it has none).
     pub contents: Vec<Option<Range<usize>>>,
-    /// By tool, its `function.parameters` as JSON text when it is an object or a boolean (left
-    /// out of `body`, a null in its place).
-    pub schemas: Vec<Option<Schema>>,
+    /// The tools, and their JSON text (left out of `body`, a null in its place); `None`: the body
+    /// has none.
+    pub tools: Option<(tools::Tools, String)>,
     /// Whether an object in the body repeats a key.
     pub repeats: bool,
 }
@@ -34,17 +38,34 @@ pub(super) struct Read {
 /// Read `bytes`: `None` when they are JSON but not an object.
 pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
     let repeated = Cell::new(false);
-    let mut de = serde_json::Deserializer::from_slice(bytes);
     let top = Top {
         repeated: &repeated,
         base: bytes.as_ptr() as usize,
     };
-    let read = top.deserialize(&mut de)?;
-    de.end()?;
+    let read = match std::str::from_utf8(bytes) {
+        // Checked once here, the text is not checked again string by string.
+        Ok(text) => whole(top, serde_json::Deserializer::from_str(text))?,
+        // Read as bytes, for serde_json to say where the text goes wrong.
+        Err(_) => whole(top, serde_json::Deserializer::from_slice(bytes))?,
+    };
     Ok(read.map(|mut r| {
         r.repeats = repeated.get();
         r
     }))
+}
+
+/// `seed`'s value of the one JSON text `de` reads.
+pub(super) fn whole<'de, R, S>(
+    seed: S,
+    mut de: serde_json::Deserializer<R>,
+) -> serde_json::Result<S::Value>
+where
+    R: serde_json::de::Read<'de>,
+    S: DeserializeSeed<'de>,
+{
+    let value = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
 /// One message read from its JSON text (a backend reply's `choices[i].message`), checked as a
@@ -100,14 +121,15 @@ impl<'de> Visitor<'de> for Top<'_> {
             body: Map::new(),
             messages: None,
             contents: Vec::new(),
-            schemas: Vec::new(),
+            tools: None,
             repeats: false,
         };
         while let Some(key) = map.next_key::<String>()? {
             if key == "tools" {
-                let (tools, schemas) = map.next_value_seed(Tools(self))?;
-                read.schemas = schemas;
-                self.note(read.body.insert(key, tools).is_some());
+                let raw: &'de RawValue = map.next_value()?;
+                let tools = tools::read(raw.get(), self).map_err(serde::de::Error::custom)?;
+                read.tools = Some((tools, raw.get().to_owned()));
+                self.note(read.body.insert(key, Value::Null).is_some());
             } else if key == "messages" {
                 let (messages, contents) = map.next_value_seed(Messages(self))?;
                 read.messages = Some(messages);
@@ -346,140 +368,6 @@ impl<'de> Visitor<'de> for One<'_> {
     }
 }
 
-/// The `tools` value: each function tool's `parameters` kept as text.
-struct Tools<'a>(Top<'a>);
-
-impl<'de> DeserializeSeed<'de> for Tools<'_> {
-    type Value = (Value, Vec<Option<Schema>>);
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-/// Anything but what is looked into: read as a value.
-macro_rules! as_value {
-    ($missing:expr) => {
-        fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-            Ok((Value::Bool(v), $missing))
-        }
-
-        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-            Ok((Value::Number(v.into()), $missing))
-        }
-
-        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-            Ok((Value::Number(v.into()), $missing))
-        }
-
-        fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-            Ok((
-                serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
-                $missing,
-            ))
-        }
-
-        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-            Ok((Value::String(v.to_owned()), $missing))
-        }
-
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok((Value::Null, $missing))
-        }
-    };
-}
-
-impl<'de> Visitor<'de> for Tools<'_> {
-    type Value = (Value, Vec<Option<Schema>>);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut tools = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        let mut schemas = Vec::with_capacity(tools.capacity());
-        while let Some((tool, schema)) = seq.next_element_seed(tool(self.0))? {
-            tools.push(tool);
-            schemas.push(schema);
-        }
-        Ok((Value::Array(tools), schemas))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        Ok((Seed(self.0.repeated).visit_map(map)?, Vec::new()))
-    }
-
-    as_value!(Vec::new());
-}
-
-/// An object read into a map but for the value at `key`, which `inner` reads (giving the value
-/// to keep in its place and a schema kept as text): a tool (`function`), a tool's function
-/// (`parameters`). Anything but an object is read as a value.
-#[derive(Clone, Copy)]
-struct Keyed<'a, S> {
-    top: Top<'a>,
-    key: &'static str,
-    inner: S,
-}
-
-/// One element of `tools`: its function read for its `parameters`.
-fn tool(top: Top<'_>) -> Keyed<'_, Keyed<'_, Parameters<'_>>> {
-    Keyed {
-        top,
-        key: "function",
-        inner: Keyed {
-            top,
-            key: "parameters",
-            inner: Parameters(top),
-        },
-    }
-}
-
-impl<'de, S> DeserializeSeed<'de> for Keyed<'_, S>
-where
-    S: DeserializeSeed<'de, Value = (Value, Option<Schema>)> + Copy,
-{
-    type Value = (Value, Option<Schema>);
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de, S> Visitor<'de> for Keyed<'_, S>
-where
-    S: DeserializeSeed<'de, Value = (Value, Option<Schema>)> + Copy,
-{
-    type Value = (Value, Option<Schema>);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut object = Map::new();
-        let mut schema = None;
-        while let Some(key) = map.next_key::<String>()? {
-            let value = if key == self.key {
-                let (value, s) = map.next_value_seed(self.inner)?;
-                schema = s;
-                value
-            } else {
-                map.next_value_seed(Seed(self.top.repeated))?
-            };
-            self.top.note(object.insert(key, value).is_some());
-        }
-        Ok((Value::Object(object), schema))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok((Seed(self.top.repeated).visit_seq(seq)?, None))
-    }
-
-    as_value!(None);
-}
-
 /// A function's `parameters`: kept as text when they are a schema (a null in their place).
 #[derive(Clone, Copy)]
 struct Parameters<'a>(Top<'a>);
@@ -513,6 +401,11 @@ impl<'de> DeserializeSeed<'de> for Parameters<'_> {
 /// anything else as parts.
 fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Content>, bool)> {
     match text.as_bytes().first() {
+        // Without escapes the text between the quotes is the string (`text` is valid JSON).
+        Some(b'"') if !text.as_bytes().contains(&b'\\') => Ok((
+            Some(Content::Text(text[1..text.len() - 1].to_owned())),
+            false,
+        )),
         Some(b'"') => Ok((Some(Content::Text(serde_json::from_str(text)?)), false)),
         Some(b'n') => Ok((None, true)),
         _ => {
@@ -526,14 +419,17 @@ fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Cont
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ToolDef;
 
     #[test]
     fn messages_are_decoded_with_where_their_contents_sit() {
-        let text = br#"{"model": "m", "messages": [{"role": "user", "content": "a\nb", "x": 1},
+        let text = r#"{"model": "m", "messages": [{"role": "user", "content": "a\nb", "x": 1},
             {"content": null, "role": "assistant", "tool_calls": [{"id": "c", "type": "function",
              "function": {"name": "f", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "ok"}]},
-            {"role": "system"}], "n": 1.50}"#;
+            {"role": "system"}, {"role": "user", "content": "plain é"},
+            {"role": "user", "content": "\u00e9"}], "n": 1.50}"#
+            .as_bytes();
         let read = read(text).unwrap().unwrap();
         assert!(!read.repeats);
         assert_eq!(
@@ -558,43 +454,101 @@ mod tests {
                 Some(r#""a\nb""#),
                 Some("null"),
                 Some(r#"[{"type": "text", "text": "ok"}]"#),
-                None
+                None,
+                Some(r#""plain é""#),
+                Some(r#""\u00e9""#),
             ]
         );
     }
 
     #[test]
-    fn function_tools_keep_their_parameters_as_text() {
-        let text = br#"{"tools": [{"type": "function", "function": {"name": "f",
-            "parameters": {"type": "object",  "properties": {"a": {"type": "string"}}}}},
-            {"type": "web_search"}, {"type": "function", "function": {"name": "g", "parameters": true}},
-            {"type": "function", "function": {"name": "h", "parameters": "no"}}], "messages": []}"#;
-        let read = read(text).unwrap().unwrap();
+    fn tools_are_read_into_declarations_with_their_parameters_as_text() {
+        let tools = r#"[{"type": "function", "function": {"name": "f", "description": "d",
+            "parameters": {"type": "object",  "properties": {"a": {"type": "string"}}}, "strict": true}},
+            {"type": "web_search", "name": "w", "x": [1, {"y": null}]},
+            {"function": {"name": "g", "parameters": true}, "type": "function"},
+            {"type": "function", "function": {"name": "h", "parameters": null}}]"#;
+        let text = format!(r#"{{"model": "m", "tools": {tools}, "messages": []}}"#);
+        let read = read(text.as_bytes()).unwrap().unwrap();
         assert!(!read.repeats);
-        let texts: Vec<Option<&str>> = read
-            .schemas
-            .iter()
-            .map(|s| s.as_ref().map(Schema::text))
-            .collect();
         assert_eq!(
-            texts,
+            read.body.keys().collect::<Vec<_>>(),
+            ["model", "tools", "messages"]
+        );
+        assert_eq!(
+            read.body["tools"],
+            Value::Null,
+            "held as text, not as a value"
+        );
+        let (declared, kept) = read.tools.unwrap();
+        assert_eq!(kept, tools);
+        let shown: Vec<_> = declared
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                let schema = t.parameters.as_ref().map(|s| s.text().to_string());
+                (t.kind, t.name, t.description, schema)
+            })
+            .collect();
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            shown,
             [
-                Some(r#"{"type": "object",  "properties": {"a": {"type": "string"}}}"#),
-                None,
-                Some("true"),
-                None
+                (
+                    "function".into(),
+                    s("f"),
+                    s("d"),
+                    s(r#"{"type": "object",  "properties": {"a": {"type": "string"}}}"#)
+                ),
+                ("web_search".into(), s("w"), None, None),
+                ("function".into(), s("g"), None, s("true")),
+                ("function".into(), s("h"), None, None),
             ]
         );
-        let tools = &read.body["tools"];
-        assert_eq!(tools[0]["function"]["parameters"], Value::Null);
-        assert_eq!(tools[0]["function"]["name"], "f");
-        assert_eq!(
-            tools[3]["function"]["parameters"], "no",
-            "not a schema: kept for the decoder"
+        for repeated in [
+            r#"[{"type": "function", "function": {"name": "f",
+                "parameters": {"type": "object", "properties": {"a": {}, "a": {}}}}}]"#,
+            r#"[{"type": "function", "type": "function", "function": {"name": "f"}}]"#,
+            r#"[{"type": "function", "function": {"name": "f", "name": "g"}}]"#,
+            r#"[{"type": "x", "x": 1, "x": 2}]"#,
+            r#"[{"type": "x", "y": {"k": 1, "k": 2}}]"#,
+            r#"{"k": 1, "k": 2}"#,
+        ] {
+            let text = format!(r#"{{"tools": {repeated}, "messages": []}}"#);
+            assert!(read_repeats(text.as_bytes()), "{repeated}");
+        }
+    }
+
+    #[test]
+    fn tools_fail_as_decoding_their_value_fails() {
+        for tools in [
+            "3",
+            r#""t""#,
+            r#"{"type": "function"}"#,
+            "[1]",
+            "[{}]",
+            r#"[{"type": 1}]"#,
+            r#"[{"type": "function"}]"#,
+            r#"[{"type": "function", "function": []}]"#,
+            r#"[{"type": "function", "function": {"name": 1}}]"#,
+            r#"[{"type": "function", "function": {"name": "f", "parameters": "no"}}]"#,
+            r#"[{"type": "function", "function": {"name": "f", "parameters": [1]}}]"#,
+            r#"[{"type": "x"}, {"type": "function", "function": {}}, 7]"#,
+        ] {
+            let text = format!(r#"{{"tools": {tools}, "messages": []}}"#);
+            let (declared, _) = read(text.as_bytes()).unwrap().unwrap().tools.unwrap();
+            let value: Value = serde_json::from_str(tools).unwrap();
+            let expected = ToolDef::list_from_openai(&value, "tools").unwrap_err();
+            assert_eq!(declared.unwrap_err(), expected, "{tools}");
+        }
+        let text = br#"{"tools": [{"type": "x", "n": 1e999}], "messages": []}"#;
+        assert!(
+            read(text).is_err(),
+            "a number out of range fails as in a value"
         );
-        let repeated = br#"{"tools": [{"type": "function", "function": {"name": "f",
-            "parameters": {"type": "object", "properties": {"a": {}, "a": {}}}}}], "messages": []}"#;
-        assert!(read_repeats(repeated));
+        let text = br#"{"tools": null, "messages": []}"#;
+        let (declared, _) = read(text).unwrap().unwrap().tools.unwrap();
+        assert!(declared.unwrap().is_empty());
     }
 
     fn read_repeats(text: &[u8]) -> bool {

@@ -18,11 +18,12 @@ use std::ops::Range;
 
 /// Read `bytes`: `None` when the reply is not of the common shape.
 pub(super) fn read(bytes: &[u8]) -> Option<ReadReply> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let base = bytes.as_ptr() as usize;
-    let read = Top { base }.deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(read)
+    // Not UTF-8: declined, for the general way to say so.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let top = Top {
+        base: bytes.as_ptr() as usize,
+    };
+    read::whole(top, serde_json::Deserializer::from_str(text)).ok()
 }
 
 /// Stops the read: the reply is not of the common shape.

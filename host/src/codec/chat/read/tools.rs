@@ -1,0 +1,341 @@
+//! A request's `tools` read from their JSON text straight into declarations, as
+//! `ToolDef::list_from_openai` reads them from a `Value` (the same errors, the first one
+//! reported), without building a `Value` of them: a function tool's name, description and
+//! `parameters` (kept as text) are all the rails use. Repeated keys are noted and numbers checked
+//! as reading a `Value` would.
+
+use super::{Parameters, Top};
+use crate::codec::json::Check;
+use crate::model::{PayloadError, Schema, ToolDef};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
+
+/// The declarations, or what is wrong with the first tool that is not one.
+pub(in crate::codec::chat) type Tools = Result<Vec<ToolDef>, PayloadError>;
+
+/// Read the `tools` value `text` (one JSON value).
+pub(super) fn read(text: &str, top: Top<'_>) -> serde_json::Result<Tools> {
+    super::whole(List(top), serde_json::Deserializer::from_str(text))
+}
+
+fn err(path: impl Into<String>, message: &str) -> PayloadError {
+    PayloadError::new(path, message)
+}
+
+/// Notes a key repeated in one object (they have a handful of keys: a list does).
+#[derive(Default)]
+struct Keys<'de>(Vec<Cow<'de, str>>);
+
+impl<'de> Keys<'de> {
+    fn see(&mut self, top: Top<'_>, key: Cow<'de, str>) {
+        top.note(self.0.contains(&key));
+        self.0.push(key);
+    }
+}
+
+/// Scalars a visitor does not look into: they give `$v`.
+macro_rules! scalars {
+    ($v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($v(self))
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($v(self))
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($v(self))
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($v(self))
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($v(self))
+        }
+    };
+}
+
+/// The `tools` value: an array of tools, or null (none).
+struct List<'a>(Top<'a>);
+
+fn not_a_list(_: List<'_>) -> Tools {
+    Err(err("tools", "must be an array of tools"))
+}
+
+impl<'de> DeserializeSeed<'de> for List<'_> {
+    type Value = Tools;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Tools, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_> {
+    type Value = Tools;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tools, A::Error> {
+        let mut tools = Vec::with_capacity(seq.size_hint().unwrap_or(4));
+        let mut first_error = None;
+        let mut index = 0;
+        while let Some(tool) = seq.next_element_seed(Tool { top: self.0, index })? {
+            match tool {
+                // After the first bad tool the rest is only read (its error is the one reported).
+                Ok(_) if first_error.is_some() => {}
+                Ok(tool) => tools.push(tool),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            index += 1;
+        }
+        Ok(first_error.map_or(Ok(tools), Err))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Tools, A::Error> {
+        Check(self.0.repeated).visit_map(map)?;
+        Ok(not_a_list(self))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Tools, E> {
+        Ok(not_a_list(self))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Tools, E> {
+        Ok(not_a_list(self))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Tools, E> {
+        Ok(not_a_list(self))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Tools, E> {
+        Ok(not_a_list(self))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Tools, E> {
+        Ok(not_a_list(self))
+    }
+
+    /// `null`: no tools.
+    fn visit_unit<E>(self) -> Result<Tools, E> {
+        Ok(Ok(Vec::new()))
+    }
+}
+
+/// One element of `tools`.
+struct Tool<'a> {
+    top: Top<'a>,
+    index: usize,
+}
+
+fn not_a_tool(tool: Tool<'_>) -> Result<ToolDef, PayloadError> {
+    Err(err(format!("tools[{}]", tool.index), "must be an object"))
+}
+
+impl<'de> DeserializeSeed<'de> for Tool<'_> {
+    type Value = Result<ToolDef, PayloadError>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tool<'_> {
+    type Value = Result<ToolDef, PayloadError>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let top = self.top;
+        let mut keys = Keys::default();
+        // `None`: absent; `Some(None)`: not a string. The last of repeated keys counts.
+        let mut kind: Option<Option<String>> = None;
+        let mut name = None;
+        let mut function = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            keys.see(top, key.clone());
+            match key.as_ref() {
+                "type" => kind = Some(map.next_value_seed(Text(top))?),
+                "name" => name = map.next_value_seed(Text(top))?,
+                "function" => function = Some(map.next_value_seed(FunctionSeed(top))?),
+                _ => map.next_value_seed(Check(top.repeated))?,
+            }
+        }
+        let path = || format!("tools[{}]", self.index);
+        let kind = match kind {
+            Some(Some(kind)) => kind,
+            Some(None) => return Ok(Err(err(format!("{}.type", path()), "must be a string"))),
+            None => return Ok(Err(err(format!("{}.type", path()), "is required"))),
+        };
+        if kind != "function" {
+            return Ok(Ok(ToolDef::declared(kind, name, None, None)));
+        }
+        let Some(Some(function)) = function else {
+            return Ok(Err(err(
+                format!("{}.function", path()),
+                "is required for function tools and must be an object",
+            )));
+        };
+        let Some(name) = function.name else {
+            return Ok(Err(err(
+                format!("{}.function.name", path()),
+                "is required and must be a string",
+            )));
+        };
+        let parameters = match function.parameters {
+            Parameter::Schema(schema) => Some(schema),
+            Parameter::None => None,
+            Parameter::Other => {
+                return Ok(Err(err(
+                    format!("{}.function.parameters", path()),
+                    "must be a JSON Schema object",
+                )))
+            }
+        };
+        Ok(Ok(ToolDef::declared(
+            kind,
+            Some(name),
+            function.description,
+            parameters,
+        )))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Check(self.top.repeated).visit_seq(seq)?;
+        Ok(not_a_tool(self))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(not_a_tool(self))
+    }
+
+    scalars!(not_a_tool);
+}
+
+/// A string's value, `None` for anything else.
+#[derive(Clone, Copy)]
+struct Text<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for Text<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+fn none<T, U>(_: T) -> Option<U> {
+    None
+}
+
+impl<'de> Visitor<'de> for Text<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Check(self.0.repeated).visit_map(map)?;
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Check(self.0.repeated).visit_seq(seq)?;
+        Ok(None)
+    }
+
+    scalars!(none);
+}
+
+/// What a function tool's `function` object says of it.
+struct Function {
+    name: Option<String>,
+    description: Option<String>,
+    parameters: Parameter,
+}
+
+/// A function's `parameters`.
+enum Parameter {
+    /// A schema (an object or a boolean), as its text.
+    Schema(Schema),
+    /// Absent, or null.
+    None,
+    /// Anything else: not a schema.
+    Other,
+}
+
+/// A tool's `function`: `None` when it is no object.
+struct FunctionSeed<'a>(Top<'a>);
+
+impl<'de> DeserializeSeed<'de> for FunctionSeed<'_> {
+    type Value = Option<Function>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FunctionSeed<'_> {
+    type Value = Option<Function>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let top = self.0;
+        let mut keys = Keys::default();
+        let mut function = Function {
+            name: None,
+            description: None,
+            parameters: Parameter::None,
+        };
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            keys.see(top, key.clone());
+            match key.as_ref() {
+                "name" => function.name = map.next_value_seed(Text(top))?,
+                "description" => function.description = map.next_value_seed(Text(top))?,
+                "parameters" => {
+                    function.parameters = match map.next_value_seed(Parameters(top))? {
+                        (_, Some(schema)) => Parameter::Schema(schema),
+                        (Value::Null, None) => Parameter::None,
+                        (_, None) => Parameter::Other,
+                    }
+                }
+                _ => map.next_value_seed(Check(top.repeated))?,
+            }
+        }
+        Ok(Some(function))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Check(self.0.repeated).visit_seq(seq)?;
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    scalars!(none);
+}
