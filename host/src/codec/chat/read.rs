@@ -127,7 +127,9 @@ impl<'de> Visitor<'de> for Top<'_> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "tools" {
                 let raw: &'de RawValue = map.next_value()?;
-                let tools = tools::read(raw.get(), self).map_err(serde::de::Error::custom)?;
+                // Read apart from the body: a position in the error is one in `tools`.
+                let tools = tools::read(raw.get(), self)
+                    .map_err(|e| serde::de::Error::custom(format!("in `tools`, {e}")))?;
                 read.tools = Some((tools, raw.get().to_owned()));
                 self.note(read.body.insert(key, Value::Null).is_some());
             } else if key == "messages" {
@@ -542,9 +544,12 @@ mod tests {
             assert_eq!(declared.unwrap_err(), expected, "{tools}");
         }
         let text = br#"{"tools": [{"type": "x", "n": 1e999}], "messages": []}"#;
+        let e = read(text)
+            .err()
+            .expect("a number out of range fails as in a value");
         assert!(
-            read(text).is_err(),
-            "a number out of range fails as in a value"
+            e.to_string().starts_with("in `tools`, number out of range"),
+            "{e}"
         );
         let text = br#"{"tools": null, "messages": []}"#;
         let (declared, _) = read(text).unwrap().unwrap().tools.unwrap();
