@@ -10,10 +10,22 @@ use std::fmt;
 /// The value of `bytes` (one JSON text) and whether an object in it repeats a key.
 pub fn parse_noting_repeats(bytes: &[u8]) -> serde_json::Result<(Value, bool)> {
     let repeated = Cell::new(false);
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = Seed(&repeated).deserialize(&mut de)?;
-    de.end()?;
+    let value = whole(Seed(&repeated), serde_json::Deserializer::from_slice(bytes))?;
     Ok((value, repeated.get()))
+}
+
+/// `seed`'s value of the one JSON text `de` reads (nothing but whitespace after it).
+pub(crate) fn whole<'de, R, S>(
+    seed: S,
+    mut de: serde_json::Deserializer<R>,
+) -> serde_json::Result<S::Value>
+where
+    R: serde_json::de::Read<'de>,
+    S: DeserializeSeed<'de>,
+{
+    let value = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
 /// Builds a `Value` like serde_json's own, setting the flag on a repeated key (the last wins).
@@ -95,9 +107,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
 /// number out of range, say, which skipping over it as raw text lets pass); builds nothing.
 pub(crate) fn checked(text: &str) -> serde_json::Result<bool> {
     let repeated = Cell::new(false);
-    let mut de = serde_json::Deserializer::from_str(text);
-    Check(&repeated).deserialize(&mut de)?;
-    de.end()?;
+    whole(Check(&repeated), serde_json::Deserializer::from_str(text))?;
     Ok(repeated.get())
 }
 

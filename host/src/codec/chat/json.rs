@@ -21,22 +21,6 @@ impl Payload {
         Payload::from_openai_parts(obj.get("messages").cloned(), obj.get("tools"))
     }
 
-    /// A payload of `messages` (decoded already) and a body's `tools`.
-    pub(crate) fn with_openai_tools(
-        messages: Vec<Message>,
-        tools: Option<&Value>,
-    ) -> Result<Payload, PayloadError> {
-        let tools = match tools {
-            None | Some(Value::Null) => Vec::new(),
-            Some(value) => ToolDef::list_from_openai(value, "tools")?,
-        };
-        Ok(Payload {
-            messages,
-            tools,
-            ..Payload::default()
-        })
-    }
-
     /// [`Payload::from_openai`] from a body's `messages` (taken, not copied) and `tools`.
     pub fn from_openai_parts(
         messages: Option<Value>,
@@ -51,7 +35,15 @@ impl Payload {
             Some(_) => return Err(err("messages", "must be an array of messages")),
             None => return Err(err("messages", "is required")),
         };
-        Payload::with_openai_tools(messages, tools)
+        let tools = match tools {
+            None | Some(Value::Null) => Vec::new(),
+            Some(value) => ToolDef::list_from_openai(value, "tools")?,
+        };
+        Ok(Payload {
+            messages,
+            tools,
+            ..Payload::default()
+        })
     }
 
     /// The messages as OpenAI JSON.

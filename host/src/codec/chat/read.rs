@@ -6,12 +6,8 @@
 //! everywhere, as `json::parse_noting_repeats` does, and every message is checked as
 //! `Message::from_openai_owned` checks one.
 
-mod tools;
-
-pub(super) use tools::Tools;
-
 use super::json::Fields;
-use crate::codec::json::{checked, Seed};
+use crate::codec::json::{checked, whole, Seed};
 use crate::model::{Content, Message, PayloadError, Schema};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -19,6 +15,47 @@ use serde_json::{Map, Value};
 use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
+
+/// A visitor's visits of booleans and numbers: each gives `$v(&self)`, what a value the visitor
+/// does not look into stands for.
+macro_rules! numbers {
+    ($v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+    };
+}
+
+/// [`numbers!`], and strings and nulls as well.
+macro_rules! scalars {
+    ($v:expr) => {
+        numbers!($v);
+
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($v(&self))
+        }
+    };
+}
+
+mod tools;
+
+pub(super) use tools::Tools;
 
 /// What reading a body found.
 pub(super) struct Read {
@@ -54,26 +91,11 @@ pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
     }))
 }
 
-/// `seed`'s value of the one JSON text `de` reads.
-pub(super) fn whole<'de, R, S>(
-    seed: S,
-    mut de: serde_json::Deserializer<R>,
-) -> serde_json::Result<S::Value>
-where
-    R: serde_json::de::Read<'de>,
-    S: DeserializeSeed<'de>,
-{
-    let value = seed.deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
 /// One message read from its JSON text (a backend reply's `choices[i].message`), checked as a
 /// request's messages are: `None` when it is no valid message or an object in it repeats a key
 /// (the caller then reads the reply the general way, which says what is wrong).
 pub(super) fn message(text: &str) -> Option<Message> {
     let repeated = Cell::new(false);
-    let mut de = serde_json::Deserializer::from_str(text);
     let one = One {
         top: Top {
             repeated: &repeated,
@@ -81,8 +103,9 @@ pub(super) fn message(text: &str) -> Option<Message> {
         },
         index: 0,
     };
-    let (message, _) = one.deserialize(&mut de).ok()?.ok()?;
-    de.end().ok()?;
+    let (message, _) = whole(one, serde_json::Deserializer::from_str(text))
+        .ok()?
+        .ok()?;
     (!repeated.get()).then_some(message)
 }
 
@@ -149,29 +172,12 @@ impl<'de> Visitor<'de> for Top<'_> {
         Seed(self.repeated).visit_seq(seq).map(|_| None)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    scalars!(none);
+}
 
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+/// Nothing, whatever the value.
+fn none<T, U>(_: &T) -> Option<U> {
+    None
 }
 
 fn err(path: impl Into<String>, message: &str) -> PayloadError {
@@ -194,7 +200,7 @@ impl<'de> DeserializeSeed<'de> for Messages<'_> {
     }
 }
 
-fn not_an_array() -> Decoded {
+fn not_an_array(_: &Messages<'_>) -> Decoded {
     (
         Err(err("messages", "must be an array of messages")),
         Vec::new(),
@@ -236,32 +242,10 @@ impl<'de> Visitor<'de> for Messages<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Decoded, A::Error> {
         Seed(self.0.repeated).visit_map(map)?;
-        Ok(not_an_array())
+        Ok(not_an_array(&self))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
-
-    fn visit_unit<E>(self) -> Result<Decoded, E> {
-        Ok(not_an_array())
-    }
+    scalars!(not_an_array);
 }
 
 type OneMessage = Result<(Message, Option<Range<usize>>), PayloadError>;
@@ -345,29 +329,7 @@ impl<'de> Visitor<'de> for One<'_> {
         Ok(self.not_an_object())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
-
-    fn visit_unit<E>(self) -> Result<OneMessage, E> {
-        Ok(self.not_an_object())
-    }
+    scalars!(One::not_an_object);
 }
 
 /// A function's `parameters`: kept as text when they are a schema (a null in their place).

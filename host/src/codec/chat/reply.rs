@@ -7,7 +7,7 @@
 //! key) is declined, and the reply is read the general way, which also says what is wrong.
 
 use super::read;
-use crate::codec::json::Check;
+use crate::codec::json::{whole, Check};
 use crate::codec::ReadReply;
 use crate::model::Message;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -23,7 +23,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<ReadReply> {
     let top = Top {
         base: bytes.as_ptr() as usize,
     };
-    read::whole(top, serde_json::Deserializer::from_str(text)).ok()
+    whole(top, serde_json::Deserializer::from_str(text)).ok()
 }
 
 /// Stops the read: the reply is not of the common shape.

@@ -4,8 +4,8 @@
 //! `parameters` (kept as text) are all the rails use. Repeated keys are noted and numbers checked
 //! as reading a `Value` would.
 
-use super::{Parameters, Top};
-use crate::codec::json::Check;
+use super::{none, Parameters, Top};
+use crate::codec::json::{whole, Check};
 use crate::model::{PayloadError, Schema, ToolDef};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -17,7 +17,7 @@ pub(in crate::codec::chat) type Tools = Result<Vec<ToolDef>, PayloadError>;
 
 /// Read the `tools` value `text` (one JSON value).
 pub(super) fn read(text: &str, top: Top<'_>) -> serde_json::Result<Tools> {
-    super::whole(List(top), serde_json::Deserializer::from_str(text))
+    whole(List(top), serde_json::Deserializer::from_str(text))
 }
 
 fn err(path: impl Into<String>, message: &str) -> PayloadError {
@@ -35,35 +35,10 @@ impl<'de> Keys<'de> {
     }
 }
 
-/// Scalars a visitor does not look into: they give `$v`.
-macro_rules! scalars {
-    ($v:expr) => {
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($v(self))
-        }
-
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($v(self))
-        }
-
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($v(self))
-        }
-
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($v(self))
-        }
-
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($v(self))
-        }
-    };
-}
-
 /// The `tools` value: an array of tools, or null (none).
 struct List<'a>(Top<'a>);
 
-fn not_a_list(_: List<'_>) -> Tools {
+fn not_a_list(_: &List<'_>) -> Tools {
     Err(err("tools", "must be an array of tools"))
 }
 
@@ -102,28 +77,14 @@ impl<'de> Visitor<'de> for List<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Tools, A::Error> {
         Check(self.0.repeated).visit_map(map)?;
-        Ok(not_a_list(self))
+        Ok(not_a_list(&self))
     }
 
     fn visit_str<E>(self, _: &str) -> Result<Tools, E> {
-        Ok(not_a_list(self))
+        Ok(not_a_list(&self))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Tools, E> {
-        Ok(not_a_list(self))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Tools, E> {
-        Ok(not_a_list(self))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Tools, E> {
-        Ok(not_a_list(self))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Tools, E> {
-        Ok(not_a_list(self))
-    }
+    numbers!(not_a_list);
 
     /// `null`: no tools.
     fn visit_unit<E>(self) -> Result<Tools, E> {
@@ -137,7 +98,7 @@ struct Tool<'a> {
     index: usize,
 }
 
-fn not_a_tool(tool: Tool<'_>) -> Result<ToolDef, PayloadError> {
+fn not_a_tool(tool: &Tool<'_>) -> Result<ToolDef, PayloadError> {
     Err(err(format!("tools[{}]", tool.index), "must be an object"))
 }
 
@@ -213,11 +174,7 @@ impl<'de> Visitor<'de> for Tool<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         Check(self.top.repeated).visit_seq(seq)?;
-        Ok(not_a_tool(self))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(not_a_tool(self))
+        Ok(not_a_tool(&self))
     }
 
     scalars!(not_a_tool);
@@ -233,10 +190,6 @@ impl<'de> DeserializeSeed<'de> for Text<'_> {
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
     }
-}
-
-fn none<T, U>(_: T) -> Option<U> {
-    None
 }
 
 impl<'de> Visitor<'de> for Text<'_> {
@@ -264,7 +217,11 @@ impl<'de> Visitor<'de> for Text<'_> {
         Ok(None)
     }
 
-    scalars!(none);
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    numbers!(none);
 }
 
 /// What a function tool's `function` object says of it.
@@ -330,10 +287,6 @@ impl<'de> Visitor<'de> for FunctionSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         Check(self.0.repeated).visit_seq(seq)?;
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
         Ok(None)
     }
 
