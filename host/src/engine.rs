@@ -9,6 +9,7 @@
 pub mod bindings;
 mod cache;
 pub mod convert;
+mod pack;
 mod plugin;
 mod sandbox;
 mod ticker;
@@ -25,7 +26,8 @@ pub use sandbox::{
 pub use verdict::{EvalRequest, PluginVerdict, Prepared};
 
 use bindings::{
-    Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS, PLUGIN_INTERFACE,
+    Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS, PACKED_INTERFACE,
+    PLUGIN_INTERFACE,
 };
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
@@ -272,8 +274,11 @@ impl Engine {
         };
         let pre = self.linker.instantiate_pre(&component).map_err(link)?;
         let pre = Arc::new(match version {
-            "0.1.0" => plugin::Pre::V01(bindings::PolicyPre01::new(pre).map_err(link)?),
-            _ => plugin::Pre::V02(bindings::PolicyPre::new(pre).map_err(link)?),
+            Export::V01 => plugin::Pre::V01(bindings::PolicyPre01::new(pre).map_err(link)?),
+            Export::V02 => plugin::Pre::V02(bindings::PolicyPre::new(pre).map_err(link)?),
+            Export::Packed => {
+                plugin::Pre::Packed(bindings::PolicyPrePacked::new(pre).map_err(link)?)
+            }
         });
         let mut linked = self.linked.lock().unwrap_or_else(|e| e.into_inner());
         linked.retain(|(_, pre)| pre.strong_count() > 0);
@@ -292,21 +297,25 @@ impl Engine {
     }
 
     /// Check the component exports a contract version this host speaks and imports nothing
-    /// beyond the sandbox; returns the version.
+    /// beyond the sandbox; returns what it exports.
     fn check_contract(
         &self,
         path: &Path,
         component: &wasmtime::component::Component,
-    ) -> Result<&'static str, LoadError> {
+    ) -> Result<Export, LoadError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        let Some(version) = CONTRACT_VERSIONS
-            .into_iter()
-            .find(|v| exports.contains(&format!("{PLUGIN_INTERFACE}@{v}")))
-        else {
+        let found = if exports.iter().any(|e| e == PACKED_INTERFACE) {
+            Some("0.2.0")
+        } else {
+            CONTRACT_VERSIONS
+                .into_iter()
+                .find(|v| exports.contains(&format!("{PLUGIN_INTERFACE}@{v}")))
+        };
+        let Some(version) = found else {
             let prefix = format!("{CONTRACT_PACKAGE}/");
             if let Some(other) = exports.iter().find(|e| e.starts_with(&prefix)) {
                 return Err(wrong_version(path, other));
@@ -338,8 +347,20 @@ impl Engine {
                 import: forbidden.join(", "),
             });
         }
-        Ok(version)
+        Ok(match version {
+            "0.1.0" => Export::V01,
+            _ if exports.iter().any(|e| e == PACKED_INTERFACE) => Export::Packed,
+            _ => Export::V02,
+        })
     }
+}
+
+/// Which plugin interface a component exports.
+enum Export {
+    V01,
+    V02,
+    /// 0.2 with its request packed (`wit/packed/`, the Rust SDK).
+    Packed,
 }
 
 /// The error for a component whose `railyard:policy/...` interface `name` has another version.

@@ -83,15 +83,19 @@ impl From<&ToolCall> for wit::ToolCall {
             kind: c.kind.clone(),
             name: c.name.clone(),
             arguments: c.arguments.clone(),
-            provenance: c.provenance.map(|p| match p {
-                Provenance::Valid => wit::Provenance::Valid,
-                Provenance::Unsigned => wit::Provenance::Unsigned,
-                Provenance::Forged => wit::Provenance::Forged,
-                Provenance::Altered => wit::Provenance::Altered,
-                Provenance::OtherTenant => wit::Provenance::OtherTenant,
-                Provenance::Expired => wit::Provenance::Expired,
-            }),
+            provenance: c.provenance.map(provenance02),
         }
+    }
+}
+
+fn provenance02(p: Provenance) -> wit::Provenance {
+    match p {
+        Provenance::Valid => wit::Provenance::Valid,
+        Provenance::Unsigned => wit::Provenance::Unsigned,
+        Provenance::Forged => wit::Provenance::Forged,
+        Provenance::Altered => wit::Provenance::Altered,
+        Provenance::OtherTenant => wit::Provenance::OtherTenant,
+        Provenance::Expired => wit::Provenance::Expired,
     }
 }
 

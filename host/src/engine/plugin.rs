@@ -6,7 +6,9 @@
 //! schemas in `configure`. So instances are pooled by default; `isolation = "per-call"` trades that
 //! cost for a clean instance every time. Any instance that faults is dropped, never reused.
 
-use super::bindings::{wit, wit01, Policy, Policy01, PolicyPre, PolicyPre01};
+use super::bindings::{
+    packed, wit, wit01, Policy, Policy01, PolicyPacked, PolicyPre, PolicyPre01, PolicyPrePacked,
+};
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
@@ -37,6 +39,8 @@ pub struct PluginInfo {
 pub(super) enum Pre {
     V01(PolicyPre01<HostState>),
     V02(PolicyPre<HostState>),
+    /// 0.2 with its request packed (the Rust SDK's plugins).
+    Packed(PolicyPrePacked<HostState>),
 }
 
 impl Pre {
@@ -44,13 +48,14 @@ impl Pre {
         Ok(match self {
             Pre::V01(pre) => Bindings::V01(pre.instantiate(store)?),
             Pre::V02(pre) => Bindings::V02(pre.instantiate(store)?),
+            Pre::Packed(pre) => Bindings::Packed(pre.instantiate(store)?),
         })
     }
 
     fn version(&self) -> &'static str {
         match self {
             Pre::V01(_) => "0.1.0",
-            Pre::V02(_) => "0.2.0",
+            Pre::V02(_) | Pre::Packed(_) => "0.2.0",
         }
     }
 }
@@ -58,6 +63,7 @@ impl Pre {
 enum Bindings {
     V01(Policy01),
     V02(Policy),
+    Packed(PolicyPacked),
 }
 
 struct Instance {
@@ -137,14 +143,9 @@ impl Plugin {
                             config_schema: i.config_schema,
                         }
                     }
-                    Bindings::V02(b) => {
-                        let i = b.railyard_policy_plugin().call_describe(s)?;
-                        Described {
-                            name: i.name,
-                            version: i.version,
-                            rails: i.rails.into_iter().map(Into::into).collect(),
-                            config_schema: i.config_schema,
-                        }
+                    Bindings::V02(b) => described(b.railyard_policy_plugin().call_describe(s)?),
+                    Bindings::Packed(b) => {
+                        described(b.railyard_policy_packed_plugin().call_describe(s)?)
                     }
                 })
             })
@@ -247,6 +248,12 @@ impl Plugin {
                         .call_evaluate(s, request)?
                         .map(Into::into)
                 }
+                Bindings::Packed(b) => {
+                    let request: &packed::Request = prepared.packed(src);
+                    b.railyard_policy_packed_plugin()
+                        .call_evaluate(s, request)?
+                        .map(Into::into)
+                }
             })
         })?;
         if self.limits.isolation == Isolation::Pooled {
@@ -303,6 +310,7 @@ impl Plugin {
             self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| match b {
                 Bindings::V01(b) => b.railyard_policy_plugin().call_configure(s, config),
                 Bindings::V02(b) => b.railyard_policy_plugin().call_configure(s, config),
+                Bindings::Packed(b) => b.railyard_policy_packed_plugin().call_configure(s, config),
             })?
             .map_err(|message| PluginFault {
                 kind: FaultKind::Configure,
@@ -406,6 +414,16 @@ impl Plugin {
             &format!("plugin fault ({}): {message}", kind.as_str()),
         );
         PluginFault { kind, message }
+    }
+}
+
+/// What a 0.2 plugin's `describe` says (packed or not, the same `info`).
+fn described(i: wit::Info) -> Described {
+    Described {
+        name: i.name,
+        version: i.version,
+        rails: i.rails.into_iter().map(Into::into).collect(),
+        config_schema: i.config_schema,
     }
 }
 

@@ -2,7 +2,7 @@
 //! request is the model (borrowed), the answer the newest contract's verdict (0.1's is a
 //! subset). Conversions to and from each version's WIT records are in `convert`.
 
-use super::bindings::{wit, wit01};
+use super::bindings::{packed, wit, wit01};
 use crate::model::{Context, Field, Message, Rail, ToolDef};
 
 /// One evaluation's question.
@@ -29,6 +29,7 @@ pub struct EvalRequest<'a> {
 pub struct Prepared {
     v01: Option<wit01::Request>,
     v02: Option<wit::Request>,
+    packed: Option<packed::Request>,
 }
 
 impl Prepared {
@@ -36,6 +37,11 @@ impl Prepared {
     pub fn v01(&mut self, src: &EvalRequest<'_>) -> &wit01::Request {
         self.v01
             .get_or_insert_with(|| super::convert::request01(src))
+    }
+
+    /// The question for a plugin built with the Rust SDK (0.2, packed).
+    pub fn packed(&mut self, src: &EvalRequest<'_>) -> &packed::Request {
+        self.packed.get_or_insert_with(|| super::pack::request(src))
     }
 
     /// The question for a 0.2 plugin.

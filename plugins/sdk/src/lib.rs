@@ -3,13 +3,18 @@
 //!
 //! A plugin implements [`PolicyPlugin`] and calls `railyard_plugin_sdk::export_policy!(MyPlugin);`
 //! (or implements the raw [`Plugin`] trait and calls `railyard_plugin_sdk::export!(MyPlugin);`).
+//!
+//! The component exports contract 0.2.0 with its request packed (`../../wit/packed`): the host
+//! passes it in a handful of allocations instead of one per string, and [`unpack`] turns it back
+//! into 0.2.0's [`Request`] before the plugin sees it. Plugins see 0.2.0 only.
 
 wit_bindgen::generate!({
-    path: "../../wit",
-    world: "policy",
+    path: ["../../wit", "../../wit/packed"],
+    world: "railyard:policy-packed/policy",
     pub_export_macro: true,
     default_bindings_module: "railyard_plugin_sdk",
-    export_macro_name: "export",
+    export_macro_name: "__export_packed",
+    generate_all,
 });
 
 #[cfg(any(
@@ -27,9 +32,50 @@ pub mod json;
 pub mod reason;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+#[doc(hidden)]
+pub mod unpack;
 
-pub use exports::railyard::policy::plugin::Guest as Plugin;
 pub use railyard::policy::types::*;
+
+/// The plugin interface of contract 0.2.0 (`railyard:policy/plugin`), as [`export!`] exports it.
+pub trait Plugin {
+    /// Name, version, rails and config schema. Called once at load.
+    fn describe() -> Info;
+    /// Receives the plugin's config as JSON text, already valid against its schema.
+    fn configure(config: String) -> Result<(), String>;
+    /// Judge one request on one rail; an error is a fault.
+    fn evaluate(request: Request) -> Result<Verdict, String>;
+}
+
+/// Export a [`Plugin`] as the component's plugin interface (0.2.0, its request packed).
+#[macro_export]
+macro_rules! export {
+    ($ty:ty) => {
+        const _: () = {
+            struct Unpacking;
+
+            impl $crate::unpack::Packed for Unpacking {
+                fn describe() -> $crate::Info {
+                    <$ty as $crate::Plugin>::describe()
+                }
+
+                fn configure(
+                    config: ::std::string::String,
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    <$ty as $crate::Plugin>::configure(config)
+                }
+
+                fn evaluate(
+                    request: $crate::unpack::Request,
+                ) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
+                    <$ty as $crate::Plugin>::evaluate($crate::unpack::unpack(request))
+                }
+            }
+
+            $crate::__export_packed!(Unpacking);
+        };
+    };
+}
 
 /// The contract version these bindings speak.
 pub const CONTRACT_VERSION: &str = "0.2.0";

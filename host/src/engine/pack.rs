@@ -1,0 +1,316 @@
+//! The question for a plugin built with the Rust SDK: contract 0.2.0's request packed into one
+//! string and a list of numbers (`wit/packed/policy-packed.wit` gives the layout), which the
+//! component model copies into the plugin in two allocations instead of one per string.
+
+use super::bindings::packed;
+use super::verdict::EvalRequest;
+use crate::model::{Content, Provenance};
+
+/// An absent optional string.
+const ABSENT: [u32; 2] = [u32::MAX, 0];
+
+/// The packed request for `src`.
+pub fn request(src: &EvalRequest<'_>) -> packed::Request {
+    let ctx = src.ctx;
+    let mut p = Packer::default();
+    p.layout.extend([
+        src.messages.len() as u32,
+        src.tools.len() as u32,
+        src.fields.len() as u32,
+        ctx.metadata.len() as u32,
+    ]);
+    p.span(&ctx.request_id);
+    p.opt(ctx.principal.as_deref());
+    p.opt(ctx.tenant.as_deref());
+    p.opt(ctx.model.as_deref());
+    p.span(&ctx.door);
+    for m in src.messages {
+        p.span(&m.role);
+        match &m.content {
+            None => p.layout.extend([0, ABSENT[0], ABSENT[1]]),
+            Some(Content::Text(t)) => {
+                p.layout.push(1);
+                p.span(t);
+            }
+            Some(Content::Parts(v)) => {
+                p.layout.push(2);
+                p.span(&serde_json::to_string(v).unwrap_or_default());
+            }
+        }
+        p.opt(m.name.as_deref());
+        p.opt(m.tool_call_id.as_deref());
+        p.layout.push(m.tool_calls.len() as u32);
+        for c in &m.tool_calls {
+            p.span(&c.id);
+            p.span(&c.kind);
+            p.span(&c.name);
+            p.span(&c.arguments);
+            p.layout.push(c.provenance.map_or(0, provenance));
+        }
+    }
+    for t in src.tools {
+        p.span(&t.kind);
+        p.opt(t.name.as_deref());
+        p.opt(t.description.as_deref());
+        p.opt(t.parameters.as_ref().map(|s| s.text()));
+        p.opt(t.result_schema.as_ref().map(|s| s.text()));
+        p.opt(t.hidden_by.as_deref());
+    }
+    for f in src.fields {
+        p.span(&f.path);
+        p.span(&f.value);
+    }
+    for (key, value) in &ctx.metadata {
+        p.span(key);
+        p.span(value);
+    }
+    packed::Request {
+        rail: src.rail.into(),
+        partial: src.partial,
+        text: p.text,
+        layout: p.layout,
+    }
+}
+
+/// 1 + the index of `p` in the contract's `provenance` enum.
+fn provenance(p: Provenance) -> u32 {
+    match p {
+        Provenance::Valid => 1,
+        Provenance::Unsigned => 2,
+        Provenance::Forged => 3,
+        Provenance::Altered => 4,
+        Provenance::OtherTenant => 5,
+        Provenance::Expired => 6,
+    }
+}
+
+#[derive(Default)]
+struct Packer {
+    text: String,
+    layout: Vec<u32>,
+}
+
+impl Packer {
+    /// Append `s` to the text and its span to the layout. (A request of 4 GiB never gets here:
+    /// bodies are capped far below that, and no plugin's memory could take it.)
+    fn span(&mut self, s: &str) {
+        self.layout.extend([self.text.len() as u32, s.len() as u32]);
+        self.text.push_str(s);
+    }
+
+    fn opt(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => self.span(s),
+            None => self.layout.extend(ABSENT),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Packed by the host, unpacked by the SDK the plugins use: the same request as 0.2.0's
+    //! records, string for string.
+    use super::*;
+    use crate::engine::bindings::wit;
+    use crate::model::{Context, Field, Message, Rail, Schema, ToolCall, ToolDef};
+    use railyard_plugin_sdk as sdk;
+    use serde_json::json;
+
+    fn call(id: &str, provenance: Option<Provenance>) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city": "Zürich"}"#.into(),
+            extra: Default::default(),
+            function_extra: Default::default(),
+            provenance,
+        }
+    }
+
+    fn message(role: &str, content: Option<Content>, calls: Vec<ToolCall>) -> Message {
+        let mut m = Message::new(role, content);
+        m.tool_calls = calls;
+        m
+    }
+
+    /// Every shape a request's parts take: absent and empty strings, multi-byte text, parts
+    /// content, calls with and without provenance, tools with every option set and none.
+    fn payload() -> (Vec<Message>, Vec<ToolDef>, Vec<Field>, Context) {
+        let mut tool = message("tool", Some(Content::Text("18 °C, ☀".into())), Vec::new());
+        tool.name = Some("get_weather".into());
+        tool.tool_call_id = Some("call_1".into());
+        let messages = vec![
+            message("system", Some(Content::Text(String::new())), Vec::new()),
+            message(
+                "user",
+                Some(Content::Parts(
+                    json!([{"type": "text", "text": "héllo 👋"}]),
+                )),
+                Vec::new(),
+            ),
+            message(
+                "assistant",
+                None,
+                vec![
+                    call("call_1", Some(Provenance::Valid)),
+                    call("call_2", None),
+                    call("call_3", Some(Provenance::Expired)),
+                ],
+            ),
+            tool,
+            message("assistant", Some(Content::Text("done".into())), Vec::new()),
+        ];
+        let tools = vec![
+            ToolDef {
+                kind: "function".into(),
+                name: Some("get_weather".into()),
+                description: Some("Weather for a city ☂".into()),
+                parameters: Some(Schema::of(&json!({"type": "object"}))),
+                result_schema: Some(Schema::of(&json!({"type": "string"}))),
+                hidden_by: Some("allowlist".into()),
+            },
+            ToolDef {
+                kind: "web_search".into(),
+                name: None,
+                description: None,
+                parameters: None,
+                result_schema: None,
+                hidden_by: None,
+            },
+        ];
+        let fields = vec![Field {
+            path: "user".into(),
+            value: "ü-42".into(),
+        }];
+        let ctx = Context {
+            request_id: "ry-1".into(),
+            principal: Some("alice".into()),
+            tenant: None,
+            metadata: vec![("team".into(), "blue".into()), (String::new(), "x".into())],
+            model: Some("m".into()),
+            door: "chat".into(),
+        };
+        (messages, tools, fields, ctx)
+    }
+
+    /// The SDK's request in the host's 0.2.0 records, to compare the two.
+    fn to_host(r: sdk::Request) -> wit::Request {
+        let content = |c: sdk::Content| match c {
+            sdk::Content::Text(t) => wit::Content::Text(t),
+            sdk::Content::Parts(p) => wit::Content::Parts(p),
+        };
+        wit::Request {
+            rail: match r.rail {
+                sdk::Rail::Input => wit::Rail::Input,
+                sdk::Rail::Output => wit::Rail::Output,
+                sdk::Rail::ToolCall => wit::Rail::ToolCall,
+                sdk::Rail::ToolResult => wit::Rail::ToolResult,
+                sdk::Rail::Tools => wit::Rail::Tools,
+            },
+            messages: r
+                .messages
+                .into_iter()
+                .map(|m| wit::Message {
+                    role: m.role,
+                    content: m.content.map(content),
+                    name: m.name,
+                    tool_call_id: m.tool_call_id,
+                    tool_calls: m
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| wit::ToolCall {
+                            id: c.id,
+                            kind: c.kind,
+                            name: c.name,
+                            arguments: c.arguments,
+                            provenance: c.provenance.map(|p| match p {
+                                sdk::Provenance::Valid => wit::Provenance::Valid,
+                                sdk::Provenance::Unsigned => wit::Provenance::Unsigned,
+                                sdk::Provenance::Forged => wit::Provenance::Forged,
+                                sdk::Provenance::Altered => wit::Provenance::Altered,
+                                sdk::Provenance::OtherTenant => wit::Provenance::OtherTenant,
+                                sdk::Provenance::Expired => wit::Provenance::Expired,
+                            }),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            tools: r
+                .tools
+                .into_iter()
+                .map(|t| wit::ToolDef {
+                    kind: t.kind,
+                    name: t.name,
+                    description: t.description,
+                    parameters: t.parameters,
+                    result_schema: t.result_schema,
+                    hidden_by: t.hidden_by,
+                })
+                .collect(),
+            fields: r
+                .fields
+                .into_iter()
+                .map(|f| wit::Field {
+                    path: f.path,
+                    value: f.value,
+                })
+                .collect(),
+            context: wit::Context {
+                request_id: r.context.request_id,
+                principal: r.context.principal,
+                tenant: r.context.tenant,
+                metadata: r.context.metadata,
+                model: r.context.model,
+                door: r.context.door,
+            },
+            partial: r.partial,
+        }
+    }
+
+    fn round_trip(src: &EvalRequest<'_>) {
+        let packed = request(src);
+        let unpacked = sdk::unpack::unpack(sdk::unpack::Request {
+            rail: match packed.rail {
+                wit::Rail::Input => sdk::Rail::Input,
+                wit::Rail::Output => sdk::Rail::Output,
+                wit::Rail::ToolCall => sdk::Rail::ToolCall,
+                wit::Rail::ToolResult => sdk::Rail::ToolResult,
+                wit::Rail::Tools => sdk::Rail::Tools,
+            },
+            partial: packed.partial,
+            text: packed.text,
+            layout: packed.layout,
+        });
+        assert_eq!(
+            format!("{:?}", to_host(unpacked)),
+            format!("{:?}", crate::engine::convert::request02(src))
+        );
+    }
+
+    #[test]
+    fn the_sdk_unpacks_what_the_host_packs() {
+        let (messages, tools, fields, ctx) = payload();
+        for rail in [Rail::Input, Rail::Output, Rail::ToolCall, Rail::Tools] {
+            for partial in [false, true] {
+                round_trip(&EvalRequest {
+                    rail,
+                    messages: &messages,
+                    tools: &tools,
+                    fields: &fields,
+                    ctx: &ctx,
+                    partial,
+                });
+            }
+        }
+        // And the smallest request: nothing but the context.
+        round_trip(&EvalRequest {
+            rail: Rail::Input,
+            messages: &[],
+            tools: &[],
+            fields: &[],
+            ctx: &Context::default(),
+            partial: false,
+        });
+    }
+}
