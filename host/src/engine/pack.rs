@@ -9,16 +9,38 @@ use crate::model::{Content, Provenance};
 /// An absent optional string.
 const ABSENT: [u32; 2] = [u32::MAX, 0];
 
-/// The packed request for `src`.
+/// The packed request for `src`: measured first, so that the text and the layout are each
+/// allocated once, then written.
 pub fn request(src: &EvalRequest<'_>) -> packed::Request {
+    let mut size = Packer {
+        measure: true,
+        ..Packer::default()
+    };
+    fill(&mut size, src);
+    let mut p = Packer {
+        text: String::with_capacity(size.text_len),
+        layout: Vec::with_capacity(size.layout_len),
+        ..Packer::default()
+    };
+    fill(&mut p, src);
+    // Parts are not measured; everything else is, exactly.
+    debug_assert_eq!(p.layout.len(), size.layout_len);
+    debug_assert!(p.text.len() >= size.text_len);
+    packed::Request {
+        rail: src.rail.into(),
+        partial: src.partial,
+        text: p.text,
+        layout: p.layout,
+    }
+}
+
+/// Write (or measure) `src` in the layout's order.
+fn fill(p: &mut Packer, src: &EvalRequest<'_>) {
     let ctx = src.ctx;
-    let mut p = Packer::default();
-    p.layout.extend([
-        src.messages.len() as u32,
-        src.tools.len() as u32,
-        src.fields.len() as u32,
-        ctx.metadata.len() as u32,
-    ]);
+    p.num(src.messages.len());
+    p.num(src.tools.len());
+    p.num(src.fields.len());
+    p.num(ctx.metadata.len());
     p.span(&ctx.request_id);
     p.opt(ctx.principal.as_deref());
     p.opt(ctx.tenant.as_deref());
@@ -27,25 +49,28 @@ pub fn request(src: &EvalRequest<'_>) -> packed::Request {
     for m in src.messages {
         p.span(&m.role);
         match &m.content {
-            None => p.layout.extend([0, ABSENT[0], ABSENT[1]]),
+            None => {
+                p.num(0);
+                p.opt(None);
+            }
             Some(Content::Text(t)) => {
-                p.layout.push(1);
+                p.num(1);
                 p.span(t);
             }
             Some(Content::Parts(v)) => {
-                p.layout.push(2);
-                p.span(&serde_json::to_string(v).unwrap_or_default());
+                p.num(2);
+                p.json(v);
             }
         }
         p.opt(m.name.as_deref());
         p.opt(m.tool_call_id.as_deref());
-        p.layout.push(m.tool_calls.len() as u32);
+        p.num(m.tool_calls.len());
         for c in &m.tool_calls {
             p.span(&c.id);
             p.span(&c.kind);
             p.span(&c.name);
             p.span(&c.arguments);
-            p.layout.push(c.provenance.map_or(0, provenance));
+            p.num(c.provenance.map_or(0, provenance));
         }
     }
     for t in src.tools {
@@ -64,16 +89,10 @@ pub fn request(src: &EvalRequest<'_>) -> packed::Request {
         p.span(key);
         p.span(value);
     }
-    packed::Request {
-        rail: src.rail.into(),
-        partial: src.partial,
-        text: p.text,
-        layout: p.layout,
-    }
 }
 
 /// 1 + the index of `p` in the contract's `provenance` enum.
-fn provenance(p: Provenance) -> u32 {
+fn provenance(p: Provenance) -> usize {
     match p {
         Provenance::Valid => 1,
         Provenance::Unsigned => 2,
@@ -84,24 +103,52 @@ fn provenance(p: Provenance) -> u32 {
     }
 }
 
+/// Writes the text and the layout, or with `measure` only counts their lengths.
 #[derive(Default)]
 struct Packer {
+    measure: bool,
+    text_len: usize,
+    layout_len: usize,
     text: String,
     layout: Vec<u32>,
 }
 
 impl Packer {
-    /// Append `s` to the text and its span to the layout. (A request of 4 GiB never gets here:
-    /// bodies are capped far below that, and no plugin's memory could take it.)
+    /// A count. (A request of 4 GiB never gets here: bodies are capped far below that, and no
+    /// plugin's memory could take it.)
+    fn num(&mut self, n: usize) {
+        if self.measure {
+            self.layout_len += 1;
+        } else {
+            self.layout.push(n as u32);
+        }
+    }
+
+    /// `s` appended to the text, its span to the layout.
     fn span(&mut self, s: &str) {
-        self.layout.extend([self.text.len() as u32, s.len() as u32]);
-        self.text.push_str(s);
+        if self.measure {
+            self.text_len += s.len();
+            self.layout_len += 2;
+        } else {
+            self.layout.extend([self.text.len() as u32, s.len() as u32]);
+            self.text.push_str(s);
+        }
     }
 
     fn opt(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.span(s),
+            None if self.measure => self.layout_len += 2,
             None => self.layout.extend(ABSENT),
+        }
+    }
+
+    /// Content parts, as JSON text (rare: not measured, the text grows for them).
+    fn json(&mut self, v: &serde_json::Value) {
+        if self.measure {
+            self.layout_len += 2;
+        } else {
+            self.span(&serde_json::to_string(v).unwrap_or_default());
         }
     }
 }
