@@ -180,7 +180,10 @@ pub struct Change {
 /// turn and a pooled instance judges many turns, so each schema is parsed once, not per call.
 #[derive(Default)]
 pub struct Schemas {
-    parsed: HashMap<String, Value>,
+    /// Each schema's place in `parsed`, by its text: one lookup per call (hashing and comparing
+    /// the whole text), not one to test and another to fetch.
+    index: HashMap<String, usize>,
+    parsed: Vec<Value>,
     bytes: usize,
 }
 
@@ -190,16 +193,22 @@ impl Schemas {
 
     /// The parsed schema, or `None` when the text is not JSON.
     fn get(&mut self, text: &str) -> Option<&Value> {
-        if !self.parsed.contains_key(text) {
-            let value = serde_json::from_str(text).ok()?;
-            if self.bytes + text.len() > Self::MAX_BYTES {
-                self.parsed.clear();
-                self.bytes = 0;
+        let at = match self.index.get(text) {
+            Some(&at) => at,
+            None => {
+                let value = serde_json::from_str(text).ok()?;
+                if self.bytes + text.len() > Self::MAX_BYTES {
+                    self.index.clear();
+                    self.parsed.clear();
+                    self.bytes = 0;
+                }
+                self.bytes += text.len();
+                self.parsed.push(value);
+                self.index.insert(text.to_owned(), self.parsed.len() - 1);
+                self.parsed.len() - 1
             }
-            self.bytes += text.len();
-            self.parsed.insert(text.to_owned(), value);
-        }
-        self.parsed.get(text)
+        };
+        self.parsed.get(at)
     }
 
     /// Schemas kept.
