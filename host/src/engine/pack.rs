@@ -315,9 +315,8 @@ mod tests {
         }
     }
 
-    fn round_trip(src: &EvalRequest<'_>) {
-        let packed = request(src);
-        let unpacked = sdk::unpack::unpack(sdk::unpack::Request {
+    fn to_sdk(packed: packed::Request) -> sdk::unpack::Request {
+        sdk::unpack::Request {
             rail: match packed.rail {
                 wit::Rail::Input => sdk::Rail::Input,
                 wit::Rail::Output => sdk::Rail::Output,
@@ -328,11 +327,99 @@ mod tests {
             partial: packed.partial,
             text: packed.text,
             layout: packed.layout,
-        });
+        }
+    }
+
+    fn round_trip(src: &EvalRequest<'_>) {
+        let packed = request(src);
+        let unpacked = sdk::unpack::unpack(to_sdk(packed));
         assert_eq!(
             format!("{:?}", to_host(unpacked)),
             format!("{:?}", crate::engine::convert::request02(src))
         );
+    }
+
+    /// The same parts shuffled: contents change kind or go, calls move between messages, tool
+    /// options flip, the context's options too.
+    fn shuffled() -> (Vec<Message>, Vec<ToolDef>, Vec<Field>, Context) {
+        let (mut messages, mut tools, _, mut ctx) = payload();
+        messages.reverse();
+        messages[0].content = Some(Content::Parts(json!(["x"])));
+        messages[1].content = None;
+        messages[1].tool_calls = vec![call("call_9", Some(Provenance::Forged))];
+        for t in &mut tools {
+            t.description = t.description.take().xor(Some("d".into()));
+            t.hidden_by = t.hidden_by.take().xor(Some("h".into()));
+        }
+        tools.reverse();
+        ctx.principal = None;
+        ctx.tenant = Some("support".into());
+        ctx.metadata.truncate(1);
+        (messages, tools, Vec::new(), ctx)
+    }
+
+    /// A pooled plugin's SDK unpacks each request over the last one: whatever came before,
+    /// nothing of it shows through, and a large string is not kept for a small one.
+    #[test]
+    fn unpacking_over_the_last_request_leaves_nothing_of_it() {
+        let full = payload();
+        let other = shuffled();
+        let mut large = payload();
+        large.0[0].content = Some(Content::Text("é".repeat(20_000)));
+        let none = (Vec::new(), Vec::new(), Vec::new(), Context::default());
+        let order = [&full, &other, &none, &full, &large, &other, &full, &other];
+        let mut last: Option<sdk::Request> = None;
+        for (i, (messages, tools, fields, ctx)) in order.into_iter().enumerate() {
+            let src = EvalRequest {
+                rail: if i % 2 == 0 {
+                    Rail::ToolCall
+                } else {
+                    Rail::Input
+                },
+                messages,
+                tools,
+                fields,
+                ctx,
+                partial: i % 3 == 0,
+            };
+            let packed = to_sdk(request(&src));
+            let unpacked = match last.as_mut() {
+                Some(into) => {
+                    sdk::unpack::unpack_into(packed, into);
+                    into
+                }
+                None => last.insert(sdk::unpack::unpack(packed)),
+            };
+            assert_eq!(
+                format!("{:?}", to_host(unpacked.clone())),
+                format!("{:?}", crate::engine::convert::request02(&src)),
+                "request {i}"
+            );
+        }
+        // `other` after `large`: the 40 KB string the first message held was not kept.
+        let mut after = sdk::unpack::unpack(to_sdk(request(&EvalRequest {
+            rail: Rail::Input,
+            messages: &large.0,
+            tools: &[],
+            fields: &[],
+            ctx: &large.3,
+            partial: false,
+        })));
+        sdk::unpack::unpack_into(
+            to_sdk(request(&EvalRequest {
+                rail: Rail::Input,
+                messages: &full.0,
+                tools: &[],
+                fields: &[],
+                ctx: &full.3,
+                partial: false,
+            })),
+            &mut after,
+        );
+        match &after.messages[0].content {
+            Some(sdk::Content::Text(t)) => assert!(t.is_empty() && t.capacity() < 1024),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -163,7 +163,7 @@ macro_rules! export_policy {
 
             struct Glue;
 
-            impl $crate::Plugin for Glue {
+            impl $crate::unpack::Packed for Glue {
                 fn describe() -> $crate::Info {
                     <$ty as $crate::PolicyPlugin>::info()
                 }
@@ -177,21 +177,25 @@ macro_rules! export_policy {
                 }
 
                 fn evaluate(
-                    request: $crate::Request,
+                    request: $crate::unpack::Request,
                 ) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
-                    STATE.with(|s| match s.borrow_mut().as_mut() {
-                        ::std::option::Option::Some(policy) => {
-                            $crate::PolicyPlugin::try_evaluate(policy, &request)
-                        }
-                        ::std::option::Option::None => ::std::result::Result::Err(::std::format!(
-                            "plugin '{}' was evaluated before it was configured",
-                            <$ty as $crate::PolicyPlugin>::info().name
-                        )),
+                    $crate::unpack::over_last(request, |request| {
+                        STATE.with(|s| match s.borrow_mut().as_mut() {
+                            ::std::option::Option::Some(policy) => {
+                                $crate::PolicyPlugin::try_evaluate(policy, request)
+                            }
+                            ::std::option::Option::None => {
+                                ::std::result::Result::Err(::std::format!(
+                                    "plugin '{}' was evaluated before it was configured",
+                                    <$ty as $crate::PolicyPlugin>::info().name
+                                ))
+                            }
+                        })
                     })
                 }
             }
 
-            $crate::export!(Glue);
+            $crate::__export_packed!(Glue);
         };
     };
 }

@@ -1,13 +1,43 @@
 //! The packed request (`wit/packed/`) back into contract 0.2.0's [`Request`](crate::Request):
 //! the host passes one string and a list of numbers, the plugin sees records.
+//!
+//! A pooled instance judges one request after another, mostly alike; [`unpack_into`] refills the
+//! previous request's strings and lists in place, so a call allocates only where this request
+//! is longer than the last (`export_policy!` keeps the last request for that).
 
 pub use crate::exports::railyard::policy_packed::plugin::{Guest as Packed, Request};
 
 use crate::{Content, Context, Field, Message, Provenance, ToolCall, ToolDef};
 
-/// The request a plugin judges. A layout that does not fit its text is the host's bug: it
-/// panics (the host sees a fault) rather than hand the plugin wrong strings.
+/// A string whose capacity is past this is not refilled with a shorter text: it is replaced, so
+/// one large request does not leave its memory held by every later one.
+const MAX_KEPT: usize = 16 << 10;
+
+/// The request a plugin judges.
 pub fn unpack(request: Request) -> crate::Request {
+    let mut into = crate::Request {
+        rail: request.rail,
+        messages: Vec::new(),
+        tools: Vec::new(),
+        fields: Vec::new(),
+        context: Context {
+            request_id: String::new(),
+            principal: None,
+            tenant: None,
+            metadata: Vec::new(),
+            model: None,
+            door: String::new(),
+        },
+        partial: false,
+    };
+    unpack_into(request, &mut into);
+    into
+}
+
+/// [`unpack`], written over `into` (the previous request), reusing what it holds. A layout that
+/// does not fit its text is the host's bug: it panics (the host sees a fault) rather than hand
+/// the plugin wrong strings.
+pub fn unpack_into(request: Request, into: &mut crate::Request) {
     let Request {
         rail,
         partial,
@@ -18,72 +48,108 @@ pub fn unpack(request: Request) -> crate::Request {
         text: &text,
         layout: layout.iter(),
     };
+    into.rail = rail;
+    into.partial = partial;
     let [messages, tools, fields, metadata] = [r.n(), r.n(), r.n(), r.n()];
-    let request_id = r.string();
-    let principal = r.opt();
-    let tenant = r.opt();
-    let model = r.opt();
-    let door = r.string();
-    let messages = (0..messages)
-        .map(|_| {
-            let role = r.string();
-            let content = match (r.n(), r.opt()) {
-                (1, Some(t)) => Some(Content::Text(t)),
-                (2, Some(p)) => Some(Content::Parts(p)),
-                (0, None) => None,
-                _ => panic!("packed request: bad content"),
-            };
-            let name = r.opt();
-            let tool_call_id = r.opt();
-            let tool_calls = (0..r.n())
-                .map(|_| ToolCall {
-                    id: r.string(),
-                    kind: r.string(),
-                    name: r.string(),
-                    arguments: r.string(),
-                    provenance: r.provenance(),
-                })
-                .collect();
-            Message {
-                role,
-                content,
-                name,
-                tool_call_id,
-                tool_calls,
+    let ctx = &mut into.context;
+    r.string(&mut ctx.request_id);
+    r.opt(&mut ctx.principal);
+    r.opt(&mut ctx.tenant);
+    r.opt(&mut ctx.model);
+    r.string(&mut ctx.door);
+    resize(&mut into.messages, messages, || Message {
+        role: String::new(),
+        content: None,
+        name: None,
+        tool_call_id: None,
+        tool_calls: Vec::new(),
+    });
+    for m in &mut into.messages {
+        r.string(&mut m.role);
+        r.content(&mut m.content);
+        r.opt(&mut m.name);
+        r.opt(&mut m.tool_call_id);
+        let calls = r.n();
+        resize(&mut m.tool_calls, calls, || ToolCall {
+            id: String::new(),
+            kind: String::new(),
+            name: String::new(),
+            arguments: String::new(),
+            provenance: None,
+        });
+        for c in &mut m.tool_calls {
+            r.string(&mut c.id);
+            r.string(&mut c.kind);
+            r.string(&mut c.name);
+            r.string(&mut c.arguments);
+            c.provenance = r.provenance();
+        }
+    }
+    resize(&mut into.tools, tools, || ToolDef {
+        kind: String::new(),
+        name: None,
+        description: None,
+        parameters: None,
+        result_schema: None,
+        hidden_by: None,
+    });
+    for t in &mut into.tools {
+        r.string(&mut t.kind);
+        r.opt(&mut t.name);
+        r.opt(&mut t.description);
+        r.opt(&mut t.parameters);
+        r.opt(&mut t.result_schema);
+        r.opt(&mut t.hidden_by);
+    }
+    resize(&mut into.fields, fields, || Field {
+        path: String::new(),
+        value: String::new(),
+    });
+    for f in &mut into.fields {
+        r.string(&mut f.path);
+        r.string(&mut f.value);
+    }
+    resize(&mut into.context.metadata, metadata, Default::default);
+    for (key, value) in &mut into.context.metadata {
+        r.string(key);
+        r.string(value);
+    }
+}
+
+/// `request` unpacked over the last request this instance unpacked (kept for the purpose), and
+/// handed to `judge`.
+pub fn over_last<R>(request: Request, judge: impl FnOnce(&crate::Request) -> R) -> R {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<crate::Request>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        let request = match last.as_mut() {
+            Some(into) => {
+                unpack_into(request, into);
+                into
             }
-        })
-        .collect();
-    let tools = (0..tools)
-        .map(|_| ToolDef {
-            kind: r.string(),
-            name: r.opt(),
-            description: r.opt(),
-            parameters: r.opt(),
-            result_schema: r.opt(),
-            hidden_by: r.opt(),
-        })
-        .collect();
-    let fields = (0..fields)
-        .map(|_| Field {
-            path: r.string(),
-            value: r.string(),
-        })
-        .collect();
-    let metadata = (0..metadata).map(|_| (r.string(), r.string())).collect();
-    crate::Request {
-        rail,
-        messages,
-        tools,
-        fields,
-        context: Context {
-            request_id,
-            principal,
-            tenant,
-            metadata,
-            model,
-            door,
-        },
-        partial,
+            None => last.insert(unpack(request)),
+        };
+        judge(request)
+    })
+}
+
+/// `v` with `n` entries: the first ones kept (to be refilled), new ones from `new`.
+fn resize<T>(v: &mut Vec<T>, n: u32, new: impl FnMut() -> T) {
+    v.truncate(n as usize);
+    let more = (n as usize).saturating_sub(v.len());
+    v.extend(std::iter::repeat_with(new).take(more));
+}
+
+/// `s` holding `text`, in its own allocation when that is large enough and not too large.
+fn set(s: &mut String, text: &str) {
+    if s.capacity() > MAX_KEPT && text.len() <= MAX_KEPT {
+        *s = text.to_string();
+    } else {
+        s.clear();
+        s.push_str(text);
     }
 }
 
@@ -92,7 +158,7 @@ struct Reader<'a> {
     layout: std::slice::Iter<'a, u32>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn n(&mut self) -> u32 {
         *self
             .layout
@@ -100,18 +166,42 @@ impl Reader<'_> {
             .expect("packed request: layout too short")
     }
 
-    fn opt(&mut self) -> Option<String> {
+    /// The next span's text; `None` for an absent string.
+    fn span(&mut self) -> Option<&'a str> {
         let (start, len) = (self.n(), self.n());
         if start == u32::MAX {
             return None;
         }
         let start = start as usize;
-        Some(self.text[start..start + len as usize].to_string())
+        Some(&self.text[start..start + len as usize])
     }
 
-    fn string(&mut self) -> String {
-        self.opt()
-            .expect("packed request: a required string is absent")
+    fn string(&mut self, into: &mut String) {
+        let text = self
+            .span()
+            .expect("packed request: a required string is absent");
+        set(into, text);
+    }
+
+    fn opt(&mut self, into: &mut Option<String>) {
+        match (self.span(), into) {
+            (None, slot) => *slot = None,
+            (Some(text), Some(s)) => set(s, text),
+            (Some(text), slot) => *slot = Some(text.to_string()),
+        }
+    }
+
+    fn content(&mut self, into: &mut Option<Content>) {
+        let kind = self.n();
+        match (kind, self.span(), into) {
+            (0, None, slot) => *slot = None,
+            (1, Some(text), Some(Content::Text(s))) | (2, Some(text), Some(Content::Parts(s))) => {
+                set(s, text)
+            }
+            (1, Some(text), slot) => *slot = Some(Content::Text(text.to_string())),
+            (2, Some(text), slot) => *slot = Some(Content::Parts(text.to_string())),
+            _ => panic!("packed request: bad content"),
+        }
     }
 
     fn provenance(&mut self) -> Option<Provenance> {
