@@ -308,7 +308,8 @@ impl Engine {
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        let found = if exports.iter().any(|e| e == PACKED_INTERFACE) {
+        let packed = exports.iter().any(|e| e == PACKED_INTERFACE);
+        let found = if packed {
             Some("0.2.0")
         } else {
             CONTRACT_VERSIONS
@@ -348,8 +349,8 @@ impl Engine {
             });
         }
         Ok(match version {
+            _ if packed => Export::Packed,
             "0.1.0" => Export::V01,
-            _ if exports.iter().any(|e| e == PACKED_INTERFACE) => Export::Packed,
             _ => Export::V02,
         })
     }
