@@ -5,7 +5,6 @@
 //! and cheap next to a plugin call.
 
 use crate::policy::chain::Evaluation;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -38,17 +37,49 @@ impl Histogram {
 /// Label names and values, in order.
 type Labels<'a> = &'a [(&'static str, &'a str)];
 
-/// One family: its series by their label text (`a="x",b="y"`, escaped), which is how they are
-/// written out. Looked up with text written into a reused buffer, so counting a series that
-/// exists allocates nothing.
+/// A series' labels as stored: hashed and compared as the [`Labels`] a count is made with (a
+/// boxed `str` hashes as the `str`), so counting a series that exists writes no text and
+/// allocates nothing; the label text is written when the metrics are rendered.
+#[derive(PartialEq, Eq, Hash)]
+struct Key(Box<[(&'static str, Box<str>)]>);
+
+/// [`Labels`] looked up as a [`Key`].
+#[derive(Hash)]
+struct Lookup<'a, 'b>(&'a [(&'static str, &'b str)]);
+
+impl hashbrown::Equivalent<Key> for Lookup<'_, '_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.0.len() == key.0.len()
+            && self
+                .0
+                .iter()
+                .zip(key.0.iter())
+                .all(|((n, v), (kn, kv))| n == kn && *v == &**kv)
+    }
+}
+
+impl Key {
+    /// `a="x",b="y"`, escaped: how the series is written out.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (i, (name, value)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push_str("=\"");
+            escape_into(&mut out, value);
+            out.push('"');
+        }
+        out
+    }
+}
+
+/// One family: its series by their labels.
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    series: Mutex<BTreeMap<String, T>>,
-}
-
-thread_local! {
-    static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    series: Mutex<Option<hashbrown::HashMap<Key, T>>>,
 }
 
 impl<T: Default + Clone> Family<T> {
@@ -56,34 +87,32 @@ impl<T: Default + Clone> Family<T> {
         Family {
             name,
             help,
-            series: Mutex::new(BTreeMap::new()),
+            series: Mutex::new(None),
         }
     }
 
     fn with(&self, labels: Labels<'_>, f: impl FnOnce(&mut T)) {
-        KEY.with(|key| {
-            let mut key = key.borrow_mut();
-            key.clear();
-            for (i, (name, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    key.push(',');
-                }
-                key.push_str(name);
-                key.push_str("=\"");
-                escape_into(&mut key, value);
-                key.push('"');
+        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(Default::default);
+        match map.get_mut(&Lookup(labels)) {
+            Some(series) => f(series),
+            None => {
+                let key = Key(labels.iter().map(|(n, v)| (*n, Box::from(*v))).collect());
+                f(map.entry(key).or_default())
             }
-            let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-            match map.get_mut(key.as_str()) {
-                Some(series) => f(series),
-                None => f(map.entry(key.clone()).or_default()),
-            }
-        });
+        }
     }
 
+    /// The series by their label text, in its order.
     fn snapshot(&self) -> Vec<(String, T)> {
         let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        let mut out: Vec<(String, T)> = map
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.text(), v.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 }
 
@@ -155,6 +184,20 @@ fn escape_into(out: &mut String, v: &str) {
     }
 }
 
+/// `n` in decimal, written into `buf` (a status code, counted without allocating).
+fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).unwrap_or_default()
+}
+
 /// `{labels}`, with `extra` (already safe) appended; nothing when there are no labels.
 fn label_text(labels: &str, extra: Option<(&str, &str)>) -> String {
     match (labels.is_empty(), extra) {
@@ -168,12 +211,12 @@ fn label_text(labels: &str, extra: Option<(&str, &str)>) -> String {
 impl Metrics {
     /// Count one request (`tenant` empty when no caller was authenticated, e.g. health checks).
     pub fn request(&self, endpoint: &str, tenant: &str, status: u16) {
-        let status = status.to_string();
+        let mut digits = [0u8; 5];
         self.requests.with(
             &[
                 ("endpoint", endpoint),
                 ("tenant", tenant),
-                ("status", &status),
+                ("status", decimal(status, &mut digits)),
             ],
             |c| *c += 1,
         );

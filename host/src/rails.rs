@@ -424,7 +424,8 @@ impl RequestScope {
     /// [`RequestScope::railyard`] as JSON text, written straight from the record (no `Value`).
     pub fn railyard_text(&mut self) -> Vec<u8> {
         self.shown(|record, rejections| {
-            let mut out = serde_json::to_vec(record).unwrap_or_default();
+            let mut out = Vec::with_capacity(512);
+            record.write_json(&mut out);
             if !rejections.is_empty() && out.last() == Some(&b'}') {
                 out.pop();
                 out.extend_from_slice(b",\"rejections\":");

@@ -198,6 +198,79 @@ impl DecisionRecord {
         }
     }
 
+    /// The record as JSON, byte for byte what `serde_json::to_writer` writes (a test holds
+    /// them equal), but written directly: an answer that policies acted on carries it, and
+    /// serde's escaping of every key and value cost more than the rest of the answer's writing.
+    /// The parts that are rare (faults, blocks, targets, notes, provenance) go through serde.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"request_id\":");
+        json_str(out, &self.request_id);
+        key_word(out, "door", self.door.as_str());
+        key_str(out, "tenant", &self.tenant);
+        if let Some(principal) = &self.principal {
+            key_str(out, "principal", principal);
+        }
+        key_number(out, "revision", self.revision);
+        key_str(out, "policy_hash", &self.policy_hash);
+        key_number(out, "status", u64::from(self.status));
+        key_word(out, "outcome", self.outcome.as_str());
+        key_number(out, "latency_us", self.latency_us);
+        out.extend_from_slice(b",\"rails\":{");
+        for (i, (rail, verdict)) in self.rails.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(rail.as_str().as_bytes());
+            out.extend_from_slice(b"\":\"");
+            out.extend_from_slice(verdict.as_str().as_bytes());
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"},\"plugins\":[");
+        for (i, p) in self.plugins.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"rail\":\"");
+            out.extend_from_slice(p.rail.as_str().as_bytes());
+            out.push(b'"');
+            key_str(out, "plugin", &p.plugin);
+            key_word(out, "verdict", p.verdict.as_str());
+            key_number(out, "runs", u64::from(p.runs));
+            if p.memo != 0 {
+                key_number(out, "memo", u64::from(p.memo));
+            }
+            key_number(out, "duration_us", p.duration_us);
+            if let Some(fault) = &p.fault {
+                key_serde(out, "fault", fault);
+            }
+            if p.shadow {
+                out.extend_from_slice(b",\"shadow\":true");
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+        if !self.faults.is_empty() {
+            key_serde(out, "faults", &self.faults);
+        }
+        if let Some(blocked) = &self.blocked {
+            key_serde(out, "blocked", blocked);
+        }
+        if let Some(would_block) = &self.would_block {
+            key_serde(out, "would_block", would_block);
+        }
+        if let Some(target) = &self.target {
+            key_serde(out, "target", target);
+        }
+        if !self.notes.is_empty() {
+            key_serde(out, "notes", &self.notes);
+        }
+        if !self.provenance.is_empty() {
+            key_serde(out, "provenance", &self.provenance);
+        }
+        out.push(b'}');
+    }
+
     /// Fold one chain run into the record.
     pub fn add(&mut self, eval: &Evaluation) {
         match self.rails.0.iter_mut().find(|(r, _)| *r == eval.rail) {
@@ -379,6 +452,178 @@ impl DecisionRecord {
     }
 }
 
+/// `s` as a JSON string: as it is between quotes when nothing in it needs escaping (ids, names
+/// and hashes, nearly always), else escaped by serde_json.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// `,"key":` (keys are plain words).
+fn key(out: &mut Vec<u8>, key: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+fn key_str(out: &mut Vec<u8>, name: &str, s: &str) {
+    key(out, name);
+    json_str(out, s);
+}
+
+/// A value spelled as a plain word (an enum's record spelling).
+fn key_word(out: &mut Vec<u8>, name: &str, word: &str) {
+    key(out, name);
+    out.push(b'"');
+    out.extend_from_slice(word.as_bytes());
+    out.push(b'"');
+}
+
+fn key_number(out: &mut Vec<u8>, name: &str, n: u64) {
+    key(out, name);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn key_serde(out: &mut Vec<u8>, name: &str, value: &impl Serialize) {
+    key(out, name);
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin(rail: Rail, name: &str, verdict: Decided) -> PluginRecord {
+        PluginRecord {
+            rail,
+            plugin: name.into(),
+            verdict,
+            runs: 1,
+            memo: 0,
+            duration_us: 12,
+            fault: None,
+            shadow: false,
+        }
+    }
+
+    fn block(policy: &str, reason: &str) -> BlockRecord {
+        BlockRecord {
+            rail: Rail::ToolCall,
+            policy: policy.into(),
+            reason: reason.into(),
+            fault: true,
+        }
+    }
+
+    /// Every field present and absent, and strings that need escaping, written directly and
+    /// by serde.
+    #[test]
+    fn written_directly_as_serde_writes_it() {
+        let revision = Revision {
+            number: 7,
+            hash: "0123456789abcdef0123".into(),
+        };
+        let mut records = vec![DecisionRecord::new("ry-1".into(), Door::Chat, &revision)];
+        let mut r = DecisionRecord::new("ry-\"2\"\n".into(), Door::Mcp, &revision);
+        r.tenant = "t\\é\u{1}".into();
+        r.principal = Some("p\u{7f}\u{2028}".into());
+        r.status = 503;
+        r.outcome = Outcome::BackendError;
+        r.latency_us = u64::MAX;
+        r.rails = RailVerdicts(vec![
+            (Rail::ToolResult, Verdict::Allow),
+            (Rail::Input, Verdict::Modify),
+            (Rail::Tools, Verdict::Reject),
+            (Rail::ToolCall, Verdict::Block),
+            (Rail::Output, Verdict::Allow),
+        ]);
+        let mut faulted = plugin(Rail::ToolCall, "schema\"validator", Decided::Fault);
+        faulted.fault = Some(FaultKind::Deadline);
+        faulted.memo = 3;
+        faulted.runs = 4;
+        let mut shadow = plugin(Rail::Output, "pii", Decided::Modify);
+        shadow.shadow = true;
+        for kind in [
+            FaultKind::MemoryCap,
+            FaultKind::OutputFlood,
+            FaultKind::Trap,
+        ] {
+            let mut p = plugin(Rail::Input, "k", Decided::Fault);
+            p.fault = Some(kind);
+            r.plugins.push(p);
+        }
+        r.plugins.extend([
+            plugin(Rail::Input, "pii", Decided::Modify),
+            plugin(Rail::Tools, "x", Decided::Reject),
+            plugin(Rail::ToolResult, "y", Decided::Block),
+            faulted,
+            shadow,
+        ]);
+        r.faults.push(FaultRecord {
+            rail: Rail::ToolCall,
+            policy: "schema".into(),
+            fault: FaultKind::Deadline,
+            on_error: OnError::Allow,
+            shadow: true,
+        });
+        r.blocked = Some(block("allowlist", "tool \"rm\" is not allowed"));
+        r.would_block = Some(block("shadowed", "would"));
+        r.target = Some(Target {
+            server: "files".into(),
+            method: "tools/call".into(),
+            tool: Some("read".into()),
+        });
+        r.notes.push("earlier turns are kept by the backend".into());
+        r.provenance.insert("valid", 2);
+        r.provenance.insert("forged", 1);
+        records.push(r);
+        let mut r = DecisionRecord::new(String::new(), Door::Responses, &revision);
+        r.target = Some(Target {
+            server: "s".into(),
+            method: "tools/list".into(),
+            tool: None,
+        });
+        records.push(r);
+        for door in [
+            Door::Messages,
+            Door::Check,
+            Door::Grpc,
+            Door::Models,
+            Door::Admin,
+        ] {
+            let mut r = DecisionRecord::new("id".into(), door, &revision);
+            r.outcome = Outcome::Disconnected;
+            records.push(r);
+        }
+        for outcome in [
+            Outcome::Served,
+            Outcome::Refused,
+            Outcome::Unauthorized,
+            Outcome::Throttled,
+            Outcome::Invalid,
+        ] {
+            let mut r = DecisionRecord::new("id".into(), Door::Chat, &revision);
+            r.outcome = outcome;
+            records.push(r);
+        }
+        for (i, record) in records.iter().enumerate() {
+            let mut direct = Vec::new();
+            record.write_json(&mut direct);
+            let serde = serde_json::to_vec(record).unwrap();
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(serde).unwrap(),
+                "record {i}"
+            );
+        }
+    }
 }
