@@ -327,6 +327,66 @@ fn serve_one(
     }
 }
 
+/// A model backend that keeps connections alive, as real servers do: it answers every request
+/// with `reply`, counts the connections it accepted and notes each request's `Host`. With
+/// `one_each`, it closes each connection right after its first answer without saying so (no
+/// `Connection: close`), as a server closing idle keep-alive connections can.
+pub struct KeepAliveBackend {
+    pub addr: SocketAddr,
+    pub connections: Arc<Mutex<usize>>,
+    pub hosts: Arc<Mutex<Vec<String>>>,
+}
+
+impl KeepAliveBackend {
+    pub fn start(reply: Value, one_each: bool) -> KeepAliveBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(Mutex::new(0));
+        let hosts = Arc::new(Mutex::new(Vec::new()));
+        let (count, seen) = (connections.clone(), hosts.clone());
+        let text = reply.to_string();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                *count.lock().unwrap() += 1;
+                let (seen, text) = (seen.clone(), text.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    while let Some((_, headers)) = read_head(&mut reader) {
+                        let len: usize = header(&headers, "content-length")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        let mut body = vec![0; len];
+                        if reader.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let host = header(&headers, "host").unwrap_or_default().to_string();
+                        seen.lock().unwrap().push(host);
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                            text.len()
+                        );
+                        if one_each {
+                            let _ = conn.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        KeepAliveBackend {
+            addr,
+            connections,
+            hosts,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
 /// SSE chunk JSON for a text delta.
 pub fn text_chunk(text: &str) -> String {
     serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "mock",

@@ -621,3 +621,56 @@ fn rail_overrides_are_refused_unless_allowed() {
         "Railyard's own field is not forwarded"
     );
 }
+
+/// Backend connections are kept and reused, a connection the backend closed is not used again,
+/// and every request names the backend's host.
+#[test]
+fn backend_connections_are_reused_and_a_closed_one_is_not() {
+    let reply = completion(json!({"role": "assistant", "content": "ok"}), "stop");
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+
+    let kept = KeepAliveBackend::start(reply.clone(), false);
+    let cfg = bundled_with(&[("workers = 0", "workers = 1")]);
+    let daemon = Daemon::start(&cfg.path, &kept.url());
+    for i in 0..20 {
+        let r = post(daemon.addr, "/v1/chat/completions", &req);
+        assert_eq!(r.status, 200, "request {i}: {}", r.body);
+    }
+    assert_eq!(
+        *kept.connections.lock().unwrap(),
+        1,
+        "one worker, one request at a time: one backend connection"
+    );
+    // Concurrent requests: each gets a connection, and none is opened per request.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, req) = (daemon.addr, req.clone());
+            std::thread::spawn(move || {
+                (0..10)
+                    .map(|_| post(addr, "/v1/chat/completions", &req).status)
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert!(t.join().unwrap().iter().all(|s| *s == 200));
+    }
+    let opened = *kept.connections.lock().unwrap();
+    assert!(
+        opened <= 8,
+        "40 concurrent requests opened {opened} connections"
+    );
+    let host = kept.addr.to_string();
+    assert!(kept.hosts.lock().unwrap().iter().all(|h| *h == host));
+
+    let closing = KeepAliveBackend::start(reply, true);
+    let daemon = Daemon::start(&cfg.path, &closing.url());
+    for i in 0..20 {
+        let r = post(daemon.addr, "/v1/chat/completions", &req);
+        assert_eq!(r.status, 200, "request {i}: {}", r.body);
+        if i % 2 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    assert_eq!(*closing.connections.lock().unwrap(), 20);
+}

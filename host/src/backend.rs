@@ -1,13 +1,14 @@
 //! The upstream model servers: any OpenAI-compatible HTTP(S) endpoint (vLLM, llama.cpp server,
 //! Ollama, OpenAI and other hosted APIs) for chat completions, responses and models, and an
-//! Anthropic-compatible one for messages. One pooled HTTP/1.1 client per daemon; `https://`
-//! URLs use rustls with the system's CA certificates.
+//! Anthropic-compatible one for messages. HTTP/1.1 connections pooled per data-plane worker
+//! (`pool.rs` for `http://`); `https://` URLs use rustls with the system's CA certificates.
 //!
 //! Errors are typed so the server can map them to exactly one status: unreachable → 502,
 //! timeout → 504. A backend that answers with an error status is not an error here: its status
 //! and body are passed through to the client.
 
 pub mod mcp;
+mod pool;
 
 use crate::codec::Route;
 use crate::config::BackendConfig;
@@ -20,6 +21,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a backend call failed.
@@ -34,11 +36,16 @@ pub enum BackendError {
     Timeout(u128),
 }
 
-/// The pooled client: plain for `http://` (no TLS layer on the hot path), rustls for `https://`.
+/// One worker's connections: to `http://` backends its own pools of hyper connections (no TLS
+/// layer on the hot path; one for the OpenAI-compatible backend, one for the Anthropic one when
+/// it is elsewhere), rustls through hyper-util's pooled client for `https://`.
 #[derive(Clone)]
 enum Upstream {
-    Plain(Client<HttpConnector, Full<Bytes>>),
-    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+    Plain {
+        openai: Arc<pool::Pool>,
+        anthropic: Arc<pool::Pool>,
+    },
+    Tls(Box<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>),
 }
 
 /// Client for the configured backends.
@@ -104,15 +111,16 @@ impl Backend {
         let tls = [&chat, &messages]
             .iter()
             .any(|u| u.scheme_str() == Some("https"));
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        connector.set_connect_timeout(Some(config.timeout.min(Duration::from_secs(10))));
-        let builder = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .clone();
+        let connect_timeout = config.timeout.min(Duration::from_secs(10));
         // A clone of a client shares its pool: each pool is a client of its own.
         let clients = if tls {
+            let mut connector = HttpConnector::new();
+            connector.set_nodelay(true);
+            connector.enforce_http(false);
+            connector.set_connect_timeout(Some(connect_timeout));
+            let builder = Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(60))
+                .clone();
             let connector = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_native_roots()
                 .map_err(|e| {
@@ -122,12 +130,20 @@ impl Backend {
                 .enable_http1()
                 .wrap_connector(connector);
             (0..=workers)
-                .map(|_| Upstream::Tls(builder.build(connector.clone())))
+                .map(|_| Upstream::Tls(Box::new(builder.build(connector.clone()))))
                 .collect()
         } else {
+            let same = chat.authority() == messages.authority();
             (0..=workers)
-                .map(|_| Upstream::Plain(builder.build(connector.clone())))
-                .collect()
+                .map(|_| {
+                    let openai = Arc::new(pool::Pool::new(&chat, connect_timeout)?);
+                    let anthropic = match same {
+                        true => openai.clone(),
+                        false => Arc::new(pool::Pool::new(&messages, connect_timeout)?),
+                    };
+                    Ok(Upstream::Plain { openai, anthropic })
+                })
+                .collect::<Result<_, String>>()?
         };
         Ok(Backend {
             clients,
@@ -187,7 +203,7 @@ impl Backend {
         } else if let Some(auth) = self.api_key.clone().or(client_auth) {
             request.headers_mut().insert(AUTHORIZATION, auth);
         }
-        self.send(request).await
+        self.send(request, route == Route::Messages).await
     }
 
     /// `GET {backend}/models`.
@@ -198,23 +214,26 @@ impl Backend {
         if let Some(auth) = self.api_key.clone() {
             request.headers_mut().insert(AUTHORIZATION, auth);
         }
-        self.send(request).await
+        self.send(request, false).await
     }
 
+    /// Send `request` to the OpenAI-compatible backend, or the Anthropic one.
     async fn send(
         &self,
         request: Request<Full<Bytes>>,
+        anthropic: bool,
     ) -> Result<Response<Incoming>, BackendError> {
         let client = &self.clients[crate::shard::index() % self.clients.len()];
         let call = async {
             match client {
-                Upstream::Plain(c) => c.request(request).await,
-                Upstream::Tls(c) => c.request(request).await,
+                Upstream::Plain { openai, .. } if !anthropic => openai.send(request).await,
+                Upstream::Plain { anthropic, .. } => anthropic.send(request).await,
+                Upstream::Tls(c) => c.request(request).await.map_err(|e| error_chain(&e)),
             }
         };
         match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
-            Ok(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
+            Ok(Err(e)) => Err(BackendError::Unreachable(e)),
             Ok(Ok(response)) => Ok(response),
         }
     }

@@ -2,16 +2,25 @@
 //! `https://` alike. A request resolves when the upstream's response headers arrive, within the
 //! server's timeout; the body (JSON or an SSE stream) is read by the caller.
 
-use super::{error_chain, BackendError, Upstream};
+use super::{error_chain, BackendError};
 use crate::config::McpServer;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
+
+/// hyper-util's pooled client (one pool for every server, keyed by host), with TLS when the
+/// system's CA certificates could be loaded.
+#[derive(Clone)]
+enum Upstream {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
 
 /// Client for the configured MCP servers.
 #[derive(Clone)]
