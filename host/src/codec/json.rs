@@ -14,6 +14,53 @@ pub fn parse_noting_repeats(bytes: &[u8]) -> serde_json::Result<(Value, bool)> {
     Ok((value, repeated.get()))
 }
 
+/// An object key, borrowed from the text unless it has escapes. (serde's own `Cow<str>` always
+/// allocates: a key read that way cost an allocation and a free.)
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Key<'de>(pub std::borrow::Cow<'de, str>);
+
+impl std::ops::Deref for Key<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Key<'_> {
+    pub(crate) fn into_string(self) -> String {
+        self.0.into_owned()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
 /// `seed`'s value of the one JSON text `de` reads (nothing but whitespace after it).
 pub(crate) fn whole<'de, R, S>(
     seed: S,
@@ -164,10 +211,10 @@ impl<'de> Visitor<'de> for Check<'_> {
         // Schemas are made of small objects: their keys are compared in place; past a few, they
         // are sorted, so a large object costs n log n, not n².
         const FEW: usize = 8;
-        let mut few: [Option<std::borrow::Cow<'de, str>>; FEW] = Default::default();
-        let mut many: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut few: [Option<Key<'de>>; FEW] = Default::default();
+        let mut many: Vec<Key<'de>> = Vec::new();
         let mut n = 0;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             if n < FEW {
                 if few[..n].iter().flatten().any(|k| *k == key) {
                     self.0.set(true);
@@ -193,6 +240,38 @@ impl<'de> Visitor<'de> for Check<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key without escapes is borrowed from the text; one with escapes is decoded.
+    #[test]
+    fn keys_are_borrowed_unless_escaped() {
+        let text = r#"{"plain": 1, "esc\u0061ped": 2, "tab\t": 3}"#;
+        let mut de = serde_json::Deserializer::from_str(text);
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = Vec<(String, bool)>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    let borrowed = matches!(key.0, std::borrow::Cow::Borrowed(_));
+                    out.push((key.into_string(), borrowed));
+                }
+                Ok(out)
+            }
+        }
+        let keys = (&mut de).deserialize_map(Keys).unwrap();
+        assert_eq!(
+            keys,
+            [
+                ("plain".to_string(), true),
+                ("escaped".to_string(), false),
+                ("tab\t".to_string(), false)
+            ]
+        );
+    }
 
     #[test]
     fn values_match_serde_json_and_repeats_are_noted() {

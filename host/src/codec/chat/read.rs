@@ -7,7 +7,7 @@
 //! `Message::from_openai_owned` checks one.
 
 use super::json::Fields;
-use crate::codec::json::{checked, whole, Seed};
+use crate::codec::json::{checked, whole, Key, Seed};
 use crate::model::{Content, Message, PayloadError, Schema};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -147,7 +147,8 @@ impl<'de> Visitor<'de> for Top<'_> {
             tools: None,
             repeats: false,
         };
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let key = key.into_string();
             if key == "tools" {
                 let raw: &'de RawValue = map.next_value()?;
                 // Read apart from the body: a position in the error is one in `tools`.
@@ -294,8 +295,8 @@ impl<'de> Visitor<'de> for One<'_> {
         };
         let mut span = None;
         let mut seen_content = false;
-        while let Some(key) = map.next_key::<String>()? {
-            let known = match key.as_str() {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let known = match &*key {
                 "role" => Some(&mut fields.role),
                 "name" => Some(&mut fields.name),
                 "tool_call_id" => Some(&mut fields.tool_call_id),
@@ -305,7 +306,7 @@ impl<'de> Visitor<'de> for One<'_> {
             if let Some(slot) = known {
                 let value = map.next_value_seed(Seed(repeated))?;
                 self.top.note(slot.replace(value).is_some());
-            } else if key == "content" {
+            } else if &*key == "content" {
                 let raw: &'de RawValue = map.next_value()?;
                 self.top.note(seen_content);
                 seen_content = true;
@@ -316,7 +317,8 @@ impl<'de> Visitor<'de> for One<'_> {
                     content(text, repeated).map_err(serde::de::Error::custom)?;
             } else {
                 let value = map.next_value_seed(Seed(repeated))?;
-                self.top.note(fields.extra.insert(key, value).is_some());
+                self.top
+                    .note(fields.extra.insert(key.into_string(), value).is_some());
             }
         }
         Ok(fields

@@ -7,7 +7,7 @@
 //! key) is declined, and the reply is read the general way, which also says what is wrong.
 
 use super::read;
-use crate::codec::json::{whole, Check};
+use crate::codec::json::{whole, Check, Key};
 use crate::codec::ReadReply;
 use crate::model::Message;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -50,7 +50,7 @@ fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
 
 /// Notes `key` among those seen in one object, declining a repeat. Objects here have a handful
 /// of keys, so a list does.
-fn seen<E: serde::de::Error>(keys: &mut Vec<String>, key: String) -> Result<(), E> {
+fn seen<'de, E: serde::de::Error>(keys: &mut Vec<Key<'de>>, key: Key<'de>) -> Result<(), E> {
     if keys.contains(&key) {
         return Err(decline());
     }
@@ -81,8 +81,8 @@ impl<'de> Visitor<'de> for Top {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReadReply, A::Error> {
         let mut keys = Vec::with_capacity(8);
         let mut read = None;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match &*key {
                 // The proxy's own object is never forwarded as it came.
                 "railyard" => return Err(decline()),
                 "choices" => read = Some(map.next_value_seed(Choices { base: self.base })?),
@@ -152,8 +152,8 @@ impl<'de> Visitor<'de> for Choice {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut keys = Vec::with_capacity(4);
         let mut found = None;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "message" {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if &*key == "message" {
                 let raw: &'de RawValue = map.next_value()?;
                 let message = read::message(raw.get()).ok_or_else(decline)?;
                 found = Some((message, span(self.base, raw.get())));

@@ -5,11 +5,10 @@
 //! as reading a `Value` would.
 
 use super::{none, Parameters, Top};
-use crate::codec::json::{whole, Check};
+use crate::codec::json::{whole, Check, Key};
 use crate::model::{PayloadError, Schema, ToolDef};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::fmt;
 
 /// The declarations, or what is wrong with the first tool that is not one.
@@ -26,10 +25,10 @@ fn err(path: impl Into<String>, message: &str) -> PayloadError {
 
 /// Notes a key repeated in one object (they have a handful of keys: a list does).
 #[derive(Default)]
-struct Keys<'de>(Vec<Cow<'de, str>>);
+struct Keys<'de>(Vec<Key<'de>>);
 
 impl<'de> Keys<'de> {
-    fn see(&mut self, top: Top<'_>, key: Cow<'de, str>) {
+    fn see(&mut self, top: Top<'_>, key: Key<'de>) {
         top.note(self.0.contains(&key));
         self.0.push(key);
     }
@@ -124,9 +123,9 @@ impl<'de> Visitor<'de> for Tool<'_> {
         let mut kind: Option<Option<String>> = None;
         let mut name = None;
         let mut function = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             keys.see(top, key.clone());
-            match key.as_ref() {
+            match &*key {
                 "type" => kind = Some(map.next_value_seed(Text(top))?),
                 "name" => name = map.next_value_seed(Text(top))?,
                 "function" => function = Some(map.next_value_seed(FunctionSeed(top))?),
@@ -267,9 +266,9 @@ impl<'de> Visitor<'de> for FunctionSeed<'_> {
             description: None,
             parameters: Parameter::None,
         };
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             keys.see(top, key.clone());
-            match key.as_ref() {
+            match &*key {
                 "name" => function.name = map.next_value_seed(Text(top))?,
                 "description" => function.description = map.next_value_seed(Text(top))?,
                 "parameters" => {
