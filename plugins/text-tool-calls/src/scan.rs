@@ -132,11 +132,12 @@ pub fn scan(text: &str, complete: bool) -> Scan {
 }
 
 /// The first marker at or after `pos`. Every marker starts with `<`, so one pass stops at each
-/// `<` and compares there (replies rarely hold one), instead of a substring search per marker.
+/// `<` and compares there (replies rarely hold one), instead of a substring search per marker;
+/// `memchr` looks for it a word at a time (a byte loop was most of this plugin's time).
 fn next_marker(text: &str, pos: usize) -> Option<(usize, &'static str, Format)> {
     let b = text.as_bytes();
     let mut from = pos;
-    while let Some(k) = b[from..].iter().position(|&c| c == b'<') {
+    while let Some(k) = memchr::memchr(b'<', &b[from..]) {
         let at = from + k;
         if let Some(&(m, f)) = MARKERS
             .iter()
