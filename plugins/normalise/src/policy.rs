@@ -31,12 +31,13 @@
 //! compactly, keeping key order (added arguments go last); numbers elsewhere in them keep their
 //! value but may change spelling (`1e2` becomes `100.0`).
 
+use railyard_plugin_sdk::by_text::ByText;
 pub use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
 pub const CONFIG_SCHEMA: &str = r#"{
@@ -178,13 +179,16 @@ pub struct Change {
 
 /// The tools' parameter schemas, parsed, by their text. Agents declare the same tools on every
 /// turn and a pooled instance judges many turns, so each schema is parsed once, not per call.
-#[derive(Default)]
 pub struct Schemas {
-    /// Each schema's place in `parsed`, by its text: one lookup per call (hashing and comparing
-    /// the whole text), not one to test and another to fetch.
-    index: HashMap<String, usize>,
-    parsed: Vec<Value>,
-    bytes: usize,
+    parsed: ByText<Value>,
+}
+
+impl Default for Schemas {
+    fn default() -> Self {
+        Schemas {
+            parsed: ByText::new(usize::MAX, Self::MAX_BYTES),
+        }
+    }
 }
 
 impl Schemas {
@@ -193,22 +197,8 @@ impl Schemas {
 
     /// The parsed schema, or `None` when the text is not JSON.
     fn get(&mut self, text: &str) -> Option<&Value> {
-        let at = match self.index.get(text) {
-            Some(&at) => at,
-            None => {
-                let value = serde_json::from_str(text).ok()?;
-                if self.bytes + text.len() > Self::MAX_BYTES {
-                    self.index.clear();
-                    self.parsed.clear();
-                    self.bytes = 0;
-                }
-                self.bytes += text.len();
-                self.parsed.push(value);
-                self.index.insert(text.to_owned(), self.parsed.len() - 1);
-                self.parsed.len() - 1
-            }
-        };
-        self.parsed.get(at)
+        self.parsed
+            .get_or_make(text, |t| serde_json::from_str(t).ok())
     }
 
     /// Schemas kept.
@@ -671,7 +661,7 @@ mod tests {
         );
         schemas.get(&big).unwrap();
         schemas.get(&big.replace('x', "y")).unwrap();
-        assert!(schemas.len() <= 2 && schemas.bytes <= Schemas::MAX_BYTES);
+        assert!(schemas.len() <= 2 && schemas.parsed.bytes() <= Schemas::MAX_BYTES);
     }
 
     const WEATHER: &str = r##"{

@@ -33,12 +33,12 @@
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::paths::LocationSegment;
 use jsonschema::{ValidationError, Validator};
+use railyard_plugin_sdk::by_text::ByText;
 pub use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
@@ -142,25 +142,29 @@ pub struct Compiled {
 
 /// Compiled validators keyed by the schema's exact text; failures are cached too, so a broken
 /// schema is not recompiled on every request.
-#[derive(Default)]
 pub struct SchemaCache {
-    compiled: HashMap<String, Result<Rc<Compiled>, String>>,
+    compiled: ByText<Result<Rc<Compiled>, String>>,
     compilations: usize,
+}
+
+impl Default for SchemaCache {
+    fn default() -> Self {
+        SchemaCache {
+            compiled: ByText::new(MAX_CACHED_SCHEMAS, usize::MAX),
+            compilations: 0,
+        }
+    }
 }
 
 impl SchemaCache {
     /// The validator for this schema text, compiling it on first use.
     pub fn get(&mut self, schema_text: &str) -> Result<Rc<Compiled>, String> {
-        if let Some(entry) = self.compiled.get(schema_text) {
-            return entry.clone();
-        }
-        if self.compiled.len() >= MAX_CACHED_SCHEMAS {
-            self.compiled.clear();
-        }
-        self.compilations += 1;
-        let entry = compile(schema_text);
-        self.compiled.insert(schema_text.to_string(), entry.clone());
-        entry
+        let compilations = &mut self.compilations;
+        let entry = self.compiled.get_or_make(schema_text, |text| {
+            *compilations += 1;
+            Some(compile(text))
+        });
+        entry.cloned().unwrap_or_else(|| Err("not compiled".into()))
     }
 
     /// How many schemas were compiled so far (for tests and diagnostics).

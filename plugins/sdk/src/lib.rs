@@ -27,6 +27,7 @@ wit_bindgen::generate!({
 ))]
 mod alloc;
 
+pub mod by_text;
 pub mod glob;
 pub mod json;
 pub mod reason;
