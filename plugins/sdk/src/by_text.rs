@@ -157,7 +157,8 @@ mod tests {
         for len in 0..base.len() {
             let a = &base[..len];
             assert!(same(a, a));
-            assert_eq!(hash(a), hash(&a.to_vec()));
+            let copy = a.to_vec();
+            assert_eq!(hash(a), hash(&copy), "the same bytes elsewhere");
             for at in 0..len {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
