@@ -258,8 +258,14 @@ pub trait Codec: Send + Sync + 'static {
     /// Whether the client asked for a stream.
     fn stream_requested(request: &Self::Request) -> bool;
     /// The body for the backend: the request with `payload` (as the inbound rails left it) in
-    /// place of what came in. `edited` says whether anything changed.
-    fn encode_request(request: &Self::Request, payload: &Payload, edited: bool) -> Vec<u8>;
+    /// place of what came in. `edited` says whether anything changed; `original` is the body as
+    /// it came (a door may read what it left out of its request again from it).
+    fn encode_request(
+        request: &Self::Request,
+        payload: &Payload,
+        edited: bool,
+        original: &[u8],
+    ) -> Vec<u8>;
     /// The body for the backend when the rails replaced only contents of messages in place
     /// (`payload.changes`): `original`, the body as it came, with just those values replaced,
     /// so everything else crosses as the caller wrote it. `None` when the door cannot (then

@@ -48,7 +48,7 @@ pub fn round_trip<C: Codec>(data: &[u8]) -> Result<(), String> {
         }
     };
     for edited in [false, true] {
-        let bytes = C::encode_request(&request, &payload, edited);
+        let bytes = C::encode_request(&request, &payload, edited, data);
         let again = object(&bytes).ok_or("the re-encoded request is not a JSON object")?;
         let (_, decoded) = C::decode_request(again).map_err(|e| {
             format!("the re-encoded request does not decode (edited: {edited}): {e}")

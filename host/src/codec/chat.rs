@@ -21,8 +21,9 @@ pub struct ChatRequest {
     stream: bool,
     /// Where each message's content sat in the body, when it was read from text.
     contents: Vec<Option<std::ops::Range<usize>>>,
-    /// The `tools` value as JSON text, when it was read from text (a null in `body`).
-    tools: Option<String>,
+    /// Whether `tools` was read from the body's text into declarations (a null in `body`): a body
+    /// written anew reads its value again from the caller's bytes.
+    tools: bool,
 }
 
 /// What the chat door decodes as it reads a body: the messages and where their contents sit,
@@ -30,7 +31,7 @@ pub struct ChatRequest {
 pub struct ReadMessages {
     messages: Option<Result<Vec<Message>, PayloadError>>,
     contents: Vec<Option<std::ops::Range<usize>>>,
-    tools: Option<(read::Tools, String)>,
+    tools: Option<read::Tools>,
 }
 
 impl ChatRequest {
@@ -78,9 +79,9 @@ impl Codec for Chat {
             Some(messages) => messages?,
             None => return Err(PayloadError::new("messages", "is required")),
         };
-        let (tools, text) = match read.tools {
-            Some((tools, text)) => (tools?, Some(text)),
-            None => (Vec::new(), None),
+        let (tools, declared) = match read.tools {
+            Some(tools) => (tools?, true),
+            None => (Vec::new(), false),
         };
         let mut payload = Payload {
             messages,
@@ -92,7 +93,7 @@ impl Codec for Chat {
             body,
             stream,
             contents: read.contents,
-            tools: text,
+            tools: declared,
         };
         Ok((request, payload))
     }
@@ -110,7 +111,7 @@ impl Codec for Chat {
             body,
             stream,
             contents: Vec::new(),
-            tools: None,
+            tools: false,
         };
         Ok((request, payload))
     }
@@ -120,13 +121,18 @@ impl Codec for Chat {
     }
 
     /// Always from the payload (`edited` or not): the decoded body no longer holds the messages.
-    fn encode_request(request: &ChatRequest, payload: &Payload, _edited: bool) -> Vec<u8> {
+    fn encode_request(
+        request: &ChatRequest,
+        payload: &Payload,
+        _edited: bool,
+        original: &[u8],
+    ) -> Vec<u8> {
         let mut body = super::body_for_edit(&request.body, "messages");
         body.insert("messages".into(), payload.messages_json());
-        // Tools kept as text go back where they were, as a value (the text was read already).
-        if let Some(text) = &request.tools {
-            let tools = serde_json::from_str(text).unwrap_or(Value::Null);
-            body.insert("tools".into(), tools);
+        // Tools read into declarations go back where they were, as a value read again from the
+        // caller's bytes (only a body written anew pays for it).
+        if request.tools {
+            body.insert("tools".into(), read::tools_value(original));
         }
         super::encode_body(body, payload, |t, d| {
             t["function"]["description"] = json!(d);

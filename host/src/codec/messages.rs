@@ -254,7 +254,12 @@ impl Codec for Messages {
         request.stream
     }
 
-    fn encode_request(request: &MessagesRequest, payload: &Payload, edited: bool) -> Vec<u8> {
+    fn encode_request(
+        request: &MessagesRequest,
+        payload: &Payload,
+        edited: bool,
+        _original: &[u8],
+    ) -> Vec<u8> {
         if !edited {
             return serde_json::to_vec(&request.body).unwrap_or_default();
         }

@@ -276,7 +276,12 @@ impl Codec for Responses {
         request.stream
     }
 
-    fn encode_request(request: &ResponsesRequest, payload: &Payload, edited: bool) -> Vec<u8> {
+    fn encode_request(
+        request: &ResponsesRequest,
+        payload: &Payload,
+        edited: bool,
+        _original: &[u8],
+    ) -> Vec<u8> {
         if !edited {
             return serde_json::to_vec(&request.body).unwrap_or_default();
         }

@@ -114,7 +114,7 @@ async fn serve<C: Codec>(
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
     let upstream = if !as_it_came {
-        Bytes::from(C::encode_request(&request, &conversation, edited))
+        Bytes::from(C::encode_request(&request, &conversation, edited, &bytes))
     } else if !edited {
         bytes
     } else {
@@ -123,7 +123,9 @@ async fn serve<C: Codec>(
             .contents_only()
             .then(|| C::splice_contents(&request, &bytes, &conversation))
             .flatten();
-        Bytes::from(spliced.unwrap_or_else(|| C::encode_request(&request, &conversation, edited)))
+        Bytes::from(
+            spliced.unwrap_or_else(|| C::encode_request(&request, &conversation, edited, &bytes)),
+        )
     };
 
     let started = Instant::now();

@@ -1,8 +1,8 @@
 //! A chat request body read in one pass: its top-level object as a map, except `messages`, which
 //! are decoded into the model as they are read (no `Value` is built for a message) together with
 //! where each one's content sits in the body, so that new contents can be spliced into the
-//! caller's own bytes; and `tools`, read into declarations (`tools.rs`) and kept as their JSON
-//! text (a null in their place in the map) for a body written anew. Repeated keys are noted
+//! caller's own bytes; and `tools`, read into declarations (`tools.rs`; a null in their place in
+//! the map: a body written anew reads their value again, [`tools_value`]). Repeated keys are noted
 //! everywhere, as `json::parse_noting_repeats` does, and every message is checked as
 //! `Message::from_openai_owned` checks one.
 
@@ -65,9 +65,8 @@ pub(super) struct Read {
     pub messages: Option<Result<Vec<Message>, PayloadError>>,
     /// Where each message's content value sits in the body (`None`: it has none).
     pub contents: Vec<Option<Range<usize>>>,
-    /// The tools, and their JSON text (left out of `body`, a null in its place); `None`: the body
-    /// has none.
-    pub tools: Option<(tools::Tools, String)>,
+    /// The tools (left out of `body`, a null in its place); `None`: the body has none.
+    pub tools: Option<tools::Tools>,
     /// Whether an object in the body repeats a key.
     pub repeats: bool,
 }
@@ -89,6 +88,36 @@ pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
         r.repeats = repeated.get();
         r
     }))
+}
+
+/// The `tools` value of a body [`read`] read (the last of repeated keys), as a value: for the
+/// rare body written anew. Everything else is skipped.
+pub(super) fn tools_value(bytes: &[u8]) -> Value {
+    struct ToolsOnly;
+
+    impl<'de> Visitor<'de> for ToolsOnly {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut tools = Value::Null;
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                if &*key == "tools" {
+                    tools = map.next_value()?;
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(tools)
+        }
+    }
+
+    serde_json::Deserializer::from_slice(bytes)
+        .deserialize_map(ToolsOnly)
+        .unwrap_or(Value::Null)
 }
 
 /// One message read from its JSON text (a backend reply's `choices[i].message`), checked as a
@@ -150,11 +179,7 @@ impl<'de> Visitor<'de> for Top<'_> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let key = key.into_string();
             if key == "tools" {
-                let raw: &'de RawValue = map.next_value()?;
-                // Read apart from the body: a position in the error is one in `tools`.
-                let tools = tools::read(raw.get(), self)
-                    .map_err(|e| serde::de::Error::custom(format!("in `tools`, {e}")))?;
-                read.tools = Some((tools, raw.get().to_owned()));
+                read.tools = Some(map.next_value_seed(tools::List(self))?);
                 self.note(read.body.insert(key, Value::Null).is_some());
             } else if key == "messages" {
                 let (messages, contents) = map.next_value_seed(Messages(self))?;
@@ -444,10 +469,15 @@ mod tests {
         assert_eq!(
             read.body["tools"],
             Value::Null,
-            "held as text, not as a value"
+            "read into declarations, not as a value"
         );
-        let (declared, kept) = read.tools.unwrap();
-        assert_eq!(kept, tools);
+        let declared = read.tools.unwrap();
+        // Read again from the bytes for a body written anew, the last of repeated keys counting.
+        let value: Value = serde_json::from_str(tools).unwrap();
+        assert_eq!(tools_value(text.as_bytes()), value);
+        let twice = format!(r#"{{"tools": [], "model": "m", "tools": {tools}, "messages": []}}"#);
+        assert_eq!(tools_value(twice.as_bytes()), value);
+        assert_eq!(tools_value(br#"{"messages": []}"#), Value::Null);
         let shown: Vec<_> = declared
             .unwrap()
             .into_iter()
@@ -502,7 +532,7 @@ mod tests {
             r#"[{"type": "x"}, {"type": "function", "function": {}}, 7]"#,
         ] {
             let text = format!(r#"{{"tools": {tools}, "messages": []}}"#);
-            let (declared, _) = read(text.as_bytes()).unwrap().unwrap().tools.unwrap();
+            let declared = read(text.as_bytes()).unwrap().unwrap().tools.unwrap();
             let value: Value = serde_json::from_str(tools).unwrap();
             let expected = ToolDef::list_from_openai(&value, "tools").unwrap_err();
             assert_eq!(declared.unwrap_err(), expected, "{tools}");
@@ -512,11 +542,12 @@ mod tests {
             .err()
             .expect("a number out of range fails as in a value");
         assert!(
-            e.to_string().starts_with("in `tools`, number out of range"),
+            e.to_string()
+                .starts_with("number out of range at line 1 column 35"),
             "{e}"
         );
         let text = br#"{"tools": null, "messages": []}"#;
-        let (declared, _) = read(text).unwrap().unwrap().tools.unwrap();
+        let declared = read(text).unwrap().unwrap().tools.unwrap();
         assert!(declared.unwrap().is_empty());
     }
 

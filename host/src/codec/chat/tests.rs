@@ -22,11 +22,11 @@ fn request_round_trips_and_edits_replace_messages() {
     let (request, mut payload) = Chat::decode_request(map).unwrap();
     assert!(Chat::stream_requested(&request));
     let same: Value =
-        serde_json::from_slice(&Chat::encode_request(&request, &payload, false)).unwrap();
+        serde_json::from_slice(&Chat::encode_request(&request, &payload, false, b"")).unwrap();
     assert_eq!(same, body);
     payload.messages[0].content = Some(crate::model::Content::Text("[EMAIL]".into()));
     let edited: Value =
-        serde_json::from_slice(&Chat::encode_request(&request, &payload, true)).unwrap();
+        serde_json::from_slice(&Chat::encode_request(&request, &payload, true, b"")).unwrap();
     assert_eq!(edited["messages"][0]["content"], "[EMAIL]");
     assert_eq!(edited["messages"][0]["x-msg"], true);
     assert_eq!(edited["x"], 1);

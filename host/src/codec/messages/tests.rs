@@ -38,7 +38,7 @@ fn tool_results_are_tool_messages_and_regroup_on_the_way_out() {
     let mut edited = payload.clone();
     edited.messages[3].content = Some(Content::Text("sunny at [EMAIL]".into()));
     let out: Value =
-        serde_json::from_slice(&Messages::encode_request(&request, &edited, true)).unwrap();
+        serde_json::from_slice(&Messages::encode_request(&request, &edited, true, b"")).unwrap();
     let mut want = body;
     want["messages"][2]["content"][0]["content"] = json!("sunny at [EMAIL]");
     assert_eq!(out["messages"], want["messages"]);
@@ -180,7 +180,7 @@ fn a_message_without_content_is_refused_and_an_empty_one_kept() {
         "the empty message is still judged"
     );
     let out: Value =
-        serde_json::from_slice(&Messages::encode_request(&request, &payload, true)).unwrap();
+        serde_json::from_slice(&Messages::encode_request(&request, &payload, true, b"")).unwrap();
     assert_eq!(out["messages"].as_array().unwrap().len(), 2, "{out}");
 }
 

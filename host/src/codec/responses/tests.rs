@@ -38,13 +38,13 @@ fn items_become_turns_and_come_back_in_place() {
     );
     // Unedited: the same bytes' worth of JSON.
     let same: Value =
-        serde_json::from_slice(&Responses::encode_request(&request, &payload, false)).unwrap();
+        serde_json::from_slice(&Responses::encode_request(&request, &payload, false, b"")).unwrap();
     assert_eq!(same, body);
     // Edited: rebuilt from the model, items the model does not know kept in place.
     let mut edited = payload.clone();
     edited.messages[3].content = Some(Content::Text("[REDACTED]".into()));
     let out: Value =
-        serde_json::from_slice(&Responses::encode_request(&request, &edited, true)).unwrap();
+        serde_json::from_slice(&Responses::encode_request(&request, &edited, true, b"")).unwrap();
     let mut want = body.clone();
     want["input"][4]["output"] = json!("[REDACTED]");
     assert_eq!(out["input"], want["input"]);
@@ -57,7 +57,7 @@ fn a_string_input_stays_a_string() {
     let (request, mut payload) = Responses::decode_request(map(body)).unwrap();
     payload.messages[0].content = Some(Content::Text("mail [EMAIL]".into()));
     let out: Value =
-        serde_json::from_slice(&Responses::encode_request(&request, &payload, true)).unwrap();
+        serde_json::from_slice(&Responses::encode_request(&request, &payload, true, b"")).unwrap();
     assert_eq!(out["input"], "mail [EMAIL]");
 }
 

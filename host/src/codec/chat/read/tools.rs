@@ -5,7 +5,7 @@
 //! as reading a `Value` would.
 
 use super::{none, Parameters, Top};
-use crate::codec::json::{whole, Check, Key};
+use crate::codec::json::{Check, Key};
 use crate::model::{PayloadError, Schema, ToolDef};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -13,11 +13,6 @@ use std::fmt;
 
 /// The declarations, or what is wrong with the first tool that is not one.
 pub(in crate::codec::chat) type Tools = Result<Vec<ToolDef>, PayloadError>;
-
-/// Read the `tools` value `text` (one JSON value).
-pub(super) fn read(text: &str, top: Top<'_>) -> serde_json::Result<Tools> {
-    whole(List(top), serde_json::Deserializer::from_str(text))
-}
 
 fn err(path: impl Into<String>, message: &str) -> PayloadError {
     PayloadError::new(path, message)
@@ -35,7 +30,7 @@ impl<'de> Keys<'de> {
 }
 
 /// The `tools` value: an array of tools, or null (none).
-struct List<'a>(Top<'a>);
+pub(super) struct List<'a>(pub(super) Top<'a>);
 
 fn not_a_list(_: &List<'_>) -> Tools {
     Err(err("tools", "must be an array of tools"))
