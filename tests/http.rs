@@ -69,6 +69,21 @@ fn read_head(reader: &mut impl BufRead) -> Option<(String, Vec<(String, String)>
     Some((first.trim_end().to_string(), headers))
 }
 
+/// Header names and values, in order.
+type Headers = Vec<(String, String)>;
+
+/// One request off a connection: its headers and its body (`Content-Length` bytes); `None` when
+/// the connection ends first.
+fn read_request(reader: &mut impl BufRead) -> Option<(Headers, Vec<u8>)> {
+    let (_, headers) = read_head(reader)?;
+    let len: usize = header(&headers, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).ok()?;
+    Some((headers, body))
+}
+
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
@@ -278,17 +293,9 @@ fn serve_one(
     hung_up: &Mutex<bool>,
 ) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let Some((_, headers)) = read_head(&mut reader) else {
+    let Some((headers, raw)) = read_request(&mut reader) else {
         return;
     };
-    let len: usize = header(&headers, "content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let raw = body;
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     seen.lock().unwrap().push(Seen { headers, body, raw });
     let script = script.lock().unwrap().clone();
@@ -352,14 +359,7 @@ impl KeepAliveBackend {
                 let (seen, text) = (seen.clone(), text.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    while let Some((_, headers)) = read_head(&mut reader) {
-                        let len: usize = header(&headers, "content-length")
-                            .and_then(|v| v.parse().ok())
-                            .unwrap_or(0);
-                        let mut body = vec![0; len];
-                        if reader.read_exact(&mut body).is_err() {
-                            return;
-                        }
+                    while let Some((headers, _)) = read_request(&mut reader) {
                         let host = header(&headers, "host").unwrap_or_default().to_string();
                         seen.lock().unwrap().push(host);
                         let _ = write!(

@@ -217,17 +217,19 @@ impl Backend {
         self.send(request, false).await
     }
 
-    /// Send `request` to the OpenAI-compatible backend, or the Anthropic one.
+    /// Send `request` to the OpenAI-compatible backend, or (`to_anthropic`) the Anthropic one.
     async fn send(
         &self,
         request: Request<Full<Bytes>>,
-        anthropic: bool,
+        to_anthropic: bool,
     ) -> Result<Response<Incoming>, BackendError> {
         let client = &self.clients[crate::shard::index() % self.clients.len()];
         let call = async {
             match client {
-                Upstream::Plain { openai, .. } if !anthropic => openai.send(request).await,
-                Upstream::Plain { anthropic, .. } => anthropic.send(request).await,
+                Upstream::Plain { openai, anthropic } => {
+                    let pool = if to_anthropic { anthropic } else { openai };
+                    pool.send(request).await
+                }
                 Upstream::Tls(c) => c.request(request).await.map_err(|e| error_chain(&e)),
             }
         };

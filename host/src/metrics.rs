@@ -79,21 +79,20 @@ impl Key {
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    series: Mutex<Option<hashbrown::HashMap<Key, T>>>,
+    series: Mutex<hashbrown::HashMap<Key, T>>,
 }
 
 impl<T: Default + Clone> Family<T> {
-    const fn new(name: &'static str, help: &'static str) -> Self {
+    fn new(name: &'static str, help: &'static str) -> Self {
         Family {
             name,
             help,
-            series: Mutex::new(None),
+            series: Mutex::default(),
         }
     }
 
     fn with(&self, labels: Labels<'_>, f: impl FnOnce(&mut T)) {
         let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let map = map.get_or_insert_with(Default::default);
         match map.get_mut(&Lookup(labels)) {
             Some(series) => f(series),
             None => {
@@ -106,11 +105,7 @@ impl<T: Default + Clone> Family<T> {
     /// The series by their label text, in its order.
     fn snapshot(&self) -> Vec<(String, T)> {
         let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(String, T)> = map
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.text(), v.clone()))
-            .collect();
+        let mut out: Vec<(String, T)> = map.iter().map(|(k, v)| (k.text(), v.clone())).collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }

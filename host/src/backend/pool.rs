@@ -148,6 +148,7 @@ impl Pool {
 mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
+    use std::sync::Arc;
 
     /// A backend that answers one request per connection, keep-alive by its headers, then
     /// closes the connection a moment later; it counts the connections.
@@ -173,8 +174,6 @@ mod tests {
         });
         (addr, count)
     }
-
-    use std::sync::Arc;
 
     fn get(addr: std::net::SocketAddr) -> Request<Full<Bytes>> {
         Request::get(format!("http://{addr}/v1/models"))

@@ -160,11 +160,12 @@ impl SchemaCache {
     /// The validator for this schema text, compiling it on first use.
     pub fn get(&mut self, schema_text: &str) -> Result<Rc<Compiled>, String> {
         let compilations = &mut self.compilations;
-        let entry = self.compiled.get_or_make(schema_text, |text| {
-            *compilations += 1;
-            Some(compile(text))
-        });
-        entry.cloned().unwrap_or_else(|| Err("not compiled".into()))
+        self.compiled
+            .get_or_insert_with(schema_text, |text| {
+                *compilations += 1;
+                compile(text)
+            })
+            .clone()
     }
 
     /// How many schemas were compiled so far (for tests and diagnostics).

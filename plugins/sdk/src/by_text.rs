@@ -38,8 +38,16 @@ impl<V> ByText<V> {
         self.find(text).map(|i| &self.entries[i].1)
     }
 
-    /// The value kept for `text`, or else the one `make` makes of it, then kept (`None`: none is
-    /// made, nothing is kept). One lookup either way.
+    /// The value kept for `text`, or else the one `make` makes of it, then kept. One lookup
+    /// either way.
+    pub fn get_or_insert_with(&mut self, text: &str, make: impl FnOnce(&str) -> V) -> &V {
+        match self.find(text) {
+            Some(i) => &self.entries[i].1,
+            None => self.insert(text, make(text)),
+        }
+    }
+
+    /// [`ByText::get_or_insert_with`] for a value that may not be made (`None`: nothing kept).
     pub fn get_or_make(&mut self, text: &str, make: impl FnOnce(&str) -> Option<V>) -> Option<&V> {
         match self.find(text) {
             Some(i) => Some(&self.entries[i].1),
@@ -59,7 +67,7 @@ impl<V> ByText<V> {
     }
 
     /// Keep `value` for `text` (which has none yet), and return it.
-    pub fn insert(&mut self, text: &str, value: V) -> &V {
+    fn insert(&mut self, text: &str, value: V) -> &V {
         if self.entries.len() >= self.max_entries || self.bytes + text.len() > self.max_bytes {
             self.clear();
         }
@@ -180,6 +188,8 @@ mod tests {
         assert!(cache.is_empty(), "nothing made, nothing kept");
         assert_eq!(cache.get_or_make("[1]", |t| Some(t.len() as i32)), Some(&3));
         assert_eq!(cache.get_or_make("[1]", |_| Some(0)), Some(&3), "made once");
+        assert_eq!(*cache.get_or_insert_with("[1]", |_| 0), 3, "made once");
+        assert_eq!(*cache.get_or_insert_with("[2]", |_| 7), 7);
         cache.clear();
         assert_eq!(*cache.insert("{\"type\": \"object\"}", 1), 1);
         cache.insert("{}", 2);
