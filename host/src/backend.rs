@@ -12,6 +12,7 @@ mod pool;
 
 use crate::codec::Route;
 use crate::config::BackendConfig;
+use crate::util::deadline::{self, within};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -233,19 +234,19 @@ impl Backend {
                 Upstream::Tls(c) => c.request(request).await.map_err(|e| error_chain(&e)),
             }
         };
-        match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
-            Ok(Err(e)) => Err(BackendError::Unreachable(e)),
-            Ok(Ok(response)) => Ok(response),
+        match within(deadline::after(self.timeout), call).await {
+            None => Err(BackendError::Timeout(self.timeout.as_millis())),
+            Some(Err(e)) => Err(BackendError::Unreachable(e)),
+            Some(Ok(response)) => Ok(response),
         }
     }
 
     /// Read a whole response body within what is left of the timeout.
     pub async fn read_body(&self, body: Incoming, left: Duration) -> Result<Bytes, BackendError> {
-        match tokio::time::timeout(left, body.collect()).await {
-            Err(_) => Err(BackendError::Timeout(self.timeout.as_millis())),
-            Ok(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        match within(deadline::after(left), body.collect()).await {
+            None => Err(BackendError::Timeout(self.timeout.as_millis())),
+            Some(Err(e)) => Err(BackendError::Unreachable(error_chain(&e))),
+            Some(Ok(collected)) => Ok(collected.to_bytes()),
         }
     }
 }

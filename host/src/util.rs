@@ -57,6 +57,8 @@ pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(bytes)
 }
 
+pub mod deadline;
+
 /// Name patterns (`*` matches any run, case-insensitive): the plugin SDK's own matcher, so a
 /// pattern means the same in the daemon's config (`models`) as in a plugin's.
 #[path = "../../plugins/sdk/src/glob.rs"]

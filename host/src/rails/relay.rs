@@ -21,6 +21,7 @@ use crate::codec::stream::{Down, Finish, Part, StreamCodec, Up};
 use crate::config::OnBlockStream;
 use crate::model::{Content, Message, Payload, Rail, ToolCall, Verdict, FUNCTION};
 use crate::policy::record::Outcome;
+use crate::util::deadline::{self, within};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use serde_json::{Map, Value};
@@ -113,19 +114,19 @@ impl<C: StreamCodec> Relay<C> {
         loop {
             let next = tokio::select! {
                 _ = self.tx.closed() => return, // the client went away
-                next = tokio::time::timeout(self.idle, body.next()) => next,
+                next = within(deadline::after(self.idle), body.next()) => next,
             };
             let bytes = match next {
-                Err(_) => {
+                None => {
                     let message = "model backend stopped sending within the timeout";
                     return self.fail(message, "backend_timeout", 504).await;
                 }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
+                Some(None) => break,
+                Some(Some(Err(e))) => {
                     let message = format!("model backend stream broke: {e}");
                     return self.fail(&message, "backend_unreachable", 502).await;
                 }
-                Ok(Some(Ok(bytes))) => bytes,
+                Some(Some(Ok(bytes))) => bytes,
             };
             if let Err(e) = parser.push(&bytes) {
                 let message = format!("model backend sent an invalid stream: {e}");

@@ -85,6 +85,7 @@ pub async fn serve_workers(
             .name(format!("railyard-worker-{index}"))
             .spawn(move || {
                 crate::shard::enter(index, runtime.handle().clone());
+                crate::util::deadline::arm_at_most(limits.header_read_timeout);
                 runtime.block_on(worker(incoming, router, limits));
                 // Tasks left (a relay whose client is gone) end with the runtime.
                 drop(runtime);
