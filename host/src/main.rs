@@ -1,6 +1,7 @@
 //! The `railyard` command line: parses arguments and calls into the library.
 
 use clap::{Parser, Subcommand, ValueEnum};
+mod alloc;
 mod cli;
 
 use railyard::model::Rail;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::MiMalloc = alloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "railyard", version, about = "Policy engine for LLM traffic")]
