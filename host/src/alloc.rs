@@ -54,6 +54,13 @@ unsafe impl GlobalAlloc for MiMalloc {
     }
 }
 
+/// Free what this thread's heap holds unused, and return every arena's freed pages to the OS now
+/// rather than at the allocator's next use after its purge delay.
+pub fn release() {
+    // SAFETY: takes no pointers; callable from any thread at any time.
+    unsafe { mi::mi_collect(true) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,6 +166,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
             }
         });
     }
+    crate::util::memory::release();
     // The last line on stdout says where we listen (tests and scripts read it with port 0).
     println!("railyard listening on http://{addr}");
     let _ = std::io::stdout().flush();

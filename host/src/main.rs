@@ -179,6 +179,7 @@ fn main() -> ExitCode {
 }
 
 fn serve(options: railyard::daemon::ServeOptions) -> ExitCode {
+    railyard::util::memory::on_release(alloc::release);
     block_on(railyard::daemon::serve(options), |err| match err {
         // EX_USAGE: the config is wrong, nothing was bound.
         railyard::daemon::DaemonError::Config(_) | railyard::daemon::DaemonError::Backend(_) => 64,

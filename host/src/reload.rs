@@ -217,6 +217,7 @@ impl Reloader {
                     ms = started.elapsed().as_millis() as u64,
                     "policy set reloaded"
                 );
+                crate::util::memory::release();
                 Ok(revision)
             }
             Err(err) => {

@@ -58,6 +58,7 @@ pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
 }
 
 pub mod deadline;
+pub mod memory;
 
 /// Name patterns (`*` matches any run, case-insensitive): the plugin SDK's own matcher, so a
 /// pattern means the same in the daemon's config (`models`) as in a plugin's.
