@@ -1,7 +1,7 @@
 //! Giving freed memory back to the OS once a policy set is loaded. Loading one (components read
 //! and instantiated, configs parsed) frees tens of MB; the allocator returns freed pages to the
-//! OS only when it is next used after a delay, which an idle daemon never reaches, so its
-//! resident memory stayed 15-50 MB above what it holds (BENCHMARKS.md §25).
+//! OS only when it is next used after a delay, which an idle daemon never reaches: its resident
+//! memory kept 13-27 MB it had freed (BENCHMARKS.md §25).
 
 use std::sync::OnceLock;
 
