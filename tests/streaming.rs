@@ -163,29 +163,29 @@ fn streamed_output_block_ends_with_an_error_event() {
     assert_eq!(events.last().unwrap(), "[DONE]");
 }
 
-/// A worker arms its timers no further ahead than the header timeout (100 ms here) and re-arms
-/// them (`util::deadline`); what a wait may last is still the backend's timeout (600 ms).
+/// A worker arms its timers no further ahead than the header timeout (here 100 ms, so the
+/// shortest step, 250 ms) and re-arms them (`util::deadline`); what a wait may last is still the
+/// backend's timeout (900 ms).
 #[test]
 fn the_backend_timeout_holds_when_waits_are_armed_in_steps() {
     let cfg =
-        write_config("[server]\nheader_read_timeout_ms = 100\n\n[backend]\ntimeout_ms = 600\n");
+        write_config("[server]\nheader_read_timeout_ms = 100\n\n[backend]\ntimeout_ms = 900\n");
     // Silences longer than a step and shorter than the timeout: the whole stream arrives.
     let events = vec![
         text_chunk("one "),
-        text_chunk("two "),
-        text_chunk("three"),
+        text_chunk("two"),
         finish_chunk("stop"),
         "[DONE]".into(),
     ];
-    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(250)));
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(600)));
     let daemon = Daemon::start(&cfg.path, &backend.url());
     let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
-    assert_eq!(reply.streamed_text(), "one two three", "{}", reply.body);
+    assert_eq!(reply.streamed_text(), "one two", "{}", reply.body);
     assert_eq!(reply.events().last().unwrap(), "[DONE]");
 
     // A silence past the timeout ends the stream with the timeout's error.
     let stalled = vec![text_chunk("one "), text_chunk("two")];
-    let backend = MockBackend::start(Script::Sse(stalled, Duration::from_millis(1500)));
+    let backend = MockBackend::start(Script::Sse(stalled, Duration::from_millis(2000)));
     let daemon = Daemon::start(&cfg.path, &backend.url());
     let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
     assert_eq!(reply.streamed_text(), "one ", "{}", reply.body);
@@ -200,7 +200,7 @@ fn the_backend_timeout_holds_when_waits_are_armed_in_steps() {
     let r = post(daemon.addr, "/v1/chat/completions", &req);
     assert_eq!(r.status, 504);
     assert_eq!(r.json()["error"]["code"], "backend_timeout");
-    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert!(started.elapsed() >= Duration::from_millis(900));
 }
 
 #[test]

@@ -16,13 +16,18 @@ use std::task::Poll;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The shortest step: a tiny header timeout must not wake a long wait every few milliseconds (it
+/// then only loses the saving).
+const MIN_STEP: Duration = Duration::from_millis(250);
+
 thread_local! {
     static STEP: Cell<Option<Duration>> = const { Cell::new(None) };
 }
 
-/// On this thread, arm timers at most `step` ahead (the listener's header timeout, on a worker).
+/// On this thread, arm timers at most `step` ahead (the listener's header timeout, on a worker),
+/// or [`MIN_STEP`] if that is longer.
 pub fn arm_at_most(step: Duration) {
-    STEP.with(|s| s.set(Some(step)));
+    STEP.with(|s| s.set(Some(step.max(MIN_STEP))));
 }
 
 /// The instant `after` from now (far in the future rather than past the clock's range).
@@ -73,16 +78,18 @@ mod tests {
     #[test]
     fn a_wait_longer_than_the_step_ends_at_its_deadline_not_at_a_step() {
         std::thread::spawn(|| {
+            // Below the floor: steps of MIN_STEP.
             arm_at_most(Duration::from_millis(20));
+            assert_eq!(STEP.with(Cell::get), Some(MIN_STEP));
             runtime().block_on(async {
                 let start = Instant::now();
-                let deadline = start + Duration::from_millis(150);
+                let deadline = start + MIN_STEP * 2 + MIN_STEP / 2;
                 let out = within(deadline, std::future::pending::<()>()).await;
                 assert_eq!(out, None);
                 assert!(Instant::now() >= deadline, "ended before its deadline");
                 // A future that ends between steps is answered.
                 let slow = async {
-                    tokio::time::sleep(Duration::from_millis(70)).await;
+                    tokio::time::sleep(MIN_STEP + MIN_STEP / 2).await;
                     7
                 };
                 assert_eq!(within(after(Duration::from_secs(5)), slow).await, Some(7));
