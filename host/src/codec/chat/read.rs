@@ -125,17 +125,23 @@ pub(super) fn tools_value(bytes: &[u8]) -> Value {
 /// (the caller then reads the reply the general way, which says what is wrong).
 pub(super) fn message(text: &str) -> Option<Message> {
     let repeated = Cell::new(false);
+    let (mut messages, mut contents) = (Vec::with_capacity(1), Vec::with_capacity(1));
     let one = One {
         top: Top {
             repeated: &repeated,
             base: text.as_ptr() as usize,
         },
         index: 0,
+        sink: Sink {
+            messages: &mut messages,
+            contents: &mut contents,
+            keep: true,
+        },
     };
-    let (message, _) = whole(one, serde_json::Deserializer::from_str(text))
+    whole(one, serde_json::Deserializer::from_str(text))
         .ok()?
         .ok()?;
-    (!repeated.get()).then_some(message)
+    messages.pop().filter(|_| !repeated.get())
 }
 
 #[derive(Clone, Copy)]
@@ -245,16 +251,22 @@ impl<'de> Visitor<'de> for Messages<'_> {
         let mut contents = Vec::with_capacity(messages.capacity());
         let mut first_error = None;
         let mut index = 0;
-        while let Some(one) = seq.next_element_seed(One { top: self.0, index })? {
-            match one {
-                // After the first bad message the rest is only read (the first error is the one
-                // reported, as when decoding a `Value`).
-                Ok(_) if first_error.is_some() => {}
-                Ok((message, content)) => {
-                    messages.push(message);
-                    contents.push(content);
-                }
-                Err(e) => {
+        loop {
+            // After the first bad message the rest is only read (the first error is the one
+            // reported, as when decoding a `Value`).
+            let sink = Sink {
+                messages: &mut messages,
+                contents: &mut contents,
+                keep: first_error.is_none(),
+            };
+            match seq.next_element_seed(One {
+                top: self.0,
+                index,
+                sink,
+            })? {
+                None => break,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
                     first_error.get_or_insert(e);
                 }
             }
@@ -274,15 +286,26 @@ impl<'de> Visitor<'de> for Messages<'_> {
     scalars!(not_an_array);
 }
 
-type OneMessage = Result<(Message, Option<Range<usize>>), PayloadError>;
+/// A message read, pushed by [`One`] (`Err`: what is wrong with it).
+type OneMessage = Result<(), PayloadError>;
 
-/// One element of `messages`.
-struct One<'a> {
-    top: Top<'a>,
-    index: usize,
+/// Where [`One`] puts the message it reads and its content's place: pushed where it is built,
+/// not returned through each layer of the visit (a message is a few hundred bytes, and every
+/// layer copied it). With `keep` false (after a bad message) it is only read.
+struct Sink<'v> {
+    messages: &'v mut Vec<Message>,
+    contents: &'v mut Vec<Option<Range<usize>>>,
+    keep: bool,
 }
 
-impl One<'_> {
+/// One element of `messages`.
+struct One<'a, 'v> {
+    top: Top<'a>,
+    index: usize,
+    sink: Sink<'v>,
+}
+
+impl One<'_, '_> {
     fn path(&self) -> String {
         format!("messages[{}]", self.index)
     }
@@ -292,7 +315,7 @@ impl One<'_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for One<'_> {
+impl<'de> DeserializeSeed<'de> for One<'_, '_> {
     type Value = OneMessage;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<OneMessage, D::Error> {
@@ -300,7 +323,7 @@ impl<'de> DeserializeSeed<'de> for One<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for One<'_> {
+impl<'de> Visitor<'de> for One<'_, '_> {
     type Value = OneMessage;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -346,9 +369,17 @@ impl<'de> Visitor<'de> for One<'_> {
                     .note(fields.extra.insert(key.into_string(), value).is_some());
             }
         }
-        Ok(fields
-            .into_message(|| self.path())
-            .map(|message| (message, span)))
+        if !self.sink.keep {
+            return Ok(Ok(()));
+        }
+        Ok(match fields.into_message(|| self.path()) {
+            Ok(message) => {
+                self.sink.messages.push(message);
+                self.sink.contents.push(span);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        })
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<OneMessage, A::Error> {
