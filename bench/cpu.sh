@@ -4,6 +4,7 @@
 # bundled chains, in one run. For each target: wrk drives it for N seconds, and the CPU the
 # target's processes used meanwhile (utime + stime from /proc/PID/stat, every thread) is divided
 # by the requests answered. The backend's own CPU is reported for each run too.
+# User and system time are shown apart too (the system part is mostly loopback TCP).
 #
 # Three requests: `chat`, a ~2 KB conversation with one email address (the input rail redacts it),
 # `tools`, a request declaring 3 tools whose reply is one tool call (the tools, tool_call and
@@ -15,7 +16,7 @@
 # Load: wrk, one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
-#        [ROUNDS=3] bench/cpu.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=3] [TARGETS="railyard baseline"] bench/cpu.sh [seconds-per-run]   (default 10)
 # Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
@@ -77,14 +78,16 @@ for port in $ports; do
 done
 
 ticks=$(getconf CLK_TCK)
-cpu() { # pids... -> CPU seconds (utime + stime) of those processes, all threads
-    local t=0 p
+cpu() { # pids... -> CPU ticks "user system" of those processes, all threads
+    local u=0 s=0 p pu ps
     for p in "$@"; do
         # Fields 14 and 15 after the command name (which may hold spaces).
-        t=$((t + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+        read -r pu ps < <(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12, $13 }')
+        u=$((u + pu)); s=$((s + ps))
     done
-    echo "$t"
+    echo "$u $s"
 }
+total() { echo $(($1 + $2)); }
 nginx_pids() { echo "$nginx_pid $(pgrep -P "$nginx_pid" | tr '\n' ' ')"; }
 
 measure() { # name port pids... -> prints one row
@@ -92,20 +95,22 @@ measure() { # name port pids... -> prints one row
     local b0 t0 b1 t1 n errs
     # Warm up (connections, pools, caches), then measure.
     wrk -t1 -c"$conc" -d1s -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
-    b0=$(cpu "$backend_pid"); t0=$(cpu "$@")
+    b0=$(total $(cpu "$backend_pid")); t0=$(cpu "$@")
     wrk -t1 -c"$conc" -d"${secs}s" -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" > "$work/out"
-    b1=$(cpu "$backend_pid"); t1=$(cpu "$@")
+    b1=$(total $(cpu "$backend_pid")); t1=$(cpu "$@")
     read -r _ n errs < <(grep '^RESULT' "$work/out")
     [ "$errs" = 0 ] || { echo "$name: errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
-    awk -v name="$name" -v n="$n" -v s="$secs" -v t="$((t1 - t0))" -v b="$((b1 - b0))" -v hz="$ticks" \
-        -v direct="$name" 'BEGIN {
-            own = (name == "backend") ? b : t
-            printf "%-10s %9d %9.0f %12.1f %12.1f\n", name, n, n / s, 1e6 * own / hz / n, 1e6 * b / hz / n }'
+    read -r u0 s0 <<< "$t0"; read -r u1 s1 <<< "$t1"
+    awk -v name="$name" -v n="$n" -v s="$secs" -v u="$((u1 - u0))" -v y="$((s1 - s0))" \
+        -v b="$((b1 - b0))" -v hz="$ticks" 'BEGIN {
+            printf "%-10s %9d %9.0f %12.1f %12.1f %8.1f %8.1f\n", name, n, n / s, 1e6 * (u + y) / hz / n,
+                1e6 * b / hz / n, 1e6 * u / hz / n, 1e6 * y / hz / n }'
 }
 
 echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2)"
 targets="backend nginx railyard"
 [ -n "$baseline" ] && targets="$targets baseline"
+targets="${TARGETS:-$targets}"
 measure_target() { # name
     case $1 in
         backend) measure backend 19120 "$backend_pid" ;;
@@ -118,7 +123,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 for req in $requests; do
     echo
     echo "request: $req ($(wc -c < "$work/$req.json") bytes), $rounds rounds, the targets' order rotated each round"
-    printf '%-10s %9s %9s %12s %12s\n' target requests req/s 'µs CPU/req' 'backend µs'
+    printf '%-10s %9s %9s %12s %12s %8s %8s\n' target requests req/s 'µs CPU/req' 'backend µs' 'user' 'system'
     rm -f "$work"/*.rows
     order=$targets
     for round in $(seq "$rounds"); do
@@ -128,14 +133,19 @@ for req in $requests; do
     done
     echo "medians:"
     for t in $targets; do
-        printf '%-10s %9s %9.0f %12.1f %12.1f\n' "$t" - "$(awk '{ print $3 }' "$work/$t.rows" | median)" \
-            "$(awk '{ print $4 }' "$work/$t.rows" | median)" "$(awk '{ print $5 }' "$work/$t.rows" | median)"
+        printf '%-10s %9s %9.0f %12.1f %12.1f %8.1f %8.1f\n' "$t" - "$(awk '{ print $3 }' "$work/$t.rows" | median)" \
+            "$(awk '{ print $4 }' "$work/$t.rows" | median)" "$(awk '{ print $5 }' "$work/$t.rows" | median)" \
+            "$(awk '{ print $6 }' "$work/$t.rows" | median)" "$(awk '{ print $7 }' "$work/$t.rows" | median)"
     done | tee "$work/medians"
     ng=$(awk '$1 == "nginx" { print $4 }' "$work/medians")
     ry=$(awk '$1 == "railyard" { print $4 }' "$work/medians")
-    awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request (medians): %.2fx\n", r / n }'
+    [ -n "$ng" ] && awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request (medians): %.2fx\n", r / n }'
     if [ -n "$baseline" ]; then
         bl=$(awk '$1 == "baseline" { print $4 }' "$work/medians")
         awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request (medians): %.2fx\n", r / b }'
+        # Each round's pair was measured minutes apart at most: the median of their ratios is
+        # steadier than the ratio of medians when the VM drifts.
+        paired=$(paste "$work/railyard.rows" "$work/baseline.rows" | awk '{ print $4 / $11 }' | median)
+        awk -v p="$paired" 'BEGIN { printf "railyard / baseline, median of the rounds ratios: %.3fx\n", p }'
     fi
 done
