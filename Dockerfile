@@ -25,11 +25,15 @@ COPY scripts/requirements.txt scripts/requirements.txt
 RUN python3 -m venv .venv \
     && .venv/bin/pip install --quiet "$(grep '^componentize-py==' scripts/requirements.txt)"
 COPY . .
-# host/build.rs builds the plugins into target/plugins.
-RUN cargo build --release --locked -p railyard
+# host/build.rs builds the plugins into target/plugins. The daemon is built profile-guided
+# (scripts/pgo-build.sh: an instrumented build run on a training mix of traffic, then the release
+# build with that profile; about twice the build time, 2-9 % less CPU per request, BENCHMARKS.md
+# §26); `--build-arg PGO=0` builds it plainly (release profile: LTO).
+ARG PGO=1
 RUN mkdir -p /out/plugins \
-    && cp target/release/railyard /out/railyard \
-    && cd target/plugins/wasm32-wasip2/release \
+    && if [ "$PGO" = 1 ]; then scripts/pgo-build.sh /out/railyard; \
+       else cargo build --release --locked -p railyard && cp target/release/railyard /out/railyard; fi
+RUN cd target/plugins/wasm32-wasip2/release \
     && cp allowlist.wasm flow.wasm llama31_compat.wasm normalise.wasm pii_filter.wasm \
           schema_validator.wasm text_tool_calls.wasm tool_linkage.wasm /out/plugins/ \
     && cp /src/target/plugins/components/prompt-guard.wasm \

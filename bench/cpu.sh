@@ -16,7 +16,9 @@
 # Load: wrk, one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
-#        [ROUNDS=3] [TARGETS="railyard baseline"] bench/cpu.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] bench/cpu.sh [seconds-per-run]   (default 10)
+# PEERS=1: NeMo Guardrails and the LiteLLM proxy with their tool-call guardrails are measured too,
+# on the tool request (bench/peers.sh; pip installs them once).
 # Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
@@ -48,6 +50,12 @@ if [ -n "$baseline" ]; then
         --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
     baseline_pid=$!
     ports="$ports 19123"
+fi
+peers="${PEERS:-}"
+if [ -n "$peers" ]; then
+    . bench/peers.sh
+    start_peers "$work" 19120 19124 19125
+    ports="$ports 19124 19125"
 fi
 for port in $ports; do
     for _ in $(seq 100); do
@@ -89,6 +97,11 @@ cpu() { # pids... -> CPU ticks "user system" of those processes, all threads
 }
 total() { echo $(($1 + $2)); }
 nginx_pids() { echo "$nginx_pid $(pgrep -P "$nginx_pid" | tr '\n' ' ')"; }
+tree_pids() { # pid -> it and its descendants
+    local p
+    echo "$1"
+    for p in $(pgrep -P "$1"); do tree_pids "$p"; done
+}
 
 measure() { # name port pids... -> prints one row
     local name=$1 port=$2; shift 2
@@ -117,10 +130,16 @@ measure_target() { # name
         nginx) measure nginx 19121 $(nginx_pids) ;;
         railyard) measure railyard 19122 "$railyard_pid" ;;
         baseline) measure baseline 19123 "$baseline_pid" ;;
+        nemo) measure nemo 19124 $(tree_pids "$nemo_pid") ;;
+        litellm) measure litellm 19125 $(tree_pids "$litellm_pid") ;;
     esac
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+all_targets=$targets
 for req in $requests; do
+    targets=$all_targets
+    # The peers judge tool calls only: they are measured on the tool request.
+    [ -n "$peers" ] && [ "$req" = tools ] && targets="$targets nemo litellm"
     echo
     echo "request: $req ($(wc -c < "$work/$req.json") bytes), $rounds rounds, the targets' order rotated each round"
     printf '%-10s %9s %9s %12s %12s %8s %8s\n' target requests req/s 'µs CPU/req' 'backend µs' 'user' 'system'
@@ -148,4 +167,11 @@ for req in $requests; do
         paired=$(paste "$work/railyard.rows" "$work/baseline.rows" | awk '{ print $4 / $11 }' | median)
         awk -v p="$paired" 'BEGIN { printf "railyard / baseline, median of the rounds ratios: %.3fx\n", p }'
     fi
+    for peer in nemo litellm; do
+        pc=$(awk -v t="$peer" '$1 == t { print $4 }' "$work/medians")
+        if [ -n "$pc" ]; then
+            awk -v r="$ry" -v p="$pc" -v t="$peer" \
+                'BEGIN { printf "%s / railyard CPU per request (medians): %.1fx\n", t, p / r }'
+        fi
+    done
 done
