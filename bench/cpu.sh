@@ -18,11 +18,14 @@
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
 #        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] bench/cpu.sh [seconds-per-run]   (default 10)
 # PEERS=1: NeMo Guardrails and the LiteLLM proxy with their tool-call guardrails are measured too,
-# on the tool request (bench/peers.sh; pip installs them once).
+# on the tool request (bench/peers.sh; pip installs them once). HOP=1: `hop` too, a forwarder of
+# tokio and hyper alone that judges nothing (host/examples/bare_hop.rs), the stack's own floor.
 # Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
 # RAILYARD_BASELINE_CONFIG, or the same config). RAILYARD_CONFIG: another config than the bundled one.
+# The daemons log at RAILYARD_LOG (default warn: no decision records); RAILYARD_LOG=info writes
+# a record per request, as `serve` does by default (to /dev/null here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -41,15 +44,24 @@ $demo demo-backend --listen 127.0.0.1:19120 >/dev/null &
 backend_pid=$!
 . bench/nginx.sh
 start_nginx "$work" 19121 19120
-RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19122 \
-    --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
+# Decision records (RAILYARD_LOG=info) are discarded; warnings and errors are shown.
+if [ "${RAILYARD_LOG:-warn}" = warn ]; then exec 3>&2; else exec 3>/dev/null; fi
+RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19122 \
+    --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
 railyard_pid=$!
 ports="19120 19121 19122"
 if [ -n "$baseline" ]; then
-    RAILYARD_LOG=warn "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-${RAILYARD_CONFIG:-policies/railyard.toml}}" --listen 127.0.0.1:19123 \
-        --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null &
+    RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-${RAILYARD_CONFIG:-policies/railyard.toml}}" --listen 127.0.0.1:19123 \
+        --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
     baseline_pid=$!
     ports="$ports 19123"
+fi
+hop="${HOP:-}"
+if [ -n "$hop" ]; then
+    cargo build --release -q --example bare_hop
+    target/release/examples/bare_hop 127.0.0.1:19126 127.0.0.1:19120 &
+    hop_pid=$!
+    ports="$ports 19126"
 fi
 peers="${PEERS:-}"
 if [ -n "$peers" ]; then
@@ -123,6 +135,7 @@ measure() { # name port pids... -> prints one row
 echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2)"
 targets="backend nginx railyard"
 [ -n "$baseline" ] && targets="$targets baseline"
+[ -n "$hop" ] && targets="$targets hop"
 targets="${TARGETS:-$targets}"
 measure_target() { # name
     case $1 in
@@ -130,6 +143,7 @@ measure_target() { # name
         nginx) measure nginx 19121 $(nginx_pids) ;;
         railyard) measure railyard 19122 "$railyard_pid" ;;
         baseline) measure baseline 19123 "$baseline_pid" ;;
+        hop) measure hop 19126 "$hop_pid" ;;
         nemo) measure nemo 19124 $(tree_pids "$nemo_pid") ;;
         litellm) measure litellm 19125 $(tree_pids "$litellm_pid") ;;
     esac
@@ -159,6 +173,10 @@ for req in $requests; do
     ng=$(awk '$1 == "nginx" { print $4 }' "$work/medians")
     ry=$(awk '$1 == "railyard" { print $4 }' "$work/medians")
     [ -n "$ng" ] && awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request (medians): %.2fx\n", r / n }'
+    hp=$(awk '$1 == "hop" { print $4 }' "$work/medians")
+    if [ -n "$hp" ] && [ -n "$ng" ]; then
+        awk -v h="$hp" -v n="$ng" 'BEGIN { printf "hop / nginx CPU per request (medians): %.2fx\n", h / n }'
+    fi
     if [ -n "$baseline" ]; then
         bl=$(awk '$1 == "baseline" { print $4 }' "$work/medians")
         awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request (medians): %.2fx\n", r / b }'

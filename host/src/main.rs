@@ -214,14 +214,23 @@ fn block_on<E: std::fmt::Display>(
 fn init_logging(format: LogFormat, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RAILYARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        .with_ansi(ansi);
+    use railyard::server::{set_record_format, RecordFormat};
     match format {
-        LogFormat::Human => builder.init(),
+        LogFormat::Human => {
+            set_record_format(if ansi {
+                RecordFormat::Tracing
+            } else {
+                RecordFormat::Text
+            });
+            builder.init()
+        }
         LogFormat::Json => {
-            railyard::server::set_json_logs(true);
+            set_record_format(RecordFormat::Json);
             builder.json().init()
         }
     }

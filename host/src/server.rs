@@ -44,18 +44,34 @@ use axum::routing::{any, get, post};
 use axum::Router;
 use error::ApiError;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Header carrying the request id, on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
-/// Decision records as JSON objects (`--log-format json`) rather than a line of text.
-static JSON_RECORDS: AtomicBool = AtomicBool::new(false);
+/// How decision records are written (`set_record_format`).
+static RECORD_FORMAT: AtomicU8 = AtomicU8::new(RecordFormat::Tracing as u8);
 
-/// Write decision records as JSON (one object per line, fields as JSON values).
-pub fn set_json_logs(json: bool) {
-    JSON_RECORDS.store(json, Ordering::Relaxed);
+/// How decision records are written: an event through the log formatter, or the same line
+/// written directly to stderr. A record is written for every request, and the text formatter
+/// passes a message through `Debug` and its escaping one character at a time (~10k
+/// instructions per record, BENCHMARKS.md §26); written directly it is one buffer and one
+/// `write`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum RecordFormat {
+    /// Through `tracing` (a terminal: the formatter's colours).
+    Tracing,
+    /// The line the text formatter writes without colours, written directly.
+    Text,
+    /// One JSON object per line, fields as JSON values (`--log-format json`).
+    Json,
+}
+
+/// Set how decision records are written (once, when logging is set up).
+pub fn set_record_format(format: RecordFormat) {
+    RECORD_FORMAT.store(format as u8, Ordering::Relaxed);
 }
 
 /// Shared state of a running daemon.
@@ -192,7 +208,14 @@ impl Observer for Sink {
         if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
             return;
         }
-        if JSON_RECORDS.load(Ordering::Relaxed) {
+        let format = RECORD_FORMAT.load(Ordering::Relaxed);
+        if format == RecordFormat::Text as u8 {
+            let mut out = timestamp();
+            out.push(' ');
+            text_record(&mut out, record);
+            out.push('\n');
+            let _ = std::io::stderr().lock().write_all(out.as_bytes());
+        } else if format == RecordFormat::Json as u8 {
             // The same envelope as the JSON log formatter's lines, with the record's fields as
             // JSON values (the formatter would make them strings).
             let mut fields = serde_json::to_value(record).unwrap_or_default();
@@ -207,23 +230,58 @@ impl Observer for Sink {
             out.push('\n');
             let _ = std::io::stderr().lock().write_all(out.as_bytes());
         } else {
-            tracing::info!(
-                target: "railyard::decision",
-                request_id = %record.request_id,
-                "decision {}",
-                record.line()
-            );
+            trace_record(record);
         }
     }
 }
 
+/// A decision record as an event, for the log formatter (a terminal's colours).
+fn trace_record(record: &DecisionRecord) {
+    tracing::info!(
+        target: "railyard::decision",
+        request_id = %record.request_id,
+        "decision {}",
+        record.line()
+    );
+}
+
+/// A decision record's event as the text formatter writes it without colours, after the
+/// timestamp and its space: level, target, the message, the request id. The message gets the
+/// formatter's escapes (terminal control characters), and line breaks are escaped too, so that
+/// a name a client chose (an MCP tool's) cannot start a line of its own.
+fn text_record(out: &mut String, record: &DecisionRecord) {
+    use std::fmt::Write as _;
+    out.push_str(" INFO railyard::decision: decision ");
+    let start = out.len();
+    record.write_line(out);
+    let escape = |b: &u8| matches!(b, 0x1b | 0x07 | 0x08 | 0x0c | 0x7f | b'\n' | b'\r' | 0xc2);
+    if out.as_bytes()[start..].iter().any(escape) {
+        let line = out.split_off(start);
+        for ch in line.chars() {
+            match ch {
+                '\x1b' => out.push_str("\\x1b"),
+                '\x07' => out.push_str("\\x07"),
+                '\x08' => out.push_str("\\x08"),
+                '\x0c' => out.push_str("\\x0c"),
+                '\x7f' => out.push_str("\\x7f"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                // C1 controls (UTF-8 0xc2 0x80-0x9f).
+                c if ('\u{80}'..='\u{9f}').contains(&c) => {
+                    let _ = write!(out, "\\u{{{:x}}}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    out.push_str(" request_id=");
+    out.push_str(&record.request_id);
+}
+
 /// Now, as RFC 3339 in UTC with microseconds (what the log formatter writes).
+/// (The formatter's own goes through `Display` field by field: ~2.5k instructions a record.)
 fn timestamp() -> String {
-    use tracing_subscriber::fmt::time::FormatTime;
-    let mut s = String::new();
-    let _ = tracing_subscriber::fmt::time::SystemTime
-        .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut s));
-    s
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
 }
 
 /// The tenant a response was served for (for the request metrics).
@@ -359,4 +417,118 @@ pub(crate) fn json_bytes(status: axum::http::StatusCode, body: bytes::Bytes) -> 
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Door;
+    use crate::policy::record::Target;
+    use crate::policy::Revision;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What the text formatter writes for the record's event, without the time and colours.
+    fn formatted(record: &DecisionRecord) -> String {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || trace_record(record));
+        let out = buffer.0.lock().unwrap().clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn direct(record: &DecisionRecord) -> String {
+        let mut out = String::new();
+        text_record(&mut out, record);
+        out.push('\n');
+        out
+    }
+
+    fn record(tool: &str) -> DecisionRecord {
+        let revision = Revision {
+            number: 3,
+            hash: "0123456789abcdef".into(),
+        };
+        let mut r = DecisionRecord::new("ry-1".into(), Door::Mcp, &revision);
+        r.tenant = "support".into();
+        r.principal = Some("démo".into());
+        r.target = Some(Target {
+            server: "files".into(),
+            method: "tools/call".into(),
+            tool: Some(tool.into()),
+        });
+        r
+    }
+
+    /// Written directly, a record is the line the formatter writes, its escapes included.
+    #[test]
+    fn a_record_written_directly_is_the_formatters_line() {
+        for tool in [
+            "read",
+            "",
+            "r\u{1b}[31mred\u{7}\u{8}\u{c}\u{7f}",
+            "c1\u{85}\u{9b}x\u{a0}é\t",
+        ] {
+            let r = record(tool);
+            assert_eq!(direct(&r), formatted(&r), "{tool:?}");
+        }
+        let plain = DecisionRecord::new(
+            "id".into(),
+            Door::Chat,
+            &Revision {
+                number: 1,
+                hash: "h".into(),
+            },
+        );
+        assert_eq!(direct(&plain), formatted(&plain));
+    }
+
+    /// The timestamp is the one the log formatter writes (the same shape, the same instant to
+    /// the minute; tried again if a minute turned between the two).
+    #[test]
+    fn the_timestamp_is_the_formatters() {
+        use tracing_subscriber::fmt::time::FormatTime;
+        for _ in 0..3 {
+            let ours = timestamp();
+            let mut theirs = String::new();
+            tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut tracing_subscriber::fmt::format::Writer::new(
+                    &mut theirs,
+                ))
+                .unwrap();
+            assert_eq!(ours.len(), theirs.len(), "{ours} {theirs}");
+            let shape = |s: &str| s.bytes().map(|b| b.is_ascii_digit()).collect::<Vec<_>>();
+            assert_eq!(shape(&ours), shape(&theirs), "{ours} {theirs}");
+            assert!(ours.ends_with('Z') && theirs.ends_with('Z'));
+            if ours[..16] == theirs[..16] {
+                return;
+            }
+        }
+        panic!("the two timestamps differ by more than a minute");
+    }
+
+    /// A line break in a name a client chose is escaped: a record stays one line.
+    #[test]
+    fn a_record_is_one_line() {
+        let line = direct(&record("a\nb\r\n2026-11-26T00:00:00Z  INFO forged"));
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(line.contains("tools/call:a\\nb\\r\\n2026"), "{line}");
+    }
 }

@@ -370,74 +370,26 @@ impl DecisionRecord {
 
     /// One line for the human log format.
     pub fn line(&self) -> String {
-        let rails: Vec<String> = self
-            .rails
-            .0
-            .iter()
-            .map(|(r, v)| format!("{r}={}", v.as_str()))
-            .collect();
-        let plugins: Vec<String> = self
-            .plugins
-            .iter()
-            .map(|p| {
-                let runs = if p.runs > 1 {
-                    format!("x{}", p.runs)
-                } else {
-                    String::new()
-                };
-                format!(
-                    "{}:{}:{}{}{runs}{}:{}us",
-                    p.rail,
-                    p.plugin,
-                    if p.shadow { "shadow-" } else { "" },
-                    p.verdict.as_str(),
-                    if p.memo > 0 { "+memo" } else { "" },
-                    p.duration_us
-                )
-            })
-            .collect();
-        let faults: Vec<String> = self
-            .faults
-            .iter()
-            .map(|f| {
-                format!(
-                    "{}:{}:{}:{}",
-                    f.rail,
-                    f.policy,
-                    f.fault.as_str(),
-                    f.on_error.as_str()
-                )
-            })
-            .collect();
-        let target = match &self.target {
-            None => String::new(),
-            Some(t) => format!(
-                " target={}:{}{}",
-                t.server,
-                t.method,
-                t.tool
-                    .as_deref()
-                    .map(|n| format!(":{n}"))
-                    .unwrap_or_default()
-            ),
-        };
-        let provenance: Vec<String> = self
-            .provenance
-            .iter()
-            .map(|(k, n)| format!("{k}:{n}"))
-            .collect();
-        let provenance = if provenance.is_empty() {
-            String::new()
-        } else {
-            format!(" provenance={}", provenance.join(","))
-        };
-        let would_block = match &self.would_block {
-            Some(b) => format!(" would_block={}:{}", b.rail, b.policy),
-            None => String::new(),
-        };
-        format!(
-            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{would_block}{provenance}",
-            self.door.as_str(),
+        let mut out = String::with_capacity(256);
+        self.write_line(&mut out);
+        out
+    }
+
+    /// [`line`](Self::line), appended to `out` (one buffer, no part built apart).
+    pub fn write_line(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str("door=");
+        out.push_str(self.door.as_str());
+        if let Some(t) = &self.target {
+            let _ = write!(out, " target={}:{}", t.server, t.method);
+            if let Some(tool) = &t.tool {
+                out.push(':');
+                out.push_str(tool);
+            }
+        }
+        let _ = write!(
+            out,
+            " status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails=",
             self.status,
             self.outcome.as_str(),
             if self.tenant.is_empty() { "-" } else { &self.tenant },
@@ -445,10 +397,49 @@ impl DecisionRecord {
             self.revision,
             self.policy_hash,
             self.latency_us,
-            rails.join(","),
-            plugins.join(","),
-            faults.join(","),
-        )
+        );
+        for (i, (rail, verdict)) in self.rails.0.iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            let _ = write!(out, "{comma}{rail}={}", verdict.as_str());
+        }
+        out.push_str(" plugins=");
+        for (i, p) in self.plugins.iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            let shadow = if p.shadow { "shadow-" } else { "" };
+            let _ = write!(
+                out,
+                "{comma}{}:{}:{shadow}{}",
+                p.rail,
+                p.plugin,
+                p.verdict.as_str()
+            );
+            if p.runs > 1 {
+                let _ = write!(out, "x{}", p.runs);
+            }
+            if p.memo > 0 {
+                out.push_str("+memo");
+            }
+            let _ = write!(out, ":{}us", p.duration_us);
+        }
+        out.push_str(" faults=");
+        for (i, f) in self.faults.iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            let _ = write!(
+                out,
+                "{comma}{}:{}:{}:{}",
+                f.rail,
+                f.policy,
+                f.fault.as_str(),
+                f.on_error.as_str()
+            );
+        }
+        if let Some(b) = &self.would_block {
+            let _ = write!(out, " would_block={}:{}", b.rail, b.policy);
+        }
+        for (i, (k, n)) in self.provenance.iter().enumerate() {
+            let sep = if i > 0 { "," } else { " provenance=" };
+            let _ = write!(out, "{sep}{k}:{n}");
+        }
     }
 }
 
@@ -502,6 +493,90 @@ fn is_zero(n: &u32) -> bool {
 mod tests {
     use super::*;
 
+    /// The line as it was written before `write_line` (one `String` per part), kept as the
+    /// reference the new writer must match byte for byte.
+    fn former_line(r: &DecisionRecord) -> String {
+        let rails: Vec<String> = r
+            .rails
+            .0
+            .iter()
+            .map(|(r, v)| format!("{r}={}", v.as_str()))
+            .collect();
+        let plugins: Vec<String> = r
+            .plugins
+            .iter()
+            .map(|p| {
+                let runs = if p.runs > 1 {
+                    format!("x{}", p.runs)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}:{}:{}{}{runs}{}:{}us",
+                    p.rail,
+                    p.plugin,
+                    if p.shadow { "shadow-" } else { "" },
+                    p.verdict.as_str(),
+                    if p.memo > 0 { "+memo" } else { "" },
+                    p.duration_us
+                )
+            })
+            .collect();
+        let faults: Vec<String> = r
+            .faults
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}:{}:{}:{}",
+                    f.rail,
+                    f.policy,
+                    f.fault.as_str(),
+                    f.on_error.as_str()
+                )
+            })
+            .collect();
+        let target = match &r.target {
+            None => String::new(),
+            Some(t) => format!(
+                " target={}:{}{}",
+                t.server,
+                t.method,
+                t.tool
+                    .as_deref()
+                    .map(|n| format!(":{n}"))
+                    .unwrap_or_default()
+            ),
+        };
+        let provenance: Vec<String> = r
+            .provenance
+            .iter()
+            .map(|(k, n)| format!("{k}:{n}"))
+            .collect();
+        let provenance = if provenance.is_empty() {
+            String::new()
+        } else {
+            format!(" provenance={}", provenance.join(","))
+        };
+        let would_block = match &r.would_block {
+            Some(b) => format!(" would_block={}:{}", b.rail, b.policy),
+            None => String::new(),
+        };
+        format!(
+            "door={}{target} status={} outcome={} tenant={} principal={} revision={} policy_hash={} latency_us={} rails={} plugins={} faults={}{would_block}{provenance}",
+            r.door.as_str(),
+            r.status,
+            r.outcome.as_str(),
+            if r.tenant.is_empty() { "-" } else { &r.tenant },
+            r.principal.as_deref().unwrap_or("-"),
+            r.revision,
+            r.policy_hash,
+            r.latency_us,
+            rails.join(","),
+            plugins.join(","),
+            faults.join(","),
+        )
+    }
+
     fn plugin(rail: Rail, name: &str, verdict: Decided) -> PluginRecord {
         PluginRecord {
             rail,
@@ -524,10 +599,8 @@ mod tests {
         }
     }
 
-    /// Every field present and absent, and strings that need escaping, written directly and
-    /// by serde.
-    #[test]
-    fn written_directly_as_serde_writes_it() {
+    /// Records with every field present and absent, and strings that need escaping.
+    fn records() -> Vec<DecisionRecord> {
         let revision = Revision {
             number: 7,
             hash: "0123456789abcdef0123".into(),
@@ -615,7 +688,13 @@ mod tests {
             r.outcome = outcome;
             records.push(r);
         }
-        for (i, record) in records.iter().enumerate() {
+        records
+    }
+
+    /// Written directly and by serde.
+    #[test]
+    fn written_directly_as_serde_writes_it() {
+        for (i, record) in records().iter().enumerate() {
             let mut direct = Vec::new();
             record.write_json(&mut direct);
             let serde = serde_json::to_vec(record).unwrap();
@@ -624,6 +703,14 @@ mod tests {
                 String::from_utf8(serde).unwrap(),
                 "record {i}"
             );
+        }
+    }
+
+    /// The log line written into one buffer is the line written part by part before.
+    #[test]
+    fn the_line_is_unchanged() {
+        for (i, record) in records().iter().enumerate() {
+            assert_eq!(record.line(), former_line(record), "record {i}");
         }
     }
 }
