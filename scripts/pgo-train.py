@@ -134,9 +134,13 @@ def worker(seed, failures):
             return
 
 
-def start(args, profile, announces):
-    """A process of BIN writing its profile to `profile`; it and the port it announces."""
-    env = dict(os.environ, RAILYARD_LOG="warn", LLVM_PROFILE_FILE=profile)
+def start(args, profile, announces, log):
+    """A process of BIN writing its profile to `profile`, logging at `log` (None: its default); it
+    and the port it announces."""
+    env = dict(os.environ, LLVM_PROFILE_FILE=profile)
+    env.pop("RAILYARD_LOG", None)
+    if log:
+        env["RAILYARD_LOG"] = log
     p = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     while True:
         line = p.stdout.readline().decode()
@@ -148,11 +152,15 @@ def start(args, profile, announces):
 
 scratch = tempfile.mkdtemp()
 backend, backend_port = start(["demo-backend", "--listen", "127.0.0.1:0"],
-                              os.path.join(scratch, "backend-%p.profraw"), "demo backend listening")
+                              os.path.join(scratch, "backend-%p.profraw"), "demo backend listening",
+                              "warn")
+# The daemon logs as `serve` does by default: a decision record per request, written as it is off
+# a terminal (stderr discarded), a path every request takes.
 daemon, PORT = start(["serve", "--config", os.path.join(ROOT, "policies/railyard.toml"),
                       "--listen", "127.0.0.1:0", "--no-watch",
                       "--backend", f"http://127.0.0.1:{backend_port}/v1"],
-                     os.path.join(PROFILES, "railyard-%p-%m.profraw"), "railyard listening on")
+                     os.path.join(PROFILES, "railyard-%p-%m.profraw"), "railyard listening on",
+                     None)
 failures = []
 threads = [threading.Thread(target=worker, args=(seed, failures)) for seed in range(8)]
 for t in threads:
