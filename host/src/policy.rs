@@ -415,7 +415,11 @@ impl PolicySet {
         partial: bool,
     ) -> Evaluation {
         let chain = self.chain_for(ctx.tenant.as_deref(), rail);
-        if rail == Rail::Tools || self.config.tools.is_empty() {
+        // The operator's tools are merged in only for a chain with a plugin that reads them.
+        if rail == Rail::Tools
+            || self.config.tools.is_empty()
+            || !chain.reads_declared_tools(ctx.model.as_deref())
+        {
             return chain.run(payload, ctx, partial);
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.

@@ -186,12 +186,26 @@ impl App {
     }
 
     pub(crate) fn new_request_id(&self) -> String {
-        format!(
-            "ry-{}-{:06x}",
-            self.id_prefix,
-            self.next_id.fetch_add(1, Ordering::Relaxed)
+        request_id_text(
+            &self.id_prefix,
+            self.next_id.fetch_add(1, Ordering::Relaxed),
         )
     }
+}
+
+/// `ry-{prefix}-{n:06x}`, without the formatting machinery (every request makes one).
+fn request_id_text(prefix: &str, n: u64) -> String {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(6);
+    let mut id = String::with_capacity(4 + prefix.len() + digits as usize);
+    id.push_str("ry-");
+    id.push_str(prefix);
+    id.push('-');
+    for i in (0..digits).rev() {
+        id.push(char::from(
+            b"0123456789abcdef"[(n >> (4 * i)) as usize & 0xf],
+        ));
+    }
+    id
 }
 
 /// Where evaluations and decision records go: metrics and the decision log.
@@ -210,7 +224,8 @@ impl Observer for Sink {
         }
         let format = RECORD_FORMAT.load(Ordering::Relaxed);
         if format == RecordFormat::Text as u8 {
-            let mut out = timestamp();
+            let mut out = String::with_capacity(512);
+            push_timestamp(&mut out);
             out.push(' ');
             text_record(&mut out, record);
             out.push('\n');
@@ -254,8 +269,14 @@ fn text_record(out: &mut String, record: &DecisionRecord) {
     out.push_str(" INFO railyard::decision: decision ");
     let start = out.len();
     record.write_line(out);
-    let escape = |b: &u8| matches!(b, 0x1b | 0x07 | 0x08 | 0x0c | 0x7f | b'\n' | b'\r' | 0xc2);
-    if out.as_bytes()[start..].iter().any(escape) {
+    // Looked for sixteen bytes at a time with a test that has no branch (it vectorises), a
+    // superset of what is escaped: control bytes, DEL, and a C1 control's lead byte.
+    let may_escape = |chunk: &[u8]| {
+        chunk.iter().fold(false, |any, &b| {
+            any | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
+        })
+    };
+    if out.as_bytes()[start..].chunks(16).any(may_escape) {
         let line = out.split_off(start);
         for ch in line.chars() {
             match ch {
@@ -281,7 +302,19 @@ fn text_record(out: &mut String, record: &DecisionRecord) {
 /// Now, as RFC 3339 in UTC with microseconds (what the log formatter writes).
 /// (The formatter's own goes through `Display` field by field: ~2.5k instructions a record.)
 fn timestamp() -> String {
-    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+    let mut out = String::with_capacity(27);
+    push_timestamp(&mut out);
+    out
+}
+
+/// [`timestamp`], appended to `out`.
+fn push_timestamp(out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = write!(
+        out,
+        "{}",
+        humantime::format_rfc3339_micros(std::time::SystemTime::now())
+    );
 }
 
 /// The tenant a response was served for (for the request metrics).
@@ -373,17 +406,17 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
         .map(str::to_string)
         .unwrap_or_else(|| app.new_request_id());
     let endpoint = match request.uri().path() {
-        p @ ("/v1/chat/completions"
-        | "/v1/responses"
-        | "/v1/messages"
-        | "/v1/models"
-        | "/v1/check"
-        | "/v1/policies"
-        | "/healthz"
-        | "/readyz"
-        | "/metrics") => p.to_string(),
-        p if p.starts_with("/mcp/") => "/mcp".to_string(),
-        _ => "other".to_string(),
+        "/v1/chat/completions" => "/v1/chat/completions",
+        "/v1/responses" => "/v1/responses",
+        "/v1/messages" => "/v1/messages",
+        "/v1/models" => "/v1/models",
+        "/v1/check" => "/v1/check",
+        "/v1/policies" => "/v1/policies",
+        "/healthz" => "/healthz",
+        "/readyz" => "/readyz",
+        "/metrics" => "/metrics",
+        p if p.starts_with("/mcp/") => "/mcp",
+        _ => "other",
     };
     request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).await;
@@ -395,7 +428,7 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
         .get::<TenantLabel>()
         .map_or("", |t| t.0.as_str());
     app.metrics
-        .request(&endpoint, tenant, response.status().as_u16());
+        .request(endpoint, tenant, response.status().as_u16());
     response
 }
 
@@ -498,6 +531,15 @@ mod tests {
             },
         );
         assert_eq!(direct(&plain), formatted(&plain));
+    }
+
+    /// Request ids are `ry-{prefix}-{n:06x}`: at least six lowercase hex digits, more as needed.
+    #[test]
+    fn request_ids_are_the_prefix_and_the_counter_in_hex() {
+        for n in [0, 1, 0xa, 0xabcdef, 0x100_0000, 0xfff_ffff_ffff, u64::MAX] {
+            assert_eq!(request_id_text("1a2b", n), format!("ry-1a2b-{n:06x}"));
+        }
+        assert_eq!(request_id_text("p", 0x2a), "ry-p-00002a");
     }
 
     /// The timestamp is the one the log formatter writes (the same shape, the same instant to

@@ -209,6 +209,13 @@ impl Chain {
         &self.steps
     }
 
+    /// Whether any step that runs for `model` is given the declared tools.
+    pub fn reads_declared_tools(&self, model: Option<&str>) -> bool {
+        self.steps
+            .iter()
+            .any(|s| (self.rail == Rail::Tools || s.declared_tools) && s.runs_for(model))
+    }
+
     /// Run the chain over `payload` (`partial`: a streamed reply's text so far). Steps limited
     /// to other models than the request's are skipped without a call.
     pub fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
