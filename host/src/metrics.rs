@@ -179,20 +179,6 @@ fn escape_into(out: &mut String, v: &str) {
     }
 }
 
-/// `n` in decimal, written into `buf` (a status code, counted without allocating).
-fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).unwrap_or_default()
-}
-
 /// `{labels}`, with `extra` (already safe) appended; nothing when there are no labels.
 fn label_text(labels: &str, extra: Option<(&str, &str)>) -> String {
     match (labels.is_empty(), extra) {
@@ -206,12 +192,13 @@ fn label_text(labels: &str, extra: Option<(&str, &str)>) -> String {
 impl Metrics {
     /// Count one request (`tenant` empty when no caller was authenticated, e.g. health checks).
     pub fn request(&self, endpoint: &str, tenant: &str, status: u16) {
-        let mut digits = [0u8; 5];
+        // Counted without allocating: the status written into a stack buffer.
+        let mut digits = itoa::Buffer::new();
         self.requests.with(
             &[
                 ("endpoint", endpoint),
                 ("tenant", tenant),
-                ("status", decimal(status, &mut digits)),
+                ("status", digits.format(status)),
             ],
             |c| *c += 1,
         );

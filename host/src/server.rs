@@ -395,6 +395,19 @@ async fn not_found(request: Request) -> ApiError {
     ApiError::NotFound(format!("{} {}", request.method(), request.uri().path()))
 }
 
+/// The paths counted under their own name in the request metrics (others: `/mcp`, `other`).
+const ENDPOINTS: [&str; 9] = [
+    "/v1/chat/completions",
+    "/v1/responses",
+    "/v1/messages",
+    "/v1/models",
+    "/v1/check",
+    "/v1/policies",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
 /// Give every request an id (the caller's `x-request-id` when it is sane), echo it on the
 /// response, and count the request.
 async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
@@ -405,18 +418,11 @@ async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Nex
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(str::to_string)
         .unwrap_or_else(|| app.new_request_id());
-    let endpoint = match request.uri().path() {
-        "/v1/chat/completions" => "/v1/chat/completions",
-        "/v1/responses" => "/v1/responses",
-        "/v1/messages" => "/v1/messages",
-        "/v1/models" => "/v1/models",
-        "/v1/check" => "/v1/check",
-        "/v1/policies" => "/v1/policies",
-        "/healthz" => "/healthz",
-        "/readyz" => "/readyz",
-        "/metrics" => "/metrics",
-        p if p.starts_with("/mcp/") => "/mcp",
-        _ => "other",
+    let path = request.uri().path();
+    let endpoint = match ENDPOINTS.iter().find(|e| **e == path) {
+        Some(e) => *e,
+        None if path.starts_with("/mcp/") => "/mcp",
+        None => "other",
     };
     request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).await;
