@@ -177,7 +177,8 @@ impl Codec for Chat {
             return None;
         }
         super::splice(original, spans.iter().cloned().zip(judged), |out, j| {
-            serde_json::to_writer(out, &j.message.to_openai()).ok()
+            j.message.write_openai(out);
+            Some(())
         })
     }
 

@@ -116,25 +116,32 @@ pub fn unpack_into(request: Request, into: &mut crate::Request) {
     }
 }
 
-/// `request` unpacked over the last request this instance unpacked (kept for the purpose), and
-/// handed to `judge`.
+/// `request` unpacked over the last request this instance unpacked on the same rail (kept for
+/// the purpose), and handed to `judge`. One is kept per rail: a plugin on several rails (pii on
+/// `input` and `output`) is called on them in turn, and refilling the whole conversation's
+/// strings over the reply's one message, and back, would free and allocate them every call.
 pub fn over_last<R>(request: Request, judge: impl FnOnce(&crate::Request) -> R) -> R {
     thread_local! {
-        static LAST: std::cell::RefCell<Option<crate::Request>> =
-            const { std::cell::RefCell::new(None) };
+        static LAST: std::cell::RefCell<[Option<crate::Request>; RAILS]> =
+            const { std::cell::RefCell::new([const { None }; RAILS]) };
     }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
-        let request = match last.as_mut() {
+        let slot = &mut last[request.rail as usize];
+        let request = match slot.as_mut() {
             Some(into) => {
                 unpack_into(request, into);
                 into
             }
-            None => last.insert(unpack(request)),
+            None => slot.insert(unpack(request)),
         };
         judge(request)
     })
 }
+
+/// How many rails the contract has (`Rail`'s variants; the index of a rail is its discriminant).
+const RAILS: usize = 5;
+const _: () = assert!(crate::Rail::Tools as usize + 1 == RAILS);
 
 /// `v` with `n` entries: the first ones kept (to be refilled), new ones from `new`.
 fn resize<T>(v: &mut Vec<T>, n: u32, new: impl FnMut() -> T) {
@@ -215,5 +222,72 @@ impl<'a> Reader<'a> {
             6 => Provenance::Expired,
             n => panic!("packed request: provenance {n}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{assistant, user};
+    use crate::Rail;
+
+    /// `messages` (text contents, no calls) packed as the host packs them (`wit/packed`).
+    fn packed(rail: Rail, messages: &[Message]) -> Request {
+        let (mut text, mut layout) = (String::new(), vec![messages.len() as u32, 0, 0, 0]);
+        let mut span = |s: &str, layout: &mut Vec<u32>| {
+            layout.extend([text.len() as u32, s.len() as u32]);
+            text.push_str(s);
+        };
+        for s in ["req-1", "check"] {
+            span(s, &mut layout);
+            if s == "req-1" {
+                layout.extend([u32::MAX, 0, u32::MAX, 0, u32::MAX, 0]);
+            }
+        }
+        for m in messages {
+            span(&m.role, &mut layout);
+            let Some(Content::Text(t)) = &m.content else {
+                unreachable!("text contents only")
+            };
+            layout.push(1);
+            span(t, &mut layout);
+            layout.extend([u32::MAX, 0, u32::MAX, 0, 0]);
+        }
+        Request {
+            rail,
+            partial: false,
+            text,
+            layout,
+        }
+    }
+
+    /// The conversation on `input`, the reply alone on `output`, in turn: each call sees what a
+    /// fresh unpack gives, and the conversation's strings are refilled where they are, not
+    /// freed by the reply's call and allocated again.
+    #[test]
+    fn each_rail_refills_its_own_last_request() {
+        let conversation: Vec<Message> = (0..6)
+            .map(|i| match i % 2 {
+                0 => user(&format!("question {i} about the quarterly figures")),
+                _ => assistant(&format!("answer {i}")),
+            })
+            .collect();
+        let reply = [assistant("the reply")];
+        let mut kept = None;
+        for round in 0..3 {
+            for (rail, messages) in [(Rail::Input, &conversation[..]), (Rail::Output, &reply)] {
+                let fresh = format!("{:?}", unpack(packed(rail, messages)));
+                over_last(packed(rail, messages), |request| {
+                    assert_eq!(format!("{request:?}"), fresh, "round {round}, {rail:?}");
+                    if rail == Rail::Input {
+                        let Some(Content::Text(t)) = &request.messages[5].content else {
+                            unreachable!()
+                        };
+                        let at = t.as_ptr();
+                        assert_eq!(*kept.get_or_insert(at), at, "round {round}: reallocated");
+                    }
+                });
+            }
+        }
     }
 }

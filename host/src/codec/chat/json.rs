@@ -127,6 +127,93 @@ impl Message {
         }
         Value::Object(obj)
     }
+
+    /// Appends [`Message::to_openai`]'s JSON text to `out`, the same bytes, without building the
+    /// value (a reply's message is written back on every request whose calls were signed). A
+    /// message whose extra fields repeat a key this writes itself (the value would replace that
+    /// key in place) is written through the value.
+    pub fn write_openai(&self, out: &mut Vec<u8>) {
+        const KNOWN: [&str; 5] = ["role", "content", "name", "tool_call_id", "tool_calls"];
+        if self.extra.keys().any(|k| KNOWN.contains(&k.as_str())) {
+            serde_json::to_writer(out, &self.to_openai()).expect("a Value always serialises");
+            return;
+        }
+        let mut w = Object::open(out);
+        w.string("role", &self.role);
+        match &self.content {
+            Some(Content::Text(t)) => w.string("content", t),
+            Some(Content::Parts(p)) => w.value("content", p),
+            None if self.content_null => w.value("content", &Value::Null),
+            None => {}
+        }
+        if let Some(name) = &self.name {
+            w.string("name", name);
+        }
+        if let Some(id) = &self.tool_call_id {
+            w.string("tool_call_id", id);
+        }
+        if self.tool_calls_present || !self.tool_calls.is_empty() {
+            let out = w.key("tool_calls");
+            out.push(b'[');
+            for (i, call) in self.tool_calls.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if call.writes_plainly() {
+                    call.write_plainly(out);
+                } else {
+                    serde_json::to_writer(&mut *out, &call.to_openai())
+                        .expect("a Value always serialises");
+                }
+            }
+            out.push(b']');
+        }
+        for (k, v) in &self.extra {
+            w.value(k, v);
+        }
+        w.close();
+    }
+}
+
+/// A JSON object written as text, one member after another.
+struct Object<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Object { out, first: true }
+    }
+
+    /// Writes `"key":` and hands back the buffer for its value.
+    fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        string_into(self.out, key);
+        self.out.push(b':');
+        self.out
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        string_into(self.key(key), value);
+    }
+
+    fn value(&mut self, key: &str, value: &Value) {
+        serde_json::to_writer(self.key(key), value).expect("a Value always serialises");
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// `s` as a JSON string, escaped as serde_json escapes it.
+fn string_into(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("a str always serialises");
 }
 
 /// A message's fields as read from its JSON object, before they are checked: the content
@@ -264,6 +351,41 @@ impl ToolCall {
         obj.insert("function".into(), Value::Object(function));
         Value::Object(obj)
     }
+
+    /// Whether [`ToolCall::write_plainly`] writes what [`ToolCall::to_openai`] does: a function
+    /// call whose extra fields repeat none of the keys written for it (the others, rare, are
+    /// written through their value).
+    fn writes_plainly(&self) -> bool {
+        !self.is_hosted()
+            && !self
+                .extra
+                .keys()
+                .any(|k| matches!(k.as_str(), "id" | "function"))
+            && !self
+                .function_extra
+                .keys()
+                .any(|k| matches!(k.as_str(), "name" | "arguments"))
+    }
+
+    /// Appends [`ToolCall::to_openai`]'s JSON text for a call that [`ToolCall::writes_plainly`].
+    fn write_plainly(&self, out: &mut Vec<u8>) {
+        let mut w = Object::open(out);
+        w.string("id", &self.id);
+        if !self.extra.contains_key("type") {
+            w.string("type", FUNCTION);
+        }
+        for (k, v) in &self.extra {
+            w.value(k, v);
+        }
+        let mut f = Object::open(w.key("function"));
+        f.string("name", &self.name);
+        f.string("arguments", &self.arguments);
+        for (k, v) in &self.function_extra {
+            f.value(k, v);
+        }
+        f.close();
+        w.close();
+    }
 }
 
 impl ToolDef {
@@ -394,6 +516,48 @@ mod tests {
         assert_eq!(parsed.to_openai(), call);
         let e = ToolCall::from_openai(&json!({"id": "x", "type": "function"}), "c").unwrap_err();
         assert_eq!(e.path, "c.function");
+    }
+
+    /// The direct writer against the value it stands in for, byte for byte: parsed messages of
+    /// every shape, and built ones whose extra fields repeat the keys written for them.
+    #[test]
+    fn a_message_is_written_as_its_value_serialises() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "quote \" slash \\ nl \n tab \t ctrl \u{1} é 😀 \u{2028}"},
+            {"x-first": [1, 2.5, {"b": null, "a": true}], "role": "assistant", "content": null,
+             "tool_calls": [
+                {"index": 0, "id": "c1", "function": {"arguments": "{\"a\":1}", "name": "f",
+                 "strict": false}},
+                {"id": "ry1_k_1_ab_c2", "type": "function", "extra": {"z": 1},
+                 "function": {"name": "g\u{0}", "arguments": ""}},
+                {"id": "ws_1", "type": "web_search", "status": "completed"}]},
+            {"role": "assistant", "tool_calls": []},
+            {"role": "tool", "tool_call_id": "c1", "name": "f",
+             "content": [{"type": "text", "text": "ok"}]},
+            {"role": "assistant"},
+            {"role": "system", "content": "", "x": {"nested": ["é", "\u{7f}"]}}
+        ]});
+        let mut messages = Payload::from_openai(&body).unwrap().messages;
+        // Not what parsing makes, but what a policy's edit or a codec could: extras that collide.
+        let mut collide = messages[0].clone();
+        collide.extra.insert("content".into(), json!(7));
+        let mut call = messages[1].tool_calls[0].clone();
+        call.extra.insert("function".into(), json!("shadow"));
+        let mut fcall = messages[1].tool_calls[0].clone();
+        fcall.function_extra.insert("name".into(), json!(1));
+        let mut with_calls = messages[2].clone();
+        with_calls.tool_calls = vec![call, fcall];
+        messages.extend([collide, with_calls]);
+        for (i, m) in messages.iter().enumerate() {
+            let mut direct = Vec::new();
+            m.write_openai(&mut direct);
+            let via_value = serde_json::to_vec(&m.to_openai()).unwrap();
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(via_value).unwrap(),
+                "message {i}"
+            );
+        }
     }
 
     #[test]
