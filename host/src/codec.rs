@@ -244,8 +244,13 @@ pub trait Codec: Send + Sync + 'static {
     /// What the door decodes while it reads a body.
     type Decoded: Send;
 
-    /// Read a request body (JSON text): `None` when it is JSON but not an object.
-    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<Parsed<Self::Decoded>>>;
+    /// Read a request body (JSON text): `None` when it is JSON but not an object. `scope` (the
+    /// caller's tenant) keys what a codec keeps from one request to the next (chat: the tools
+    /// it read), so that no tenant's request is answered from what another's left.
+    fn parse_request(
+        bytes: &[u8],
+        scope: &str,
+    ) -> serde_json::Result<Option<Parsed<Self::Decoded>>>;
     /// Decode a body [`Codec::parse_request`] read (its `railyard` options taken out): the
     /// door's request and the payload the inbound rails judge, as [`Codec::decode_request`]
     /// would decode the whole body.

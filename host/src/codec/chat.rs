@@ -58,8 +58,11 @@ impl Codec for Chat {
     type Decoded = ReadMessages;
 
     /// The messages are decoded as they are read, each content's place in the body noted.
-    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<super::Parsed<ReadMessages>>> {
-        Ok(read::read(bytes)?.map(|r| super::Parsed {
+    fn parse_request(
+        bytes: &[u8],
+        scope: &str,
+    ) -> serde_json::Result<Option<super::Parsed<ReadMessages>>> {
+        Ok(read::read(bytes, Some(scope))?.map(|r| super::Parsed {
             body: r.body,
             decoded: ReadMessages {
                 messages: r.messages,

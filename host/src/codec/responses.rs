@@ -209,7 +209,7 @@ impl Codec for Responses {
 
     type Decoded = ();
 
-    fn parse_request(bytes: &[u8]) -> serde_json::Result<Option<super::Parsed<()>>> {
+    fn parse_request(bytes: &[u8], _scope: &str) -> serde_json::Result<Option<super::Parsed<()>>> {
         super::parse_object(bytes)
     }
 

@@ -85,7 +85,7 @@ async fn serve<C: Codec>(
         mut body,
         decoded,
         repeats,
-    } = match C::parse_request(&bytes) {
+    } = match C::parse_request(&bytes, scope.tenant_name()) {
         Ok(Some(parsed)) => parsed,
         Ok(None) => return Err(not_an_object()),
         Err(e) => return Err(not_json(e)),

@@ -71,12 +71,24 @@ pub(super) struct Read {
     pub repeats: bool,
 }
 
-/// Read `bytes`: `None` when they are JSON but not an object.
-pub(super) fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
+/// Read `bytes`: `None` when they are JSON but not an object. With a `scope` (the caller's
+/// tenant), the `tools` are taken from those this thread read lately for the same scope when
+/// their text is the same (agents send the same tools every turn; `tools.rs`, [`tools::kept`]);
+/// a body that fails to read is read again without, so that its error is the one a single pass
+/// gives.
+pub(super) fn read(bytes: &[u8], scope: Option<&str>) -> serde_json::Result<Option<Read>> {
+    match scope {
+        Some(_) => read_with(bytes, scope).or_else(|_| read_with(bytes, None)),
+        None => read_with(bytes, None),
+    }
+}
+
+fn read_with(bytes: &[u8], scope: Option<&str>) -> serde_json::Result<Option<Read>> {
     let repeated = Cell::new(false);
     let top = Top {
         repeated: &repeated,
         base: bytes.as_ptr() as usize,
+        scope,
     };
     let read = match std::str::from_utf8(bytes) {
         // Checked once here, the text is not checked again string by string.
@@ -130,6 +142,7 @@ pub(super) fn message(text: &str) -> Option<Message> {
         top: Top {
             repeated: &repeated,
             base: text.as_ptr() as usize,
+            scope: None,
         },
         index: 0,
         sink: Sink {
@@ -149,6 +162,8 @@ struct Top<'a> {
     repeated: &'a Cell<bool>,
     /// Address of the body's first byte (spans are offsets from it).
     base: usize,
+    /// Whose kept tools the body's `tools` may be taken from (`None`: read them).
+    scope: Option<&'a str>,
 }
 
 impl Top<'_> {
@@ -185,7 +200,16 @@ impl<'de> Visitor<'de> for Top<'_> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let key = key.into_string();
             if key == "tools" {
-                read.tools = Some(map.next_value_seed(tools::List(self))?);
+                read.tools = Some(match self.scope {
+                    Some(scope) => {
+                        let raw: &'de RawValue = map.next_value()?;
+                        let (tools, repeats) =
+                            tools::kept(scope, raw.get()).map_err(serde::de::Error::custom)?;
+                        self.note(repeats);
+                        tools
+                    }
+                    None => map.next_value_seed(tools::List(self))?,
+                });
                 self.note(read.body.insert(key, Value::Null).is_some());
             } else if key == "messages" {
                 let (messages, contents) = map.next_value_seed(Messages(self))?;
@@ -442,6 +466,80 @@ fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Cont
 mod tests {
     use super::*;
     use crate::model::ToolDef;
+
+    /// `bytes` read in one pass, after checking that reading them with kept tools gives the
+    /// same, the first time (the tools read and kept) and the second (taken from those kept),
+    /// errors included: every test below holds for both.
+    fn read(bytes: &[u8]) -> serde_json::Result<Option<Read>> {
+        let plain = super::read(bytes, None);
+        for round in ["read", "kept"] {
+            let kept = super::read(bytes, Some("tenant"));
+            match (&plain, &kept) {
+                (Ok(Some(a)), Ok(Some(b))) => {
+                    let what = format!("{round}: {}", String::from_utf8_lossy(bytes));
+                    assert_eq!(a.body, b.body, "{what}");
+                    assert_eq!(a.messages, b.messages, "{what}");
+                    assert_eq!(a.contents, b.contents, "{what}");
+                    assert_eq!(a.tools, b.tools, "{what}");
+                    assert_eq!(a.repeats, b.repeats, "{what}");
+                }
+                (Ok(None), Ok(None)) => {}
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!("{round}: one read failed, the other did not"),
+            }
+        }
+        plain
+    }
+
+    /// The tools a thread keeps: one per scope and text, none across tenants, a bounded number.
+    #[test]
+    fn tools_are_kept_per_tenant_and_text() {
+        let body = |tools: &str| format!(r#"{{"tools": {tools}, "messages": []}}"#);
+        let one = r#"[{"type": "function", "function": {"name": "f"}}]"#;
+        let kept_count = || tools::KEPT_TOOLS.with(|k| k.borrow().0.len());
+        let start = kept_count();
+        let names = |text: &str, scope| {
+            let r = super::read(text.as_bytes(), Some(scope)).unwrap().unwrap();
+            r.tools
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&body(one), "a"), [Some("f".to_string())]);
+        assert_eq!(names(&body(one), "a"), [Some("f".to_string())]);
+        assert_eq!(
+            kept_count(),
+            start + 1,
+            "the same text for the same tenant: kept once"
+        );
+        assert_eq!(names(&body(one), "b"), [Some("f".to_string())]);
+        assert_eq!(kept_count(), start + 2, "another tenant reads its own");
+        // Another text is another entry, and the whole text counts, not its start.
+        let two = r#"[{"type": "function", "function": {"name": "g"}}]"#;
+        assert_eq!(names(&body(two), "a"), [Some("g".to_string())]);
+        assert_eq!(names(&body(one), "a"), [Some("f".to_string())]);
+        for i in 0..20 {
+            let many = format!(r#"[{{"type": "function", "function": {{"name": "f{i}"}}}}]"#);
+            assert_eq!(names(&body(&many), "a"), [Some(format!("f{i}"))]);
+        }
+        assert_eq!(kept_count(), 8, "bounded");
+        // Too deep for a body is too deep whichever way its tools are read: the deepest tools a
+        // body may hold read alike, and one level more fails alike.
+        let nested = |n: usize| body(&format!("{}{}", "[".repeat(n), "]".repeat(n)));
+        let deepest = (1..200)
+            .take_while(|&n| super::read(nested(n).as_bytes(), None).is_ok())
+            .last()
+            .expect("some depth reads");
+        for scope in [Some("deep"), Some("deep")] {
+            assert!(super::read(nested(deepest).as_bytes(), scope).is_ok());
+            let e = super::read(nested(deepest + 1).as_bytes(), scope)
+                .err()
+                .expect("one level more is too deep");
+            assert!(e.to_string().starts_with("recursion limit exceeded"), "{e}");
+        }
+    }
 
     #[test]
     fn messages_are_decoded_with_where_their_contents_sit() {

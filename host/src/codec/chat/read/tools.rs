@@ -5,10 +5,11 @@
 //! as reading a `Value` would.
 
 use super::{none, Parameters, Top};
-use crate::codec::json::{Check, Key};
+use crate::codec::json::{whole, Check, Key};
 use crate::model::{PayloadError, Schema, ToolDef};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 /// The declarations, or what is wrong with the first tool that is not one.
@@ -16,6 +17,103 @@ pub(in crate::codec::chat) type Tools = Result<Vec<ToolDef>, PayloadError>;
 
 fn err(path: impl Into<String>, message: &str) -> PayloadError {
     PayloadError::new(path, message)
+}
+
+/// Tools texts each thread keeps read, and the largest text kept: a handful of tool sets (an
+/// agent's, a few tenants'), each read again only when it leaves.
+const KEPT: usize = 8;
+const KEPT_TEXT: usize = 32 << 10;
+
+/// A `tools` text read, for a scope (a tenant: no tenant's request is answered from another's,
+/// nor can it time whether another sent the same tools).
+pub(super) struct Kept {
+    scope: Box<str>,
+    text: Box<str>,
+    tools: Tools,
+    repeats: bool,
+}
+
+thread_local! {
+    /// This thread's kept tools, and where the next one goes when all places are taken.
+    pub(super) static KEPT_TOOLS: RefCell<(Vec<Kept>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// The declarations `text` (a body's `tools` value) holds, and whether an object in it repeats
+/// a key: as [`List`] reads them in place, taken from this thread's kept ones when `scope` read
+/// the same text lately. A text is read nested one level, as in a body, so that the depth
+/// limit falls where it does for the body; an error here is not the body's (its position is
+/// the text's), and the caller reads the body again for it.
+pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)> {
+    let hit = KEPT_TOOLS.with(|kept| {
+        let kept = kept.borrow();
+        kept.0
+            .iter()
+            .find(|k| k.text.len() == text.len() && *k.text == *text && *k.scope == *scope)
+            .map(|k| (k.tools.clone(), k.repeats))
+    });
+    if let Some(hit) = hit {
+        return Ok(hit);
+    }
+    let repeated = Cell::new(false);
+    let wrapped = format!("[{text}]");
+    let top = Top {
+        repeated: &repeated,
+        base: wrapped.as_ptr() as usize,
+        scope: None,
+    };
+    let tools = whole(
+        Nested(List(top)),
+        serde_json::Deserializer::from_str(&wrapped),
+    )?;
+    let repeats = repeated.get();
+    if text.len() <= KEPT_TEXT {
+        KEPT_TOOLS.with(|kept| {
+            let (kept, next) = &mut *kept.borrow_mut();
+            let entry = Kept {
+                scope: scope.into(),
+                text: text.into(),
+                tools: tools.clone(),
+                repeats,
+            };
+            if kept.len() < KEPT {
+                kept.push(entry);
+            } else {
+                kept[*next] = entry;
+                *next = (*next + 1) % KEPT;
+            }
+        });
+    }
+    Ok((tools, repeats))
+}
+
+/// `[tools]`: the one element read by [`List`].
+#[derive(Clone, Copy)]
+struct Nested<'a>(List<'a>);
+
+impl<'de> DeserializeSeed<'de> for Nested<'_> {
+    type Value = Tools;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Tools, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Nested<'_> {
+    type Value = Tools;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("one value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tools, A::Error> {
+        let tools = seq
+            .next_element_seed(self.0)?
+            .ok_or_else(|| serde::de::Error::invalid_length(0, &self))?;
+        match seq.next_element::<serde::de::IgnoredAny>()? {
+            None => Ok(tools),
+            Some(_) => Err(serde::de::Error::invalid_length(2, &self)),
+        }
+    }
 }
 
 /// Notes a key repeated in one object (they have a handful of keys: a list does).
@@ -30,6 +128,7 @@ impl<'de> Keys<'de> {
 }
 
 /// The `tools` value: an array of tools, or null (none).
+#[derive(Clone, Copy)]
 pub(super) struct List<'a>(pub(super) Top<'a>);
 
 fn not_a_list(_: &List<'_>) -> Tools {
