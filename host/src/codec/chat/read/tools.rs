@@ -48,7 +48,7 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)>
         let kept = kept.borrow();
         kept.0
             .iter()
-            .find(|k| k.text.len() == text.len() && *k.text == *text && *k.scope == *scope)
+            .find(|k| *k.text == *text && *k.scope == *scope)
             .map(|k| (k.tools.clone(), k.repeats))
     });
     if let Some(hit) = hit {
