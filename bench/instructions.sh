@@ -12,9 +12,12 @@
 # counting on for N requests on one keep-alive connection, then the total divided by N.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_CONFIG=...] [REQUESTS="chat tools stream"] [N=300] [WARM=50]
-#        [RAILYARD_LOG=info] [OUT=dir] bench/instructions.sh
+#        [RAILYARD_LOG=info] [VARY=1] [OUT=dir] bench/instructions.sh
 # RAILYARD_CONFIG (default the bundled one): for an older build, its own checkout's config, so
 # that it loads the plugins built with it.
+# VARY=1 numbers every message's text anew on every request (no text is ever seen twice, not
+# even within a request, where bench/requests.py's conversation repeats one message), where
+# by default each request sends the same conversation again, as a client does turn after turn.
 # OUT keeps the callgrind files (callgrind_annotate --inclusive=yes OUT/<request>.out), and with
 # them the perf map of the plugins' compiled code (OUT/<request>.map, address size name) for
 # naming the addresses callgrind shows as `???`.
@@ -59,12 +62,21 @@ for r in $requests; do
         kill -0 "$pid" 2>/dev/null || { cat "$work/$r.log" >&2; exit 1; }
         sleep 0.5
     done
-    python3 - "$work/$r.json" "$warm" "$n" "$pid" <<'PY'
-import http.client, subprocess, sys
+    VARY="${VARY:-}" python3 - "$work/$r.json" "$warm" "$n" "$pid" <<'PY'
+import http.client, json, os, subprocess, sys
 body, warm, n, pid = open(sys.argv[1], "rb").read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 conn = http.client.HTTPConnection("127.0.0.1", 19131)
+sent = 0
+def varied():
+    doc = json.loads(body)
+    for i, m in enumerate(doc["messages"]):
+        if isinstance(m.get("content"), str):
+            m["content"] = f"{sent}.{i} {m['content']}"
+    return json.dumps(doc).encode()
 def one():
-    conn.request("POST", "/v1/chat/completions", body,
+    global sent
+    sent += 1
+    conn.request("POST", "/v1/chat/completions", varied() if os.environ["VARY"] else body,
                  {"Content-Type": "application/json", "Authorization": "Bearer demo-key"})
     reply = conn.getresponse()
     data = reply.read()

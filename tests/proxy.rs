@@ -674,3 +674,43 @@ fn backend_connections_are_reused_and_a_closed_one_is_not() {
     }
     assert_eq!(*closing.connections.lock().unwrap(), 20);
 }
+
+/// The pii filter keeps what it made of texts it scanned (`memo_kib`): a conversation sent again
+/// turn after turn, by two tenants in turn, reaches the backend exactly as through a daemon that
+/// keeps nothing, every value redacted on every turn.
+#[test]
+fn a_conversation_sent_turn_after_turn_is_redacted_as_with_nothing_kept() {
+    let reply = completion(json!({"role": "assistant", "content": "ok"}), "stop");
+    let pii = "memo = true\ndeclared_tools = false\nconfig = {}";
+    let kept_cfg = bundled_with(&[("workers = 0", "workers = 1")]);
+    let none_cfg = bundled_with(&[
+        ("workers = 0", "workers = 1"),
+        (
+            pii,
+            "memo = true\ndeclared_tools = false\nconfig = { memo_kib = 0 }",
+        ),
+    ]);
+    let backend = MockBackend::start(Script::Json(200, reply));
+    let kept = Daemon::start(&kept_cfg.path, &backend.url());
+    let none = Daemon::start(&none_cfg.path, &backend.url());
+    let prose = "The quarterly report is attached; please review the figures before Friday. ";
+    let mut messages = vec![json!({"role": "system", "content": prose.repeat(2)})];
+    for turn in 0..6 {
+        messages.push(json!({"role": "user",
+            "content": format!("{prose}Turn {turn}: reach me at user{turn}@example.com.")}));
+        let body = json!({"model": "m", "messages": messages});
+        for key in ["demo-key", "demo-support-key", "demo-key"] {
+            let mut seen = vec![];
+            for daemon in [&kept, &none] {
+                let r = post_as(daemon.addr, "/v1/chat/completions", Some(key), &body);
+                assert_eq!(r.status, 200, "turn {turn}, {key}: {}", r.body);
+                seen.push(backend.seen().last().unwrap().body["messages"].clone());
+            }
+            assert_eq!(seen[0], seen[1], "turn {turn}, {key}");
+            let text = seen[0].to_string();
+            assert!(!text.contains("@example.com"), "turn {turn}, {key}: {text}");
+            assert_eq!(text.matches("[EMAIL]").count(), turn + 1, "turn {turn}");
+        }
+        messages.push(json!({"role": "assistant", "content": prose.repeat(3)}));
+    }
+}

@@ -43,19 +43,29 @@ struct RawConfig {
     default_action: Option<Action>,
     #[serde(default)]
     types: BTreeMap<String, Action>,
+    #[serde(default)]
+    memo_kib: Option<u64>,
 }
 
 /// The action for every type, resolved once at configure time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     actions: [Action; PiiType::COUNT],
+    /// KiB of scanned texts an instance keeps for the turns after (`memo.rs`).
+    memo_kib: u64,
 }
+
+/// What an instance keeps by default: a few turns of an ordinary conversation.
+pub const MEMO_KIB: u64 = 256;
+/// The most `memo_kib` may ask for (an instance's memory is capped at a few tens of MB).
+pub const MAX_MEMO_KIB: u64 = 16 << 10;
 
 impl Default for Policy {
     /// What `{}` means: redact every type.
     fn default() -> Self {
         Policy {
             actions: [Action::Redact; PiiType::COUNT],
+            memo_kib: MEMO_KIB,
         }
     }
 }
@@ -85,12 +95,23 @@ impl Policy {
                 actions[t.index()] = a;
             }
         }
-        Ok(Policy { actions })
+        let memo_kib = raw.memo_kib.unwrap_or(MEMO_KIB);
+        if memo_kib > MAX_MEMO_KIB {
+            return Err(format!(
+                "invalid pii-filter config: memo_kib {memo_kib} is over {MAX_MEMO_KIB}"
+            ));
+        }
+        Ok(Policy { actions, memo_kib })
     }
 
     /// The action for a type.
     pub fn action(&self, t: PiiType) -> Action {
         self.actions[t.index()]
+    }
+
+    /// Bytes of scanned texts an instance keeps (0: none).
+    pub fn memo_bytes(&self) -> usize {
+        (self.memo_kib as usize) << 10
     }
 
     /// One line for the log: which types get which action.
@@ -148,6 +169,13 @@ pub fn schema() -> String {
                 "additionalProperties": false,
                 "properties": Value::Object(types),
             },
+            "memo_kib": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_MEMO_KIB,
+                "default": MEMO_KIB,
+                "description": "KiB of scanned texts (with what their scans found) each instance keeps, so that the conversation a client sends again every turn is not scanned again; texts are matched whole and per tenant. 0 keeps none.",
+            },
         },
     })
     .to_string()
@@ -181,6 +209,24 @@ mod tests {
         assert!(Policy::from_json(r#"{"types":{"PASSPORT":"block"}}"#).is_err());
         assert!(Policy::from_json(r#"{"mode":"x"}"#).is_err());
         assert!(Policy::from_json(r#"{"types":{"EMAIL":"mask"}}"#).is_err());
+    }
+
+    #[test]
+    fn memo_size_is_bounded() {
+        assert_eq!(Policy::default().memo_bytes(), 256 << 10);
+        assert_eq!(
+            Policy::from_json(r#"{"memo_kib": 0}"#)
+                .unwrap()
+                .memo_bytes(),
+            0
+        );
+        let most = format!(r#"{{"memo_kib": {MAX_MEMO_KIB}}}"#);
+        assert_eq!(Policy::from_json(&most).unwrap().memo_bytes(), 16 << 20);
+        let over = format!(r#"{{"memo_kib": {}}}"#, MAX_MEMO_KIB + 1);
+        assert!(Policy::from_json(&over).unwrap_err().contains("memo_kib"));
+        assert!(Policy::from_json(r#"{"memo_kib": -1}"#).is_err());
+        let v: Value = serde_json::from_str(&schema()).unwrap();
+        assert_eq!(v["properties"]["memo_kib"]["maximum"], json!(MAX_MEMO_KIB));
     }
 
     #[test]

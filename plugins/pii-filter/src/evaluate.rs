@@ -13,6 +13,7 @@
 //! the type, never the value.
 
 use crate::config::Policy;
+use crate::memo::{Kind, Memo};
 use crate::redact::{self, Blocked, Counts};
 use crate::types::PiiType;
 use railyard_plugin_sdk::reason::quote;
@@ -21,11 +22,24 @@ use railyard_plugin_sdk::{
     Request, ToolDef, Verdict,
 };
 
-/// Judges `request` under `policy`. Reasons name types and counts, never values.
+/// Judges `request` under `policy`, scanning every text. Reasons name types and counts, never
+/// values.
 pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
+    evaluate_with(request, policy, &mut Memo::new(0))
+}
+
+/// [`evaluate`], answering the texts of `input` and `tool_result` that `memo` has seen from it.
+pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Verdict {
     if request.rail == Rail::Tools {
         return tools(request, policy);
     }
+    // The reply rails judge what the model has just written: nothing there was seen before.
+    let mut unkept = Memo::new(0);
+    let memo = match request.rail {
+        Rail::Input | Rail::ToolResult => memo,
+        _ => &mut unkept,
+    };
+    let tenant = request.context.tenant.as_deref();
     let n = request.messages.len();
     let first = match request.rail {
         Rail::Output | Rail::ToolCall => n.saturating_sub(1),
@@ -56,12 +70,12 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
         }
         let mut counts: Counts = [0; PiiType::COUNT];
         let result = match &msg.content {
-            Some(Content::Text(t)) => {
-                redact::text(t, policy, &mut counts).map(|o| o.map(Content::Text))
-            }
-            Some(Content::Parts(p)) => {
-                redact::parts(p, policy, &mut counts).map(|o| o.map(Content::Parts))
-            }
+            Some(Content::Text(t)) => memo
+                .redact(Kind::Text, tenant, t, policy, &mut counts)
+                .map(|o| o.map(Content::Text)),
+            Some(Content::Parts(p)) => memo
+                .redact(Kind::Parts, tenant, p, policy, &mut counts)
+                .map(|o| o.map(Content::Parts)),
             None => Ok(None),
         };
         match result {
@@ -83,7 +97,13 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
         }
         for (c, call) in msg.tool_calls.iter().enumerate() {
             let mut counts: Counts = [0; PiiType::COUNT];
-            match redact::arguments(&call.arguments, policy, &mut counts) {
+            match memo.redact(
+                Kind::Arguments,
+                tenant,
+                &call.arguments,
+                policy,
+                &mut counts,
+            ) {
                 Err(Blocked(t)) if !crate::json::is_document(&call.arguments) => {
                     return Verdict::Block(format!(
                         "tool call {c} of {message} contains {} {} in arguments that are not \
@@ -114,7 +134,7 @@ pub fn evaluate(request: &Request, policy: &Policy) -> Verdict {
         for field in &request.fields {
             let mut counts: Counts = [0; PiiType::COUNT];
             let place = format!("field {}", quote(&field.path));
-            match redact::text(&field.value, policy, &mut counts) {
+            match memo.redact(Kind::Text, tenant, &field.value, policy, &mut counts) {
                 Err(Blocked(t)) => return blocked(place, t),
                 Ok(Some(value)) => {
                     edits.push(Edit::Field(FieldEdit {
@@ -285,6 +305,7 @@ mod tests {
     use railyard_plugin_sdk::testing::{
         self, call, expect_block, expect_modify, field, function, request, text as msg,
     };
+    use railyard_plugin_sdk::Message;
 
     #[test]
     fn counts_and_places_are_written_as_format_would() {
@@ -321,6 +342,66 @@ mod tests {
             "redacted 2 EMAIL in message 1; redacted 1 PHONE in message 2"
         );
         assert!(!m.reason.contains("a@b.com"));
+    }
+
+    #[test]
+    fn a_memo_changes_no_verdict() {
+        let prose = "The quarterly report is attached; please review the figures before Friday. ";
+        let block_cards = Policy::from_json(r#"{"types": {"CREDIT_CARD": "block"}}"#).unwrap();
+        let turns: Vec<Message> = vec![
+            msg("system", &prose.repeat(2)),
+            msg(
+                "user",
+                &format!("{prose}Reach me at jane.doe@example.com, please."),
+            ),
+            msg("assistant", &prose.repeat(3)),
+            Message {
+                tool_calls: vec![call(
+                    "c1",
+                    "send_email",
+                    &format!(r#"{{"to": "jane.doe@example.com", "body": "{prose}"}}"#),
+                )],
+                ..msg("assistant", "")
+            },
+            testing::tool_result(
+                "c1",
+                &format!(r#"{{"sent": true, "note": "{prose}+44 20 7946 0958"}}"#),
+            ),
+            msg("user", &format!("{prose}My card is 4111 1111 1111 1111.")),
+            msg("user", &format!("{prose}Nothing personal, only prose.")),
+        ];
+        let mut memo = Memo::new(256 << 10);
+        let mut asked = 0;
+        for round in 0..3 {
+            for policy in [Policy::default(), block_cards.clone()] {
+                // Every prefix of the conversation, as turn after turn sends it.
+                for n in 1..=turns.len() {
+                    for rail in [Rail::Input, Rail::ToolResult, Rail::Output] {
+                        for tenant in [None, Some("a")] {
+                            let mut r = request(rail, turns[..n].to_vec());
+                            r.context.tenant = tenant.map(Into::into);
+                            if rail == Rail::Input {
+                                r.fields = vec![field("user", &format!("{prose}id jane@x.org"))];
+                            }
+                            // One memo per policy, as an instance has one policy.
+                            let got = if policy == Policy::default() {
+                                evaluate_with(&r, &policy, &mut memo)
+                            } else {
+                                evaluate_with(&r, &policy, &mut Memo::new(256 << 10))
+                            };
+                            let want = evaluate(&r, &policy);
+                            assert_eq!(
+                                format!("{got:?}"),
+                                format!("{want:?}"),
+                                "round {round}, {n} messages, {rail:?}, {tenant:?}"
+                            );
+                            asked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(asked, 3 * 2 * 7 * 3 * 2);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod config;
 pub mod detect;
 pub mod evaluate;
 pub mod json;
+pub mod memo;
 pub mod redact;
 pub mod types;
 pub mod validate;
@@ -26,6 +27,8 @@ use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verd
 /// The plugin: the policy this instance was configured with.
 pub struct PiiFilter {
     policy: config::Policy,
+    /// Texts of earlier requests and what their scans gave (`memo.rs`).
+    memo: memo::Memo,
 }
 
 impl PolicyPlugin for PiiFilter {
@@ -45,11 +48,12 @@ impl PolicyPlugin for PiiFilter {
             railyard_plugin_sdk::Level::Info,
             &format!("configured: {}", policy.summary()),
         );
-        Ok(PiiFilter { policy })
+        let memo = memo::Memo::new(policy.memo_bytes());
+        Ok(PiiFilter { policy, memo })
     }
 
     fn evaluate(&mut self, request: &Request) -> Verdict {
-        evaluate::evaluate(request, &self.policy)
+        evaluate::evaluate_with(request, &self.policy, &mut self.memo)
     }
 }
 
