@@ -17,9 +17,9 @@
 
 use crate::config::Policy;
 use crate::redact::{self, Blocked, Counts};
-use railyard_plugin_sdk::by_text::{same, TextHash};
+use railyard_plugin_sdk::by_text::{same, Identity, TextHash};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault};
 
 /// Shorter texts are not kept.
 pub const MIN_TEXT: usize = 64;
@@ -67,26 +67,9 @@ impl Entry {
 
 #[derive(Default)]
 struct Generation {
-    entries: HashMap<u64, Entry, BuildHasherDefault<Keyed>>,
+    /// By [`Memo::key`], already seeded and mixed.
+    entries: HashMap<u64, Entry, BuildHasherDefault<Identity>>,
     bytes: usize,
-}
-
-/// The map's hasher: its keys are [`Memo::key`]'s, already seeded and mixed.
-#[derive(Default)]
-struct Keyed(u64);
-
-impl Hasher for Keyed {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("keys are u64")
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// One instance's kept answers.

@@ -104,9 +104,9 @@ impl<V> ByText<V> {
     }
 }
 
-/// The map's own hasher: its keys are hashes already.
+/// A map's hasher for keys that are hashes already ([`TextHash`]'s): the key as it is.
 #[derive(Default)]
-struct Identity(u64);
+pub struct Identity(u64);
 
 impl Hasher for Identity {
     fn finish(&self) -> u64 {
