@@ -190,6 +190,51 @@ fn pooled_instances_are_reused_and_faulted_ones_discarded() {
 }
 
 #[test]
+fn each_worker_keeps_its_own_instances_and_borrows_before_making_one() {
+    let set = std::sync::Arc::new(by_message(""));
+    let plugin = set.plugins()[0].clone();
+    let on_worker = |worker: usize, text: &'static str| {
+        let set = set.clone();
+        std::thread::spawn(move || {
+            railyard::shard::mark(worker);
+            set.check(Rail::Input, user(text), &ctx()).verdict
+        })
+        .join()
+        .unwrap()
+    };
+    for _ in 0..3 {
+        assert_eq!(on_worker(1, "allow"), Verdict::Allow);
+    }
+    assert_eq!(plugin.idle_instances(), 1, "worker 1 reuses its instance");
+    // Worker 2 has none: it takes worker 1's rather than making one, and keeps it.
+    assert_eq!(on_worker(2, "allow"), Verdict::Allow);
+    assert_eq!(plugin.idle_instances(), 1, "borrowed, not made");
+    // A fault on the worker holding it still drops it.
+    assert_eq!(on_worker(2, "trap"), Verdict::Block);
+    assert_eq!(plugin.idle_instances(), 0, "a trapped instance is dropped");
+    // Two workers at once each end with one of their own.
+    let both: Vec<_> = (1..=2)
+        .map(|worker| {
+            let set = set.clone();
+            std::thread::spawn(move || {
+                railyard::shard::mark(worker);
+                for _ in 0..20 {
+                    assert_eq!(
+                        set.check(Rail::Input, user("allow"), &ctx()).verdict,
+                        Verdict::Allow
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in both {
+        t.join().unwrap();
+    }
+    let idle = plugin.idle_instances();
+    assert!((1..=2).contains(&idle), "{idle} idle instances");
+}
+
+#[test]
 fn plugins_from_one_component_share_its_code_not_their_config() {
     let set = policy_set(&format!(
         "{}{}",

@@ -323,11 +323,20 @@ pub(crate) fn opt_string(
     key: &str,
     path: &str,
 ) -> Result<Option<String>, PayloadError> {
+    opt_string_at(obj, key, &|| path.to_string())
+}
+
+/// [`opt_string`] with the path made only for an error (for what is read on every request).
+pub(crate) fn opt_string_at(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    path: &dyn Fn() -> String,
+) -> Result<Option<String>, PayloadError> {
     match obj.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(PayloadError::new(
-            format!("{path}.{key}"),
+            format!("{}.{key}", path()),
             "must be a string",
         )),
     }

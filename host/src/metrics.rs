@@ -6,6 +6,7 @@
 
 use crate::policy::chain::Evaluation;
 use std::fmt::Write;
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -37,15 +38,35 @@ impl Histogram {
 /// Label names and values, in order.
 type Labels<'a> = &'a [(&'static str, &'a str)];
 
-/// A series' labels as stored: hashed and compared as the [`Labels`] a count is made with (a
-/// boxed `str` hashes as the `str`), so counting a series that exists writes no text and
-/// allocates nothing; the label text is written when the metrics are rendered.
-#[derive(PartialEq, Eq, Hash)]
+/// A series' labels as stored: hashed and compared as the [`Labels`] a count is made with, so
+/// counting a series that exists writes no text and allocates nothing; the label text is written
+/// when the metrics are rendered. Only the values are hashed: a family's label names are the same
+/// few constants at each call site (they are still compared).
+#[derive(PartialEq, Eq)]
 struct Key(Box<[(&'static str, Box<str>)]>);
 
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_values(self.0.iter().map(|(_, v)| &**v), state);
+    }
+}
+
 /// [`Labels`] looked up as a [`Key`].
-#[derive(Hash)]
 struct Lookup<'a, 'b>(&'a [(&'static str, &'b str)]);
+
+impl Hash for Lookup<'_, '_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_values(self.0.iter().map(|(_, v)| *v), state);
+    }
+}
+
+/// The one hash of a [`Key`] and a [`Lookup`] of the same labels.
+fn hash_values<'v, H: Hasher>(values: impl ExactSizeIterator<Item = &'v str>, state: &mut H) {
+    state.write_usize(values.len());
+    for v in values {
+        v.hash(state);
+    }
+}
 
 impl hashbrown::Equivalent<Key> for Lookup<'_, '_> {
     fn equivalent(&self, key: &Key) -> bool {
@@ -75,24 +96,54 @@ impl Key {
     }
 }
 
-/// One family: its series by their labels.
+/// What a series holds, and how two workers' counts of one series add up.
+trait Series: Default + Clone {
+    fn add(&mut self, other: &Self);
+}
+
+impl Series for u64 {
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+}
+
+impl Series for Histogram {
+    fn add(&mut self, other: &Self) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+}
+
+/// One family: its series by their labels, counted apart by each worker (`crate::shard::slot`)
+/// and added up when rendered. A count is then a write to the worker's own memory: with one map
+/// for all, every verdict moved the map's lock and counters between the cores.
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    series: Mutex<hashbrown::HashMap<Key, T>>,
+    shards: Box<[Shard<T>]>,
 }
 
-impl<T: Default + Clone> Family<T> {
+/// One worker's series, on cache lines of their own.
+#[repr(align(128))]
+struct Shard<T>(Mutex<hashbrown::HashMap<Key, T>>);
+
+impl<T: Series> Family<T> {
     fn new(name: &'static str, help: &'static str) -> Self {
         Family {
             name,
             help,
-            series: Mutex::default(),
+            shards: (0..crate::shard::slots())
+                .map(|_| Shard(Mutex::default()))
+                .collect(),
         }
     }
 
     fn with(&self, labels: Labels<'_>, f: impl FnOnce(&mut T)) {
-        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let shard = &self.shards[crate::shard::slot() % self.shards.len()];
+        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
         match map.get_mut(&Lookup(labels)) {
             Some(series) => f(series),
             None => {
@@ -102,12 +153,16 @@ impl<T: Default + Clone> Family<T> {
         }
     }
 
-    /// The series by their label text, in its order.
+    /// The series by their label text, in its order, every worker's counts added.
     fn snapshot(&self) -> Vec<(String, T)> {
-        let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(String, T)> = map.iter().map(|(k, v)| (k.text(), v.clone())).collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        let mut all: std::collections::BTreeMap<String, T> = std::collections::BTreeMap::new();
+        for shard in &self.shards {
+            let map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, v) in map.iter() {
+                all.entry(k.text()).or_default().add(v);
+            }
+        }
+        all.into_iter().collect()
     }
 }
 
@@ -362,6 +417,68 @@ mod tests {
         assert!(
             text.contains("railyard_backend_duration_seconds_count 1\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn every_workers_counts_are_added_up() {
+        let m = std::sync::Arc::new(Metrics::default());
+        // Threads marked as workers 0..=3 count into their own shards (more than this machine
+        // may have CPUs for, so two share one).
+        let threads: Vec<_> = (0..4)
+            .map(|worker| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    crate::shard::mark(worker);
+                    for _ in 0..=worker {
+                        m.request("/v1/chat", "t", 200);
+                        m.backend(Duration::from_millis(2));
+                    }
+                    m.request("/v1/chat", &format!("only{worker}"), 200);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = m.render();
+        assert!(
+            text.contains("{endpoint=\"/v1/chat\",tenant=\"t\",status=\"200\"} 10\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("tenant=\"t\"").count(),
+            1,
+            "one line per series: {text}"
+        );
+        for worker in 0..4 {
+            assert!(text.contains(&format!("tenant=\"only{worker}\",status=\"200\"}} 1\n")));
+        }
+        assert!(
+            text.contains("railyard_backend_duration_seconds_count 10\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("railyard_backend_duration_seconds_bucket{le=\"0.0025\"} 10\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn labels_with_one_value_under_two_names_are_two_series() {
+        let f: Family<u64> = Family::new("f", "h");
+        f.with(&[("a", "x")], |c| *c += 1);
+        f.with(&[("b", "x")], |c| *c += 2);
+        f.with(&[("a", "x")], |c| *c += 4);
+        f.with(&[("a", "x"), ("b", "")], |c| *c += 8);
+        let got = f.snapshot();
+        assert_eq!(
+            got,
+            vec![
+                ("a=\"x\"".to_string(), 5),
+                ("a=\"x\",b=\"\"".to_string(), 8),
+                ("b=\"x\"".to_string(), 2),
+            ]
         );
     }
 }

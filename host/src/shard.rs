@@ -20,10 +20,27 @@ pub fn index() -> usize {
     INDEX.with(Cell::get)
 }
 
+/// Where this thread keeps what is kept per worker (a plugin's idle instances): `0` off the
+/// workers, `1..` on them; below [`slots`] unless more workers than CPUs were configured.
+pub fn slot() -> usize {
+    index()
+}
+
+/// How many per-worker places to make: one per CPU, and one for the threads off the workers.
+pub fn slots() -> usize {
+    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SLOTS.get_or_init(|| count(0) + 1)
+}
+
 /// Mark this thread as worker `index` whose runtime is `handle`.
 pub fn enter(index: usize, handle: tokio::runtime::Handle) {
-    INDEX.with(|i| i.set(index));
+    mark(index);
     register(handle);
+}
+
+/// Mark this thread as worker `index` (tests: what is kept per worker, without a runtime).
+pub fn mark(index: usize) {
+    INDEX.with(|i| i.set(index));
 }
 
 /// Count `handle`'s tasks in [`alive_tasks`] (the main runtime, when workers serve).

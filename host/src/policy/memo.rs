@@ -8,28 +8,45 @@
 //! request's fields and the rest of the context (principal, tenant, labels, model, door). A kept
 //! answer goes through the chain like a fresh one (its edits checked and applied again); faults
 //! are never kept. The memo belongs to one loaded plugin, so a reload starts afresh; it is bounded
-//! and starts afresh when full.
+//! and starts afresh when full. Each worker keeps its own answers (`crate::shard::slot`), so a
+//! lookup touches only that worker's memory; the bound is shared out among them.
 
 use crate::engine::PluginVerdict;
 use crate::model::{Context, Field, ToolDef};
-use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Bytes of questions one memo holds before it starts afresh.
+/// Bytes of questions one memo holds, over all its workers' parts, before they start afresh.
 const MAX_BYTES: usize = 2 << 20;
 /// A larger question (a very long tool list) is not kept: the plugin is asked every time.
 const MAX_QUESTION: usize = 256 << 10;
 
 /// One plugin's kept answers.
-#[derive(Default)]
 pub struct Memo {
-    held: Mutex<Held>,
+    shards: Box<[Shard]>,
+    /// Bytes of questions one shard holds.
+    shard_bytes: usize,
 }
+
+/// One worker's answers, on cache lines of their own.
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Held>);
 
 #[derive(Default)]
 struct Held {
-    answers: HashMap<Box<[u8]>, PluginVerdict>,
+    /// By the question's bytes, hashed with a per-process random seed (a caller chooses them).
+    answers: hashbrown::HashMap<Box<[u8]>, PluginVerdict>,
     bytes: usize,
+}
+
+impl Default for Memo {
+    fn default() -> Self {
+        let slots = crate::shard::slots();
+        Memo {
+            shards: (0..slots).map(|_| Shard::default()).collect(),
+            shard_bytes: (MAX_BYTES / slots).max(MAX_QUESTION),
+        }
+    }
 }
 
 /// What a plugin on the tools rail is asked, but the messages and the request id, as bytes: every
@@ -92,16 +109,21 @@ impl Bytes {
 }
 
 impl Memo {
+    /// This worker's part.
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        let shard = &self.shards[crate::shard::slot() % self.shards.len()];
+        shard.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The answer kept for `question`, if any.
     pub fn answer(&self, question: &Question) -> Option<PluginVerdict> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.answers.get(&question.0[..]).cloned()
+        self.held().answers.get(&question.0[..]).cloned()
     }
 
     /// Keep `answer` for `question`.
     pub fn keep(&self, question: Question, answer: &PluginVerdict) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.bytes + question.0.len() > MAX_BYTES {
+        let mut held = self.held();
+        if held.bytes + question.0.len() > self.shard_bytes {
             held.answers.clear();
             held.bytes = 0;
         }
@@ -110,13 +132,12 @@ impl Memo {
             .insert(question.0.into_boxed_slice(), answer.clone());
     }
 
-    /// How many answers are kept (for tests).
+    /// How many answers are kept, by every worker (for tests).
     pub fn len(&self) -> usize {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .answers
-            .len()
+        self.shards
+            .iter()
+            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).answers.len())
+            .sum()
     }
 
     /// Whether no answer is kept.
@@ -207,13 +228,28 @@ mod tests {
         let long = "x".repeat(MAX_QUESTION);
         assert!(Question::of(&[tool("f", &long)], &[], &ctx).is_none());
         let desc = "y".repeat(100 << 10);
-        for i in 0..(MAX_BYTES / (100 << 10)) + 2 {
-            let q = Question::of(&[tool(&i.to_string(), &desc)], &[], &ctx).unwrap();
-            memo.keep(q, &PluginVerdict::Allow);
-        }
-        assert!(memo.len() < MAX_BYTES / (100 << 10));
+        // Every worker fills its part at once: the whole stays within the bound, and each finds
+        // what it has just kept.
+        std::thread::scope(|s| {
+            for worker in 0..crate::shard::slots() {
+                let (memo, desc, ctx) = (&memo, &desc, &ctx);
+                s.spawn(move || {
+                    crate::shard::mark(worker);
+                    for i in 0..(MAX_BYTES / (100 << 10)) + 2 {
+                        let name = format!("{worker}.{i}");
+                        let q = Question::of(&[tool(&name, desc)], &[], ctx).unwrap();
+                        memo.keep(q, &PluginVerdict::Allow);
+                        assert!(memo
+                            .answer(&Question::of(&[tool(&name, desc)], &[], ctx).unwrap())
+                            .is_some());
+                    }
+                });
+            }
+        });
+        let bound = MAX_BYTES.max(MAX_QUESTION * memo.shards.len());
+        assert!(memo.len() * (100 << 10) <= bound, "{} kept", memo.len());
         assert!(!memo.is_empty());
-        let held = memo.held.lock().unwrap();
-        assert!(held.bytes <= MAX_BYTES);
+        let bytes: usize = memo.shards.iter().map(|s| s.0.lock().unwrap().bytes).sum();
+        assert!(bytes <= bound, "{bytes}");
     }
 }

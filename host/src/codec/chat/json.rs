@@ -3,7 +3,7 @@
 //! that came in, plus the edits the policies made. The check API and gRPC's JSON fields speak
 //! this shape too.
 
-use crate::codec::opt_string;
+use crate::codec::opt_string_at as string_at;
 use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use serde_json::{Map, Value};
 
@@ -257,9 +257,7 @@ impl Fields {
                 calls
                     .into_iter()
                     .enumerate()
-                    .map(|(i, c)| {
-                        ToolCall::from_openai_owned(c, &format!("{}.tool_calls[{i}]", path()))
-                    })
+                    .map(|(i, c)| ToolCall::read(c, &|| format!("{}.tool_calls[{i}]", path())))
                     .collect::<Result<_, _>>()?,
                 true,
             ),
@@ -288,24 +286,30 @@ impl ToolCall {
 
     /// [`ToolCall::from_openai`], taking the value.
     pub fn from_openai_owned(value: Value, path: &str) -> Result<ToolCall, PayloadError> {
+        ToolCall::read(value, &|| path.to_string())
+    }
+
+    /// [`ToolCall::from_openai_owned`] with the path made only for an error: a request's calls
+    /// are read on every request, and their paths are wanted only when one is wrong.
+    fn read(value: Value, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
         let Value::Object(mut obj) = value else {
-            return Err(err(path, "must be an object"));
+            return Err(err(path(), "must be an object"));
         };
-        let id = opt_string(&mut obj, "id", path)?.unwrap_or_default();
+        let id = string_at(&mut obj, "id", &|| path())?.unwrap_or_default();
         let mut function = match obj.remove("function") {
             Some(Value::Object(f)) => f,
-            Some(_) => return Err(err(format!("{path}.function"), "must be an object")),
+            Some(_) => return Err(err(format!("{}.function", path()), "must be an object")),
             None => match obj.get("type") {
                 Some(Value::String(kind)) if kind != FUNCTION => {
                     let kind = kind.clone();
                     return Ok(ToolCall::hosted(id, kind, obj));
                 }
-                _ => return Err(err(format!("{path}.function"), "is required")),
+                _ => return Err(err(format!("{}.function", path()), "is required")),
             },
         };
-        let fpath = format!("{path}.function");
-        let name = opt_string(&mut function, "name", &fpath)?
-            .ok_or_else(|| err(format!("{fpath}.name"), "is required"))?;
+        let fpath = || format!("{}.function", path());
+        let name = string_at(&mut function, "name", &fpath)?
+            .ok_or_else(|| err(format!("{}.name", fpath()), "is required"))?;
         let arguments = match function.remove("arguments") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s,
