@@ -278,6 +278,9 @@ pub fn run<'a, E: Evaluate + 'a>(
     // The plugins' WIT request is rebuilt only after an edit: one for each view a plugin may be
     // given (the whole conversation or the reply alone, with or without the declared tools).
     let mut prepared: [Prepared; 4] = Default::default();
+    // The tools rail's question for the plugins with a memo, likewise made once and made again
+    // only after an edit (`None` inside: too long to keep).
+    let mut asked: Option<Option<Question>> = None;
     for turn in steps {
         let Turn {
             plugin,
@@ -302,10 +305,14 @@ pub fn run<'a, E: Evaluate + 'a>(
         let view = usize::from(from > 0) | usize::from(tools.is_empty()) << 1;
         // A memo holds verdicts on the tools rail alone, where the question repeats turn after
         // turn; a question too long to keep is asked every time.
-        let memo = memo
-            .filter(|_| rail == Rail::Tools)
-            .and_then(|m| Some((m, Question::of(&payload.tools, &payload.fields, ctx)?)));
-        let kept = memo.as_ref().and_then(|(m, q)| m.answer(q));
+        let memo = match memo.filter(|_| rail == Rail::Tools) {
+            Some(m) => asked
+                .get_or_insert_with(|| Question::of(&payload.tools, &payload.fields, ctx))
+                .as_ref()
+                .map(|q| (m, q)),
+            None => None,
+        };
+        let kept = memo.and_then(|(m, q)| m.answer(q));
         let memoised = kept.is_some();
         let answer = match kept {
             Some(verdict) => Ok(verdict),
@@ -358,6 +365,7 @@ pub fn run<'a, E: Evaluate + 'a>(
         }
         if matches!(verdict, Verdict::Modify | Verdict::Reject) {
             prepared = Default::default();
+            asked = None;
         }
         eval.rejections.extend(rejections);
         eval.verdict = eval.verdict.max(verdict);

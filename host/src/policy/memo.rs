@@ -121,7 +121,7 @@ impl Memo {
     }
 
     /// Keep `answer` for `question`.
-    pub fn keep(&self, question: Question, answer: &PluginVerdict) {
+    pub fn keep(&self, question: &Question, answer: &PluginVerdict) {
         let mut held = self.held();
         if held.bytes + question.0.len() > self.shard_bytes {
             held.answers.clear();
@@ -129,7 +129,7 @@ impl Memo {
         }
         held.bytes += question.0.len();
         held.answers
-            .insert(question.0.into_boxed_slice(), answer.clone());
+            .insert(question.0.as_slice().into(), answer.clone());
     }
 
     /// How many answers are kept, by every worker (for tests).
@@ -238,7 +238,7 @@ mod tests {
                     for i in 0..(MAX_BYTES / (100 << 10)) + 2 {
                         let name = format!("{worker}.{i}");
                         let q = Question::of(&[tool(&name, desc)], &[], ctx).unwrap();
-                        memo.keep(q, &PluginVerdict::Allow);
+                        memo.keep(&q, &PluginVerdict::Allow);
                         assert!(memo
                             .answer(&Question::of(&[tool(&name, desc)], &[], ctx).unwrap())
                             .is_some());
