@@ -151,6 +151,7 @@ fn resize<T>(v: &mut Vec<T>, n: u32, new: impl FnMut() -> T) {
 }
 
 /// `s` holding `text`, in its own allocation when that is large enough and not too large.
+#[inline(always)]
 fn set(s: &mut String, text: &str) {
     if s.capacity() > MAX_KEPT && text.len() <= MAX_KEPT {
         *s = text.to_string();
@@ -241,6 +242,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline(always)]
     fn n(&mut self) -> u32 {
         *self
             .layout
@@ -249,6 +251,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next span's text; `None` for an absent string.
+    #[inline(always)]
     fn span(&mut self) -> Option<&'a str> {
         let (start, len) = (self.n(), self.n());
         if start == u32::MAX {
@@ -258,6 +261,7 @@ impl<'a> Reader<'a> {
         Some(&self.text[start..start + len as usize])
     }
 
+    #[inline(always)]
     fn string(&mut self, into: &mut String) {
         let text = self
             .span()
@@ -265,6 +269,7 @@ impl<'a> Reader<'a> {
         set(into, text);
     }
 
+    #[inline(always)]
     fn opt(&mut self, into: &mut Option<String>) {
         match (self.span(), into) {
             (None, slot) => *slot = None,
