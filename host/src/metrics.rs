@@ -5,9 +5,9 @@
 //! and cheap next to a plugin call.
 
 use crate::policy::chain::Evaluation;
+use crate::shard::PerWorker;
 use std::fmt::Write;
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Histogram buckets in seconds, from 10 µs (a pooled plugin call) to 30 s (a slow model).
@@ -117,33 +117,26 @@ impl Series for Histogram {
     }
 }
 
-/// One family: its series by their labels, counted apart by each worker (`crate::shard::slot`)
-/// and added up when rendered. A count is then a write to the worker's own memory: with one map
-/// for all, every verdict moved the map's lock and counters between the cores.
+/// One family: its series by their labels, counted apart by each worker and added up when
+/// rendered. A count is then a write to the worker's own memory: with one map for all, every
+/// verdict moved the map's lock and counters between the cores.
 struct Family<T> {
     name: &'static str,
     help: &'static str,
-    shards: Box<[Shard<T>]>,
+    series: PerWorker<hashbrown::HashMap<Key, T>>,
 }
-
-/// One worker's series, on cache lines of their own.
-#[repr(align(128))]
-struct Shard<T>(Mutex<hashbrown::HashMap<Key, T>>);
 
 impl<T: Series> Family<T> {
     fn new(name: &'static str, help: &'static str) -> Self {
         Family {
             name,
             help,
-            shards: (0..crate::shard::slots())
-                .map(|_| Shard(Mutex::default()))
-                .collect(),
+            series: PerWorker::default(),
         }
     }
 
     fn with(&self, labels: Labels<'_>, f: impl FnOnce(&mut T)) {
-        let shard = &self.shards[crate::shard::slot() % self.shards.len()];
-        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.series.mine();
         match map.get_mut(&Lookup(labels)) {
             Some(series) => f(series),
             None => {
@@ -156,8 +149,7 @@ impl<T: Series> Family<T> {
     /// The series by their label text, in its order, every worker's counts added.
     fn snapshot(&self) -> Vec<(String, T)> {
         let mut all: std::collections::BTreeMap<String, T> = std::collections::BTreeMap::new();
-        for shard in &self.shards {
-            let map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        for map in self.series.all() {
             for (k, v) in map.iter() {
                 all.entry(k.text()).or_default().add(v);
             }
@@ -423,7 +415,7 @@ mod tests {
     #[test]
     fn every_workers_counts_are_added_up() {
         let m = std::sync::Arc::new(Metrics::default());
-        // Threads marked as workers 0..=3 count into their own shards (more than this machine
+        // Threads marked as workers 0..=3 count into their own parts (more than this machine
         // may have CPUs for, so two share one).
         let threads: Vec<_> = (0..4)
             .map(|worker| {

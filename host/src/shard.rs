@@ -6,7 +6,7 @@
 //! stays on the main runtime.
 
 use std::cell::Cell;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 thread_local! {
     static INDEX: Cell<usize> = const { Cell::new(0) };
@@ -20,16 +20,52 @@ pub fn index() -> usize {
     INDEX.with(Cell::get)
 }
 
-/// Where this thread keeps what is kept per worker (a plugin's idle instances): `0` off the
-/// workers, `1..` on them; below [`slots`] unless more workers than CPUs were configured.
-pub fn slot() -> usize {
-    index()
-}
-
-/// How many per-worker places to make: one per CPU, and one for the threads off the workers.
-pub fn slots() -> usize {
+/// How many parts a [`PerWorker`] has: one per CPU, and one for the threads off the workers.
+fn slots() -> usize {
     static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *SLOTS.get_or_init(|| count(0) + 1)
+}
+
+/// A `T` per worker (a plugin's idle instances, metrics, a memo), each behind its own lock on
+/// cache lines of its own: what a worker writes on every request then stays in its core's cache
+/// instead of moving between the cores. Threads off the workers share part `0`; more workers
+/// than CPUs share parts.
+pub struct PerWorker<T>(Box<[Part<T>]>);
+
+#[repr(align(128))]
+struct Part<T>(Mutex<T>);
+
+impl<T: Default> Default for PerWorker<T> {
+    fn default() -> Self {
+        PerWorker((0..slots()).map(|_| Part(Mutex::default())).collect())
+    }
+}
+
+impl<T> PerWorker<T> {
+    /// This thread's part.
+    pub fn mine(&self) -> MutexGuard<'_, T> {
+        lock(&self.0[index() % self.0.len()])
+    }
+
+    /// Every part, locked one at a time as the iterator reaches it.
+    pub fn all(&self) -> impl Iterator<Item = MutexGuard<'_, T>> {
+        self.0.iter().map(lock)
+    }
+
+    /// How many parts there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never: there is always part `0` (for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A part's lock; a panic while it was held leaves its counts or instances as they were.
+fn lock<T>(part: &Part<T>) -> MutexGuard<'_, T> {
+    part.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Mark this thread as worker `index` whose runtime is `handle`.

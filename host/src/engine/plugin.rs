@@ -12,8 +12,9 @@ use super::bindings::{
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
+use crate::shard::PerWorker;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::Store;
 
@@ -71,18 +72,6 @@ struct Instance {
     bindings: Bindings,
 }
 
-/// One worker's idle instances, on a cache line of its own so that two workers' pools never
-/// share one.
-#[derive(Default)]
-#[repr(align(128))]
-struct Pool(Mutex<Vec<Instance>>);
-
-impl Pool {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Instance>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// What `describe` says, whichever version said it.
 struct Described {
     name: String,
@@ -104,10 +93,10 @@ pub struct Plugin {
     pre: Arc<Pre>,
     limits: Limits,
     config: OnceLock<String>,
-    /// Idle instances, one pool per worker thread (`crate::shard::slot`): an instance then stays
-    /// on the core that last ran it, with its linear memory in that core's cache, instead of
-    /// moving between the workers call after call.
-    pools: Box<[Pool]>,
+    /// Idle instances, a pool per worker thread: an instance then stays on the core that last ran
+    /// it, with its linear memory in that core's cache, instead of moving between the workers
+    /// call after call.
+    pools: PerWorker<Vec<Instance>>,
     /// Lines this plugin may write to the daemon's log (its own and the host's about it).
     budget: Arc<LogBudget>,
 }
@@ -138,9 +127,7 @@ impl Plugin {
             pre,
             limits,
             config: OnceLock::new(),
-            pools: (0..crate::shard::slots())
-                .map(|_| Pool::default())
-                .collect(),
+            pools: PerWorker::default(),
             budget: Arc::default(),
         };
         let describe_fault = |fault| LoadError::Describe {
@@ -294,19 +281,14 @@ impl Plugin {
 
     /// Number of idle instances in the pools (for tests and metrics).
     pub fn idle_instances(&self) -> usize {
-        self.pools.iter().map(|p| p.lock().len()).sum()
+        self.pools.all().map(|p| p.len()).sum()
     }
 
     /// The largest linear memory among idle instances, in bytes: what one warm instance costs.
     pub fn idle_instance_memory(&self) -> usize {
         self.pools
-            .iter()
-            .flat_map(|p| {
-                p.lock()
-                    .iter()
-                    .map(|i| i.store.data().limiter.peak)
-                    .collect::<Vec<_>>()
-            })
+            .all()
+            .filter_map(|p| p.iter().map(|i| i.store.data().limiter.peak).max())
             .max()
             .unwrap_or(0)
     }
@@ -317,21 +299,13 @@ impl Plugin {
         if self.limits.isolation == Isolation::PerCall {
             return None;
         }
-        let own = crate::shard::slot() % self.pools.len();
-        if let Some(instance) = self.pools[own].lock().pop() {
-            return Some(instance);
-        }
-        self.pools
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != own)
-            .find_map(|(_, p)| p.lock().pop())
+        let own = self.pools.mine().pop();
+        own.or_else(|| self.pools.all().find_map(|mut p| p.pop()))
     }
 
     /// Back into this thread's pool, which keeps at most `max_idle_instances`.
     fn checkin(&self, instance: Instance) {
-        let own = crate::shard::slot() % self.pools.len();
-        let mut pool = self.pools[own].lock();
+        let mut pool = self.pools.mine();
         if pool.len() < self.limits.max_idle_instances {
             pool.push(instance);
         }

@@ -8,12 +8,12 @@
 //! request's fields and the rest of the context (principal, tenant, labels, model, door). A kept
 //! answer goes through the chain like a fresh one (its edits checked and applied again); faults
 //! are never kept. The memo belongs to one loaded plugin, so a reload starts afresh; it is bounded
-//! and starts afresh when full. Each worker keeps its own answers (`crate::shard::slot`), so a
-//! lookup touches only that worker's memory; the bound is shared out among them.
+//! and starts afresh when full. Each worker keeps its own answers (`PerWorker`), so a lookup
+//! touches only that worker's memory; the bound is shared out among them.
 
 use crate::engine::PluginVerdict;
 use crate::model::{Context, Field, ToolDef};
-use std::sync::Mutex;
+use crate::shard::PerWorker;
 
 /// Bytes of questions one memo holds, over all its workers' parts, before they start afresh.
 const MAX_BYTES: usize = 2 << 20;
@@ -22,15 +22,10 @@ const MAX_QUESTION: usize = 256 << 10;
 
 /// One plugin's kept answers.
 pub struct Memo {
-    shards: Box<[Shard]>,
-    /// Bytes of questions one shard holds.
-    shard_bytes: usize,
+    held: PerWorker<Held>,
+    /// Bytes of questions one worker's part holds.
+    part_bytes: usize,
 }
-
-/// One worker's answers, on cache lines of their own.
-#[derive(Default)]
-#[repr(align(128))]
-struct Shard(Mutex<Held>);
 
 #[derive(Default)]
 struct Held {
@@ -41,11 +36,9 @@ struct Held {
 
 impl Default for Memo {
     fn default() -> Self {
-        let slots = crate::shard::slots();
-        Memo {
-            shards: (0..slots).map(|_| Shard::default()).collect(),
-            shard_bytes: (MAX_BYTES / slots).max(MAX_QUESTION),
-        }
+        let held = PerWorker::<Held>::default();
+        let part_bytes = (MAX_BYTES / held.len()).max(MAX_QUESTION);
+        Memo { held, part_bytes }
     }
 }
 
@@ -109,21 +102,15 @@ impl Bytes {
 }
 
 impl Memo {
-    /// This worker's part.
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        let shard = &self.shards[crate::shard::slot() % self.shards.len()];
-        shard.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The answer kept for `question`, if any.
     pub fn answer(&self, question: &Question) -> Option<PluginVerdict> {
-        self.held().answers.get(&question.0[..]).cloned()
+        self.held.mine().answers.get(&question.0[..]).cloned()
     }
 
     /// Keep `answer` for `question`.
     pub fn keep(&self, question: &Question, answer: &PluginVerdict) {
-        let mut held = self.held();
-        if held.bytes + question.0.len() > self.shard_bytes {
+        let mut held = self.held.mine();
+        if held.bytes + question.0.len() > self.part_bytes {
             held.answers.clear();
             held.bytes = 0;
         }
@@ -134,10 +121,7 @@ impl Memo {
 
     /// How many answers are kept, by every worker (for tests).
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).answers.len())
-            .sum()
+        self.held.all().map(|h| h.answers.len()).sum()
     }
 
     /// Whether no answer is kept.
@@ -231,7 +215,7 @@ mod tests {
         // Every worker fills its part at once: the whole stays within the bound, and each finds
         // what it has just kept.
         std::thread::scope(|s| {
-            for worker in 0..crate::shard::slots() {
+            for worker in 0..memo.held.len() {
                 let (memo, desc, ctx) = (&memo, &desc, &ctx);
                 s.spawn(move || {
                     crate::shard::mark(worker);
@@ -246,10 +230,10 @@ mod tests {
                 });
             }
         });
-        let bound = MAX_BYTES.max(MAX_QUESTION * memo.shards.len());
+        let bound = MAX_BYTES.max(MAX_QUESTION * memo.held.len());
         assert!(memo.len() * (100 << 10) <= bound, "{} kept", memo.len());
         assert!(!memo.is_empty());
-        let bytes: usize = memo.shards.iter().map(|s| s.0.lock().unwrap().bytes).sum();
+        let bytes: usize = memo.held.all().map(|h| h.bytes).sum();
         assert!(bytes <= bound, "{bytes}");
     }
 }

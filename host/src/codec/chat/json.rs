@@ -295,7 +295,7 @@ impl ToolCall {
         let Value::Object(mut obj) = value else {
             return Err(err(path(), "must be an object"));
         };
-        let id = string_at(&mut obj, "id", &|| path())?.unwrap_or_default();
+        let id = string_at(&mut obj, "id", path)?.unwrap_or_default();
         let mut function = match obj.remove("function") {
             Some(Value::Object(f)) => f,
             Some(_) => return Err(err(format!("{}.function", path()), "must be an object")),
