@@ -16,10 +16,13 @@
 # Load: wrk, one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
-#        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] bench/cpu.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] [HOP=1] [FLOOR=1] bench/cpu.sh [seconds-per-run]   (default 10)
 # PEERS=1: NeMo Guardrails and the LiteLLM proxy with their tool-call guardrails are measured too,
 # on the tool request (bench/peers.sh; pip installs them once). HOP=1: `hop` too, a forwarder of
 # tokio and hyper alone that judges nothing (host/examples/bare_hop.rs), the stack's own floor.
+# FLOOR=1: `floor` too, this build with the same config but no plugins (nor the tenants' chains
+# that name them): the daemon's own work on a request (keys, reading, records, the backend hop),
+# so that a run splits Railyard's cost into the hop, the daemon and the policies.
 # Each target is measured ROUNDS times, the order rotated each round, and the medians compared:
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
@@ -62,6 +65,18 @@ if [ -n "$hop" ]; then
     target/release/examples/bare_hop 127.0.0.1:19126 127.0.0.1:19120 &
     hop_pid=$!
     ports="$ports 19126"
+fi
+floor="${FLOOR:-}"
+if [ -n "$floor" ]; then
+    # Beside the bundled config, whose paths (the keys file) are relative to its directory.
+    source_config="${RAILYARD_CONFIG:-policies/railyard.toml}"
+    floor_config="$(dirname "$source_config")/.floor-$$.toml"
+    trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work" "$floor_config"' EXIT
+    awk '/^\[\[plugins\]\]/ { exit } !/^(chains|extend) *=/' "$source_config" >"$floor_config"
+    RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "$floor_config" --listen 127.0.0.1:19127 \
+        --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
+    floor_pid=$!
+    ports="$ports 19127"
 fi
 peers="${PEERS:-}"
 if [ -n "$peers" ]; then
@@ -136,6 +151,7 @@ echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -
 targets="backend nginx railyard"
 [ -n "$baseline" ] && targets="$targets baseline"
 [ -n "$hop" ] && targets="$targets hop"
+[ -n "$floor" ] && targets="$targets floor"
 targets="${TARGETS:-$targets}"
 measure_target() { # name
     case $1 in
@@ -144,6 +160,7 @@ measure_target() { # name
         railyard) measure railyard 19122 "$railyard_pid" ;;
         baseline) measure baseline 19123 "$baseline_pid" ;;
         hop) measure hop 19126 "$hop_pid" ;;
+        floor) measure floor 19127 "$floor_pid" ;;
         nemo) measure nemo 19124 $(tree_pids "$nemo_pid") ;;
         litellm) measure litellm 19125 $(tree_pids "$litellm_pid") ;;
     esac
@@ -173,10 +190,12 @@ for req in $requests; do
     ng=$(awk '$1 == "nginx" { print $4 }' "$work/medians")
     ry=$(awk '$1 == "railyard" { print $4 }' "$work/medians")
     [ -n "$ng" ] && awk -v r="$ry" -v n="$ng" 'BEGIN { printf "railyard / nginx CPU per request (medians): %.2fx\n", r / n }'
-    hp=$(awk '$1 == "hop" { print $4 }' "$work/medians")
-    if [ -n "$hp" ] && [ -n "$ng" ]; then
-        awk -v h="$hp" -v n="$ng" 'BEGIN { printf "hop / nginx CPU per request (medians): %.2fx\n", h / n }'
-    fi
+    for t in hop floor; do
+        tc=$(awk -v t="$t" '$1 == t { print $4 }' "$work/medians")
+        if [ -n "$tc" ] && [ -n "$ng" ]; then
+            awk -v c="$tc" -v n="$ng" -v t="$t" 'BEGIN { printf "%s / nginx CPU per request (medians): %.2fx\n", t, c / n }'
+        fi
+    done
     if [ -n "$baseline" ]; then
         bl=$(awk '$1 == "baseline" { print $4 }' "$work/medians")
         awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request (medians): %.2fx\n", r / b }'

@@ -252,7 +252,7 @@ pub fn check_call(
     tools: &[ToolDef],
     call: &ToolCall,
 ) -> Result<(), String> {
-    let tool = quote(&call.name);
+    let tool = Quoted(&call.name);
     let functions: Vec<&ToolDef> = tools
         .iter()
         .filter(|def| def.kind == "function" && def.name.as_deref() == Some(call.name.as_str()))
@@ -321,8 +321,17 @@ pub fn check_call(
     Ok(())
 }
 
+/// A tool's name as reasons quote it, written only into a reason: a valid call makes none.
+struct Quoted<'a>(&'a str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&quote(self.0))
+    }
+}
+
 /// Rule 6: a tool that declares no parameters takes none.
-fn no_arguments(tool: &str, arguments: &Map<String, Value>) -> Result<(), String> {
+fn no_arguments(tool: &Quoted<'_>, arguments: &Map<String, Value>) -> Result<(), String> {
     match arguments.len() {
         0 => Ok(()),
         n => Err(format!(
@@ -336,7 +345,7 @@ fn no_arguments(tool: &str, arguments: &Map<String, Value>) -> Result<(), String
 /// Parses a call's arguments: `None` when absent (empty text), else the JSON object.
 fn parse_arguments(
     config: &Config,
-    tool: &str,
+    tool: &Quoted<'_>,
     text: &str,
 ) -> Result<Option<Map<String, Value>>, String> {
     if text.is_empty() {

@@ -6,6 +6,7 @@
 use crate::codec::opt_string_at as string_at;
 use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> PayloadError {
     PayloadError::new(path, message)
@@ -88,7 +89,7 @@ impl Message {
             content_null,
             name: obj.remove("name"),
             tool_call_id: obj.remove("tool_call_id"),
-            tool_calls: obj.remove("tool_calls"),
+            tool_calls: obj.remove("tool_calls").map(Calls::Value),
             extra: obj,
         };
         fields.into_message(|| path.to_string())
@@ -224,8 +225,119 @@ pub(crate) struct Fields {
     pub content_null: bool,
     pub name: Option<Value>,
     pub tool_call_id: Option<Value>,
-    pub tool_calls: Option<Value>,
+    pub tool_calls: Option<Calls>,
     pub extra: Map<String, Value>,
+}
+
+/// A message's `tool_calls` as read: a `Value`, or an array read call by call without building
+/// each call's objects as maps first (the common case: a reply's calls).
+pub(crate) enum Calls {
+    Value(Value),
+    Read(Vec<CallRead>),
+}
+
+/// One element of a `tool_calls` array as read.
+pub(crate) enum CallRead {
+    /// An object: its keys in the order they first came, each with the last value given for it.
+    Object(Entries<Item>),
+    /// Anything else (an error when checked).
+    Other(Value),
+}
+
+/// An object's keys in the order they first came, each with its last value: what a
+/// `serde_json::Map` of it holds, in the same order, without hashing a key. The known keys are
+/// not allocated.
+pub(crate) type Entries<T> = Vec<(Cow<'static, str>, T)>;
+
+/// A value in a tool-call object: `function`'s object kept as entries, anything else as it came.
+pub(crate) enum Item {
+    Function(Entries<Value>),
+    Value(Value),
+}
+
+impl Item {
+    fn into_value(self) -> Value {
+        match self {
+            Item::Function(entries) => Value::Object(into_map(entries)),
+            Item::Value(v) => v,
+        }
+    }
+
+    fn is_string_or_null(&self) -> bool {
+        matches!(self, Item::Value(Value::String(_) | Value::Null))
+    }
+}
+
+fn into_map<T: Into<Value>>(entries: Entries<T>) -> Map<String, Value> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v.into()))
+        .collect()
+}
+
+impl From<Item> for Value {
+    fn from(item: Item) -> Value {
+        item.into_value()
+    }
+}
+
+/// What `Map::remove` does to a map of `entries` (a swap with the last, as it is with
+/// `preserve_order`), so that what is left comes in the same order as the map's.
+fn take<T>(entries: &mut Entries<T>, key: &str) -> Option<T> {
+    let i = entries.iter().position(|(k, _)| k == key)?;
+    Some(entries.swap_remove(i).1)
+}
+
+/// A string or null taken from `entries`, known to be one (null or absent: empty).
+fn take_string<T: Into<Value>>(entries: &mut Entries<T>, key: &str) -> String {
+    match take(entries, key).map(Into::into) {
+        Some(Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+impl CallRead {
+    /// The call, as [`ToolCall::read`] makes it of this element's `Value`: the common shape (a
+    /// function call whose id, name and arguments are strings) directly, anything else through
+    /// that `Value`.
+    fn into_call(self, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
+        let entries = match self {
+            CallRead::Object(entries) if common(&entries) => entries,
+            CallRead::Object(entries) => {
+                return ToolCall::read(Value::Object(into_map(entries)), path)
+            }
+            CallRead::Other(value) => return ToolCall::read(value, path),
+        };
+        let mut obj = entries;
+        let id = take_string(&mut obj, "id");
+        let Some(Item::Function(mut function)) = take(&mut obj, "function") else {
+            unreachable!("a call of the common shape has a function object");
+        };
+        let name = take_string(&mut function, "name");
+        let arguments = take_string(&mut function, "arguments");
+        Ok(ToolCall {
+            id,
+            kind: FUNCTION.into(),
+            name,
+            arguments,
+            extra: into_map(obj),
+            function_extra: into_map(function),
+            provenance: None,
+        })
+    }
+}
+
+/// A function call whose `id` is a string, null or absent, with a `function` object whose `name`
+/// is a string and whose `arguments` are a string, null or absent.
+fn common(entries: &Entries<Item>) -> bool {
+    let get = |key: &str| entries.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let Some(Item::Function(function)) = get("function") else {
+        return false;
+    };
+    let fget = |key: &str| function.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    get("id").is_none_or(Item::is_string_or_null)
+        && matches!(fget("name"), Some(Value::String(_)))
+        && fget("arguments").is_none_or(|v| matches!(v, Value::String(_) | Value::Null))
 }
 
 /// An optional string field (`null`: absent).
@@ -252,8 +364,16 @@ impl Fields {
         let name = opt_field(self.name, &path, "name")?;
         let tool_call_id = opt_field(self.tool_call_id, &path, "tool_call_id")?;
         let (tool_calls, tool_calls_present) = match self.tool_calls {
-            None | Some(Value::Null) => (Vec::new(), false),
-            Some(Value::Array(calls)) => (
+            None | Some(Calls::Value(Value::Null)) => (Vec::new(), false),
+            Some(Calls::Read(calls)) => (
+                calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| c.into_call(&|| format!("{}.tool_calls[{i}]", path())))
+                    .collect::<Result<_, _>>()?,
+                true,
+            ),
+            Some(Calls::Value(Value::Array(calls))) => (
                 calls
                     .into_iter()
                     .enumerate()
@@ -291,7 +411,7 @@ impl ToolCall {
 
     /// [`ToolCall::from_openai_owned`] with the path made only for an error: a request's calls
     /// are read on every request, and their paths are wanted only when one is wrong.
-    fn read(value: Value, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
+    pub(crate) fn read(value: Value, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
         let Value::Object(mut obj) = value else {
             return Err(err(path(), "must be an object"));
         };

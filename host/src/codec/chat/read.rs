@@ -53,8 +53,10 @@ macro_rules! scalars {
     };
 }
 
+mod calls;
 mod tools;
 
+use calls::CallsSeed;
 pub(super) use tools::Tools;
 
 /// What reading a body found.
@@ -372,10 +374,12 @@ impl<'de> Visitor<'de> for One<'_, '_> {
                 "role" => Some(&mut fields.role),
                 "name" => Some(&mut fields.name),
                 "tool_call_id" => Some(&mut fields.tool_call_id),
-                "tool_calls" => Some(&mut fields.tool_calls),
                 _ => None,
             };
-            if let Some(slot) = known {
+            if &*key == "tool_calls" {
+                let calls = map.next_value_seed(CallsSeed(repeated))?;
+                self.top.note(fields.tool_calls.replace(calls).is_some());
+            } else if let Some(slot) = known {
                 let value = map.next_value_seed(Seed(repeated))?;
                 self.top.note(slot.replace(value).is_some());
             } else if &*key == "content" {
@@ -678,6 +682,66 @@ mod tests {
         let text = br#"{"tools": null, "messages": []}"#;
         let declared = read(text).unwrap().unwrap().tools.unwrap();
         assert!(declared.unwrap().is_empty());
+    }
+
+    /// A message's tool calls read directly are what reading their `Value` gives: the same
+    /// calls (their other fields in the same order), the same error, the same repeats noted.
+    #[test]
+    fn tool_calls_are_what_their_value_gives() {
+        let calls = [
+            r#"[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]"#,
+            r#"[{"function": {"arguments": null, "name": "f"}, "id": null}]"#,
+            r#"[{"function": {"name": "f"}}, {"id": "d", "function": {"name": "g", "arguments": ""}}]"#,
+            // Other fields, in the order a map left after removing `id` and `function` keeps.
+            r#"[{"index": 0, "id": "c", "x": [1, {"y": 2}], "type": "function", "z": null,
+                "function": {"p": 1, "name": "f", "q": "2", "arguments": "{}", "r": true}}]"#,
+            r#"[{"id": "c", "function": {"name": "f", "arguments": "{}"}, "a": 1, "b": 2, "c": 3}]"#,
+            // Repeated keys: the last value counts, where the first came.
+            r#"[{"id": "a", "function": {"name": "f"}, "id": "b"}]"#,
+            r#"[{"function": {"name": "f", "name": "g", "arguments": "1", "arguments": "2"}}]"#,
+            r#"[{"function": "x", "id": "c", "function": {"name": "f"}}]"#,
+            r#"[{"function": {"name": "f"}, "function": 1}]"#,
+            r#"[{"function": {"name": "f", "x": {"k": 1, "k": 2}}}]"#,
+            // Not the common shape: arguments as an object, hosted calls, errors.
+            r#"[{"id": "c", "function": {"name": "f", "arguments": {"b": 1, "a": [2]}}}]"#,
+            r#"[{"id": "c", "type": "web_search", "action": {"query": "q"}}]"#,
+            r#"[{"id": "c", "type": "function"}]"#,
+            r#"[{"id": 1, "function": {"name": "f"}}]"#,
+            r#"[{"function": {"name": 2}}]"#,
+            r#"[{"function": {"arguments": "{}"}}]"#,
+            r#"[{"function": []}]"#,
+            r#"[{"function": {"name": "f"}}, 3]"#,
+            r#"[[{"a": 1, "a": 2}]]"#,
+            r#"[]"#,
+            r#"null"#,
+            r#"{"id": "c"}"#,
+            r#"{"a": 1, "a": 2}"#,
+            r#""calls""#,
+            r#"1.5"#,
+        ];
+        for calls in calls {
+            for message in [
+                format!(r#"{{"role": "assistant", "tool_calls": {calls}}}"#),
+                format!(r#"{{"tool_calls": {calls}, "role": 7}}"#),
+                format!(r#"{{"tool_calls": [], "role": "assistant", "tool_calls": {calls}}}"#),
+            ] {
+                let text = format!(r#"{{"messages": [{message}]}}"#);
+                let read = read(text.as_bytes()).unwrap().unwrap();
+                let (value, repeats) =
+                    crate::codec::json::parse_noting_repeats(text.as_bytes()).unwrap();
+                assert_eq!(read.repeats, repeats, "{text}");
+                let expected = Message::from_openai(&value["messages"][0], "messages[0]");
+                let got = read.messages.unwrap().map(|mut m| m.remove(0));
+                assert_eq!(got, expected, "{text}");
+                if let (Ok(got), Ok(expected)) = (got, expected) {
+                    assert_eq!(
+                        serde_json::to_string(&got.to_openai()).unwrap(),
+                        serde_json::to_string(&expected.to_openai()).unwrap(),
+                        "{text}"
+                    );
+                }
+            }
+        }
     }
 
     fn read_repeats(text: &[u8]) -> bool {
