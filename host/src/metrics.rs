@@ -75,7 +75,8 @@ impl hashbrown::Equivalent<Key> for Lookup<'_, '_> {
                 .0
                 .iter()
                 .zip(key.0.iter())
-                .all(|((n, v), (kn, kv))| n == kn && *v == &**kv)
+                // A name is the call site's constant: the same pointer, short of a copy of it.
+                .all(|((n, v), (kn, kv))| (std::ptr::eq(*n, *kn) || n == kn) && *v == &**kv)
     }
 }
 

@@ -345,7 +345,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             (Mode::Enforce, verdict) => apply(&mut payload, rail, &id, verdict),
         });
         let mut decision = Decision {
-            plugin: id.clone(),
+            plugin: id,
             verdict: Decided::Allow,
             reason: None,
             fault: None,
@@ -355,7 +355,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             duration_us: started.elapsed(),
             offset: started.duration_since(eval.started),
         };
-        let (verdict, rejections, block) = decide(&mut decision, id, outcome, on_error);
+        let (verdict, rejections, block) = decide(&mut decision, outcome, on_error);
         eval.decisions.push(decision);
         if mode == Mode::Shadow {
             if eval.would_block.is_none() {
@@ -380,10 +380,10 @@ pub fn run<'a, E: Evaluate + 'a>(
 
 /// What a plugin's outcome means: its decision's verdict and reason (filled in), the verdict it
 /// gives the chain, the items it rejected, and the block it causes (a fault's, when `on_error`
-/// says block; a fault resolved by `allow` gives the chain nothing).
+/// says block; a fault resolved by `allow` gives the chain nothing). The plugin's name is copied
+/// for a block alone.
 fn decide(
     decision: &mut Decision,
-    id: String,
     outcome: Result<Applied, PluginFault>,
     on_error: OnError,
 ) -> (Verdict, Vec<Rejected>, Option<Blocked>) {
@@ -409,7 +409,7 @@ fn decide(
             decision.verdict = Decided::Block;
             decision.reason = Some(reason.clone());
             let block = Blocked {
-                plugin: id,
+                plugin: decision.plugin.clone(),
                 reason,
                 fault: false,
             };
@@ -424,8 +424,8 @@ fn decide(
                 return (Verdict::Allow, Vec::new(), None);
             }
             let block = Blocked {
-                reason: format!("policy '{id}' failed ({})", fault.kind),
-                plugin: id,
+                reason: format!("policy '{}' failed ({})", decision.plugin, fault.kind),
+                plugin: decision.plugin.clone(),
                 fault: true,
             };
             (Verdict::Block, Vec::new(), Some(block))
