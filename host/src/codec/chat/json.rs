@@ -256,13 +256,6 @@ pub(crate) enum Item {
 }
 
 impl Item {
-    fn into_value(self) -> Value {
-        match self {
-            Item::Function(entries) => Value::Object(into_map(entries)),
-            Item::Value(v) => v,
-        }
-    }
-
     fn is_string_or_null(&self) -> bool {
         matches!(self, Item::Value(Value::String(_) | Value::Null))
     }
@@ -277,7 +270,10 @@ fn into_map<T: Into<Value>>(entries: Entries<T>) -> Map<String, Value> {
 
 impl From<Item> for Value {
     fn from(item: Item) -> Value {
-        item.into_value()
+        match item {
+            Item::Function(entries) => Value::Object(into_map(entries)),
+            Item::Value(v) => v,
+        }
     }
 }
 
@@ -340,6 +336,18 @@ fn common(entries: &Entries<Item>) -> bool {
         && fget("arguments").is_none_or(|v| matches!(v, Value::String(_) | Value::Null))
 }
 
+/// A message's calls, each named in errors after the message's `path`.
+fn read_calls(
+    calls: impl IntoIterator<Item = CallRead>,
+    path: &dyn Fn() -> String,
+) -> Result<Vec<ToolCall>, PayloadError> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| c.into_call(&|| format!("{}.tool_calls[{i}]", path())))
+        .collect()
+}
+
 /// An optional string field (`null`: absent).
 fn opt_field(
     value: Option<Value>,
@@ -365,20 +373,9 @@ impl Fields {
         let tool_call_id = opt_field(self.tool_call_id, &path, "tool_call_id")?;
         let (tool_calls, tool_calls_present) = match self.tool_calls {
             None | Some(Calls::Value(Value::Null)) => (Vec::new(), false),
-            Some(Calls::Read(calls)) => (
-                calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| c.into_call(&|| format!("{}.tool_calls[{i}]", path())))
-                    .collect::<Result<_, _>>()?,
-                true,
-            ),
+            Some(Calls::Read(calls)) => (read_calls(calls, &path)?, true),
             Some(Calls::Value(Value::Array(calls))) => (
-                calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| ToolCall::read(c, &|| format!("{}.tool_calls[{i}]", path())))
-                    .collect::<Result<_, _>>()?,
+                read_calls(calls.into_iter().map(CallRead::Other), &path)?,
                 true,
             ),
             Some(_) => return Err(err(format!("{}.tool_calls", path()), "must be an array")),
@@ -411,7 +408,7 @@ impl ToolCall {
 
     /// [`ToolCall::from_openai_owned`] with the path made only for an error: a request's calls
     /// are read on every request, and their paths are wanted only when one is wrong.
-    pub(crate) fn read(value: Value, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
+    fn read(value: Value, path: &dyn Fn() -> String) -> Result<ToolCall, PayloadError> {
         let Value::Object(mut obj) = value else {
             return Err(err(path(), "must be an object"));
         };

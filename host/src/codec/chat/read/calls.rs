@@ -7,7 +7,6 @@
 use crate::codec::chat::json::{CallRead, Calls, Entries, Item};
 use crate::codec::json::{Key, Seed};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
@@ -33,34 +32,59 @@ fn put<T>(entries: &mut Entries<T>, repeated: &Cell<bool>, key: Cow<'static, str
     }
 }
 
-/// The visits of a value that is not what a seed reads into entries: the `Value` it is, made as
-/// [`Seed`] makes it, wrapped by `$wrap`.
+/// Reads an object's entries, each value by `value` (given the key).
+fn entries<'de, A: MapAccess<'de>, T>(
+    mut map: A,
+    repeated: &Cell<bool>,
+    capacity: usize,
+    mut value: impl FnMut(&mut A, &str) -> Result<T, A::Error>,
+) -> Result<Entries<T>, A::Error> {
+    let mut entries = Vec::with_capacity(capacity);
+    while let Some(k) = map.next_key::<Key<'de>>()? {
+        let k = key(k);
+        let v = value(&mut map, &k)?;
+        put(&mut entries, repeated, k, v);
+    }
+    Ok(entries)
+}
+
+/// The visits of a scalar, which no seed here reads into entries: the `Value` [`Seed`] makes of
+/// it, wrapped by `$wrap`.
+macro_rules! scalars_as_values {
+    ($wrap:expr) => {
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Seed(self.0).visit_bool(v).map($wrap)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Seed(self.0).visit_i64(v).map($wrap)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Seed(self.0).visit_u64(v).map($wrap)
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Seed(self.0).visit_f64(v).map($wrap)
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Seed(self.0).visit_str(v).map($wrap)
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Seed(self.0).visit_unit().map($wrap)
+        }
+    };
+}
+
+/// [`scalars_as_values!`], and arrays as well.
 macro_rules! as_values {
     ($wrap:expr) => {
-        fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Bool(v)))
-        }
+        scalars_as_values!($wrap);
 
-        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Number(v.into())))
-        }
-
-        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Number(v.into())))
-        }
-
-        fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-            Ok($wrap(
-                Number::from_f64(v).map_or(Value::Null, Value::Number),
-            ))
-        }
-
-        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-            Ok($wrap(Value::String(v.to_owned())))
-        }
-
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Null))
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            Seed(self.0).visit_seq(seq).map($wrap)
         }
     };
 }
@@ -84,7 +108,7 @@ impl<'de> Visitor<'de> for CallsSeed<'_> {
         f.write_str("any JSON value")
     }
 
-    as_values!(Calls::Value);
+    scalars_as_values!(Calls::Value);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Calls, A::Error> {
         let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(1));
@@ -120,22 +144,13 @@ impl<'de> Visitor<'de> for CallSeed<'_> {
 
     as_values!(CallRead::Other);
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<CallRead, A::Error> {
-        Seed(self.0).visit_seq(seq).map(CallRead::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallRead, A::Error> {
-        let mut entries = Vec::with_capacity(3);
-        while let Some(k) = map.next_key::<Key<'de>>()? {
-            let k = key(k);
-            let value = if k == "function" {
-                map.next_value_seed(FunctionSeed(self.0))?
-            } else {
-                Item::Value(map.next_value_seed(Seed(self.0))?)
-            };
-            put(&mut entries, self.0, k, value);
-        }
-        Ok(CallRead::Object(entries))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CallRead, A::Error> {
+        let r = self.0;
+        entries(map, r, 3, |map, k| match k {
+            "function" => map.next_value_seed(FunctionSeed(r)),
+            _ => map.next_value_seed(Seed(r)).map(Item::Value),
+        })
+        .map(CallRead::Object)
     }
 }
 
@@ -160,16 +175,8 @@ impl<'de> Visitor<'de> for FunctionSeed<'_> {
 
     as_values!(Item::Value);
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Item, A::Error> {
-        Seed(self.0).visit_seq(seq).map(Item::Value)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
-        let mut entries = Vec::with_capacity(2);
-        while let Some(k) = map.next_key::<Key<'de>>()? {
-            let value = map.next_value_seed(Seed(self.0))?;
-            put(&mut entries, self.0, key(k), value);
-        }
-        Ok(Item::Function(entries))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Item, A::Error> {
+        let r = self.0;
+        entries(map, r, 2, |map, _| map.next_value_seed(Seed(r))).map(Item::Function)
     }
 }
