@@ -427,12 +427,17 @@ impl Daemon {
     }
 
     pub fn start_with(config: &Path, extra: &[&str]) -> Daemon {
-        Daemon::spawn(config, extra, false)
+        Daemon::spawn(config, extra, false, &[])
     }
 
     /// Start the daemon with JSON logs (`--log-format json`, info level) kept for [`Daemon::logs`].
     pub fn start_logged(config: &Path, extra: &[&str]) -> Daemon {
-        Daemon::spawn(config, extra, true)
+        Daemon::spawn(config, extra, true, &[])
+    }
+
+    /// [`Daemon::start_logged`] with more variables in the daemon's environment.
+    pub fn start_logged_env(config: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::spawn(config, extra, true, env)
     }
 
     /// The daemon's log lines so far, parsed.
@@ -446,8 +451,9 @@ impl Daemon {
             .collect()
     }
 
-    fn spawn(config: &Path, extra: &[&str], logged: bool) -> Daemon {
+    fn spawn(config: &Path, extra: &[&str], logged: bool, env: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(env!("CARGO_BIN_EXE_railyard"));
+        command.envs(env.iter().copied());
         if logged {
             command
                 .args(["--log-format", "json"])
