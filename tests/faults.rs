@@ -23,6 +23,7 @@ const MODES: &[(&str, &str)] = &[
     ("huge-edit", "verdict_too_large"),
     ("many-edits", "verdict_too_large"),
     ("many-rejections", "verdict_too_large"),
+    ("aliased-edits", "verdict_too_large"),
     ("bad-index", "invalid_verdict"),
     ("log-flood", "output_flood"),
     ("huge-log-line", "output_flood"),
@@ -289,6 +290,61 @@ fn a_thousand_faults_leave_memory_where_it_was() {
     );
     let next = post_as(daemon.addr, "/v1/check", Some(CLOSED_KEY), &check("allow"));
     assert_eq!(next.json()["verdict"], "allow");
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+/// An answer is read only up to a bound set by the question (8 MiB and 8 times its text): past
+/// it, it is refused unread. A 100 MiB reason would otherwise be copied whole, and one 1 MiB
+/// text named by a thousand edits copied until wasmtime's default bound (128 MiB) stops it.
+#[test]
+fn answers_past_their_bound_are_refused_unread() {
+    let cfg = config();
+    let backend = MockBackend::start(Script::Hang);
+    // Freed memory handed back at once, so that each reading starts from what is kept (see
+    // `a_thousand_faults_leave_memory_where_it_was`).
+    let daemon = Daemon::start_logged_env(
+        &cfg.path,
+        &["--backend", &backend.url()],
+        &[("MIMALLOC_PURGE_DELAY", "0")],
+    );
+    let pid = daemon.pid();
+    // The plugin's own memory is in the daemon's RSS too: 1 MiB for the aliases, ~100 MiB for
+    // the others. The host's copies would add 128 MiB (where wasmtime stops by default) or
+    // 100 MiB again.
+    for (mode, plugin_mib) in [
+        ("aliased-edits", 1),
+        ("huge-reason", 100),
+        ("huge-edit", 100),
+        ("many-rejections", 100),
+    ] {
+        let allow = post_as(daemon.addr, "/v1/check", Some(CLOSED_KEY), &check("allow"));
+        assert_eq!(allow.json()["verdict"], "allow");
+        // Linux: "5" resets the peak RSS to the current RSS.
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+        let before = rss_kib(pid);
+        let reply = post_as(daemon.addr, "/v1/check", Some(CLOSED_KEY), &check(mode));
+        assert_eq!(reply.json()["verdict"], "block", "{mode}: {}", reply.body);
+        let grew = peak_rss_kib(pid).saturating_sub(before) >> 10;
+        assert!(
+            grew < plugin_mib + 40,
+            "{mode}: the peak RSS grew by {grew} MiB"
+        );
+        let id = request_id(&reply);
+        eventually("its decision record", || {
+            record(&daemon.logs(), &id).len() == 1
+        });
+        let logs = daemon.logs();
+        let faults = &record(&logs, &id)[0]["fields"]["faults"];
+        assert_eq!(faults[0]["fault"], "verdict_too_large", "{mode}: {faults}");
+    }
 }
 
 /// A plugin that logs and prints the content it was given (a secret) gets at most one cut,

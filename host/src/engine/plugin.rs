@@ -244,16 +244,19 @@ impl Plugin {
             Ok(match b {
                 Bindings::V01(b) => {
                     let request: &wit01::Request = prepared.v01(src);
+                    s.set_hostcall_fuel(answer_bytes(src.shown_bytes(), src));
                     Ok(b.railyard_policy_plugin().call_evaluate(s, request)?.into())
                 }
                 Bindings::V02(b) => {
                     let request: &wit::Request = prepared.v02(src);
+                    s.set_hostcall_fuel(answer_bytes(src.shown_bytes(), src));
                     b.railyard_policy_plugin()
                         .call_evaluate(s, request)?
                         .map(Into::into)
                 }
                 Bindings::Packed(b) => {
                     let request: &packed::Request = prepared.packed(src);
+                    s.set_hostcall_fuel(answer_bytes(request.text.len(), src));
                     b.railyard_policy_packed_plugin()
                         .call_evaluate(s, request)?
                         .map(Into::into)
@@ -400,6 +403,21 @@ impl Plugin {
             )
         } else if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
             (FaultKind::Exit, format!("called exit({})", exit.0))
+        } else if fuel_ran_out(&err) {
+            let fuel = store.hostcall_fuel();
+            // With guest frames on the error it was a call into the host (a log line, a write);
+            // without, it was the answer, read after the guest returned.
+            if err.downcast_ref::<wasmtime::WasmBacktrace>().is_some() {
+                (
+                    FaultKind::OutputFlood,
+                    format!("passed the host more than {fuel} bytes in one call"),
+                )
+            } else {
+                (
+                    FaultKind::VerdictTooLarge,
+                    format!("answered with more than {fuel} bytes (8 MiB and 8 times what it was shown), left unread"),
+                )
+            }
         } else {
             let what = match wasm_trap {
                 Some(trap) => trap.to_string(),
@@ -433,6 +451,29 @@ fn described(i: wit::Info) -> Described {
         rails: i.rails.into_iter().map(Into::into).collect(),
         config_schema: i.config_schema,
     }
+}
+
+/// Bytes of a plugin's answer the host reads before refusing it unread, for a question of
+/// `shown` bytes: wasmtime's hostcall fuel, which counts every string's bytes and every list's
+/// items at their size on the host. At wasmtime's default (128 MiB a call) an answer naming one
+/// 1 MiB string a thousand times had the host copy 128 MiB, whatever the plugin's memory cap.
+/// The verdict caps (`policy::apply`) allow edits of 4 times the request's text and 1 MiB, and
+/// 4 KiB a reason or rejection; this leaves room for those and for the edits' own size.
+fn answer_bytes(shown: usize, src: &EvalRequest<'_>) -> usize {
+    const FLOOR: usize = 8 << 20;
+    const PER_ITEM: usize = 8 << 10;
+    FLOOR
+        .saturating_add(shown.saturating_mul(8))
+        .saturating_add(src.items().saturating_mul(PER_ITEM))
+}
+
+/// Whether `err` is wasmtime's hostcall fuel running out (its error type is private; its message
+/// is pinned by the hostile plugin's `aliased-edits` and `huge-log-line` tests).
+fn fuel_ran_out(err: &wasmtime::Error) -> bool {
+    err.chain().any(|e| {
+        e.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
 }
 
 /// Epoch ticks for a deadline, rounded up, plus one because the current tick may be about to end.

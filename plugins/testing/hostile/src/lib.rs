@@ -18,6 +18,29 @@ const MANY: usize = 100_000;
 
 struct Hostile;
 
+/// A thousand edits whose texts are all one 1 MiB string: the plugin holds 1 MiB, and a host
+/// that copied every edit's text would copy 1 GiB. The aliases are unsound on purpose: freeing
+/// them after the call (`post_return`) would free one block a thousand times, so the host must
+/// refuse the answer before that, and drop the instance.
+#[allow(unsafe_code)]
+fn aliased_edits(last: u32) -> Verdict {
+    let mut text = std::mem::ManuallyDrop::new("a".repeat(1 << 20));
+    let (ptr, len, cap) = (text.as_mut_ptr(), text.len(), text.capacity());
+    Verdict::Modify(Modification {
+        edits: (0..1000)
+            .map(|_| {
+                Edit::Content(ContentEdit {
+                    message: last,
+                    // SAFETY: not sound (see above); every alias is valid UTF-8 of `len` bytes
+                    // within one live allocation, which is all the lowering of the answer reads.
+                    content: Content::Text(unsafe { String::from_raw_parts(ptr, len, cap) }),
+                })
+            })
+            .collect(),
+        reason: "one text, a thousand times".into(),
+    })
+}
+
 fn recurse(depth: u64) -> u64 {
     // Not a tail call: every level keeps a frame, so the stack runs out.
     let below = if black_box(true) {
@@ -90,6 +113,7 @@ impl Plugin for Hostile {
                     .collect(),
                 reason: "many edits".into(),
             }),
+            "aliased-edits" => aliased_edits(last),
             "many-rejections" => Verdict::Reject(
                 (0..MANY)
                     .map(|_| Rejection {
