@@ -11,7 +11,7 @@
 #
 # Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
 #        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat tools responses messages"] \
-#        bench/load.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=1] [CONCS="1 16 64"] bench/load.sh [seconds-per-run]   (default 10)
 # On the chat door and the tools request, nginx as a plain reverse proxy (bench/nginx.sh) is
 # measured too: what one hop that judges nothing adds on this machine, the floor under Railyard's
 # added latency. With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
@@ -28,6 +28,10 @@ demo=target/release/railyard
 bin="${RAILYARD_BIN:-$demo}"
 baseline="${RAILYARD_BASELINE:-}"
 doors="${DOORS:-chat tools responses messages}"
+# ROUNDS > 1: every target measured that many times per concurrency, the order rotated each
+# round, and the medians reported (a fixed order lets the host's drift pass for a difference).
+rounds="${ROUNDS:-1}"
+concs="${CONCS:-1 16 64}"
 # The caller's API key (bundled demo keys): demo-key is the default tenant; demo-support-key adds
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
 key="${RAILYARD_KEY:-demo-key}"
@@ -82,29 +86,53 @@ run() { # url concurrency door -> "p50_ms p99_ms rps"
     echo "$p50 $p99 $rps"
 }
 
+port_of() { case "$1" in direct) echo 19100;; railyard) echo 19101;; baseline) echo 19102;; nginx) echo 19103;; esac; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Column $2 of "$work/res.$1" (one line per round: p50 p99 rps), its median.
+col() { awk -v k="$2" '{ print $k }' "$work/res.$1" | median; }
+# Per round, target $1 against direct: added p50, added p99, throughput % of direct; medians.
+added() {
+    paste "$work/res.direct" "$work/res.$1" \
+        | awk '{ printf "%f %f %f\n", $4 - $1, $5 - $2, 100 * $6 / $3 }' > "$work/added"
+    printf '%s %s %s\n' "$(awk '{ print $1 }' "$work/added" | median)" \
+        "$(awk '{ print $2 }' "$work/added" | median)" "$(awk '{ print $3 }' "$work/added" | median)"
+}
+
 for door in $doors; do
 path=$(path_of "$door")
 echo
-echo "door: $door ($path)"
+how=""
+[ "$rounds" -gt 1 ] && how=", medians of $rounds rounds, the targets' order rotated each round"
+echo "door: $door ($path)$how"
 printf '%-5s %-9s %10s %10s %10s\n' conc target p50_ms p99_ms req/s
-for c in 1 16 64; do
-    read -r dp50 dp99 drps < <(run "http://127.0.0.1:19100$path" "$c" "$door")
-    read -r rp50 rp99 rrps < <(run "http://127.0.0.1:19101$path" "$c" "$door")
-    printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" direct "$dp50" "$dp99" "$drps"
-    printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
-    awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
-        'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
-    if [ "$door" = chat ] || [ "$door" = tools ]; then
-        read -r np50 np99 nrps < <(run "http://127.0.0.1:19103$path" "$c" "$door")
-        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" nginx "$np50" "$np99" "$nrps"
-        awk -v a="$dp50" -v b="$np50" -v c="$dp99" -v d="$np99" -v e="$drps" -v f="$nrps" \
-            'BEGIN { printf "      nginx: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
-    fi
-    if [ -n "$baseline" ] && { [ "$door" = chat ] || [ "$door" = tools ]; }; then
-        read -r bp50 bp99 brps < <(run "http://127.0.0.1:19102$path" "$c" "$door")
-        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" baseline "$bp50" "$bp99" "$brps"
-        awk -v a="$dp50" -v b="$bp50" -v c="$dp99" -v d="$bp99" -v e="$drps" -v f="$brps" -v g="$rrps" \
-            'BEGIN { printf "      baseline: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct; this build %.2fx the baseline\n", b-a, d-c, 100*f/e, g/f }'
-    fi
+targets="direct railyard"
+if [ "$door" = chat ] || [ "$door" = tools ]; then
+    targets="$targets nginx"
+    [ -n "$baseline" ] && targets="$targets baseline"
+fi
+read -ra order <<< "$targets"
+n=${#order[@]}
+for c in $concs; do
+    for t in $targets; do : > "$work/res.$t"; done
+    for r in $(seq 0 $((rounds - 1))); do
+        for i in $(seq 0 $((n - 1))); do
+            t=${order[$(( (i + r) % n ))]}
+            run "http://127.0.0.1:$(port_of "$t")$path" "$c" "$door" >> "$work/res.$t"
+        done
+    done
+    for t in $targets; do
+        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" "$t" "$(col "$t" 1)" "$(col "$t" 2)" "$(col "$t" 3)"
+    done
+    read -r a50 a99 tp < <(added railyard)
+    printf '      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n' "$a50" "$a99" "$tp"
+    case " $targets " in *" nginx "*)
+        read -r a50 a99 tp < <(added nginx)
+        printf '      nginx: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n' "$a50" "$a99" "$tp";;
+    esac
+    case " $targets " in *" baseline "*)
+        read -r a50 a99 tp < <(added baseline)
+        ratio=$(paste "$work/res.railyard" "$work/res.baseline" | awk '{ print $3 / $6 }' | median)
+        printf '      baseline: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct; this build %.2fx the baseline (median of the rounds)\n' "$a50" "$a99" "$tp" "$ratio";;
+    esac
 done
 done
