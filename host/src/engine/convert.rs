@@ -200,6 +200,71 @@ pub fn request02(src: &EvalRequest<'_>) -> wit::Request {
     }
 }
 
+fn opt_len(s: &Option<String>) -> usize {
+    s.as_ref().map_or(0, String::len)
+}
+
+/// Bytes of text in a 0.2 question, content parts as the JSON text it carries them in (what
+/// the bound on its answer counts; the packed form's text is that length already).
+pub fn bytes02(r: &wit::Request) -> usize {
+    let messages: usize = r
+        .messages
+        .iter()
+        .map(|m| {
+            let content = match &m.content {
+                Some(wit::Content::Text(t) | wit::Content::Parts(t)) => t.len(),
+                None => 0,
+            };
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| c.id.len() + c.kind.len() + c.name.len() + c.arguments.len())
+                .sum();
+            m.role.len() + content + opt_len(&m.name) + opt_len(&m.tool_call_id) + calls
+        })
+        .sum();
+    let tools: usize = r
+        .tools
+        .iter()
+        .map(|t| {
+            t.kind.len()
+                + opt_len(&t.name)
+                + opt_len(&t.description)
+                + opt_len(&t.parameters)
+                + opt_len(&t.result_schema)
+                + opt_len(&t.hidden_by)
+        })
+        .sum();
+    let fields: usize = r.fields.iter().map(|f| f.path.len() + f.value.len()).sum();
+    messages + tools + fields
+}
+
+/// [`bytes02`] for a 0.1 question.
+pub fn bytes01(r: &wit01::Request) -> usize {
+    let messages: usize = r
+        .messages
+        .iter()
+        .map(|m| {
+            let content = match &m.content {
+                Some(wit01::Content::Text(t) | wit01::Content::Parts(t)) => t.len(),
+                None => 0,
+            };
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                .sum();
+            m.role.len() + content + opt_len(&m.name) + opt_len(&m.tool_call_id) + calls
+        })
+        .sum();
+    let tools: usize = r
+        .tools
+        .iter()
+        .map(|t| t.kind.len() + opt_len(&t.name) + opt_len(&t.description) + opt_len(&t.parameters))
+        .sum();
+    messages + tools
+}
+
 /// The question for a 0.1 plugin (tools hidden by policy are left out: it cannot tell them apart).
 pub fn request01(src: &EvalRequest<'_>) -> wit01::Request {
     wit01::Request {

@@ -358,6 +358,68 @@ mod tests {
         (messages, tools, Vec::new(), ctx)
     }
 
+    /// The bound on a plugin's answer counts the same texts in every form of the question: the
+    /// packed text is the 0.2 question's texts and the context's; the 0.1 question lacks the
+    /// calls' kinds, the fields, the result schemas and the tools hidden from it.
+    #[test]
+    fn every_form_of_a_question_counts_the_same_texts() {
+        use crate::engine::convert::{bytes01, bytes02, request01, request02};
+        for (messages, tools, fields, ctx) in [payload(), shuffled()] {
+            let src = EvalRequest {
+                rail: Rail::Input,
+                messages: &messages,
+                tools: &tools,
+                fields: &fields,
+                ctx: &ctx,
+                partial: false,
+            };
+            let parts: usize = messages
+                .iter()
+                .filter_map(|m| match &m.content {
+                    Some(Content::Parts(p)) => Some(p.to_string().len()),
+                    _ => None,
+                })
+                .sum();
+            assert!(parts > 0, "a message with parts, counted as its JSON text");
+            let context = ctx.request_id.len()
+                + ctx.principal.as_ref().map_or(0, String::len)
+                + ctx.tenant.as_ref().map_or(0, String::len)
+                + ctx.model.as_ref().map_or(0, String::len)
+                + ctx.door.len()
+                + ctx
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>();
+            let v02 = bytes02(&request02(&src));
+            assert_eq!(request(&src).text.len(), v02 + context);
+            let kinds: usize = messages
+                .iter()
+                .flat_map(|m| &m.tool_calls)
+                .map(|c| c.kind.len())
+                .sum();
+            let unseen: usize = fields
+                .iter()
+                .map(|f| f.path.len() + f.value.len())
+                .sum::<usize>()
+                + tools
+                    .iter()
+                    .map(|t| match &t.hidden_by {
+                        Some(by) => {
+                            t.kind.len()
+                                + t.name.as_ref().map_or(0, String::len)
+                                + t.description.as_ref().map_or(0, String::len)
+                                + t.parameters.as_ref().map_or(0, |s| s.text().len())
+                                + t.result_schema.as_ref().map_or(0, |s| s.text().len())
+                                + by.len()
+                        }
+                        None => t.result_schema.as_ref().map_or(0, |s| s.text().len()),
+                    })
+                    .sum::<usize>();
+            assert_eq!(bytes01(&request01(&src)), v02 - kinds - unseen);
+        }
+    }
+
     /// A pooled plugin's SDK unpacks each request over the last one: whatever came before,
     /// nothing of it shows through, and a large string is not kept for a small one.
     #[test]

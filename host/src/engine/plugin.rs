@@ -244,12 +244,12 @@ impl Plugin {
             Ok(match b {
                 Bindings::V01(b) => {
                     let request: &wit01::Request = prepared.v01(src);
-                    s.set_hostcall_fuel(answer_bytes(src.shown_bytes(), src));
+                    s.set_hostcall_fuel(answer_bytes(super::convert::bytes01(request), src));
                     Ok(b.railyard_policy_plugin().call_evaluate(s, request)?.into())
                 }
                 Bindings::V02(b) => {
                     let request: &wit::Request = prepared.v02(src);
-                    s.set_hostcall_fuel(answer_bytes(src.shown_bytes(), src));
+                    s.set_hostcall_fuel(answer_bytes(super::convert::bytes02(request), src));
                     b.railyard_policy_plugin()
                         .call_evaluate(s, request)?
                         .map(Into::into)

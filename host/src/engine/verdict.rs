@@ -35,49 +35,6 @@ impl EvalRequest<'_> {
             + self.tools.len()
             + self.fields.len()
     }
-
-    /// Bytes of the texts the plugin is shown (content parts as JSON), as the WIT forms other
-    /// than the packed one carry them; the packed form's text is that length already.
-    pub fn shown_bytes(&self) -> usize {
-        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-        let messages: usize = self
-            .messages
-            .iter()
-            .map(|m| {
-                let content = match &m.content {
-                    Some(crate::model::Content::Text(t)) => t.len(),
-                    Some(crate::model::Content::Parts(p)) => p.to_string().len(),
-                    None => 0,
-                };
-                let calls: usize = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| c.id.len() + c.kind.len() + c.name.len() + c.arguments.len())
-                    .sum();
-                m.role.len() + content + opt(&m.name) + opt(&m.tool_call_id) + calls
-            })
-            .sum();
-        let tools: usize = self
-            .tools
-            .iter()
-            .map(|t| {
-                let schema =
-                    |s: &Option<crate::model::Schema>| s.as_ref().map_or(0, |s| s.text().len());
-                t.kind.len()
-                    + opt(&t.name)
-                    + opt(&t.description)
-                    + schema(&t.parameters)
-                    + schema(&t.result_schema)
-                    + opt(&t.hidden_by)
-            })
-            .sum();
-        let fields: usize = self
-            .fields
-            .iter()
-            .map(|f| f.path.len() + f.value.len())
-            .sum();
-        messages + tools + fields
-    }
 }
 
 /// The WIT form of one question, built at most once per contract version and reused by every
