@@ -255,8 +255,8 @@ fn a_thousand_faults_leave_memory_where_it_was() {
     let cfg = config();
     let backend = MockBackend::start(Script::Hang);
     // mimalloc hands freed pages back to the system a second after they were freed, on a later
-    // free: at that rate a reading would count the last second's verdicts (a `many-edits` one
-    // lifts 100,000 edits and drops them) as kept. Handing them back at once leaves only what is kept.
+    // free: at that rate a reading would count the last second's faults (each drops an instance
+    // and makes another) as kept. Handing them back at once leaves only what is kept.
     let daemon = Daemon::start_logged_env(
         &cfg.path,
         &["--backend", &backend.url()],

@@ -415,7 +415,7 @@ impl Plugin {
             } else {
                 (
                     FaultKind::VerdictTooLarge,
-                    format!("answered with more than {fuel} bytes (8 MiB and 8 times what it was shown), left unread"),
+                    format!("answered with more than {fuel} bytes (8 MiB, 8 times the text it was shown and 8 KiB an item), left unread"),
                 )
             }
         } else {
