@@ -241,13 +241,14 @@ fn a_fault_on_the_streamed_output_rail_resolves_through_on_error() {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A figure in KiB from `/proc/PID/status`: `VmRSS` (resident now) or `VmHWM` (its peak).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
 #[test]
@@ -281,24 +282,15 @@ fn a_thousand_faults_leave_memory_where_it_was() {
         }
     };
     run(200); // warm up: allocator arenas, code caches
-    let before = rss_kib(daemon.pid());
+    let before = status_kib(daemon.pid(), "VmRSS");
     run(1000);
-    let after = rss_kib(daemon.pid());
+    let after = status_kib(daemon.pid(), "VmRSS");
     assert!(
         after < before + 32 * 1024,
         "RSS grew from {before} KiB to {after} KiB over 1,000 faults"
     );
     let next = post_as(daemon.addr, "/v1/check", Some(CLOSED_KEY), &check("allow"));
     assert_eq!(next.json()["verdict"], "allow");
-}
-
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
 }
 
 /// An answer is read only up to a bound set by the question (8 MiB and 8 times its text): past
@@ -329,10 +321,10 @@ fn answers_past_their_bound_are_refused_unread() {
         assert_eq!(allow.json()["verdict"], "allow");
         // Linux: "5" resets the peak RSS to the current RSS.
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-        let before = rss_kib(pid);
+        let before = status_kib(pid, "VmRSS");
         let reply = post_as(daemon.addr, "/v1/check", Some(CLOSED_KEY), &check(mode));
         assert_eq!(reply.json()["verdict"], "block", "{mode}: {}", reply.body);
-        let grew = peak_rss_kib(pid).saturating_sub(before) >> 10;
+        let grew = status_kib(pid, "VmHWM").saturating_sub(before) >> 10;
         assert!(
             grew < plugin_mib + 40,
             "{mode}: the peak RSS grew by {grew} MiB"

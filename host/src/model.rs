@@ -359,6 +359,15 @@ pub struct Payload {
     pub changes: Changes,
 }
 
+/// Messages, tool calls, tools and fields: the items a verdict can address, in a payload or in
+/// the part of it a plugin is shown.
+pub fn addressable_items(messages: &[Message], tools: &[ToolDef], fields: &[Field]) -> usize {
+    messages.len()
+        + messages.iter().map(|m| m.tool_calls.len()).sum::<usize>()
+        + tools.len()
+        + fields.len()
+}
+
 /// What the rails changed in a payload since it was decoded: the messages whose content they
 /// replaced, or that something else changed. A codec that knows where each message's content
 /// sat in the body it read can then forward that body with only those values replaced (see

@@ -415,7 +415,11 @@ impl Plugin {
             } else {
                 (
                     FaultKind::VerdictTooLarge,
-                    format!("answered with more than {fuel} bytes (8 MiB, 8 times the text it was shown and 8 KiB an item), left unread"),
+                    format!(
+                        "answered with more than {fuel} bytes ({} MiB, {ANSWER_PER_SHOWN_BYTE} times the text it was shown and {} KiB an item), left unread",
+                        ANSWER_FLOOR >> 20,
+                        ANSWER_PER_ITEM >> 10
+                    ),
                 )
             }
         } else {
@@ -460,12 +464,15 @@ fn described(i: wit::Info) -> Described {
 /// The verdict caps (`policy::apply`) allow edits of 4 times the request's text and 1 MiB, and
 /// 4 KiB a reason or rejection; this leaves room for those and for the edits' own size.
 fn answer_bytes(shown: usize, src: &EvalRequest<'_>) -> usize {
-    const FLOOR: usize = 8 << 20;
-    const PER_ITEM: usize = 8 << 10;
-    FLOOR
-        .saturating_add(shown.saturating_mul(8))
-        .saturating_add(src.items().saturating_mul(PER_ITEM))
+    ANSWER_FLOOR
+        .saturating_add(shown.saturating_mul(ANSWER_PER_SHOWN_BYTE))
+        .saturating_add(src.items().saturating_mul(ANSWER_PER_ITEM))
 }
+
+/// [`answer_bytes`]' parts: a floor, bytes per byte of text shown, bytes per item.
+const ANSWER_FLOOR: usize = 8 << 20;
+const ANSWER_PER_SHOWN_BYTE: usize = 8;
+const ANSWER_PER_ITEM: usize = 8 << 10;
 
 /// Whether `err` is wasmtime's hostcall fuel running out (its error type is private; its message
 /// is pinned by the hostile plugin's `aliased-edits` and `huge-log-line` tests).

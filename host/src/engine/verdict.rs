@@ -26,14 +26,7 @@ pub struct EvalRequest<'a> {
 impl EvalRequest<'_> {
     /// Messages, tool calls, tools and fields: the items a verdict can address.
     pub fn items(&self) -> usize {
-        self.messages.len()
-            + self
-                .messages
-                .iter()
-                .map(|m| m.tool_calls.len())
-                .sum::<usize>()
-            + self.tools.len()
-            + self.fields.len()
+        crate::model::addressable_items(self.messages, self.tools, self.fields)
     }
 }
 

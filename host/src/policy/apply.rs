@@ -10,7 +10,7 @@
 use super::chain::Rejected;
 use crate::engine::verdict::{Edit, PluginVerdict, RawCall, RawContent, RawMessage, Target};
 use crate::engine::{FaultKind, PluginFault};
-use crate::model::{Content, Message, Payload, Rail, ToolCall, FUNCTION};
+use crate::model::{addressable_items, Content, Message, Payload, Rail, ToolCall, FUNCTION};
 
 /// What an applied verdict did.
 pub(super) enum Applied {
@@ -53,14 +53,7 @@ fn check_reason(what: &str, reason: &str) -> Result<(), PluginFault> {
 
 /// Items a verdict can address: messages, tool calls, tools, fields.
 fn items(payload: &Payload) -> usize {
-    payload.messages.len()
-        + payload
-            .messages
-            .iter()
-            .map(|m| m.tool_calls.len())
-            .sum::<usize>()
-        + payload.tools.len()
-        + payload.fields.len()
+    addressable_items(&payload.messages, &payload.tools, &payload.fields)
 }
 
 /// Bytes of text and arguments in `payload` (the base of the edit budget).
