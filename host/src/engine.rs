@@ -36,10 +36,6 @@ use std::time::Duration;
 use ticker::Ticker;
 use wasmtime::component::{HasSelf, Linker};
 
-/// How often the epoch advances. A plugin's CPU deadline is counted in these ticks, so this is
-/// the resolution of every `timeout_ms`.
-pub const EPOCH_TICK: Duration = Duration::from_millis(1);
-
 /// Deadline for instantiating a plugin and running its `configure` (JS and Python runtimes start
 /// slowly, and `configure` may compile schemas or patterns).
 pub const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(10);

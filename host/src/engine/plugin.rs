@@ -11,7 +11,7 @@ use super::bindings::{
 };
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
-use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT, EPOCH_TICK};
+use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT};
 use crate::shard::PerWorker;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -341,8 +341,10 @@ impl Plugin {
             ),
         );
         store.limiter(|s| &mut s.limiter);
-        let _running = self.ticker.running();
-        store.set_epoch_deadline(ticks(CONFIGURE_TIMEOUT));
+        self.ticker.watch(&mut store);
+        let running = self.ticker.running(CONFIGURE_TIMEOUT);
+        store.data_mut().due = running.due();
+        store.set_epoch_deadline(1);
         store.data_mut().begin_call();
         match self.pre.instantiate(&mut store) {
             Ok(bindings) => Ok(Instance { store, bindings }),
@@ -360,8 +362,9 @@ impl Plugin {
     ) -> Result<R, PluginFault> {
         let Instance { store, bindings } = instance;
         store.data_mut().begin_call();
-        let _running = self.ticker.running();
-        store.set_epoch_deadline(ticks(deadline));
+        let running = self.ticker.running(deadline);
+        store.data_mut().due = running.due();
+        store.set_epoch_deadline(1);
         let result = f(bindings, store);
         match result {
             Ok(value) => {
@@ -481,10 +484,4 @@ fn fuel_ran_out(err: &wasmtime::Error) -> bool {
         e.to_string()
             .contains("fuel allocated for hostcalls has been exhausted")
     })
-}
-
-/// Epoch ticks for a deadline, rounded up, plus one because the current tick may be about to end.
-fn ticks(deadline: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_nanos().max(1);
-    (deadline.as_nanos().div_ceil(tick) as u64).saturating_add(1)
 }

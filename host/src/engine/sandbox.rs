@@ -59,6 +59,14 @@ pub struct HostState {
     budget: Arc<LogBudget>,
     /// Set when a host function stops the call (see [`SandboxTrap`]).
     trap: Option<SandboxTrap>,
+    /// The running call's deadline (`super::ticker::Running::due`).
+    pub(crate) due: u64,
+}
+
+impl super::ticker::Due for HostState {
+    fn due(&self) -> u64 {
+        self.due
+    }
 }
 
 /// What one call printed, once it is over.
@@ -93,6 +101,7 @@ impl HostState {
             log: LogLines::default(),
             budget,
             trap: None,
+            due: 0,
         }
     }
 

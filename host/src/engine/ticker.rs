@@ -1,33 +1,86 @@
-//! The epoch ticker: advances the engine's epoch every [`EPOCH_TICK`] while plugins may run,
-//! which is what makes their CPU deadlines fire. When no call has been running for
-//! [`IDLE_TICKS`] ticks it parks, so an idle daemon does not wake a core a thousand times a
-//! second (measured: ~2 % of a core, idle or not); the next call wakes it before any guest code
-//! runs, so a deadline counts from there as before.
+//! The epoch ticker: advances the engine's epoch when a running call's deadline has come, which
+//! is what stops a plugin that runs past it.
+//!
+//! A call notes its deadline in its worker's slot before any guest code runs ([`Ticker::running`]),
+//! and its store sets the epoch deadline one tick ahead. A tick then reaches every call running;
+//! each store's callback ([`Ticker::watch`]) compares the time with its own call's deadline and
+//! either stops the call or lets it go on. So the ticker need not tick at a fixed pace: it sleeps
+//! until the earliest deadline of the calls running, and never longer than the shortest deadline
+//! any call has had, since a call begun while it sleeps is due no sooner than that. With the
+//! bundled 100 ms deadlines it wakes about 10 times a second under load (a fixed 1 ms tick woke
+//! it 1,000 times, ~1.4 % of a core, and preempted the workers on a small machine; BENCHMARKS.md
+//! §35). When no call has begun for [`IDLE`] it parks, and the next call wakes it.
 
-use super::EPOCH_TICK;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use wasmtime::{Store, UpdateDeadline};
 
-/// Ticks without any call before the ticker parks.
-const IDLE_TICKS: u32 = 100;
+/// No call for this long: the ticker parks.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// The least the ticker sleeps after advancing the epoch: a call past its deadline inside a host
+/// function sees the tick only when it is back in guest code, and the ticker must not spin
+/// meanwhile.
+const AFTER_TICK: Duration = Duration::from_millis(1);
+
+/// The longest sleep before any call has said its deadline.
+const FIRST_NAP: Duration = Duration::from_millis(100);
+
+/// A store whose calls the ticker stops at their deadlines.
+pub(crate) trait Due {
+    /// The running call's deadline, as [`Running::due`] gave it.
+    fn due(&self) -> u64;
+}
 
 /// Keeps the ticker running: the engine and every plugin loaded from it hold one, and the
 /// thread stops when the last of them is gone. (Tied to the engine alone, a policy set that
 /// outlived its engine would silently run without deadlines.)
 pub(crate) struct Ticker {
-    /// Calls begun and ended: none runs when they are equal.
-    begun: AtomicU64,
-    ended: AtomicU64,
+    /// Deadlines are nanoseconds after this.
+    origin: Instant,
+    /// The deadline of the call each worker (`crate::shard::index`) runs, `0` when none: a worker
+    /// runs one call at a time, and writes only its own slot, on its own cache line.
+    workers: Box<[Slot]>,
+    /// The deadlines of calls on other threads (the control plane, tests), any number at once.
+    others: Mutex<Vec<u64>>,
+    /// The shortest deadline any call has had (ns): the longest the ticker sleeps.
+    shortest: AtomicU64,
+    /// A call began since the ticker last looked.
+    active: AtomicBool,
     parked: AtomicBool,
     thread: OnceLock<std::thread::Thread>,
 }
 
-/// A call that may run guest code: the ticker keeps ticking until it is dropped.
-pub(crate) struct Running<'a>(&'a Ticker);
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+/// A call that may run guest code, noted with its deadline until it is dropped.
+pub(crate) struct Running<'a> {
+    ticker: &'a Ticker,
+    /// Its worker's slot, or `None` for one of the others.
+    slot: Option<usize>,
+    due: u64,
+}
+
+impl Running<'_> {
+    /// The deadline, for the store's [`Due`].
+    pub(crate) fn due(&self) -> u64 {
+        self.due
+    }
+}
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.ended.fetch_add(1, Ordering::SeqCst);
+        match self.slot {
+            Some(i) => self.ticker.workers[i].0.store(0, Ordering::Release),
+            None => {
+                let mut others = lock(&self.ticker.others);
+                if let Some(at) = others.iter().position(|&d| d == self.due) {
+                    others.swap_remove(at);
+                }
+            }
+        }
     }
 }
 
@@ -35,8 +88,14 @@ impl Ticker {
     /// Start the ticker thread for `engine`.
     pub(crate) fn start(engine: wasmtime::Engine) -> std::io::Result<Arc<Ticker>> {
         let ticker = Arc::new(Ticker {
-            begun: AtomicU64::new(0),
-            ended: AtomicU64::new(0),
+            origin: Instant::now(),
+            // Worker indices start at 1 (0 is off the workers).
+            workers: (0..=crate::shard::count(0))
+                .map(|_| Slot(AtomicU64::new(0)))
+                .collect(),
+            others: Mutex::new(Vec::new()),
+            shortest: AtomicU64::new(nanos(FIRST_NAP)),
+            active: AtomicBool::new(false),
             parked: AtomicBool::new(false),
             thread: OnceLock::new(),
         });
@@ -48,16 +107,68 @@ impl Ticker {
         Ok(ticker)
     }
 
-    /// Mark a call that may run guest code (call it before setting the call's deadline): wakes
-    /// the ticker if it parked.
-    pub(crate) fn running(&self) -> Running<'_> {
-        self.begun.fetch_add(1, Ordering::SeqCst);
-        if self.parked.load(Ordering::SeqCst) {
+    /// Stop `store`'s calls at their deadlines: on a tick, a call past its [`Due`] traps (as an
+    /// epoch interrupt), and any other waits for the next tick. Set once, when the store is made.
+    pub(crate) fn watch<T: Due + 'static>(&self, store: &mut Store<T>) {
+        let origin = self.origin;
+        store.epoch_deadline_callback(move |store| {
+            Ok(if since(origin) >= store.data().due() {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Continue(1)
+            })
+        });
+    }
+
+    /// Note a call that may run guest code, due `deadline` from now (call it before the store
+    /// sets its epoch deadline): wakes the ticker if it parked, or if this deadline is shorter
+    /// than any before.
+    pub(crate) fn running(&self, deadline: Duration) -> Running<'_> {
+        let length = nanos(deadline).max(1);
+        let due = since(self.origin).saturating_add(length);
+        let index = crate::shard::index();
+        let slot = (index > 0 && index < self.workers.len()).then_some(index);
+        match slot {
+            Some(i) => self.workers[i].0.store(due, Ordering::SeqCst),
+            None => {
+                lock(&self.others).push(due);
+                fence(Ordering::SeqCst);
+            }
+        }
+        // Written only when it changes: the line is read by both workers on every call.
+        if !self.active.load(Ordering::Relaxed) {
+            self.active.store(true, Ordering::SeqCst);
+        }
+        let shorter = length < self.shortest.load(Ordering::Relaxed)
+            && self.shortest.fetch_min(length, Ordering::SeqCst) > length;
+        if shorter || self.parked.load(Ordering::SeqCst) {
             if let Some(thread) = self.thread.get() {
                 thread.unpark();
             }
         }
-        Running(self)
+        Running {
+            ticker: self,
+            slot,
+            due,
+        }
+    }
+
+    /// Whether a call's deadline has passed, and the earliest deadline still to come.
+    fn scan(&self, now: u64) -> (bool, Option<u64>) {
+        let mut due = false;
+        let mut next: Option<u64> = None;
+        let workers = self.workers.iter().map(|s| s.0.load(Ordering::SeqCst));
+        for d in workers.chain(lock(&self.others).iter().copied()) {
+            if d == 0 {
+                continue;
+            }
+            if d <= now {
+                due = true;
+            } else {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
+        (due, next)
     }
 }
 
@@ -71,78 +182,170 @@ impl Drop for Ticker {
 }
 
 fn run(alive: &Weak<Ticker>, engine: &wasmtime::Engine) {
-    let mut seen = u64::MAX;
-    let mut quiet = 0;
+    let mut quiet_since: Option<u64> = None;
     loop {
-        std::thread::sleep(EPOCH_TICK);
-        engine.increment_epoch();
         let Some(ticker) = alive.upgrade() else {
             return;
         };
-        let begun = ticker.begun.load(Ordering::SeqCst);
-        let idle = begun == ticker.ended.load(Ordering::SeqCst);
-        if begun != seen || !idle {
-            seen = begun;
-            quiet = 0;
+        let now = since(ticker.origin);
+        let (due, next) = ticker.scan(now);
+        if due {
+            engine.increment_epoch();
+        }
+        let began = ticker.active.swap(false, Ordering::SeqCst);
+        if began || due || next.is_some() {
+            quiet_since = None;
+        } else if now - *quiet_since.get_or_insert(now) >= nanos(IDLE) {
+            // Nothing ran for a while: park until a call begins. Announce it first and look
+            // again, so a call that began meanwhile is seen here or sees `parked` and unparks.
+            ticker.parked.store(true, Ordering::SeqCst);
+            if !ticker.active.load(Ordering::SeqCst) && ticker.scan(u64::MAX).1.is_none() {
+                drop(ticker);
+                std::thread::park();
+                let Some(ticker) = alive.upgrade() else {
+                    return;
+                };
+                ticker.parked.store(false, Ordering::SeqCst);
+            } else {
+                ticker.parked.store(false, Ordering::SeqCst);
+            }
+            quiet_since = None;
             continue;
         }
-        quiet += 1;
-        if quiet < IDLE_TICKS {
-            continue;
+        let mut nap = ticker.shortest.load(Ordering::SeqCst);
+        if let Some(next) = next {
+            nap = nap.min(next - now);
         }
-        // Nothing ran for a while: park until a call begins. Announce it first and look again,
-        // so a call that began meanwhile is seen here or sees `parked` and unparks.
-        ticker.parked.store(true, Ordering::SeqCst);
-        if ticker.begun.load(Ordering::SeqCst) == seen {
-            drop(ticker);
-            std::thread::park();
-            let Some(ticker) = alive.upgrade() else {
-                return;
-            };
-            ticker.parked.store(false, Ordering::SeqCst);
-        } else {
-            ticker.parked.store(false, Ordering::SeqCst);
+        if due {
+            nap = nap.max(nanos(AFTER_TICK));
         }
-        quiet = 0;
+        drop(ticker);
+        // Woken early by a call with a shorter deadline, or when the ticker is dropped.
+        std::thread::park_timeout(Duration::from_nanos(nap));
     }
+}
+
+fn since(origin: Instant) -> u64 {
+    nanos(origin.elapsed())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+
+    /// `(module (func (export "spin") (loop (br 0))))`
+    const SPIN: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type: () -> ()
+        0x03, 0x02, 0x01, 0x00, // one function of that type
+        0x07, 0x08, 0x01, 0x04, b's', b'p', b'i', b'n', 0x00, 0x00, // export "spin"
+        0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b, // loop { br 0 }
+    ];
+
+    struct Call(u64);
+
+    impl Due for Call {
+        fn due(&self) -> u64 {
+            self.0
+        }
+    }
+
+    fn engine() -> wasmtime::Engine {
+        wasmtime::Engine::new(wasmtime::Config::new().epoch_interruption(true)).expect("engine")
+    }
+
+    /// Runs the endless loop under `deadline` on this thread; returns how long it ran and
+    /// whether it stopped as an epoch interrupt.
+    fn spin(ticker: &Ticker, module: &wasmtime::Module, deadline: Duration) -> (Duration, bool) {
+        let mut store = Store::new(module.engine(), Call(0));
+        ticker.watch(&mut store);
+        let instance = wasmtime::Instance::new(&mut store, module, &[]).expect("instance");
+        let f = instance
+            .get_typed_func::<(), ()>(&mut store, "spin")
+            .expect("spin");
+        let start = Instant::now();
+        let running = ticker.running(deadline);
+        store.data_mut().0 = running.due();
+        store.set_epoch_deadline(1);
+        let err = f
+            .call(&mut store, ())
+            .expect_err("an endless loop returned");
+        drop(running);
+        let interrupted = err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt);
+        (start.elapsed(), interrupted)
+    }
 
     #[test]
-    fn parks_when_idle_and_ticks_again_for_a_call() {
-        let engine = wasmtime::Engine::new(wasmtime::Config::new().epoch_interruption(true))
-            .expect("engine");
-        let ticker = Ticker::start(engine).expect("ticker");
-        // Idle: it parks after IDLE_TICKS ticks (allow a slow machine plenty of time).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ticker.parked.load(Ordering::SeqCst) {
-            assert!(Instant::now() < deadline, "the ticker never parked");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // A call wakes it, and it keeps ticking while the call runs.
-        let running = ticker.running();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ticker.parked.load(Ordering::SeqCst) {
+    fn each_call_stops_at_its_own_deadline() {
+        let engine = engine();
+        let ticker = Ticker::start(engine.clone()).expect("ticker");
+        let module = wasmtime::Module::new(&engine, SPIN).expect("module");
+        // A long call beside short ones: their ticks reach it, and it goes on to its own.
+        let (long, short) = std::thread::scope(|s| {
+            let long = s.spawn(|| spin(&ticker, &module, Duration::from_millis(600)));
+            let short: Vec<_> = (0..3)
+                .map(|_| spin(&ticker, &module, Duration::from_millis(40)))
+                .collect();
+            (long.join().expect("long call"), short)
+        });
+        for (took, interrupted) in short {
             assert!(
-                Instant::now() < deadline,
-                "the ticker did not wake for a call"
+                interrupted,
+                "the short call was not stopped by its deadline"
             );
-            std::thread::sleep(Duration::from_millis(1));
+            assert!(took >= Duration::from_millis(40), "stopped early: {took:?}");
         }
-        std::thread::sleep(EPOCH_TICK * (IDLE_TICKS + 50));
+        assert!(long.1, "the long call was not stopped by its deadline");
+        assert!(
+            long.0 >= Duration::from_millis(600),
+            "stopped early: {:?}",
+            long.0
+        );
+        // A deadline shorter than any before wakes the ticker from a longer sleep.
+        let (took, interrupted) = spin(&ticker, &module, Duration::from_millis(5));
+        assert!(interrupted && took >= Duration::from_millis(5), "{took:?}");
+        assert!(
+            took < Duration::from_secs(30),
+            "the ticker overslept: {took:?}"
+        );
+    }
+
+    #[test]
+    fn parks_when_idle_and_wakes_for_a_call() {
+        let engine = engine();
+        let ticker = Ticker::start(engine.clone()).expect("ticker");
+        let module = wasmtime::Module::new(&engine, SPIN).expect("module");
+        let parked = |want: bool| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while ticker.parked.load(Ordering::SeqCst) != want {
+                assert!(
+                    Instant::now() < deadline,
+                    "the ticker never became parked={want}"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        parked(true);
+        // A call wakes it, and it stops the call at its deadline.
+        let (_, interrupted) = spin(&ticker, &module, Duration::from_millis(30));
+        assert!(interrupted, "the call was not stopped by its deadline");
+        // A call that runs past the idle time keeps it awake.
+        let running = ticker.running(Duration::from_secs(60));
+        parked(false);
+        std::thread::sleep(IDLE * 2);
         assert!(
             !ticker.parked.load(Ordering::SeqCst),
             "the ticker parked while a call was running"
         );
         drop(running);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ticker.parked.load(Ordering::SeqCst) {
-            assert!(Instant::now() < deadline, "the ticker never parked again");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        parked(true);
     }
 }
