@@ -8,7 +8,7 @@
 //! until the earliest deadline of the calls running, and never longer than the shortest deadline
 //! any call has had, since a call begun while it sleeps is due no sooner than that. With the
 //! bundled 100 ms deadlines it wakes about 10 times a second under load (a fixed 1 ms tick woke
-//! it 1,000 times, ~1.4 % of a core, and preempted the workers on a small machine; BENCHMARKS.md
+//! it 1,000 times, ~1.2 % of a core, and preempted the workers on a small machine; BENCHMARKS.md
 //! §35). When no call has begun for [`IDLE`] it parks, and the next call wakes it.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
@@ -288,9 +288,13 @@ mod tests {
         let engine = engine();
         let ticker = Ticker::start(engine.clone()).expect("ticker");
         let module = wasmtime::Module::new(&engine, SPIN).expect("module");
-        // A long call beside short ones: their ticks reach it, and it goes on to its own.
+        // A long call beside short ones: their ticks reach it, and it goes on to its own. It runs
+        // as worker 1 (its own slot), the short ones off the workers (the list).
         let (long, short) = std::thread::scope(|s| {
-            let long = s.spawn(|| spin(&ticker, &module, Duration::from_millis(600)));
+            let long = s.spawn(|| {
+                crate::shard::mark(1);
+                spin(&ticker, &module, Duration::from_millis(600))
+            });
             let short: Vec<_> = (0..3)
                 .map(|_| spin(&ticker, &module, Duration::from_millis(40)))
                 .collect();
