@@ -251,18 +251,23 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
+/// The daemon on `cfg` whose memory is read: mimalloc hands freed pages back to the system a
+/// second after they were freed, on a later free, so a reading would count the last second's
+/// faults (each drops an instance and makes another) as kept. Handing them back at once leaves
+/// only what is kept.
+fn measured_daemon(cfg: &TempConfig, backend: &MockBackend) -> Daemon {
+    Daemon::start_logged_env(
+        &cfg.path,
+        &["--backend", &backend.url()],
+        &[("MIMALLOC_PURGE_DELAY", "0")],
+    )
+}
+
 #[test]
 fn a_thousand_faults_leave_memory_where_it_was() {
     let cfg = config();
     let backend = MockBackend::start(Script::Hang);
-    // mimalloc hands freed pages back to the system a second after they were freed, on a later
-    // free: at that rate a reading would count the last second's faults (each drops an instance
-    // and makes another) as kept. Handing them back at once leaves only what is kept.
-    let daemon = Daemon::start_logged_env(
-        &cfg.path,
-        &["--backend", &backend.url()],
-        &[("MIMALLOC_PURGE_DELAY", "0")],
-    );
+    let daemon = measured_daemon(&cfg, &backend);
     // Cheap faults, each dropping its instance: traps, exits, invalid and oversized verdicts.
     let modes = [
         "panic",
@@ -300,13 +305,7 @@ fn a_thousand_faults_leave_memory_where_it_was() {
 fn answers_past_their_bound_are_refused_unread() {
     let cfg = config();
     let backend = MockBackend::start(Script::Hang);
-    // Freed memory handed back at once, so that each reading starts from what is kept (see
-    // `a_thousand_faults_leave_memory_where_it_was`).
-    let daemon = Daemon::start_logged_env(
-        &cfg.path,
-        &["--backend", &backend.url()],
-        &[("MIMALLOC_PURGE_DELAY", "0")],
-    );
+    let daemon = measured_daemon(&cfg, &backend);
     let pid = daemon.pid();
     // The plugin's own memory is in the daemon's RSS too: 1 MiB for the aliases, ~100 MiB for
     // the others. The host's copies would add 128 MiB (where wasmtime stops by default) or

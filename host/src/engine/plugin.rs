@@ -342,9 +342,7 @@ impl Plugin {
         );
         store.limiter(|s| &mut s.limiter);
         self.ticker.watch(&mut store);
-        let running = self.ticker.running(CONFIGURE_TIMEOUT);
-        store.data_mut().due = running.due();
-        store.set_epoch_deadline(1);
+        let _running = self.ticker.running(&mut store, CONFIGURE_TIMEOUT);
         store.data_mut().begin_call();
         match self.pre.instantiate(&mut store) {
             Ok(bindings) => Ok(Instance { store, bindings }),
@@ -362,9 +360,7 @@ impl Plugin {
     ) -> Result<R, PluginFault> {
         let Instance { store, bindings } = instance;
         store.data_mut().begin_call();
-        let running = self.ticker.running(deadline);
-        store.data_mut().due = running.due();
-        store.set_epoch_deadline(1);
+        let _running = self.ticker.running(store, deadline);
         let result = f(bindings, store);
         match result {
             Ok(value) => {

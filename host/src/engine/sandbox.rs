@@ -59,13 +59,13 @@ pub struct HostState {
     budget: Arc<LogBudget>,
     /// Set when a host function stops the call (see [`SandboxTrap`]).
     trap: Option<SandboxTrap>,
-    /// The running call's deadline (`super::ticker::Running::due`).
-    pub(crate) due: u64,
+    /// The running call's deadline (`super::ticker::Ticker::running`).
+    due: u64,
 }
 
 impl super::ticker::Due for HostState {
-    fn due(&self) -> u64 {
-        self.due
+    fn due(&mut self) -> &mut u64 {
+        &mut self.due
     }
 }
 

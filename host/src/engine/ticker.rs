@@ -27,10 +27,10 @@ const AFTER_TICK: Duration = Duration::from_millis(1);
 /// The longest sleep before any call has said its deadline.
 const FIRST_NAP: Duration = Duration::from_millis(100);
 
-/// A store whose calls the ticker stops at their deadlines.
+/// A store whose calls the ticker stops at their deadlines: where it keeps the running call's
+/// deadline ([`Ticker::running`] writes it, the callback of [`Ticker::watch`] reads it).
 pub(crate) trait Due {
-    /// The running call's deadline, as [`Running::due`] gave it.
-    fn due(&self) -> u64;
+    fn due(&mut self) -> &mut u64;
 }
 
 /// Keeps the ticker running: the engine and every plugin loaded from it hold one, and the
@@ -61,13 +61,6 @@ pub(crate) struct Running<'a> {
     /// Its worker's slot, or `None` for one of the others.
     slot: Option<usize>,
     due: u64,
-}
-
-impl Running<'_> {
-    /// The deadline, for the store's [`Due`].
-    pub(crate) fn due(&self) -> u64 {
-        self.due
-    }
 }
 
 impl Drop for Running<'_> {
@@ -111,8 +104,8 @@ impl Ticker {
     /// epoch interrupt), and any other waits for the next tick. Set once, when the store is made.
     pub(crate) fn watch<T: Due + 'static>(&self, store: &mut Store<T>) {
         let origin = self.origin;
-        store.epoch_deadline_callback(move |store| {
-            Ok(if since(origin) >= store.data().due() {
+        store.epoch_deadline_callback(move |mut store| {
+            Ok(if since(origin) >= *store.data_mut().due() {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::Continue(1)
@@ -120,10 +113,11 @@ impl Ticker {
         });
     }
 
-    /// Note a call that may run guest code, due `deadline` from now (call it before the store
-    /// sets its epoch deadline): wakes the ticker if it parked, or if this deadline is shorter
+    /// Note a call on `store` that may run guest code, due `deadline` from now, before any does:
+    /// the deadline goes in the worker's slot and the store's [`Due`], and the store's epoch
+    /// deadline one tick ahead. Wakes the ticker if it parked, or if this deadline is shorter
     /// than any before.
-    pub(crate) fn running(&self, deadline: Duration) -> Running<'_> {
+    pub(crate) fn running<T: Due>(&self, store: &mut Store<T>, deadline: Duration) -> Running<'_> {
         let length = nanos(deadline).max(1);
         let due = since(self.origin).saturating_add(length);
         let index = crate::shard::index();
@@ -146,6 +140,8 @@ impl Ticker {
                 thread.unpark();
             }
         }
+        *store.data_mut().due() = due;
+        store.set_epoch_deadline(1);
         Running {
             ticker: self,
             slot,
@@ -253,8 +249,8 @@ mod tests {
     struct Call(u64);
 
     impl Due for Call {
-        fn due(&self) -> u64 {
-            self.0
+        fn due(&mut self) -> &mut u64 {
+            &mut self.0
         }
     }
 
@@ -272,9 +268,7 @@ mod tests {
             .get_typed_func::<(), ()>(&mut store, "spin")
             .expect("spin");
         let start = Instant::now();
-        let running = ticker.running(deadline);
-        store.data_mut().0 = running.due();
-        store.set_epoch_deadline(1);
+        let running = ticker.running(&mut store, deadline);
         let err = f
             .call(&mut store, ())
             .expect_err("an endless loop returned");
@@ -342,7 +336,8 @@ mod tests {
         let (_, interrupted) = spin(&ticker, &module, Duration::from_millis(30));
         assert!(interrupted, "the call was not stopped by its deadline");
         // A call that runs past the idle time keeps it awake.
-        let running = ticker.running(Duration::from_secs(60));
+        let mut store = Store::new(&engine, Call(0));
+        let running = ticker.running(&mut store, Duration::from_secs(60));
         parked(false);
         std::thread::sleep(IDLE * 2);
         assert!(
