@@ -27,6 +27,8 @@
 # on a shared VM one build's figure drifts by ±15 % within minutes, more than many changes.
 # With RAILYARD_BASELINE, that build is measured in the same run as a fourth target (with
 # RAILYARD_BASELINE_CONFIG, or the same config). RAILYARD_CONFIG: another config than the bundled one.
+# WORKERS=N: nginx runs N worker processes and every Railyard target N worker threads
+# (`[server] workers`), like for like; unset, nginx runs one and Railyard one per CPU.
 # The daemons log at RAILYARD_LOG (default warn: no decision records); RAILYARD_LOG=info writes
 # a record per request, as `serve` does by default (to /dev/null here).
 set -euo pipefail
@@ -41,7 +43,8 @@ demo=target/release/railyard
 bin="${RAILYARD_BIN:-$demo}"
 baseline="${RAILYARD_BASELINE:-}"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+made=""
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work" $made' EXIT
 
 $demo demo-backend --listen 127.0.0.1:19120 >/dev/null &
 backend_pid=$!
@@ -49,12 +52,15 @@ backend_pid=$!
 start_nginx "$work" 19121 19120
 # Decision records (RAILYARD_LOG=info) are discarded; warnings and errors are shown.
 if [ "${RAILYARD_LOG:-warn}" = warn ]; then exec 3>&2; else exec 3>/dev/null; fi
-RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19122 \
+config=$(like_for_like "${RAILYARD_CONFIG:-policies/railyard.toml}")
+baseline_config=$(like_for_like "${RAILYARD_BASELINE_CONFIG:-${RAILYARD_CONFIG:-policies/railyard.toml}}")
+[ -n "${WORKERS:-}" ] && made="$config $baseline_config"
+RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "$config" --listen 127.0.0.1:19122 \
     --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
 railyard_pid=$!
 ports="19120 19121 19122"
 if [ -n "$baseline" ]; then
-    RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-${RAILYARD_CONFIG:-policies/railyard.toml}}" --listen 127.0.0.1:19123 \
+    RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$baseline" serve --config "$baseline_config" --listen 127.0.0.1:19123 \
         --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
     baseline_pid=$!
     ports="$ports 19123"
@@ -69,10 +75,9 @@ fi
 floor="${FLOOR:-}"
 if [ -n "$floor" ]; then
     # Beside the bundled config, whose paths (the keys file) are relative to its directory.
-    source_config="${RAILYARD_CONFIG:-policies/railyard.toml}"
-    floor_config="$(dirname "$source_config")/.floor-$$.toml"
-    trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work" "$floor_config"' EXIT
-    awk '/^\[\[plugins\]\]/ { exit } !/^(chains|extend) *=/' "$source_config" >"$floor_config"
+    floor_config="$(dirname "$config")/.floor-$$.toml"
+    made="$made $floor_config"
+    awk '/^\[\[plugins\]\]/ { exit } !/^(chains|extend) *=/' "$config" >"$floor_config"
     RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "$floor_config" --listen 127.0.0.1:19127 \
         --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
     floor_pid=$!
@@ -147,7 +152,7 @@ measure() { # name port pids... -> prints one row
                 1e6 * b / hz / n, 1e6 * u / hz / n, 1e6 * y / hz / n }'
 }
 
-echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2)"
+echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2) with ${WORKERS:-1} worker(s), Railyard with $(grep -m1 '^workers = ' "$config" | cut -d' ' -f3 | sed 's/^0$/one per CPU/') thread(s)"
 targets="backend nginx railyard"
 [ -n "$baseline" ] && targets="$targets baseline"
 [ -n "$hop" ] && targets="$targets hop"

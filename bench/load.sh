@@ -17,6 +17,8 @@
 # added latency. With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
 # measured in the same run, so a change is compared before/after on one machine state (on the
 # chat door and the tools request, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
+# WORKERS=N: nginx runs N worker processes and each Railyard N worker threads (`[server]
+# workers`), like for like; unset, nginx runs one and Railyard one per CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -36,16 +38,20 @@ concs="${CONCS:-1 16 64}"
 # the support tenant's chains (prompt-guard, JavaScript, on the input rail).
 key="${RAILYARD_KEY:-demo-key}"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+made=""
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work" $made' EXIT
 
 $demo demo-backend --listen 127.0.0.1:19100 >/dev/null &
 . bench/nginx.sh
 start_nginx "$work" 19103 19100
-RAILYARD_LOG=warn $bin serve --config policies/railyard.toml --listen 127.0.0.1:19101 \
+config=$(like_for_like policies/railyard.toml)
+baseline_config=$(like_for_like "${RAILYARD_BASELINE_CONFIG:-policies/railyard.toml}")
+[ -n "${WORKERS:-}" ] && made="$config $baseline_config"
+RAILYARD_LOG=warn $bin serve --config "$config" --listen 127.0.0.1:19101 \
     --backend http://127.0.0.1:19100/v1 >/dev/null &
 ports="19100 19101 19103"
 if [ -n "$baseline" ]; then
-    RAILYARD_LOG=warn "$baseline" serve --config "${RAILYARD_BASELINE_CONFIG:-policies/railyard.toml}" --listen 127.0.0.1:19102 \
+    RAILYARD_LOG=warn "$baseline" serve --config "$baseline_config" --listen 127.0.0.1:19102 \
         --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
     ports="$ports 19102"
 fi
@@ -60,7 +66,7 @@ done
 # request.
 python3 bench/requests.py "$work"
 path_of() { case "$1" in chat|tools) echo /v1/chat/completions;; responses) echo /v1/responses;; messages) echo /v1/messages;; esac; }
-echo "request bodies: $(wc -c < "$work/chat.json") / $(wc -c < "$work/responses.json") / $(wc -c < "$work/messages.json") bytes (chat / responses / messages); $secs s per run; $(nproc) cores; $(uname -m); key $key"
+echo "request bodies: $(wc -c < "$work/chat.json") / $(wc -c < "$work/responses.json") / $(wc -c < "$work/messages.json") bytes (chat / responses / messages); $secs s per run; $(nproc) cores; $(uname -m); key $key; nginx with ${WORKERS:-1} worker(s), Railyard with ${WORKERS:-one per CPU} thread(s)"
 
 for door in chat tools responses messages; do
 cat > "$work/$door.lua" <<LUA

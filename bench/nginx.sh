@@ -1,9 +1,9 @@
 # Sourced by bench/cpu.sh and bench/load.sh: nginx as a plain reverse proxy, the cost of one hop
 # that judges nothing. Debian's nginx-light (installed when missing and apt-get is usable), one
-# worker, keep-alive upstream, no buffering, no access log.
+# worker (or WORKERS), keep-alive upstream, no buffering, no access log.
 #
 # start_nginx WORK_DIR LISTEN_PORT BACKEND_PORT: starts it in the background; sets $nginx_pid
-# (the master; its worker is its child) and $nginx (the binary).
+# (the master; its workers are its children) and $nginx (the binary).
 start_nginx() {
     local dir="$1/nginx" listen="$2" upstream="$3"
     if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
@@ -15,7 +15,7 @@ start_nginx() {
     nginx=$(command -v nginx || echo /usr/sbin/nginx)
     mkdir -p "$dir/logs"
     cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
+worker_processes ${WORKERS:-1};
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
 events { worker_connections 1024; }
@@ -36,4 +36,21 @@ http {
 CONF
     "$nginx" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
     nginx_pid=$!
+}
+
+# like_for_like CONFIG: CONFIG's path, or with WORKERS set, a copy beside it (its paths are
+# relative to its directory) whose `[server] workers` is WORKERS, the count nginx runs with:
+# Railyard then serves with as many threads as nginx has worker processes. Unset, Railyard keeps
+# its default (one thread per CPU) and nginx runs one worker, as in BENCHMARKS.md §13-§35.
+like_for_like() {
+    local config="$1"
+    if [ -z "${WORKERS:-}" ]; then
+        echo "$config"
+        return
+    fi
+    local copy
+    copy="$(dirname "$config")/.workers-$$-$(basename "$config")"
+    sed "s/^workers = .*/workers = $WORKERS/" "$config" >"$copy"
+    grep -q "^workers = $WORKERS\$" "$copy" || { echo "$config sets no [server] workers" >&2; exit 1; }
+    echo "$copy"
 }
