@@ -97,18 +97,9 @@ for port in $ports; do
 done
 
 python3 bench/requests.py "$work"
+. bench/wrk.sh
 for r in chat tools stream; do
-cat > "$work/$r.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer demo-key"
-local f = io.open("$work/$r.json", "r"); wrk.body = f:read("*a"); f:close()
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %d\\n", summary.requests,
-    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
-    + summary.errors.timeout))
-end
-LUA
+    wrk_script "$work/$r.lua" "$work/$r.json" demo-key
 done
 # The tool request must come back as a tool call through every target (else it measures nothing).
 for port in $ports; do
@@ -143,8 +134,7 @@ measure() { # name port pids... -> prints one row
     b0=$(total $(cpu "$backend_pid")); t0=$(cpu "$@")
     wrk -t1 -c"$conc" -d"${secs}s" -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" > "$work/out"
     b1=$(total $(cpu "$backend_pid")); t1=$(cpu "$@")
-    read -r _ n errs < <(grep '^RESULT' "$work/out")
-    [ "$errs" = 0 ] || { echo "$name: errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
+    n=$(wrk_requests "$work/out" "$name")
     read -r u0 s0 <<< "$t0"; read -r u1 s1 <<< "$t1"
     awk -v name="$name" -v n="$n" -v s="$secs" -v u="$((u1 - u0))" -v y="$((s1 - s0))" \
         -v b="$((b1 - b0))" -v hz="$ticks" 'BEGIN {

@@ -23,32 +23,30 @@ bin="${RAILYARD_BIN:-$demo}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
-$demo demo-backend --listen 127.0.0.1:19150 >/dev/null &
+$demo demo-backend --listen 127.0.0.1:19160 >/dev/null &
 RAILYARD_PERFMAP=1 RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" \
-    --listen 127.0.0.1:19151 --backend http://127.0.0.1:19150/v1 --no-watch >/dev/null &
+    --listen 127.0.0.1:19161 --backend http://127.0.0.1:19160/v1 --no-watch >/dev/null &
 pid=$!
-for _ in $(seq 600); do
-    curl -s -o /dev/null http://127.0.0.1:19151/healthz && break
-    sleep 0.1
+# The first start compiles the plugins (the JavaScript and Python ones take tens of seconds).
+for port in 19160 19161; do
+    for _ in $(seq 600); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break
+        sleep 0.1
+    done
 done
 python3 bench/requests.py "$work"
-cat > "$work/req.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer demo-key"
-local f = io.open("$work/$req.json", "r"); wrk.body = f:read("*a"); f:close()
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d\\n", summary.requests))
-end
-LUA
-url=http://127.0.0.1:19151/v1/chat/completions
-wrk -t1 -c"$conc" -d2s -s "$work/req.lua" "$url" >/dev/null
+. bench/wrk.sh
+wrk_script "$work/req.lua" "$work/$req.json" demo-key
+url=http://127.0.0.1:19161/v1/chat/completions
+wrk -t1 -c"$conc" -d2s -s "$work/req.lua" "$url" >"$work/out"
+wrk_requests "$work/out" warm-up >/dev/null
 cp "/proc/$pid/maps" "$work/maps"
 freq=4999
 perf record -q -e cpu-clock -F "$freq" -p "$pid" -o "$work/perf.data" -- sleep "$((secs + 1))" 2>/dev/null &
 perf_pid=$!
 sleep 0.5
-n=$(wrk -t1 -c"$conc" -d"${secs}s" -s "$work/req.lua" "$url" | awk '/^RESULT/ { print $2 }')
+wrk -t1 -c"$conc" -d"${secs}s" -s "$work/req.lua" "$url" >"$work/out"
+n=$(wrk_requests "$work/out" "$req")
 wait "$perf_pid"
 perf script -i "$work/perf.data" -F ip,sym,dso 2>/dev/null >"$work/samples"
 echo "$req request, concurrency $conc, $n requests in $secs s; $(nproc) cores, $(uname -m); µs of CPU per request by where it was spent:"

@@ -45,18 +45,9 @@ json.dump({"model": "demo", "messages": [
     "tools": [tool("get_weather", ["city"]), tool("search_docs", ["query"]),
               tool("lookup_customer", ["customer_id"])]}, open(f"{sys.argv[1]}/tools.json", "w"))
 PY
+. bench/wrk.sh
 for r in chat tools; do
-cat > "$work/$r.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $key"
-local f = io.open("$work/$r.json", "r"); wrk.body = f:read("*a"); f:close()
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %d\\n", summary.requests,
-    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
-    + summary.errors.timeout))
-end
-LUA
+    wrk_script "$work/$r.lua" "$work/$r.json" "$key"
 done
 
 echo "$(nproc) cores, $(uname -m); $total requests at concurrency 16"
@@ -67,8 +58,7 @@ chunk=0
 while [ "$done_n" -lt "$total" ]; do
     r=$([ $((chunk % 2)) = 0 ] && echo chat || echo tools)
     wrk -t1 -c16 -d10s -s "$work/$r.lua" http://127.0.0.1:19151/v1/chat/completions > "$work/out"
-    read -r _ n errs < <(grep '^RESULT' "$work/out")
-    [ "$errs" = 0 ] || { echo "errors or non-2xx answers:" >&2; cat "$work/out" >&2; exit 1; }
+    n=$(wrk_requests "$work/out" "$r")
     done_n=$((done_n + n))
     chunk=$((chunk + 1))
     printf '%12s %10s %8s\n' "$done_n" "$(rss)" "$(threads)"
