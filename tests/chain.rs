@@ -242,3 +242,86 @@ fn config_tools_are_merged_for_plugins_but_not_returned() {
         "the request's own tools come back unchanged"
     );
 }
+
+/// A plugin that gave triggers (its `prefilter`) is left out of finished requests holding none
+/// of them: its decision says so and nothing it would have done happens. A request with one,
+/// anywhere in its strings, and every streamed window, are judged as before.
+#[test]
+fn a_plugin_is_called_only_on_requests_with_its_triggers() {
+    let set = policy_set(&scripted(
+        "p",
+        "[\"input\", \"output\"]",
+        "",
+        "{ mode = \"append\", text = \" [seen]\", triggers = [\"ALERT\", \"<x>\"] }",
+    ));
+    let e = set.check(Rail::Input, user("hello there"), &ctx());
+    assert_eq!(e.verdict, Verdict::Allow);
+    assert_eq!(
+        e.payload.messages[0].content,
+        Some(Content::Text("hello there".into()))
+    );
+    assert_eq!(e.decisions.len(), 1);
+    assert!(e.decisions[0].skipped);
+    assert_eq!(e.decisions[0].verdict, Decided::Allow);
+    assert_eq!(e.to_json()["decisions"][0]["skipped"], true);
+
+    for text in ["an ALERT here", "<x>", "ALERT"] {
+        let e = set.check(Rail::Input, user(text), &ctx());
+        assert_eq!(e.verdict, Verdict::Modify, "{text}");
+        assert_eq!(
+            e.payload.messages[0].content,
+            Some(Content::Text(format!("{text} [seen]")))
+        );
+        assert!(!e.decisions[0].skipped);
+        assert!(e.to_json()["decisions"][0].get("skipped").is_none());
+    }
+    // In an earlier message, or a tool call's arguments: any string of the request.
+    let history = payload(json!({"messages": [
+        {"role": "user", "content": "ALERT"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": "go on"}]}));
+    assert_eq!(
+        set.check(Rail::Input, history, &ctx()).verdict,
+        Verdict::Modify
+    );
+    let call = payload(json!({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{\"a\": \"<x>\"}"}}]}]}));
+    assert_eq!(
+        set.check(Rail::Output, call, &ctx()).verdict,
+        Verdict::Modify
+    );
+    // Case as given.
+    let e = set.check(Rail::Input, user("alert"), &ctx());
+    assert!(e.decisions[0].skipped);
+    // A streamed window may end in a trigger's first bytes: always judged.
+    let reply = payload(json!({"messages": [{"role": "assistant", "content": "all calm"}]}));
+    let e = set.check_with(Rail::Output, reply, &ctx(), true);
+    assert_eq!(e.verdict, Verdict::Modify);
+    assert!(!e.decisions[0].skipped);
+}
+
+/// Triggers that would leave a plugin never called, or called on everything by a text that
+/// matches anywhere, are the plugin's mistake: the config does not load, and says why.
+#[test]
+fn a_plugins_unusable_triggers_are_refused_at_load() {
+    let many: Vec<String> = (0..33).map(|i| format!("\"t{i}\"")).collect();
+    for (triggers, says) in [
+        ("[]".to_string(), "gave 0 triggers"),
+        (format!("[{}]", many.join(", ")), "gave 33 triggers"),
+        ("[\"a\", \"\"]".to_string(), "a trigger of 0 bytes"),
+        (
+            format!("[\"{}\"]", "x".repeat(257)),
+            "a trigger of 257 bytes",
+        ),
+    ] {
+        let err = policy_error(&scripted(
+            "p",
+            "[\"input\"]",
+            "",
+            &format!("{{ mode = \"allow\", triggers = {triggers} }}"),
+        ));
+        assert!(err.contains(says), "{triggers}: {err}");
+    }
+}

@@ -173,6 +173,73 @@ fn written_calls(name: &str) -> [(&'static str, String); 4] {
     ]
 }
 
+/// text-tool-calls gives the host its triggers (the markers, `{`): a reply without any is not
+/// shown to it at all, and the decision record says so; a reply with one is judged. What the
+/// plugin says, /v1/policies shows.
+#[test]
+fn a_reply_without_call_markup_is_not_shown_to_text_tool_calls() {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start_logged(&bundled(), &["--backend", &backend.url()]);
+    let ask = json!({"model": "m", "messages": [{"role": "user", "content": "where is A1?"}]});
+    let seen_by_it = |id: &str, content: &str| -> Value {
+        backend.set(Script::Json(
+            200,
+            completion(json!({"role": "assistant", "content": content}), "stop"),
+        ));
+        let reply = request(
+            daemon.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", "Bearer demo-key"),
+                ("x-request-id", id),
+            ],
+            ask.to_string().as_bytes(),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let record = crate::records::record(&daemon, id);
+        let plugins = record["plugins"].as_array().unwrap();
+        plugins
+            .iter()
+            .find(|p| p["plugin"] == "text-tool-calls")
+            .unwrap_or_else(|| panic!("{record}"))
+            .clone()
+    };
+    let plain = seen_by_it("ttc-plain", "It ships on Monday; <b>tracking</b> is A1.");
+    assert_eq!(plain["skipped"], 1, "{plain}");
+    assert_eq!(plain["runs"], 1, "{plain}");
+    assert_eq!(plain["verdict"], "allow", "{plain}");
+    let markup = seen_by_it(
+        "ttc-markup",
+        r#"<tool_call>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>"#,
+    );
+    assert!(markup.get("skipped").is_none(), "{markup}");
+    assert_eq!(markup["verdict"], "modify", "{markup}");
+
+    let admin = [("Authorization", "Bearer demo-admin-key")];
+    let policies = request(daemon.addr, "GET", "/v1/policies", &admin, b"").json();
+    let listed = policies["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "text-tool-calls")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        listed["triggers"],
+        json!(["<tool_call>", "<|python_tag|>", "<function=", "{"])
+    );
+    let pii = policies["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "pii")
+        .unwrap()
+        .clone();
+    assert!(pii["triggers"].is_null(), "{pii}");
+}
+
 #[test]
 fn tool_calls_written_as_text_become_calls_and_face_the_tool_call_rail() {
     let backend = MockBackend::start(Script::Hang);

@@ -11,6 +11,7 @@ mod cache;
 pub mod convert;
 mod pack;
 mod plugin;
+mod prefilter;
 mod sandbox;
 mod ticker;
 pub mod verdict;
@@ -27,7 +28,7 @@ pub use verdict::{EvalRequest, PluginVerdict, Prepared};
 
 use bindings::{
     Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS, PACKED_INTERFACE,
-    PLUGIN_INTERFACE,
+    PLUGIN_INTERFACE, PREFILTER_INTERFACE,
 };
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
@@ -273,7 +274,16 @@ impl Engine {
             Export::V01 => plugin::Pre::V01(bindings::PolicyPre01::new(pre).map_err(link)?),
             Export::V02 => plugin::Pre::V02(bindings::PolicyPre::new(pre).map_err(link)?),
             Export::Packed => {
-                plugin::Pre::Packed(bindings::PolicyPrePacked::new(pre).map_err(link)?)
+                // `prefilter` is optional: plugins built before it load as they did.
+                let triggers = component
+                    .get_export_index(None, PREFILTER_INTERFACE)
+                    .and_then(|i| component.get_export_index(Some(&i), "triggers"));
+                let indices = bindings::PolicyIndicesPacked::new(&pre).map_err(link)?;
+                plugin::Pre::Packed {
+                    pre,
+                    indices,
+                    triggers,
+                }
             }
         });
         let mut linked = self.linked.lock().unwrap_or_else(|e| e.into_inner());

@@ -286,8 +286,9 @@ impl Metrics {
                         *c += 1
                     });
             }
-            // A kept verdict reused (`memo`) is no call: it would skew the calls' latency.
-            if !d.memo {
+            // A kept verdict reused (`memo`) or a plugin left out by its triggers is no call: it
+            // would skew the calls' latency.
+            if !d.memo && !d.skipped {
                 self.plugin_latency.with(&[("policy", &d.plugin)], |h| {
                     h.observe(d.duration_us.as_secs_f64())
                 });

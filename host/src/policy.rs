@@ -11,7 +11,7 @@ pub mod memo;
 pub mod record;
 
 use crate::config::{Config, ConfigError, Problem};
-use crate::engine::{Engine, Plugin};
+use crate::engine::{Engine, FaultKind, Plugin};
 use crate::model::{Context, Payload, Rail, ToolDef};
 use chain::{Chain, Evaluation, Step};
 use std::sync::Arc;
@@ -133,7 +133,12 @@ impl PolicySet {
                 problem(
                     config_line,
                     format!("{key}.config"),
-                    format!("plugin refused its config: {}", fault.message),
+                    match fault.kind {
+                        FaultKind::Configure => {
+                            format!("plugin refused its config: {}", fault.message)
+                        }
+                        _ => format!("plugin failed to configure: {}", fault.message),
+                    },
                 );
                 continue;
             }
@@ -314,6 +319,7 @@ impl PolicySet {
                     "models": (!pc.models.is_empty()).then_some(&pc.models),
                     "history": pc.history,
                     "declared_tools": pc.declared_tools,
+                    "triggers": p.triggers(),
                     "limits": {
                         "timeout_ms": p.limits().timeout.as_millis() as u64,
                         "memory_mb": p.limits().memory_bytes >> 20,

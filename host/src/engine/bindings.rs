@@ -45,7 +45,7 @@ pub use v02::railyard::policy::host::Host as LogImport;
 pub use v02::railyard::policy::types as wit;
 pub use v02::{Policy, PolicyPre};
 pub use v02packed::exports::railyard::policy_packed::plugin as packed;
-pub use v02packed::{Policy as PolicyPacked, PolicyPre as PolicyPrePacked};
+pub use v02packed::{Policy as PolicyPacked, PolicyIndices as PolicyIndicesPacked};
 
 /// The contract package this host speaks.
 pub const CONTRACT_PACKAGE: &str = "railyard:policy";
@@ -57,3 +57,6 @@ pub const CONTRACT_VERSIONS: [&str; 2] = ["0.2.0", "0.1.0"];
 pub const PLUGIN_INTERFACE: &str = "railyard:policy/plugin";
 /// What a plugin built with the Rust SDK exports instead: 0.2.0 with its request packed.
 pub const PACKED_INTERFACE: &str = "railyard:policy-packed/plugin@0.2.0";
+/// What a plugin built with the Rust SDK may export beside it: the texts it acts on
+/// (`wit/packed/`, `prefilter`), looked up when present.
+pub const PREFILTER_INTERFACE: &str = "railyard:policy-packed/prefilter@0.2.0";

@@ -7,8 +7,9 @@
 //! cost for a clean instance every time. Any instance that faults is dropped, never reused.
 
 use super::bindings::{
-    packed, wit, wit01, Policy, Policy01, PolicyPacked, PolicyPre, PolicyPre01, PolicyPrePacked,
+    packed, wit, wit01, Policy, Policy01, PolicyIndicesPacked, PolicyPacked, PolicyPre, PolicyPre01,
 };
+use super::prefilter::Triggers;
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT};
@@ -16,6 +17,7 @@ use crate::shard::PerWorker;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance, InstancePre};
 use wasmtime::Store;
 
 /// Longest guest stderr excerpt put into a fault message.
@@ -40,8 +42,13 @@ pub struct PluginInfo {
 pub(super) enum Pre {
     V01(PolicyPre01<HostState>),
     V02(PolicyPre<HostState>),
-    /// 0.2 with its request packed (the Rust SDK's plugins).
-    Packed(PolicyPrePacked<HostState>),
+    /// 0.2 with its request packed (the Rust SDK's plugins), and its `prefilter`'s `triggers`
+    /// when it exports one.
+    Packed {
+        pre: InstancePre<HostState>,
+        indices: PolicyIndicesPacked,
+        triggers: Option<ComponentExportIndex>,
+    },
 }
 
 impl Pre {
@@ -49,14 +56,17 @@ impl Pre {
         Ok(match self {
             Pre::V01(pre) => Bindings::V01(pre.instantiate(store)?),
             Pre::V02(pre) => Bindings::V02(pre.instantiate(store)?),
-            Pre::Packed(pre) => Bindings::Packed(pre.instantiate(store)?),
+            Pre::Packed { pre, indices, .. } => {
+                let instance = pre.instantiate(&mut *store)?;
+                Bindings::Packed(indices.load(&mut *store, &instance)?, instance)
+            }
         })
     }
 
     fn version(&self) -> &'static str {
         match self {
             Pre::V01(_) => "0.1.0",
-            Pre::V02(_) | Pre::Packed(_) => "0.2.0",
+            Pre::V02(_) | Pre::Packed { .. } => "0.2.0",
         }
     }
 }
@@ -64,7 +74,8 @@ impl Pre {
 enum Bindings {
     V01(Policy01),
     V02(Policy),
-    Packed(PolicyPacked),
+    /// With the instance itself, for the optional `prefilter`.
+    Packed(PolicyPacked, ComponentInstance),
 }
 
 struct Instance {
@@ -93,6 +104,8 @@ pub struct Plugin {
     pre: Arc<Pre>,
     limits: Limits,
     config: OnceLock<String>,
+    /// What its `prefilter` said after `configure` (`None`: it has none, or said `none`).
+    triggers: OnceLock<Option<Triggers>>,
     /// Idle instances, a pool per worker thread: an instance then stays on the core that last ran
     /// it, with its linear memory in that core's cache, instead of moving between the workers
     /// call after call.
@@ -127,6 +140,7 @@ impl Plugin {
             pre,
             limits,
             config: OnceLock::new(),
+            triggers: OnceLock::new(),
             pools: PerWorker::default(),
             budget: Arc::default(),
         };
@@ -148,7 +162,7 @@ impl Plugin {
                         }
                     }
                     Bindings::V02(b) => described(b.railyard_policy_plugin().call_describe(s)?),
-                    Bindings::Packed(b) => {
+                    Bindings::Packed(b, _) => {
                         described(b.railyard_policy_packed_plugin().call_describe(s)?)
                     }
                 })
@@ -210,9 +224,10 @@ impl Plugin {
 
     /// Give the plugin its config (JSON text, already validated against its schema) and try it
     /// on a fresh instance, so a config the plugin refuses is found at load, not on the first
-    /// request. That instance is not kept: a pool fills on use, so a plugin no request reaches
-    /// (a tenant's, a model's) costs no instance memory. Calling it twice is an error: a plugin's
-    /// config is fixed for its lifetime.
+    /// request; that instance is then asked for its triggers (`prefilter`), if it has any. It is
+    /// not kept: a pool fills on use, so a plugin no request reaches (a tenant's, a model's)
+    /// costs no instance memory. Calling it twice is an error: a plugin's config is fixed for its
+    /// lifetime.
     pub fn configure(&self, config: String) -> Result<(), PluginFault> {
         if self.config.set(config).is_err() {
             return Err(PluginFault {
@@ -220,7 +235,58 @@ impl Plugin {
                 message: "plugin is already configured".into(),
             });
         }
-        self.instantiate().map(drop)
+        let mut instance = self.instantiate()?;
+        let triggers = match &*self.pre {
+            Pre::Packed {
+                triggers: Some(index),
+                ..
+            } => self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
+                let Bindings::Packed(_, raw) = b else {
+                    unreachable!("a packed component's instance is bound as packed")
+                };
+                // The answer is read up to a bound, as `evaluate`'s is: the list's limits and
+                // room for the strings' own size.
+                s.set_hostcall_fuel(TRIGGERS_ANSWER_BYTES);
+                let triggers =
+                    raw.get_typed_func::<(), (Option<Vec<String>>,)>(&mut *s, index)?;
+                Ok(triggers.call(&mut *s, ())?.0)
+            })
+            .map_err(|fault| match fault.kind {
+                FaultKind::VerdictTooLarge => PluginFault {
+                    kind: FaultKind::InvalidVerdict,
+                    message: format!(
+                        "its prefilter answered with more than {TRIGGERS_ANSWER_BYTES} bytes, left unread"
+                    ),
+                },
+                _ => fault,
+            })?,
+            _ => None,
+        };
+        let triggers = triggers
+            .map(Triggers::new)
+            .transpose()
+            .map_err(|message| PluginFault {
+                kind: FaultKind::InvalidVerdict,
+                message,
+            })?;
+        let _ = self.triggers.set(triggers);
+        Ok(())
+    }
+
+    /// Whether the plugin is to be called on `src`: always, unless it gave triggers (its
+    /// `prefilter`) and `src` is a finished request none of whose strings holds one. The strings
+    /// are searched in the packed request (made here for the call that may follow); a trigger
+    /// found across two of them only makes a call that was not needed.
+    pub fn concerns(&self, src: &EvalRequest<'_>, prepared: &mut Prepared) -> bool {
+        match self.triggers.get() {
+            Some(Some(triggers)) if !src.partial => triggers.found_in(&prepared.packed(src).text),
+            _ => true,
+        }
+    }
+
+    /// The plugin's triggers (its `prefilter`), if it gave any.
+    pub fn triggers(&self) -> Option<&[String]> {
+        self.triggers.get()?.as_ref().map(Triggers::texts)
     }
 
     /// The contract version the plugin was built against.
@@ -254,7 +320,7 @@ impl Plugin {
                         .call_evaluate(s, request)?
                         .map(Into::into)
                 }
-                Bindings::Packed(b) => {
+                Bindings::Packed(b, _) => {
                     let request: &packed::Request = prepared.packed(src);
                     s.set_hostcall_fuel(answer_bytes(request.text.len(), src));
                     b.railyard_policy_packed_plugin()
@@ -321,7 +387,9 @@ impl Plugin {
             self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| match b {
                 Bindings::V01(b) => b.railyard_policy_plugin().call_configure(s, config),
                 Bindings::V02(b) => b.railyard_policy_plugin().call_configure(s, config),
-                Bindings::Packed(b) => b.railyard_policy_packed_plugin().call_configure(s, config),
+                Bindings::Packed(b, _) => {
+                    b.railyard_policy_packed_plugin().call_configure(s, config)
+                }
             })?
             .map_err(|message| PluginFault {
                 kind: FaultKind::Configure,
@@ -467,6 +535,11 @@ fn answer_bytes(shown: usize, src: &EvalRequest<'_>) -> usize {
         .saturating_add(shown.saturating_mul(ANSWER_PER_SHOWN_BYTE))
         .saturating_add(src.items().saturating_mul(ANSWER_PER_ITEM))
 }
+
+/// Bytes of a `prefilter`'s answer the host reads: its most triggers at their longest, and
+/// room for each string's and the list's own size.
+const TRIGGERS_ANSWER_BYTES: usize =
+    super::prefilter::MAX_TRIGGERS * (super::prefilter::MAX_TRIGGER_BYTES + 64) + 4096;
 
 /// [`answer_bytes`]' parts: a floor, bytes per byte of text shown, bytes per item.
 const ANSWER_FLOOR: usize = 8 << 20;

@@ -41,6 +41,11 @@ pub trait Evaluate: Send + Sync {
         request: &EvalRequest<'_>,
         prepared: &mut Prepared,
     ) -> Result<PluginVerdict, PluginFault>;
+    /// Whether the plugin is to be called on `request` at all: `false` when it said what it
+    /// acts on (its triggers) and `request` holds none of it, so its verdict is `allow`.
+    fn concerns(&self, _request: &EvalRequest<'_>, _prepared: &mut Prepared) -> bool {
+        true
+    }
 }
 
 impl Evaluate for Plugin {
@@ -53,6 +58,9 @@ impl Evaluate for Plugin {
         prepared: &mut Prepared,
     ) -> Result<PluginVerdict, PluginFault> {
         Plugin::evaluate(self, request, prepared)
+    }
+    fn concerns(&self, request: &EvalRequest<'_>, prepared: &mut Prepared) -> bool {
+        Plugin::concerns(self, request, prepared)
     }
 }
 
@@ -78,6 +86,10 @@ pub struct Decision {
     /// The verdict was the one kept for the same question (`memo = true`): no call was made.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub memo: bool,
+    /// The request held none of the plugin's triggers (its `prefilter`): no call was made, and
+    /// the verdict is the `allow` the plugin gives such requests.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
     /// Wall time of the call, including applying its edits.
     #[serde(serialize_with = "micros")]
     pub duration_us: Duration,
@@ -314,20 +326,20 @@ pub fn run<'a, E: Evaluate + 'a>(
         };
         let kept = memo.and_then(|(m, q)| m.answer(q));
         let memoised = kept.is_some();
+        let request = EvalRequest {
+            rail,
+            messages: &payload.messages[from..],
+            tools,
+            fields: &payload.fields,
+            ctx,
+            partial,
+        };
+        let skipped = !memoised && !plugin.concerns(&request, &mut prepared[view]);
         let answer = match kept {
             Some(verdict) => Ok(verdict),
+            None if skipped => Ok(PluginVerdict::Allow),
             None => plugin
-                .evaluate(
-                    &EvalRequest {
-                        rail,
-                        messages: &payload.messages[from..],
-                        tools,
-                        fields: &payload.fields,
-                        ctx,
-                        partial,
-                    },
-                    &mut prepared[view],
-                )
+                .evaluate(&request, &mut prepared[view])
                 .and_then(|verdict| match from {
                     0 => Ok(verdict),
                     _ => {
@@ -335,7 +347,7 @@ pub fn run<'a, E: Evaluate + 'a>(
                     }
                 }),
         };
-        if let (Some((m, q)), Ok(verdict), false) = (memo, &answer, memoised) {
+        if let (Some((m, q)), Ok(verdict), false, false) = (memo, &answer, memoised, skipped) {
             m.keep(q, verdict);
         }
         // A shadow plugin's edits are checked on a copy: recorded as they would be, not applied.
@@ -352,6 +364,7 @@ pub fn run<'a, E: Evaluate + 'a>(
             on_error: None,
             shadow: mode == Mode::Shadow,
             memo: memoised,
+            skipped,
             duration_us: started.elapsed(),
             offset: started.duration_since(eval.started),
         };

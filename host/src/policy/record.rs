@@ -76,6 +76,9 @@ pub struct PluginRecord {
     /// How many of those runs reused a verdict kept for the same question (`memo = true`).
     #[serde(skip_serializing_if = "is_zero")]
     pub memo: u32,
+    /// How many of those runs made no call: the request held none of the plugin's triggers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: u32,
     /// Total time in it, µs.
     pub duration_us: u64,
     /// Its fault kind, if it faulted.
@@ -240,6 +243,9 @@ impl DecisionRecord {
             if p.memo != 0 {
                 key_number(out, "memo", u64::from(p.memo));
             }
+            if p.skipped != 0 {
+                key_number(out, "skipped", u64::from(p.skipped));
+            }
             key_number(out, "duration_us", p.duration_us);
             if let Some(fault) = &p.fault {
                 key_serde(out, "fault", fault);
@@ -289,6 +295,7 @@ impl DecisionRecord {
                     p.verdict = p.verdict.max(d.verdict);
                     p.runs += 1;
                     p.memo += u32::from(d.memo);
+                    p.skipped += u32::from(d.skipped);
                     p.duration_us += micros;
                     p.fault = p.fault.or(d.fault);
                 }
@@ -298,6 +305,7 @@ impl DecisionRecord {
                     verdict: d.verdict,
                     runs: 1,
                     memo: u32::from(d.memo),
+                    skipped: u32::from(d.skipped),
                     duration_us: micros,
                     fault: d.fault,
                     shadow: d.shadow,
@@ -437,6 +445,9 @@ impl DecisionRecord {
             if p.memo > 0 {
                 out.push_str("+memo");
             }
+            if p.skipped > 0 {
+                out.push_str("+skipped");
+            }
             out.push(':');
             push_number(out, p.duration_us);
             out.push_str("us");
@@ -536,6 +547,7 @@ mod tests {
             verdict,
             runs: 1,
             memo: 0,
+            skipped: 0,
             duration_us: 12,
             fault: None,
             shadow: false,
@@ -577,6 +589,8 @@ mod tests {
         faulted.runs = 4;
         let mut shadow = plugin(Rail::Output, "pii", Decided::Modify);
         shadow.shadow = true;
+        shadow.skipped = 2;
+        shadow.runs = 3;
         for kind in [
             FaultKind::MemoryCap,
             FaultKind::OutputFlood,
@@ -664,7 +678,7 @@ mod tests {
     fn the_line_is_unchanged() {
         let expected = [
             "door=chat status=0 outcome=served tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
-            "door=mcp target=files:tools/call:read status=503 outcome=backend_error tenant=t\\é\u{1} principal=p\u{7f}\u{2028} revision=7 policy_hash=0123456789abcdef latency_us=18446744073709551615 rails=tool_result=allow,input=modify,tools=reject,tool_call=block,output=allow plugins=input:k:fault:12us,input:k:fault:12us,input:k:fault:12us,input:pii:modify:12us,tools:x:reject:12us,tool_result:y:block:12us,tool_call:schema\"validator:faultx4+memo:12us,output:pii:shadow-modify:12us faults=tool_call:schema:deadline:allow would_block=tool_call:shadowed provenance=forged:1,valid:2",
+            "door=mcp target=files:tools/call:read status=503 outcome=backend_error tenant=t\\é\u{1} principal=p\u{7f}\u{2028} revision=7 policy_hash=0123456789abcdef latency_us=18446744073709551615 rails=tool_result=allow,input=modify,tools=reject,tool_call=block,output=allow plugins=input:k:fault:12us,input:k:fault:12us,input:k:fault:12us,input:pii:modify:12us,tools:x:reject:12us,tool_result:y:block:12us,tool_call:schema\"validator:faultx4+memo:12us,output:pii:shadow-modifyx3+skipped:12us faults=tool_call:schema:deadline:allow would_block=tool_call:shadowed provenance=forged:1,valid:2",
             "door=responses target=s:tools/list status=0 outcome=served tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
             "door=messages status=0 outcome=disconnected tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
             "door=check status=0 outcome=disconnected tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",

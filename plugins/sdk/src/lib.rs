@@ -10,7 +10,7 @@
 
 wit_bindgen::generate!({
     path: ["../../wit", "../../wit/packed"],
-    world: "railyard:policy-packed/policy",
+    world: "railyard:policy-packed/sdk",
     pub_export_macro: true,
     default_bindings_module: "railyard_plugin_sdk",
     export_macro_name: "__export_packed",
@@ -46,6 +46,12 @@ pub trait Plugin {
     fn configure(config: String) -> Result<(), String>;
     /// Judge one request on one rail; an error is a fault.
     fn evaluate(request: Request) -> Result<Verdict, String>;
+    /// Texts one of which every request this plugin does not simply allow contains: the host
+    /// leaves it out of the others (see [`PolicyPlugin::triggers`]). Asked once, after
+    /// `configure`. By default `None`: called on every request.
+    fn triggers() -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// Export a [`Plugin`] as the component's plugin interface (0.2.0, its request packed).
@@ -70,6 +76,12 @@ macro_rules! export {
                     request: $crate::unpack::Request,
                 ) -> ::std::result::Result<$crate::Verdict, ::std::string::String> {
                     <$ty as $crate::Plugin>::evaluate($crate::unpack::unpack(request))
+                }
+            }
+
+            impl $crate::unpack::Prefilter for Unpacking {
+                fn triggers() -> ::std::option::Option<::std::vec::Vec<::std::string::String>> {
+                    <$ty as $crate::Plugin>::triggers()
                 }
             }
 
@@ -148,6 +160,16 @@ pub trait PolicyPlugin: Sized + 'static {
     fn try_evaluate(&mut self, request: &Request) -> Result<Verdict, String> {
         Ok(self.evaluate(request))
     }
+    /// Texts one of which every request this policy does not simply allow contains, in one of
+    /// its strings (bytes, case as given): on a request with none of them the host takes `allow`
+    /// without calling [`PolicyPlugin::evaluate`]. A policy that acts only on particular markup
+    /// (`<tool_call>`, a secret's prefix) says which, and costs nothing on the requests without
+    /// any. Wrong triggers let requests through unjudged: return only texts the policy cannot
+    /// act without, and test that (text-tool-calls does). Asked once per policy, after
+    /// `configure`; at most 32 texts of 1 to 256 bytes. By default `None`: every request.
+    fn triggers(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// Export a [`PolicyPlugin`] as the component's `railyard:policy/plugin`. Expands to nothing
@@ -192,6 +214,16 @@ macro_rules! export_policy {
                                 ))
                             }
                         })
+                    })
+                }
+            }
+
+            impl $crate::unpack::Prefilter for Glue {
+                fn triggers() -> ::std::option::Option<::std::vec::Vec<::std::string::String>> {
+                    STATE.with(|s| {
+                        s.borrow()
+                            .as_ref()
+                            .and_then(<$ty as $crate::PolicyPlugin>::triggers)
                     })
                 }
             }

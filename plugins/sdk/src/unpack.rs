@@ -6,6 +6,7 @@
 //! is longer than the last (`export_policy!` keeps the last request for that).
 
 pub use crate::exports::railyard::policy_packed::plugin::{Guest as Packed, Request};
+pub use crate::exports::railyard::policy_packed::prefilter::Guest as Prefilter;
 
 use crate::{Content, Context, Field, Message, Provenance, ToolCall, ToolDef};
 

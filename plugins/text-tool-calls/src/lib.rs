@@ -39,6 +39,10 @@ impl PolicyPlugin for TextToolCalls {
     fn evaluate(&mut self, request: &Request) -> Verdict {
         policy::evaluate(&self.config, request)
     }
+
+    fn triggers(&self) -> Option<Vec<String>> {
+        Some(scan::TRIGGERS.map(String::from).to_vec())
+    }
 }
 
 export_policy!(TextToolCalls);

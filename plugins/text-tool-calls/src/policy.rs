@@ -549,6 +549,59 @@ mod tests {
         assert_eq!(schema["additionalProperties"], false);
     }
 
+    /// The host skips this plugin on a finished reply holding none of [`crate::scan::TRIGGERS`]
+    /// (the plugin's `triggers`): it must then allow every such reply. Every call text the
+    /// tests convert, and each of them with one character taken out, replaced or doubled
+    /// anywhere (markers broken, braces gone, keys misspelt), in both modes: whatever is not
+    /// allowed holds a trigger.
+    #[test]
+    fn a_reply_without_triggers_is_allowed() {
+        let seeds = [
+            r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>"#,
+            r#"<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}<|eom_id|>"#,
+            r#"  {"name": "get_weather", "parameters": {"city": "Paris"}, "type": "function"} "#,
+            r#"<function=get_weather>{"city": "Paris"}</function>"#,
+            "Sure.\n<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+            r#"<function=f></function>"#,
+            "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+        ];
+        let mut texts = Vec::new();
+        for seed in seeds {
+            let chars: Vec<char> = seed.chars().collect();
+            texts.push(seed.to_string());
+            for i in 0..chars.len() {
+                let mut cut = chars.clone();
+                let c = cut.remove(i);
+                texts.push(cut.iter().collect());
+                let mut doubled = chars.clone();
+                doubled.insert(i, c);
+                texts.push(doubled.iter().collect());
+                for other in ['{', '<', ' ', 'X', '\u{ff1c}'] {
+                    let mut swapped = chars.clone();
+                    swapped[i] = other;
+                    texts.push(swapped.iter().collect());
+                }
+            }
+        }
+        let (mut acted, mut without) = (0, 0);
+        for text in &texts {
+            let has_trigger = crate::scan::TRIGGERS.iter().any(|t| text.contains(t));
+            without += usize::from(!has_trigger);
+            for config in [convert(), block()] {
+                let verdict = evaluate(&config, &reply(text));
+                if !matches!(verdict, Verdict::Allow) {
+                    acted += 1;
+                    assert!(has_trigger, "acted on a reply without a trigger: {text:?}");
+                }
+            }
+        }
+        // The test means something: many texts acted on, many without a trigger.
+        assert!(
+            acted > 1000 && without > 40,
+            "{acted} acted on, {without} without"
+        );
+    }
+
     #[test]
     fn without_calls_trims_only_around_calls() {
         let m = |text: &str| {

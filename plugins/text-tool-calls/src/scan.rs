@@ -77,6 +77,11 @@ const PYTHON_TAG: &str = "<|python_tag|>";
 const LLAMA_ENDS: [&str; 2] = ["<|eom_id|>", "<|eot_id|>"];
 const FUNCTION_OPEN: &str = "<function=";
 const FUNCTION_CLOSE: &str = "</function>";
+/// What every call [`scan`] finds in a complete text starts with: a marker, or `{` for a reply
+/// that is only a JSON call. A text holding none of them has no call in it, so the plugin allows
+/// it: the host is told (`triggers`) and skips the plugin on such replies, the usual kind.
+pub const TRIGGERS: [&str; 4] = [HERMES_OPEN, PYTHON_TAG, FUNCTION_OPEN, "{"];
+
 /// Each starts with `<` (see [`next_marker`]).
 const MARKERS: [(&str, Format); 3] = [
     (HERMES_OPEN, Format::Hermes),

@@ -39,6 +39,7 @@ impl Plugin for Scripted {
                         "set-arguments","bad-index","bad-arguments","loop","oom","trap",
                         "configure-error","log","echo-context","by-message","error","count"]},
                     "text":{"type":"string"},
+                    "triggers":{"type":"array","items":{"type":"string"}},
                     "tool":{"type":"string"}}}"#
                     .into(),
             ),
@@ -52,6 +53,11 @@ impl Plugin for Scripted {
         }
         CONFIG.with(|c| *c.borrow_mut() = value);
         Ok(())
+    }
+
+    /// `triggers` in the config, as given (the host checks them).
+    fn triggers() -> Option<Vec<String>> {
+        CONFIG.with(|c| serde_json::from_value(c.borrow().get("triggers")?.clone()).ok())
     }
 
     fn evaluate(request: Request) -> Result<Verdict, String> {
