@@ -303,7 +303,8 @@ fn a_plugin_is_called_only_on_requests_with_its_triggers() {
 }
 
 /// Triggers that would leave a plugin never called, or called on everything by a text that
-/// matches anywhere, are the plugin's mistake: the config does not load, and says why.
+/// matches anywhere, are the plugin's mistake, and so is a hostile or failing answer: the config
+/// does not load, and says why.
 #[test]
 fn a_plugins_unusable_triggers_are_refused_at_load() {
     let many: Vec<String> = (0..33).map(|i| format!("\"t{i}\"")).collect();
@@ -315,6 +316,15 @@ fn a_plugins_unusable_triggers_are_refused_at_load() {
             format!("[\"{}\"]", "x".repeat(257)),
             "a trigger of 257 bytes",
         ),
+        // A hostile answer is read up to a bound, and a trap is a fault: neither loads.
+        (
+            format!(
+                "[{}]",
+                vec![format!("\"{}\"", "y".repeat(200)); 2000].join(", ")
+            ),
+            "its prefilter answered with more than",
+        ),
+        ("\"trap\"".to_string(), "asked to trap in triggers"),
     ] {
         let err = policy_error(&scripted(
             "p",

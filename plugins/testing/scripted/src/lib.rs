@@ -39,7 +39,7 @@ impl Plugin for Scripted {
                         "set-arguments","bad-index","bad-arguments","loop","oom","trap",
                         "configure-error","log","echo-context","by-message","error","count"]},
                     "text":{"type":"string"},
-                    "triggers":{"type":"array","items":{"type":"string"}},
+                    "triggers":{"anyOf":[{"type":"array","items":{"type":"string"}},{"const":"trap"}]},
                     "tool":{"type":"string"}}}"#
                     .into(),
             ),
@@ -55,9 +55,13 @@ impl Plugin for Scripted {
         Ok(())
     }
 
-    /// `triggers` in the config, as given (the host checks them).
+    /// `triggers` in the config, as given (the host checks them); `"trap"` traps instead.
     fn triggers() -> Option<Vec<String>> {
-        CONFIG.with(|c| serde_json::from_value(c.borrow().get("triggers")?.clone()).ok())
+        let triggers = CONFIG.with(|c| c.borrow().get("triggers").cloned())?;
+        if triggers == "trap" {
+            panic!("scripted plugin asked to trap in triggers");
+        }
+        serde_json::from_value(triggers).ok()
     }
 
     fn evaluate(request: Request) -> Result<Verdict, String> {
