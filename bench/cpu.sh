@@ -89,12 +89,8 @@ if [ -n "$peers" ]; then
     start_peers "$work" 19120 19124 19125
     ports="$ports 19124 19125"
 fi
-for port in $ports; do
-    for _ in $(seq 100); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-        sleep 0.1
-    done
-done
+. bench/ready.sh
+wait_ready 100 "" $ports
 
 python3 bench/requests.py "$work"
 . bench/wrk.sh

@@ -55,12 +55,8 @@ if [ -n "$baseline" ]; then
         --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
     ports="$ports 19102"
 fi
-for port in $ports; do
-    for _ in $(seq 100); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-        sleep 0.1
-    done
-done
+. bench/ready.sh
+wait_ready 100 "" $ports
 
 # The request bodies (bench/requests.py): a ~2 KB conversation in each door's shape, and the tool
 # request.

@@ -26,12 +26,8 @@ printf '\n[[mcp.servers]]\nname = "bench"\nurl = "http://127.0.0.1:19110/mcp"\n'
 
 target/release/railyard demo-backend --listen 127.0.0.1:19110 >/dev/null &
 RAILYARD_LOG=warn "$bin" serve --config "$work/railyard.toml" --listen 127.0.0.1:19111 --no-watch >/dev/null &
-for port in 19110 19111; do
-    for _ in $(seq 100); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-        sleep 0.1
-    done
-done
+. bench/ready.sh
+wait_ready 100 "" 19110 19111
 
 for tool in get_weather lookup_customer; do
     case $tool in

@@ -28,12 +28,8 @@ RAILYARD_PERFMAP=1 RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-p
     --listen 127.0.0.1:19161 --backend http://127.0.0.1:19160/v1 --no-watch >/dev/null &
 pid=$!
 # The first start compiles the plugins (the JavaScript and Python ones take tens of seconds).
-for port in 19160 19161; do
-    for _ in $(seq 600); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break
-        sleep 0.1
-    done
-done
+. bench/ready.sh
+wait_ready 600 healthz 19160 19161
 python3 bench/requests.py "$work"
 . bench/wrk.sh
 wrk_script "$work/req.lua" "$work/$req.json" demo-key

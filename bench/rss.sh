@@ -21,12 +21,8 @@ $demo demo-backend --listen 127.0.0.1:19150 >/dev/null &
 RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" \
     --listen 127.0.0.1:19151 --backend http://127.0.0.1:19150/v1 --no-watch >/dev/null &
 pid=$!
-for port in 19150 19151; do
-    for _ in $(seq 100); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break
-        sleep 0.1
-    done
-done
+. bench/ready.sh
+wait_ready 100 healthz 19150 19151
 rss() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status"; }
 threads() { awk '/^Threads/ { print $2 }' "/proc/$pid/status"; }
 
