@@ -219,24 +219,15 @@ fn a_reply_without_call_markup_is_not_shown_to_text_tool_calls() {
 
     let admin = [("Authorization", "Bearer demo-admin-key")];
     let policies = request(daemon.addr, "GET", "/v1/policies", &admin, b"").json();
-    let listed = policies["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "text-tool-calls")
-        .unwrap()
-        .clone();
+    let listed = |id: &str| -> Value {
+        let plugins = policies["plugins"].as_array().unwrap();
+        plugins.iter().find(|p| p["id"] == id).unwrap().clone()
+    };
     assert_eq!(
-        listed["triggers"],
+        listed("text-tool-calls")["triggers"],
         json!(["<tool_call>", "<|python_tag|>", "<function=", "{"])
     );
-    let pii = policies["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "pii")
-        .unwrap()
-        .clone();
+    let pii = listed("pii");
     assert!(pii["triggers"].is_null(), "{pii}");
 }
 

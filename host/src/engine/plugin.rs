@@ -9,7 +9,7 @@
 use super::bindings::{
     packed, wit, wit01, Policy, Policy01, PolicyIndicesPacked, PolicyPacked, PolicyPre, PolicyPre01,
 };
-use super::prefilter::Triggers;
+use super::prefilter::{self, Triggers};
 use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT};
@@ -236,33 +236,8 @@ impl Plugin {
             });
         }
         let mut instance = self.instantiate()?;
-        let triggers = match &*self.pre {
-            Pre::Packed {
-                triggers: Some(index),
-                ..
-            } => self.call(&mut instance, CONFIGURE_TIMEOUT, |b, s| {
-                let Bindings::Packed(_, raw) = b else {
-                    unreachable!("a packed component's instance is bound as packed")
-                };
-                // The answer is read up to a bound, as `evaluate`'s is: the list's limits and
-                // room for the strings' own size.
-                s.set_hostcall_fuel(TRIGGERS_ANSWER_BYTES);
-                let triggers =
-                    raw.get_typed_func::<(), (Option<Vec<String>>,)>(&mut *s, index)?;
-                Ok(triggers.call(&mut *s, ())?.0)
-            })
-            .map_err(|fault| match fault.kind {
-                FaultKind::VerdictTooLarge => PluginFault {
-                    kind: FaultKind::InvalidVerdict,
-                    message: format!(
-                        "its prefilter answered with more than {TRIGGERS_ANSWER_BYTES} bytes, left unread"
-                    ),
-                },
-                _ => fault,
-            })?,
-            _ => None,
-        };
-        let triggers = triggers
+        let triggers = self
+            .asked_triggers(&mut instance)?
             .map(Triggers::new)
             .transpose()
             .map_err(|message| PluginFault {
@@ -271,6 +246,36 @@ impl Plugin {
             })?;
         let _ = self.triggers.set(triggers);
         Ok(())
+    }
+
+    /// What a configured instance's `prefilter` says, when the component exports one. The
+    /// answer is read up to a bound, as `evaluate`'s is.
+    fn asked_triggers(&self, instance: &mut Instance) -> Result<Option<Vec<String>>, PluginFault> {
+        let Pre::Packed {
+            triggers: Some(index),
+            ..
+        } = &*self.pre
+        else {
+            return Ok(None);
+        };
+        self.call(instance, CONFIGURE_TIMEOUT, |b, s| {
+            let Bindings::Packed(_, raw) = b else {
+                unreachable!("a packed component's instance is bound as packed")
+            };
+            s.set_hostcall_fuel(prefilter::ANSWER_BYTES);
+            let triggers = raw.get_typed_func::<(), (Option<Vec<String>>,)>(&mut *s, index)?;
+            Ok(triggers.call(&mut *s, ())?.0)
+        })
+        .map_err(|fault| match fault.kind {
+            FaultKind::VerdictTooLarge => PluginFault {
+                kind: FaultKind::InvalidVerdict,
+                message: format!(
+                    "its prefilter answered with more than {} bytes, left unread",
+                    prefilter::ANSWER_BYTES
+                ),
+            },
+            _ => fault,
+        })
     }
 
     /// Whether the plugin is to be called on `src`: always, unless it gave triggers (its
@@ -535,11 +540,6 @@ fn answer_bytes(shown: usize, src: &EvalRequest<'_>) -> usize {
         .saturating_add(shown.saturating_mul(ANSWER_PER_SHOWN_BYTE))
         .saturating_add(src.items().saturating_mul(ANSWER_PER_ITEM))
 }
-
-/// Bytes of a `prefilter`'s answer the host reads: its most triggers at their longest, and
-/// room for each string's and the list's own size.
-const TRIGGERS_ANSWER_BYTES: usize =
-    super::prefilter::MAX_TRIGGERS * (super::prefilter::MAX_TRIGGER_BYTES + 64) + 4096;
 
 /// [`answer_bytes`]' parts: a floor, bytes per byte of text shown, bytes per item.
 const ANSWER_FLOOR: usize = 8 << 20;

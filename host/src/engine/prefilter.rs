@@ -9,6 +9,9 @@ use memchr::memmem::Finder;
 pub const MAX_TRIGGERS: usize = 32;
 /// Longest trigger, in bytes.
 pub const MAX_TRIGGER_BYTES: usize = 256;
+/// Bytes of a plugin's answer the host reads (wasmtime's hostcall fuel): its most triggers at
+/// their longest, and room for each string's and the list's own size.
+pub const ANSWER_BYTES: usize = MAX_TRIGGERS * (MAX_TRIGGER_BYTES + 64) + 4096;
 
 /// A plugin's triggers, each ready to be searched for.
 pub struct Triggers {
