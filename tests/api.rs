@@ -287,6 +287,78 @@ fn request_ids_are_echoed_or_made() {
     assert_ne!(a.header("x-request-id"), b.header("x-request-id"));
 }
 
+/// The model doors' `POST`s skip the router (`server/front.rs`): each still echoes or makes the
+/// request id, is counted under its door and tenant, and refuses in its own shape; any other
+/// method on a door's path still gets the router's 405.
+#[test]
+fn the_doors_keep_the_routers_promises() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    // An address for pii to redact: the reply then carries the `railyard` object, and its id.
+    let body =
+        json!({"model": "m", "messages": [{"role": "user", "content": "mail a.b@example.org"}]})
+            .to_string();
+    let chat = |headers: &[(&str, &str)]| {
+        let mut all = vec![("Content-Type", "application/json")];
+        all.extend_from_slice(headers);
+        request(
+            daemon.addr,
+            "POST",
+            "/v1/chat/completions",
+            &all,
+            body.as_bytes(),
+        )
+    };
+
+    let given = chat(&[("X-Request-Id", "trace-door-1")]);
+    assert_eq!(given.status, 200, "{}", given.body);
+    assert_eq!(given.header("x-request-id"), Some("trace-door-1"));
+    assert_eq!(given.json()["railyard"]["request_id"], "trace-door-1");
+    // An id that is not sane (a space, or over 128 bytes) is replaced, on the reply and in
+    // the record alike.
+    for insane in ["two words", &"x".repeat(129)] {
+        let made = chat(&[("X-Request-Id", insane)]);
+        let id = made.header("x-request-id").unwrap();
+        assert!(id.starts_with("ry-"), "{id}");
+        assert_eq!(made.json()["railyard"]["request_id"], id);
+    }
+
+    // Refused before any policy: each door answers in its own shape, with an id.
+    for (path, shape) in [
+        ("/v1/chat/completions", "error"),
+        ("/v1/responses", "error"),
+        ("/v1/messages", "type"),
+    ] {
+        let refused = post_as(daemon.addr, path, Some("no-such-key"), &json!({}));
+        assert_eq!(refused.status, 401, "{path}: {}", refused.body);
+        assert!(
+            refused.json().get(shape).is_some(),
+            "{path}: {}",
+            refused.body
+        );
+        assert!(refused.header("x-request-id").unwrap().starts_with("ry-"));
+    }
+
+    let other = get(daemon.addr, "/v1/chat/completions");
+    assert_eq!(other.status, 405);
+    assert_eq!(other.header("allow"), Some("POST"));
+    assert!(other.header("x-request-id").is_some());
+
+    let metrics = get(daemon.addr, "/metrics").body;
+    for line in [
+        "railyard_requests_total{endpoint=\"/v1/chat/completions\",tenant=\"default\",status=\"200\"} 3",
+        "railyard_requests_total{endpoint=\"/v1/chat/completions\",tenant=\"\",status=\"401\"} 1",
+        "railyard_requests_total{endpoint=\"/v1/responses\",tenant=\"\",status=\"401\"} 1",
+        "railyard_requests_total{endpoint=\"/v1/messages\",tenant=\"\",status=\"401\"} 1",
+        "railyard_requests_total{endpoint=\"/v1/chat/completions\",tenant=\"\",status=\"405\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}
+
 #[test]
 fn demo_backend_serves_the_readme_walkthrough() {
     let daemon = Daemon::start_with(&bundled(), &["--demo-backend"]);

@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError};
 use crate::engine::{ComponentCache, Engine};
 use crate::metrics::Metrics;
 use crate::reload::{Overrides, Reloader};
-use crate::server::{router, App};
+use crate::server::App;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,7 +161,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
             tokio::time::sleep(shutdown_delay).await;
         };
         tokio::spawn(async move {
-            if let Err(e) = crate::server::listen::serve(admin, router, limits, until).await {
+            let service = hyper_util::service::TowerToHyperService::new(router);
+            if let Err(e) = crate::server::listen::serve(admin, service, limits, until).await {
                 tracing::error!("admin server failed: {e}");
             }
         });
@@ -171,7 +172,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     println!("railyard listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, "listening");
-    let router = router(app.clone(), admin_listen.is_none());
+    let front = crate::server::front(app.clone(), admin_listen.is_none());
     let last = app.clone();
     // SIGTERM: not-ready first (a load balancer stops sending), then drain.
     let draining = async move {
@@ -179,7 +180,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         app.start_draining();
         tokio::time::sleep(shutdown_delay).await;
     };
-    crate::server::listen::serve_workers(listener, router, limits, draining, workers).await?;
+    crate::server::listen::serve_workers(listener, front, limits, draining, workers).await?;
     if last.telemetry().is_some() {
         // The exporter's last batch: on a blocking thread, the channel needs the runtime.
         let _ = tokio::task::spawn_blocking(move || {

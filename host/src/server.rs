@@ -2,10 +2,13 @@
 //! messages, models), the check API, gRPC and the admin endpoints, all sharing one live
 //! [`PolicySet`], one way in (`ingress`) and one request flow (`crate::rails`).
 //!
-//! The middleware stack, outermost first: request id (every response carries `x-request-id`;
-//! every request is counted) → the route: a door handler takes the request through `ingress`
-//! (authenticate, admit, size) itself, so that every request, refused or not, has its scope
-//! and its one decision record; admin routes sit behind `require_admin`.
+//! A data-plane connection is served by `front`: a model door's `POST` goes straight to the
+//! door's pipeline, the front giving it its id, echoing that and counting the request as the
+//! router's first layer does; every other request goes through the router. The router's stack, outermost first: request id
+//! (every response carries `x-request-id`; every request is counted) → the route: a handler
+//! takes the request through `ingress` (authenticate, admit, size) itself, so that every
+//! request, refused or not, has its scope and its one decision record; admin routes sit behind
+//! `require_admin`.
 //!
 //! - `proxy`: the pipeline of every model door, generic over the door's codec;
 //! - `check`, `models`, `admin`: the other HTTP endpoints;
@@ -17,6 +20,7 @@
 mod admin;
 mod check;
 pub mod error;
+mod front;
 pub mod grpc;
 mod ingress;
 mod limits;
@@ -24,6 +28,8 @@ pub mod listen;
 mod mcp;
 mod models;
 mod proxy;
+
+pub use front::Front;
 
 use crate::backend::Backend;
 use crate::codec::chat::Chat;
@@ -318,7 +324,7 @@ fn push_timestamp(out: &mut String) {
 }
 
 /// The tenant a response was served for (for the request metrics).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct TenantLabel(pub String);
 
 /// The request id a handler works under (set by the middleware).
@@ -340,6 +346,12 @@ pub fn router(app: Arc<App>, with_admin: bool) -> Router {
         router = router.merge(admin(app.clone()));
     }
     finish(router, app)
+}
+
+/// The data plane's service: the model doors' `POST`s straight to their pipeline, the rest
+/// through [`router`].
+pub fn front(app: Arc<App>, with_admin: bool) -> Front {
+    Front::new(app.clone(), router(app, with_admin))
 }
 
 /// The router of a separate admin listener: admin endpoints and health.
@@ -411,31 +423,61 @@ const ENDPOINTS: [&str; 9] = [
 /// Give every request an id (the caller's `x-request-id` when it is sane), echo it on the
 /// response, and count the request.
 async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
-    let id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(|| app.new_request_id());
-    let path = request.uri().path();
-    let endpoint = match ENDPOINTS.iter().find(|e| **e == path) {
-        Some(e) => *e,
+    let (id, echo) = app.request_id(request.headers());
+    let endpoint = endpoint(request.uri().path());
+    request.extensions_mut().insert(RequestId(id));
+    let mut response = next.run(request).await;
+    let tenant = response
+        .extensions_mut()
+        .remove::<TenantLabel>()
+        .unwrap_or_default();
+    app.answered(endpoint, echo, &tenant.0, &mut response);
+    response
+}
+
+/// The name `path` is counted under in the request metrics.
+fn endpoint(path: &str) -> &'static str {
+    match ENDPOINTS.iter().find(|e| **e == path) {
+        Some(e) => e,
         None if path.starts_with("/mcp/") => "/mcp",
         None => "other",
-    };
-    request.extensions_mut().insert(RequestId(id.clone()));
-    let mut response = next.run(request).await;
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
-    let tenant = response
-        .extensions()
-        .get::<TenantLabel>()
-        .map_or("", |t| t.0.as_str());
-    app.metrics
-        .request(endpoint, tenant, response.status().as_u16());
-    response
+}
+
+impl App {
+    /// The id a request works under (the caller's `x-request-id` when it is sane, else a new
+    /// one), and the header value its response echoes.
+    fn request_id(&self, headers: &axum::http::HeaderMap) -> (String, Option<HeaderValue>) {
+        let given = headers.get(REQUEST_ID_HEADER).and_then(|v| {
+            let sane =
+                !v.is_empty() && v.len() <= 128 && v.as_bytes().iter().all(u8::is_ascii_graphic);
+            Some((v.to_str().ok().filter(|_| sane)?, v))
+        });
+        match given {
+            // The header's own value echoed: no copy of its bytes.
+            Some((id, value)) => (id.to_string(), Some(value.clone())),
+            None => {
+                let id = self.new_request_id();
+                let echo = HeaderValue::from_str(&id).ok();
+                (id, echo)
+            }
+        }
+    }
+
+    /// Put the request's id on `response`, and count it under `endpoint` and `tenant`.
+    fn answered(
+        &self,
+        endpoint: &'static str,
+        echo: Option<HeaderValue>,
+        tenant: &str,
+        response: &mut Response,
+    ) {
+        if let Some(value) = echo {
+            response.headers_mut().insert(REQUEST_ID_HEADER, value);
+        }
+        self.metrics
+            .request(endpoint, tenant, response.status().as_u16());
+    }
 }
 
 /// A JSON response with a status.

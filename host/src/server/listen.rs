@@ -7,9 +7,11 @@
 //! [`serve_workers`] is the same listener for the data plane: it hands each accepted connection
 //! to the least busy of the worker threads (`crate::shard`), which serves it to the end.
 
-use axum::Router;
+use axum::http::Request;
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -30,14 +32,42 @@ pub struct ConnLimits {
     pub drain_timeout: Duration,
 }
 
+/// What a connection is served with: the data plane's [`Front`](super::Front), or a router
+/// (`hyper_util::service::TowerToHyperService`).
+pub trait Service:
+    hyper::service::Service<
+        Request<Incoming>,
+        Response = Response,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Service for S where
+    S: hyper::service::Service<
+            Request<Incoming>,
+            Response = Response,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// The answer to a connection over the cap, written before it is closed.
 const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 96\r\nConnection: close\r\n\r\n{\"error\":{\"message\":\"too many open connections\",\"type\":\"server_error\",\"code\":\"connection_limit\"}}";
 
-/// Serve `router` on `listener` until `shutdown` completes, then drain: stop accepting, close
+/// Serve `service` on `listener` until `shutdown` completes, then drain: stop accepting, close
 /// idle connections, let requests in flight finish within the drain timeout.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    service: impl Service,
     limits: ConnLimits,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -51,7 +81,7 @@ pub async fn serve(
                 _slot: slot,
                 load: None,
             },
-            router.clone(),
+            service.clone(),
             limits,
             stopped.clone(),
         ));
@@ -66,7 +96,7 @@ pub async fn serve(
 /// drained.
 pub async fn serve_workers(
     listener: TcpListener,
-    router: Router,
+    service: impl Service,
     limits: ConnLimits,
     shutdown: impl Future<Output = ()>,
     workers: usize,
@@ -80,13 +110,13 @@ pub async fn serve_workers(
             .build()?;
         let (queue, incoming) = mpsc::unbounded_channel::<(std::net::TcpStream, Held)>();
         let (finished, finish) = oneshot::channel::<()>();
-        let router = router.clone();
+        let service = service.clone();
         std::thread::Builder::new()
             .name(format!("railyard-worker-{index}"))
             .spawn(move || {
                 crate::shard::enter(index, runtime.handle().clone());
                 crate::util::deadline::arm_at_most(limits.header_read_timeout);
-                runtime.block_on(worker(incoming, router, limits));
+                runtime.block_on(worker(incoming, service, limits));
                 // Tasks left (a relay whose client is gone) end with the runtime.
                 drop(runtime);
                 let _ = finished.send(());
@@ -121,7 +151,7 @@ pub async fn serve_workers(
 /// One worker: serve the connections it is handed until the queue closes, then drain.
 async fn worker(
     mut incoming: mpsc::UnboundedReceiver<(std::net::TcpStream, Held)>,
-    router: Router,
+    service: impl Service,
     limits: ConnLimits,
 ) {
     let (stop, stopped) = watch::channel(false);
@@ -134,7 +164,7 @@ async fn worker(
         conns.spawn(connection(
             stream,
             held,
-            router.clone(),
+            service.clone(),
             limits,
             stopped.clone(),
         ));
@@ -194,12 +224,11 @@ impl Drop for Held {
 async fn connection(
     stream: TcpStream,
     held: Held,
-    router: Router,
+    service: impl Service,
     limits: ConnLimits,
     mut stopped: watch::Receiver<bool>,
 ) {
     let _held = held;
-    let service = TowerToHyperService::new(router);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -30,27 +30,45 @@ use tokio::sync::mpsc;
 /// client was written for).
 const ANTHROPIC_HEADERS: [&str; 2] = ["anthropic-version", "anthropic-beta"];
 
-/// The handler of a model door.
+/// The handler of a model door under the router (the data plane's listener calls [`handle`]
+/// directly: `super::front`).
 pub(crate) async fn door<C: Codec>(
     State(app): State<Arc<App>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let auth = ingress::authorization(&headers, C::DOOR);
+    let (mut response, tenant) = handle::<C>(&app, request_id, &headers, body).await;
+    response.extensions_mut().insert(tenant);
+    response
+}
+
+/// A request on a model door, from the way in to its response, with the tenant it was served
+/// for.
+pub(crate) async fn handle<C: Codec>(
+    app: &Arc<App>,
+    request_id: String,
+    headers: &HeaderMap,
+    body: Body,
+) -> (Response, TenantLabel) {
+    let auth = ingress::authorization(headers, C::DOOR);
     let Admitted { mut scope, permit } =
-        match ingress::admit(&app, C::DOOR, request_id, auth.as_deref(), Some(&headers)) {
+        match ingress::admit(app, C::DOOR, request_id, auth.as_deref(), Some(headers)) {
             Ok(admitted) => admitted,
-            Err(refused) => return ingress::refuse(C::DOOR, *refused),
+            Err(refused) => {
+                let mut response = ingress::refuse(C::DOOR, *refused);
+                let tenant = response.extensions_mut().remove::<TenantLabel>();
+                return (response, tenant.unwrap_or_default());
+            }
         };
     let tenant = TenantLabel(scope.tenant_name().to_string());
-    let mut response = match serve::<C>(&app, &mut scope, &headers, body).await {
+    let response = match serve::<C>(app, &mut scope, headers, body).await {
         Ok(Served::Whole(response)) => response,
         Ok(Served::Stream {
             conversation,
             request,
             response,
-        }) => stream::<C>(&app, scope, conversation, &request, response),
+        }) => stream::<C>(app, scope, conversation, &request, response),
         Err(error) => {
             if matches!(error, ApiError::Backend(_) | ApiError::Upstream { .. }) {
                 app.metrics().backend_error(error.parts().2);
@@ -60,8 +78,7 @@ pub(crate) async fn door<C: Codec>(
             error.into_response_for(C::DOOR)
         }
     };
-    response.extensions_mut().insert(tenant);
-    ingress::hold(permit, response)
+    (ingress::hold(permit, response), tenant)
 }
 
 /// How far [`serve`] got: a whole answer, or a stream for the relay.

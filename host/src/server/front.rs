@@ -1,0 +1,94 @@
+//! The data plane's front: a model door's `POST` goes straight to its pipeline
+//! ([`proxy::handle`]), every other request through the router. For the doors, the router's
+//! layers did nothing the front does not do here (the request's id and its echo, the request
+//! counted), but each request paid for them: the route's service cloned and boxed, the
+//! middleware's future boxed, the headers copied for the handler, the id and the tenant passed
+//! through the request's and the response's extension maps (BENCHMARKS.md §38).
+
+use super::{endpoint, proxy, App};
+use crate::codec::chat::Chat;
+use crate::codec::messages::Messages;
+use crate::codec::responses::Responses;
+use axum::body::Body;
+use axum::http::{Method, Request};
+use axum::response::Response;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::Service;
+use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The service a data-plane connection is served with.
+#[derive(Clone)]
+pub struct Front {
+    app: Arc<App>,
+    router: TowerToHyperService<Router>,
+}
+
+impl Front {
+    /// The doors of `app` in front of `router` (which has them too, for requests that are not
+    /// a `POST`: their 405).
+    pub fn new(app: Arc<App>, router: Router) -> Front {
+        Front {
+            app,
+            router: TowerToHyperService::new(router),
+        }
+    }
+}
+
+/// A model door.
+#[derive(Clone, Copy)]
+enum Door {
+    Chat,
+    Responses,
+    Messages,
+}
+
+/// The model door a request is for, if it is a `POST` to one.
+fn door_of(request: &Request<Incoming>) -> Option<Door> {
+    if request.method() != Method::POST {
+        return None;
+    }
+    match request.uri().path() {
+        "/v1/chat/completions" => Some(Door::Chat),
+        "/v1/responses" => Some(Door::Responses),
+        "/v1/messages" => Some(Door::Messages),
+        _ => None,
+    }
+}
+
+impl Service<Request<Incoming>> for Front {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        match door_of(&request) {
+            Some(door) => Box::pin(direct(self.app.clone(), door, request)),
+            None => Box::pin(self.router.call(request)),
+        }
+    }
+}
+
+/// A model door's request: what the router's request-id layer and the door's route do, in one
+/// function.
+async fn direct(
+    app: Arc<App>,
+    door: Door,
+    request: Request<Incoming>,
+) -> Result<Response, Infallible> {
+    let endpoint = endpoint(request.uri().path());
+    let (parts, body) = request.into_parts();
+    let (id, echo) = app.request_id(&parts.headers);
+    let body = Body::new(body);
+    let (mut response, tenant) = match door {
+        Door::Chat => proxy::handle::<Chat>(&app, id, &parts.headers, body).await,
+        Door::Responses => proxy::handle::<Responses>(&app, id, &parts.headers, body).await,
+        Door::Messages => proxy::handle::<Messages>(&app, id, &parts.headers, body).await,
+    };
+    app.answered(endpoint, echo, &tenant.0, &mut response);
+    Ok(response)
+}
