@@ -36,6 +36,10 @@ impl PolicyPlugin for Flow {
     fn evaluate(&mut self, request: &Request) -> Verdict {
         policy::evaluate(&self.config, request)
     }
+
+    fn triggers(&self) -> Option<Vec<String>> {
+        Some(policy::TRIGGERS.map(String::from).to_vec())
+    }
 }
 
 export_policy!(Flow);

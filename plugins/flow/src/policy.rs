@@ -90,6 +90,12 @@ impl Config {
     }
 }
 
+/// Texts one of which every request this policy does not allow holds: a refusal needs a tool
+/// result in the conversation, a message whose role is `tool`. The host skips the plugin on
+/// requests without one (the first turn of every agent loop, and every conversation that never
+/// called a tool).
+pub const TRIGGERS: [&str; 1] = ["tool"];
+
 /// The first result of an untrusted tool in the conversation before the reply: (message index,
 /// tool name).
 fn first_untrusted<'r>(config: &Config, request: &'r Request) -> Option<(usize, &'r str)> {
@@ -275,6 +281,47 @@ mod tests {
             ],
         );
         assert_allow(evaluate(&config(""), &req));
+    }
+
+    /// The host skips this plugin on a request none of whose strings holds a trigger: every
+    /// request it does not allow must hold one. Each of the other tests' refused turns, with
+    /// the result's role changed to every other role, is allowed; and with the role kept, it
+    /// holds the trigger.
+    #[test]
+    fn a_request_without_triggers_is_allowed() {
+        let refused = [
+            (config(""), turn(Some("web_fetch"), &["send_email"])),
+            (
+                config(r#", "action": "reject""#),
+                turn(Some("read_email"), &["transfer_money", "send_email"]),
+            ),
+        ];
+        for (config, request) in refused {
+            assert!(!matches!(evaluate(&config, &request), Verdict::Allow));
+            let holds = |r: &Request| {
+                r.messages.iter().any(|m| {
+                    TRIGGERS.iter().any(|t| {
+                        m.role.contains(t)
+                            || m.text().is_some_and(|x| x.contains(t))
+                            || m.tool_calls.iter().any(|c| {
+                                c.name.contains(t) || c.arguments.contains(t) || c.id.contains(t)
+                            })
+                    })
+                })
+            };
+            assert!(holds(&request));
+            for role in ["user", "assistant", "system", "developer", "Tool", "tools "] {
+                let mut changed = request.clone();
+                for m in &mut changed.messages {
+                    if m.role == "tool" {
+                        m.role = role.into();
+                    }
+                }
+                if !holds(&changed) {
+                    assert_allow(evaluate(&config, &changed));
+                }
+            }
+        }
     }
 
     #[test]
