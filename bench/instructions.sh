@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Instructions per request of the daemon, counted by valgrind's callgrind: the measure that
-# resolves a change of a few percent. CPU time per request (bench/cpu.sh) moves by ±5 % between
+# Instructions and heap allocations per request of the daemon, counted by valgrind's callgrind:
+# the measure that resolves a change of a few percent. CPU time per request (bench/cpu.sh) moves by ±5 % between
 # two runs of the very same binary on a shared VM (BENCHMARKS.md §28); instruction counts repeat
 # within ~1 %. They are not time: copies (`rep movsb`) count per byte, cache misses not at all,
 # and SHA-256 runs without the CPU's SHA extensions under valgrind. Compare builds with them,
@@ -50,7 +50,21 @@ grep -q '^workers = 1' "$config" || { echo "the bundled config sets no workers" 
 $demo demo-backend --listen 127.0.0.1:19130 >/dev/null &
 python3 bench/requests.py "$work"
 
-printf '%-8s %12s %10s\n' request instructions requests
+# Heap blocks the daemon asked for over the counted requests: calls into mimalloc's allocating
+# entry points (alloc.rs calls them; a realloc counts, it may move), from callgrind's call
+# counts. The plugins' allocations are in their own linear memory and not among them.
+allocations() { # callgrind file -> calls
+    callgrind_annotate --tree=caller "$1" 2>/dev/null | python3 -c '
+import re, sys
+entry = re.compile(r"\*  \S*?:mi_(malloc|zalloc|realloc)(_aligned)? \[")
+calls = 0
+for block in sys.stdin.read().split("\n\n"):
+    if entry.search(block):
+        calls += sum(int(c.replace(",", "")) for c in re.findall(r"< .* \(([0-9,]+)x\)", block))
+print(calls)'
+}
+
+printf '%-8s %12s %12s %10s\n' request instructions allocations requests
 for r in $requests; do
     RAILYARD_PERFMAP=1 RAILYARD_LOG="${RAILYARD_LOG:-info}" valgrind --tool=callgrind \
         --instr-atstart=no --callgrind-out-file="$work/cg.%p" \
@@ -97,7 +111,8 @@ PY
     # The dump asked for above is the file's part 1 (the final one at exit is not counted).
     file="$work/cg.$pid.1"
     total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-    printf '%-8s %12d %10d\n' "$r" "$((total / n))" "$n"
+    allocs=$(allocations "$file")
+    printf '%-8s %12d %12d %10d\n' "$r" "$((total / n))" "$((allocs / n))" "$n"
     if [ -n "${OUT:-}" ]; then
         cp "$file" "$out/$r.out"
         cp "/tmp/perf-$pid.map" "$out/$r.map" 2>/dev/null || true
