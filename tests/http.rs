@@ -337,10 +337,12 @@ fn serve_one(
 /// A model backend that keeps connections alive, as real servers do: it answers every request
 /// with `reply`, counts the connections it accepted and notes each request's `Host`. With
 /// `one_each`, it closes each connection right after its first answer without saying so (no
-/// `Connection: close`), as a server closing idle keep-alive connections can.
+/// `Connection: close`), as a server closing idle keep-alive connections can, and counts the
+/// connections it has closed.
 pub struct KeepAliveBackend {
     pub addr: SocketAddr,
     pub connections: Arc<Mutex<usize>>,
+    pub closed: Arc<Mutex<usize>>,
     pub hosts: Arc<Mutex<Vec<String>>>,
 }
 
@@ -349,14 +351,15 @@ impl KeepAliveBackend {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(Mutex::new(0));
+        let closed = Arc::new(Mutex::new(0));
         let hosts = Arc::new(Mutex::new(Vec::new()));
-        let (count, seen) = (connections.clone(), hosts.clone());
+        let (count, seen, shut) = (connections.clone(), hosts.clone(), closed.clone());
         let text = reply.to_string();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
                 *count.lock().unwrap() += 1;
-                let (seen, text) = (seen.clone(), text.clone());
+                let (seen, text, shut) = (seen.clone(), text.clone(), shut.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(conn.try_clone().unwrap());
                     while let Some((headers, _)) = read_request(&mut reader) {
@@ -369,6 +372,7 @@ impl KeepAliveBackend {
                         );
                         if one_each {
                             let _ = conn.shutdown(std::net::Shutdown::Both);
+                            *shut.lock().unwrap() += 1;
                             return;
                         }
                     }
@@ -378,6 +382,7 @@ impl KeepAliveBackend {
         KeepAliveBackend {
             addr,
             connections,
+            closed,
             hosts,
         }
     }

@@ -663,11 +663,20 @@ fn backend_connections_are_reused_and_a_closed_one_is_not() {
     let host = kept.addr.to_string();
     assert!(kept.hosts.lock().unwrap().iter().all(|h| *h == host));
 
+    // Each request once the backend has closed the last one's connection. (Not sooner: a
+    // request written to a connection that closes before answering is not sent again, since
+    // the backend may have acted on it (`backend/pool.rs`), so a next request racing the close
+    // could fail, and under a loaded machine the backend's close can lag its answer.)
     let closing = KeepAliveBackend::start(reply, true);
     let daemon = Daemon::start(&cfg.path, &closing.url());
     for i in 0..20 {
         let r = post(daemon.addr, "/v1/chat/completions", &req);
         assert_eq!(r.status, 200, "request {i}: {}", r.body);
+        let waited = std::time::Instant::now();
+        while *closing.closed.lock().unwrap() <= i {
+            assert!(waited.elapsed().as_secs() < 10, "the backend never closed");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if i % 2 == 0 {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
