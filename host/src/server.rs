@@ -4,11 +4,11 @@
 //!
 //! A data-plane connection is served by `front`: a model door's `POST` goes straight to the
 //! door's pipeline, the front giving it its id, echoing that and counting the request as the
-//! router's first layer does; every other request goes through the router. The router's stack, outermost first: request id
-//! (every response carries `x-request-id`; every request is counted) → the route: a handler
-//! takes the request through `ingress` (authenticate, admit, size) itself, so that every
-//! request, refused or not, has its scope and its one decision record; admin routes sit behind
-//! `require_admin`.
+//! router's first layer does; every other request goes through the router. The router's
+//! stack, outermost first: request id (every response carries `x-request-id`; every request is
+//! counted) → the route: a handler takes the request through `ingress` (authenticate, admit,
+//! size) itself, so that every request, refused or not, has its scope and its one decision
+//! record; admin routes sit behind `require_admin`.
 //!
 //! - `proxy`: the pipeline of every model door, generic over the door's codec;
 //! - `check`, `models`, `admin`: the other HTTP endpoints;
