@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The rails: the four of contract 0.1, and `tools` (0.2).
@@ -252,12 +253,13 @@ impl Message {
 /// A declared tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
-    /// `function`, or a hosted tool's type.
-    pub kind: String,
+    /// `function`, or a hosted tool's type. (The texts are shared: each worker keeps the
+    /// tools it read lately, and a request's are a copy of those.)
+    pub kind: Arc<str>,
     /// The function's name.
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     /// The function's description.
-    pub description: Option<String>,
+    pub description: Option<Arc<str>>,
     /// The function's `parameters` schema.
     pub parameters: Option<Schema>,
     /// The schema its results must match (MCP `outputSchema`, config `result_schema`).
@@ -311,15 +313,15 @@ impl std::fmt::Debug for Schema {
 impl ToolDef {
     /// A tool as a request (or server) declares it: no result schema, not hidden.
     pub fn declared(
-        kind: String,
-        name: Option<String>,
-        description: Option<String>,
+        kind: &str,
+        name: Option<&str>,
+        description: Option<&str>,
         parameters: Option<Schema>,
     ) -> ToolDef {
         ToolDef {
-            kind,
-            name,
-            description,
+            kind: kind.into(),
+            name: name.map(Into::into),
+            description: description.map(Into::into),
             parameters,
             result_schema: None,
             hidden_by: None,

@@ -485,12 +485,7 @@ mod tests {
     use super::*;
 
     fn tool(name: &str, description: &str) -> ToolDef {
-        ToolDef::declared(
-            "function".into(),
-            Some(name.into()),
-            Some(description.into()),
-            None,
-        )
+        ToolDef::declared("function", Some(name), Some(description), None)
     }
 
     #[test]

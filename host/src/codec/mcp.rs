@@ -118,11 +118,9 @@ pub fn tools_of(result: &Value) -> Result<Vec<ToolDef>, String> {
                     .filter(|s| s.is_object())
                     .map(Schema::of),
                 ..ToolDef::declared(
-                    FUNCTION.into(),
-                    Some(name.to_string()),
-                    t.get("description")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    FUNCTION,
+                    Some(name),
+                    t.get("description").and_then(Value::as_str),
                     t.get("inputSchema")
                         .filter(|s| s.is_object())
                         .map(Schema::of),
@@ -151,7 +149,7 @@ pub fn rewrite_tools(result: &mut Value, judged: &[ToolDef]) {
         let current = t.get("description").and_then(Value::as_str);
         if def.description.as_deref() != current {
             match &def.description {
-                Some(d) => t["description"] = Value::String(d.clone()),
+                Some(d) => t["description"] = Value::String(d.to_string()),
                 None => {
                     if let Some(obj) = t.as_object_mut() {
                         obj.remove("description");

@@ -222,18 +222,16 @@ impl Codec for Messages {
                         PayloadError::new(format!("tools[{i}].name"), "is required")
                     })?;
                     let kind = match t.get("type").and_then(Value::as_str) {
-                        None | Some("custom") => FUNCTION.to_string(),
-                        Some(server_tool) => server_tool.to_string(),
+                        None | Some("custom") => FUNCTION,
+                        Some(server_tool) => server_tool,
                     };
                     let parameters = (kind == FUNCTION)
                         .then(|| t.get("input_schema").map(Schema::of))
                         .flatten();
                     Ok(ToolDef::declared(
                         kind,
-                        Some(name.to_string()),
-                        t.get("description")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
+                        Some(name),
+                        t.get("description").and_then(Value::as_str),
                         parameters,
                     ))
                 })

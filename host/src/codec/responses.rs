@@ -98,19 +98,17 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                 .and_then(Value::as_str)
                 .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
             if kind != FUNCTION {
-                let kind = kind.strip_suffix("_preview").unwrap_or(kind).to_string();
-                let name = t.get("name").and_then(Value::as_str).map(str::to_string);
+                let kind = kind.strip_suffix("_preview").unwrap_or(kind);
+                let name = t.get("name").and_then(Value::as_str);
                 return Ok(ToolDef::declared(kind, name, None, None));
             }
             let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
                 PayloadError::new(format!("{path}.name"), "is required and must be a string")
             })?;
             Ok(ToolDef::declared(
-                FUNCTION.into(),
-                Some(name.to_string()),
-                t.get("description")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                FUNCTION,
+                Some(name),
+                t.get("description").and_then(Value::as_str),
                 t.get("parameters").filter(|p| !p.is_null()).map(Schema::of),
             ))
         })

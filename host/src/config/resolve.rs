@@ -179,12 +179,12 @@ pub(super) fn tools(p: &mut Problems<'_>, raw: &[Spanned<toml::Value>]) -> Vec<T
                 Ok(mut t) => match json.get("result_schema") {
                     None => tools.push(t),
                     Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_)))
-                        if t.kind == "function" =>
+                        if &*t.kind == "function" =>
                     {
                         t.result_schema = Some(crate::model::Schema::of(schema));
                         tools.push(t);
                     }
-                    Some(_) if t.kind != "function" => p.at(
+                    Some(_) if &*t.kind != "function" => p.at(
                         tool.span(),
                         format!("{key}.result_schema"),
                         "only function tools declare a result schema",

@@ -136,9 +136,9 @@ impl From<&Message> for wit01::Message {
 impl From<&ToolDef> for wit::ToolDef {
     fn from(t: &ToolDef) -> wit::ToolDef {
         wit::ToolDef {
-            kind: t.kind.clone(),
-            name: t.name.clone(),
-            description: t.description.clone(),
+            kind: t.kind.to_string(),
+            name: t.name.as_deref().map(str::to_string),
+            description: t.description.as_deref().map(str::to_string),
             parameters: t.parameters_text(),
             result_schema: t.result_schema.as_ref().map(|s| s.text().to_string()),
             hidden_by: t.hidden_by.clone(),
@@ -149,9 +149,9 @@ impl From<&ToolDef> for wit::ToolDef {
 impl From<&ToolDef> for wit01::ToolDef {
     fn from(t: &ToolDef) -> wit01::ToolDef {
         wit01::ToolDef {
-            kind: t.kind.clone(),
-            name: t.name.clone(),
-            description: t.description.clone(),
+            kind: t.kind.to_string(),
+            name: t.name.as_deref().map(str::to_string),
+            description: t.description.as_deref().map(str::to_string),
             parameters: t.parameters_text(),
         }
     }

@@ -407,8 +407,8 @@ mod tests {
                     .map(|t| match &t.hidden_by {
                         Some(by) => {
                             t.kind.len()
-                                + t.name.as_ref().map_or(0, String::len)
-                                + t.description.as_ref().map_or(0, String::len)
+                                + t.name.as_deref().map_or(0, str::len)
+                                + t.description.as_deref().map_or(0, str::len)
                                 + t.parameters.as_ref().map_or(0, |s| s.text().len())
                                 + t.result_schema.as_ref().map_or(0, |s| s.text().len())
                                 + by.len()

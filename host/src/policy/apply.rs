@@ -486,7 +486,7 @@ fn commit(payload: &mut Payload, plugin: &str, changes: Vec<Change>) {
                 payload.messages[m].tool_calls_present = true;
             }
             Change::HideTool(t) => payload.tools[t].hidden_by = Some(plugin.to_string()),
-            Change::DescribeTool(t, d) => payload.tools[t].description = Some(d),
+            Change::DescribeTool(t, d) => payload.tools[t].description = Some(d.into()),
             Change::Field(f, value) => payload.fields[f].value = value,
             Change::Splice(s, n, m) => splices.push((s, n, m)),
         }

@@ -449,7 +449,7 @@ impl ToolCall {
         if self.is_hosted() {
             let mut obj = Map::new();
             obj.insert("id".into(), Value::String(self.id.clone()));
-            obj.insert("type".into(), Value::String(self.kind.clone()));
+            obj.insert("type".into(), Value::String(self.kind.to_string()));
             for (k, v) in &self.extra {
                 obj.insert(k.clone(), v.clone());
             }
@@ -529,12 +529,12 @@ impl ToolDef {
             .as_object()
             .ok_or_else(|| err(path, "must be an object"))?;
         let kind = match obj.get("type") {
-            Some(Value::String(s)) => s.clone(),
+            Some(Value::String(s)) => s.as_str(),
             Some(_) => return Err(err(format!("{path}.type"), "must be a string")),
             None => return Err(err(format!("{path}.type"), "is required")),
         };
         if kind != "function" {
-            let name = obj.get("name").and_then(Value::as_str).map(str::to_string);
+            let name = obj.get("name").and_then(Value::as_str);
             return Ok(ToolDef::declared(kind, name, None, None));
         }
         let fpath = format!("{path}.function");
@@ -548,7 +548,7 @@ impl ToolDef {
             }
         };
         let name = match function.get("name") {
-            Some(Value::String(s)) => s.clone(),
+            Some(Value::String(s)) => s.as_str(),
             _ => {
                 return Err(err(
                     format!("{fpath}.name"),
@@ -556,10 +556,7 @@ impl ToolDef {
                 ))
             }
         };
-        let description = function
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let description = function.get("description").and_then(Value::as_str);
         let parameters = match function.get("parameters") {
             None | Some(Value::Null) => None,
             Some(p @ Value::Object(_)) | Some(p @ Value::Bool(_)) => Some(Schema::of(p)),
@@ -575,20 +572,20 @@ impl ToolDef {
 
     /// This tool as OpenAI JSON.
     pub fn to_openai(&self) -> Value {
-        if self.kind != "function" {
+        if &*self.kind != "function" {
             let mut obj = Map::new();
-            obj.insert("type".into(), Value::String(self.kind.clone()));
+            obj.insert("type".into(), Value::String(self.kind.to_string()));
             if let Some(name) = &self.name {
-                obj.insert("name".into(), Value::String(name.clone()));
+                obj.insert("name".into(), Value::String(name.to_string()));
             }
             return Value::Object(obj);
         }
         let mut function = Map::new();
         if let Some(name) = &self.name {
-            function.insert("name".into(), Value::String(name.clone()));
+            function.insert("name".into(), Value::String(name.to_string()));
         }
         if let Some(d) = &self.description {
-            function.insert("description".into(), Value::String(d.clone()));
+            function.insert("description".into(), Value::String(d.to_string()));
         }
         if let Some(p) = &self.parameters {
             function.insert("parameters".into(), p.value());
@@ -684,7 +681,7 @@ mod tests {
     #[test]
     fn hosted_tools_by_type() {
         let tools = ToolDef::list_from_openai(&json!([{"type": "web_search"}]), "tools").unwrap();
-        assert_eq!(tools[0].kind, "web_search");
+        assert_eq!(&*tools[0].kind, "web_search");
         assert_eq!(tools[0].name, None);
     }
 }

@@ -508,7 +508,7 @@ mod tests {
                 .unwrap()
                 .unwrap()
                 .into_iter()
-                .map(|t| t.name)
+                .map(|t| t.name.as_deref().map(str::to_string))
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&body(one), "a"), [Some("f".to_string())]);
@@ -616,7 +616,13 @@ mod tests {
             .into_iter()
             .map(|t| {
                 let schema = t.parameters.as_ref().map(|s| s.text().to_string());
-                (t.kind, t.name, t.description, schema)
+                let text = |s: Option<std::sync::Arc<str>>| s.as_deref().map(str::to_string);
+                (
+                    t.kind.to_string(),
+                    text(t.name),
+                    text(t.description),
+                    schema,
+                )
             })
             .collect();
         let s = |v: &str| Some(v.to_string());

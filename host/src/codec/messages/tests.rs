@@ -34,7 +34,7 @@ fn tool_results_are_tool_messages_and_regroup_on_the_way_out() {
         payload.tools[0].parameters,
         Some(crate::model::Schema::of(&json!({"type": "object"})))
     );
-    assert_eq!(payload.tools[1].kind, "web_search_20250305");
+    assert_eq!(&*payload.tools[1].kind, "web_search_20250305");
     let mut edited = payload.clone();
     edited.messages[3].content = Some(Content::Text("sunny at [EMAIL]".into()));
     let out: Value =

@@ -29,7 +29,7 @@ fn items_become_turns_and_come_back_in_place() {
         "one turn, two calls"
     );
     assert_eq!(
-        payload.tools[1].kind, "web_search",
+        &*payload.tools[1].kind, "web_search",
         "preview suffix dropped"
     );
     assert_eq!(

@@ -71,9 +71,9 @@ pub(super) fn tool_in(i: usize, t: proto::Tool) -> Result<ToolDef, Status> {
         },
     };
     Ok(ToolDef::declared(
-        t.r#type,
-        t.name,
-        t.description,
+        &t.r#type,
+        t.name.as_deref(),
+        t.description.as_deref(),
         parameters,
     ))
 }

@@ -138,7 +138,7 @@ mod tests {
     use super::*;
 
     fn tool(name: &str) -> ToolDef {
-        ToolDef::declared("function".into(), Some(name.into()), None, None)
+        ToolDef::declared("function", Some(name), None, None)
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl<'de> Visitor<'de> for Tool<'_> {
             None => return Ok(Err(err(format!("{}.type", path()), "is required"))),
         };
         if kind != "function" {
-            return Ok(Ok(ToolDef::declared(kind, name, None, None)));
+            return Ok(Ok(ToolDef::declared(&kind, name.as_deref(), None, None)));
         }
         let Some(Some(function)) = function else {
             return Ok(Err(err(
@@ -258,9 +258,9 @@ impl<'de> Visitor<'de> for Tool<'_> {
             }
         };
         Ok(Ok(ToolDef::declared(
-            kind,
-            Some(name),
-            function.description,
+            &kind,
+            Some(&name),
+            function.description.as_deref(),
             parameters,
         )))
     }
