@@ -301,26 +301,16 @@ fn the_doors_keep_the_routers_promises() {
     let body =
         json!({"model": "m", "messages": [{"role": "user", "content": "mail a.b@example.org"}]})
             .to_string();
-    let chat = |headers: &[(&str, &str)]| {
-        let mut all = vec![("Content-Type", "application/json")];
-        all.extend_from_slice(headers);
-        request(
-            daemon.addr,
-            "POST",
-            "/v1/chat/completions",
-            &all,
-            body.as_bytes(),
-        )
-    };
+    let chat = |id: &str| crate::records::send(&daemon, id, Some("demo-key"), body.as_bytes());
 
-    let given = chat(&[("X-Request-Id", "trace-door-1")]);
+    let given = chat("trace-door-1");
     assert_eq!(given.status, 200, "{}", given.body);
     assert_eq!(given.header("x-request-id"), Some("trace-door-1"));
     assert_eq!(given.json()["railyard"]["request_id"], "trace-door-1");
     // An id that is not sane (a space, or over 128 bytes) is replaced, on the reply and in
     // the record alike.
     for insane in ["two words", &"x".repeat(129)] {
-        let made = chat(&[("X-Request-Id", insane)]);
+        let made = chat(insane);
         let id = made.header("x-request-id").unwrap();
         assert!(id.starts_with("ry-"), "{id}");
         assert_eq!(made.json()["railyard"]["request_id"], id);

@@ -49,6 +49,21 @@ fn a_0_1_and_a_0_2_plugin_in_one_chain() {
     assert_eq!(versions, [&json!("0.1.0"), &json!("0.2.0")]);
 }
 
+/// POST `body` with the demo key under request id `id`: the reply, and what `plugin` decided
+/// in the request's record.
+fn decided(daemon: &Daemon, id: &str, body: &Value, plugin: &str) -> (Reply, Value) {
+    let reply = crate::records::send(daemon, id, Some("demo-key"), body.to_string().as_bytes());
+    let record = crate::records::record(daemon, id);
+    let decision = record["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plugin"] == plugin)
+        .unwrap_or_else(|| panic!("{record}"))
+        .clone();
+    (reply, decision)
+}
+
 fn tool(name: &str) -> Value {
     json!({"type": "function", "function": {"name": name, "description": "a tool",
         "parameters": {"type": "object", "properties": {"order": {"type": "string"}}}}})
@@ -186,25 +201,9 @@ fn a_reply_without_call_markup_is_not_shown_to_text_tool_calls() {
             200,
             completion(json!({"role": "assistant", "content": content}), "stop"),
         ));
-        let reply = request(
-            daemon.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[
-                ("Content-Type", "application/json"),
-                ("Authorization", "Bearer demo-key"),
-                ("x-request-id", id),
-            ],
-            ask.to_string().as_bytes(),
-        );
+        let (reply, decision) = decided(&daemon, id, &ask, "text-tool-calls");
         assert_eq!(reply.status, 200, "{}", reply.body);
-        let record = crate::records::record(&daemon, id);
-        let plugins = record["plugins"].as_array().unwrap();
-        plugins
-            .iter()
-            .find(|p| p["plugin"] == "text-tool-calls")
-            .unwrap_or_else(|| panic!("{record}"))
-            .clone()
+        decision
     };
     let plain = seen_by_it("ttc-plain", "It ships on Monday; <b>tracking</b> is A1.");
     assert_eq!(plain["skipped"], 1, "{plain}");
@@ -250,25 +249,7 @@ fn flow_sees_only_conversations_holding_tool_results() {
     let flow_of = |id: &str, messages: Value| -> (Value, Value) {
         let ask = json!({"model": "m", "tools": [tool("send_email"), tool("web_fetch")],
             "messages": messages});
-        let reply = request(
-            daemon.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[
-                ("Content-Type", "application/json"),
-                ("Authorization", "Bearer demo-key"),
-                ("x-request-id", id),
-            ],
-            ask.to_string().as_bytes(),
-        );
-        let record = crate::records::record(&daemon, id);
-        let flow = record["plugins"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["plugin"] == "flow")
-            .unwrap_or_else(|| panic!("{record}"))
-            .clone();
+        let (reply, flow) = decided(&daemon, id, &ask, "flow");
         (reply.json(), flow)
     };
     let (first, flow) = flow_of(

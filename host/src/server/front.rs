@@ -5,7 +5,7 @@
 //! middleware's future boxed, the headers copied for the handler, the id and the tenant passed
 //! through the request's and the response's extension maps (BENCHMARKS.md §38).
 
-use super::{endpoint, proxy, App};
+use super::{proxy, App};
 use crate::codec::chat::Chat;
 use crate::codec::messages::Messages;
 use crate::codec::responses::Responses;
@@ -47,17 +47,23 @@ enum Door {
     Messages,
 }
 
-/// The model door a request is for, if it is a `POST` to one.
-fn door_of(request: &Request<Incoming>) -> Option<Door> {
+/// The model doors' paths (each also the name its requests are counted under).
+const DOORS: [(&str, Door); 3] = [
+    ("/v1/chat/completions", Door::Chat),
+    ("/v1/responses", Door::Responses),
+    ("/v1/messages", Door::Messages),
+];
+
+/// The model door a request is for, if it is a `POST` to one, and its path.
+fn door_of(request: &Request<Incoming>) -> Option<(Door, &'static str)> {
     if request.method() != Method::POST {
         return None;
     }
-    match request.uri().path() {
-        "/v1/chat/completions" => Some(Door::Chat),
-        "/v1/responses" => Some(Door::Responses),
-        "/v1/messages" => Some(Door::Messages),
-        _ => None,
-    }
+    let path = request.uri().path();
+    DOORS
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|&(p, door)| (door, p))
 }
 
 impl Service<Request<Incoming>> for Front {
@@ -67,7 +73,7 @@ impl Service<Request<Incoming>> for Front {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         match door_of(&request) {
-            Some(door) => Box::pin(direct(self.app.clone(), door, request)),
+            Some((door, endpoint)) => Box::pin(direct(self.app.clone(), door, endpoint, request)),
             None => Box::pin(self.router.call(request)),
         }
     }
@@ -78,9 +84,9 @@ impl Service<Request<Incoming>> for Front {
 async fn direct(
     app: Arc<App>,
     door: Door,
+    endpoint: &'static str,
     request: Request<Incoming>,
 ) -> Result<Response, Infallible> {
-    let endpoint = endpoint(request.uri().path());
     let (parts, body) = request.into_parts();
     let (id, echo) = app.request_id(&parts.headers);
     let body = Body::new(body);
