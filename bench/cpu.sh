@@ -16,7 +16,8 @@
 # Load: wrk, one thread, keep-alive connections.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_BASELINE=/old/railyard] [CONC=16] [REQUESTS="chat tools stream"]
-#        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] [HOP=1] [FLOOR=1] bench/cpu.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=3] [TARGETS="railyard baseline"] [PEERS=1] [HOP=1] [FLOOR=1] [SYSCALLS=1]
+#        bench/cpu.sh [seconds-per-run]   (default 10)
 # PEERS=1: NeMo Guardrails and the LiteLLM proxy with their tool-call guardrails are measured too,
 # on the tool request (bench/peers.sh; pip installs them once). HOP=1: `hop` too, a forwarder of
 # tokio and hyper alone that judges nothing (host/examples/bare_hop.rs), the stack's own floor.
@@ -29,6 +30,9 @@
 # RAILYARD_BASELINE_CONFIG, or the same config). RAILYARD_CONFIG: another config than the bundled one.
 # WORKERS=N: nginx runs N worker processes and every Railyard target N worker threads
 # (`[server] workers`), like for like; unset, nginx runs one and Railyard one per CPU.
+# SYSCALLS=1: each target's system calls and context switches per request too, every thread of
+# its processes counted by `perf stat` while wrk runs (they split the system time: the same calls
+# cost more when the process they wake has gone idle).
 # The daemons log at RAILYARD_LOG (default warn: no decision records); RAILYARD_LOG=info writes
 # a record per request, as `serve` does by default (to /dev/null here).
 set -euo pipefail
@@ -38,6 +42,11 @@ conc="${CONC:-16}"
 rounds="${ROUNDS:-3}"
 requests="${REQUESTS:-chat tools stream}"
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 2; }
+syscalls="${SYSCALLS:-}"
+if [ -n "$syscalls" ] && ! command -v perf >/dev/null; then
+    echo "SYSCALLS=1 needs perf: apt-get install -y linux-perf" >&2
+    exit 2
+fi
 cargo build --release -q
 demo=target/release/railyard
 bin="${RAILYARD_BIN:-$demo}"
@@ -74,10 +83,8 @@ if [ -n "$hop" ]; then
 fi
 floor="${FLOOR:-}"
 if [ -n "$floor" ]; then
-    # Beside the bundled config, whose paths (the keys file) are relative to its directory.
-    floor_config="$(dirname "$config")/.floor-$$.toml"
+    floor_config=$(floor_config "$config")
     made="$made $floor_config"
-    awk '/^\[\[plugins\]\]/ { exit } !/^(chains|extend) *=/' "$config" >"$floor_config"
     RAILYARD_LOG="${RAILYARD_LOG:-warn}" "$bin" serve --config "$floor_config" --listen 127.0.0.1:19127 \
         --backend http://127.0.0.1:19120/v1 --no-watch >/dev/null 2>&3 &
     floor_pid=$!
@@ -128,14 +135,29 @@ measure() { # name port pids... -> prints one row
     # Warm up (connections, pools, caches), then measure.
     wrk -t1 -c"$conc" -d1s -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
     b0=$(total $(cpu "$backend_pid")); t0=$(cpu "$@")
+    local counted=""
+    if [ -n "$syscalls" ]; then
+        # Every thread of the target's processes, for as long as wrk runs.
+        perf stat -x, -e raw_syscalls:sys_enter,context-switches -o "$work/perf" \
+            -p "$(echo "$@" | tr ' ' ',')" -- sleep "$secs" 2>/dev/null &
+        counted=$!
+    fi
     wrk -t1 -c"$conc" -d"${secs}s" -s "$work/$req.lua" "http://127.0.0.1:$port/v1/chat/completions" > "$work/out"
     b1=$(total $(cpu "$backend_pid")); t1=$(cpu "$@")
+    local calls=0 switches=0
+    if [ -n "$counted" ]; then
+        wait "$counted"
+        calls=$(awk -F, '/raw_syscalls/ { print $1 }' "$work/perf")
+        switches=$(awk -F, '/context-switches/ { print $1 }' "$work/perf")
+    fi
     n=$(wrk_requests "$work/out" "$name")
     read -r u0 s0 <<< "$t0"; read -r u1 s1 <<< "$t1"
     awk -v name="$name" -v n="$n" -v s="$secs" -v u="$((u1 - u0))" -v y="$((s1 - s0))" \
-        -v b="$((b1 - b0))" -v hz="$ticks" 'BEGIN {
-            printf "%-10s %9d %9.0f %12.1f %12.1f %8.1f %8.1f\n", name, n, n / s, 1e6 * (u + y) / hz / n,
-                1e6 * b / hz / n, 1e6 * u / hz / n, 1e6 * y / hz / n }'
+        -v b="$((b1 - b0))" -v hz="$ticks" -v c="$calls" -v w="$switches" -v counted="$counted" 'BEGIN {
+            printf "%-10s %9d %9.0f %12.1f %12.1f %8.1f %8.1f", name, n, n / s, 1e6 * (u + y) / hz / n,
+                1e6 * b / hz / n, 1e6 * u / hz / n, 1e6 * y / hz / n
+            if (counted != "") printf " %9.2f %9.2f", c / n, w / n
+            printf "\n" }'
 }
 
 echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); concurrency $conc; $secs s per run; nginx $("$nginx" -v 2>&1 | cut -d/ -f2) with ${WORKERS:-1} worker(s), Railyard with $(grep -m1 '^workers = ' "$config" | cut -d' ' -f3 | sed 's/^0$/one per CPU/') thread(s)"
@@ -164,7 +186,9 @@ for req in $requests; do
     [ -n "$peers" ] && [ "$req" = tools ] && targets="$targets nemo litellm"
     echo
     echo "request: $req ($(wc -c < "$work/$req.json") bytes), $rounds rounds, the targets' order rotated each round"
-    printf '%-10s %9s %9s %12s %12s %8s %8s\n' target requests req/s 'µs CPU/req' 'backend µs' 'user' 'system'
+    printf '%-10s %9s %9s %12s %12s %8s %8s' target requests req/s 'µs CPU/req' 'backend µs' 'user' 'system'
+    [ -n "$syscalls" ] && printf ' %9s %9s' 'syscalls' 'switches'
+    echo
     rm -f "$work"/*.rows
     order=$targets
     for round in $(seq "$rounds"); do
@@ -174,9 +198,13 @@ for req in $requests; do
     done
     echo "medians:"
     for t in $targets; do
-        printf '%-10s %9s %9.0f %12.1f %12.1f %8.1f %8.1f\n' "$t" - "$(awk '{ print $3 }' "$work/$t.rows" | median)" \
+        printf '%-10s %9s %9.0f %12.1f %12.1f %8.1f %8.1f' "$t" - "$(awk '{ print $3 }' "$work/$t.rows" | median)" \
             "$(awk '{ print $4 }' "$work/$t.rows" | median)" "$(awk '{ print $5 }' "$work/$t.rows" | median)" \
             "$(awk '{ print $6 }' "$work/$t.rows" | median)" "$(awk '{ print $7 }' "$work/$t.rows" | median)"
+        if [ -n "$syscalls" ]; then
+            printf ' %9.2f %9.2f' "$(awk '{ print $8 }' "$work/$t.rows" | median)" "$(awk '{ print $9 }' "$work/$t.rows" | median)"
+        fi
+        echo
     done | tee "$work/medians"
     ng=$(awk '$1 == "nginx" { print $4 }' "$work/medians")
     ry=$(awk '$1 == "railyard" { print $4 }' "$work/medians")
@@ -192,7 +220,7 @@ for req in $requests; do
         awk -v r="$ry" -v b="$bl" 'BEGIN { printf "railyard / baseline CPU per request (medians): %.2fx\n", r / b }'
         # Each round's pair was measured minutes apart at most: the median of their ratios is
         # steadier than the ratio of medians when the VM drifts.
-        paired=$(paste "$work/railyard.rows" "$work/baseline.rows" | awk '{ print $4 / $11 }' | median)
+        paired=$(paste "$work/railyard.rows" "$work/baseline.rows" | awk '{ print $4 / $(NF / 2 + 4) }' | median)
         awk -v p="$paired" 'BEGIN { printf "railyard / baseline, median of the rounds ratios: %.3fx\n", p }'
     fi
     for peer in nemo litellm; do

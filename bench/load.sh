@@ -11,7 +11,8 @@
 #
 # Usage: [RAILYARD_KEY=demo-support-key] [RAILYARD_BIN=/path/to/railyard] \
 #        [RAILYARD_BASELINE=/path/to/old/railyard] [DOORS="chat tools responses messages"] \
-#        [ROUNDS=1] [CONCS="1 16 64"] bench/load.sh [seconds-per-run]   (default 10)
+#        [ROUNDS=1] [CONCS="1 16 64"] [FLOOR=1] [WORKERS=N] bench/load.sh [seconds-per-run]
+#        (default 10)
 # On the chat door and the tools request, nginx as a plain reverse proxy (bench/nginx.sh) is
 # measured too: what one hop that judges nothing adds on this machine, the floor under Railyard's
 # added latency. With RAILYARD_BASELINE, that build runs beside this one (same config, same backend) and is
@@ -19,6 +20,9 @@
 # chat door and the tools request, which every build has), with RAILYARD_BASELINE_CONFIG when its config differs.
 # WORKERS=N: nginx runs N worker processes and each Railyard N worker threads (`[server]
 # workers`), like for like; unset, nginx runs one and Railyard one per CPU.
+# FLOOR=1: `floor` too on the chat door and the tools request, this build with the same config
+# but no plugins (bench/nginx.sh's floor_config): what the daemon's own work costs in latency and
+# throughput, apart from the policies'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -55,6 +59,14 @@ if [ -n "$baseline" ]; then
         --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
     ports="$ports 19102"
 fi
+floor="${FLOOR:-}"
+if [ -n "$floor" ]; then
+    floor_config=$(floor_config "$config")
+    made="$made $floor_config"
+    RAILYARD_LOG=warn $bin serve --config "$floor_config" --listen 127.0.0.1:19104 \
+        --backend http://127.0.0.1:19100/v1 --no-watch >/dev/null &
+    ports="$ports 19104"
+fi
 . bench/ready.sh
 wait_ready 100 "" $ports
 
@@ -88,7 +100,7 @@ run() { # url concurrency door -> "p50_ms p99_ms rps"
     echo "$p50 $p99 $rps"
 }
 
-port_of() { case "$1" in direct) echo 19100;; railyard) echo 19101;; baseline) echo 19102;; nginx) echo 19103;; esac; }
+port_of() { case "$1" in direct) echo 19100;; railyard) echo 19101;; baseline) echo 19102;; nginx) echo 19103;; floor) echo 19104;; esac; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # Column $2 of "$work/res.$1" (one line per round: p50 p99 rps), its median.
 col() { awk -v k="$2" '{ print $k }' "$work/res.$1" | median; }
@@ -111,6 +123,7 @@ targets="direct railyard"
 if [ "$door" = chat ] || [ "$door" = tools ]; then
     targets="$targets nginx"
     [ -n "$baseline" ] && targets="$targets baseline"
+    [ -n "$floor" ] && targets="$targets floor"
 fi
 read -ra order <<< "$targets"
 n=${#order[@]}
@@ -130,6 +143,10 @@ for c in $concs; do
     case " $targets " in *" nginx "*)
         read -r a50 a99 tp < <(added nginx)
         printf '      nginx: added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n' "$a50" "$a99" "$tp";;
+    esac
+    case " $targets " in *" floor "*)
+        read -r a50 a99 tp < <(added floor)
+        printf '      floor (no plugins): added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n' "$a50" "$a99" "$tp";;
     esac
     case " $targets " in *" baseline "*)
         read -r a50 a99 tp < <(added baseline)

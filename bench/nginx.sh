@@ -54,3 +54,14 @@ like_for_like() {
     grep -q "^workers = $WORKERS\$" "$copy" || { echo "$config sets no [server] workers" >&2; exit 1; }
     echo "$copy"
 }
+
+# floor_config CONFIG: a copy of CONFIG beside it (its paths are relative to its directory) with
+# no plugins, nor the tenants' chains and extensions that name them: the daemon's own work on a
+# request (keys, reading, records, the backend hop) with no policy. Its path is printed; the
+# caller removes it.
+floor_config() {
+    local copy
+    copy="$(dirname "$1")/.floor-$$.toml"
+    awk '/^\[\[plugins\]\]/ { exit } !/^(chains|extend) *=/' "$1" >"$copy"
+    echo "$copy"
+}

@@ -4,7 +4,7 @@
 
 use super::bindings::packed;
 use super::verdict::EvalRequest;
-use crate::model::{Content, Provenance};
+use crate::model::{Content, Provenance, ToolDef};
 
 /// An absent optional string.
 const ABSENT: [u32; 2] = [u32::MAX, 0];
@@ -34,9 +34,17 @@ pub fn request(src: &EvalRequest<'_>) -> packed::Request {
     }
 }
 
-/// Write (or measure) `src` in the layout's order.
+/// Write (or measure) `src` in the layout's order, the tools' texts first in the text: a request
+/// with the same tools as the last then packs them into the same bytes at the same offsets,
+/// whatever the conversation, and the SDK keeps the tools it unpacked (`unpack::Over`).
 fn fill(p: &mut Packer, src: &EvalRequest<'_>) {
     let ctx = src.ctx;
+    for t in src.tools {
+        for s in tool_texts(t).into_iter().flatten() {
+            p.text_first(s);
+        }
+    }
+    let mut tools_at = 0;
     p.num(src.messages.len());
     p.num(src.tools.len());
     p.num(src.fields.len());
@@ -74,12 +82,9 @@ fn fill(p: &mut Packer, src: &EvalRequest<'_>) {
         }
     }
     for t in src.tools {
-        p.span(&t.kind);
-        p.opt(t.name.as_deref());
-        p.opt(t.description.as_deref());
-        p.opt(t.parameters.as_ref().map(|s| s.text()));
-        p.opt(t.result_schema.as_ref().map(|s| s.text()));
-        p.opt(t.hidden_by.as_deref());
+        for s in tool_texts(t) {
+            p.span_written(&mut tools_at, s);
+        }
     }
     for f in src.fields {
         p.span(&f.path);
@@ -89,6 +94,19 @@ fn fill(p: &mut Packer, src: &EvalRequest<'_>) {
         p.span(key);
         p.span(value);
     }
+}
+
+/// A tool's texts in the layout's order: kind, name, description, parameters, result schema,
+/// hidden by (the kind is never absent).
+fn tool_texts(t: &ToolDef) -> [Option<&str>; 6] {
+    [
+        Some(&*t.kind),
+        t.name.as_deref(),
+        t.description.as_deref(),
+        t.parameters.as_ref().map(|s| s.text()),
+        t.result_schema.as_ref().map(|s| s.text()),
+        t.hidden_by.as_deref(),
+    ]
 }
 
 /// 1 + the index of `p` in the contract's `provenance` enum.
@@ -135,6 +153,28 @@ impl Packer {
         }
     }
 
+    /// `s` appended to the text ahead of the layout (which [`Packer::span_written`] writes).
+    fn text_first(&mut self, s: &str) {
+        if self.measure {
+            self.text_len += s.len();
+        } else {
+            self.text.push_str(s);
+        }
+    }
+
+    /// The span of `s`, written to the text at `at` already (by [`Packer::text_first`]), or
+    /// absent; `at` moves past it.
+    fn span_written(&mut self, at: &mut usize, s: Option<&str>) {
+        match s {
+            Some(s) if !self.measure => {
+                self.layout.extend([*at as u32, s.len() as u32]);
+                *at += s.len();
+            }
+            None if !self.measure => self.layout.extend(ABSENT),
+            _ => self.layout_len += 2,
+        }
+    }
+
     fn opt(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.span(s),
@@ -159,7 +199,7 @@ mod tests {
     //! records, string for string.
     use super::*;
     use crate::engine::bindings::wit;
-    use crate::model::{Context, Field, Message, Rail, Schema, ToolCall, ToolDef};
+    use crate::model::{Context, Field, Message, Rail, Schema, ToolCall};
     use railyard_plugin_sdk as sdk;
     use serde_json::json;
 
@@ -421,7 +461,10 @@ mod tests {
     }
 
     /// A pooled plugin's SDK unpacks each request over the last one: whatever came before,
-    /// nothing of it shows through, and a large string is not kept for a small one.
+    /// nothing of it shows through, and a large string is not kept for a small one. The same
+    /// through `Over`, which leaves tools as they are when they are the same: among these, the
+    /// same tools after another conversation, tools of the same lengths with other bytes, a tool
+    /// option gone, the tools reordered, and none.
     #[test]
     fn unpacking_over_the_last_request_leaves_nothing_of_it() {
         let full = payload();
@@ -429,8 +472,37 @@ mod tests {
         let mut large = payload();
         large.0[0].content = Some(Content::Text("é".repeat(20_000)));
         let none = (Vec::new(), Vec::new(), Vec::new(), Context::default());
-        let order = [&full, &other, &none, &full, &large, &other, &full, &other];
+        // The same conversation as `full`, with the same tools but for one byte of a name.
+        let mut renamed = payload();
+        renamed.1[0].name = Some("get_weathes".into());
+        // And with the first tool's description gone.
+        let mut fewer = payload();
+        fewer.1[0].description = None;
+        // `full`'s tools after `other`'s conversation.
+        let same_tools = (
+            other.0.clone(),
+            full.1.clone(),
+            other.2.clone(),
+            other.3.clone(),
+        );
+        let order = [
+            &full,
+            &other,
+            &none,
+            &full,
+            &large,
+            &other,
+            &full,
+            &same_tools,
+            &full,
+            &renamed,
+            &full,
+            &fewer,
+            &full,
+            &other,
+        ];
         let mut last: Option<sdk::Request> = None;
+        let mut over: Option<sdk::unpack::Over> = None;
         for (i, (messages, tools, fields, ctx)) in order.into_iter().enumerate() {
             let src = EvalRequest {
                 rail: if i % 2 == 0 {
@@ -444,6 +516,7 @@ mod tests {
                 ctx,
                 partial: i % 3 == 0,
             };
+            let expected = format!("{:?}", crate::engine::convert::request02(&src));
             let packed = to_sdk(request(&src));
             let unpacked = match last.as_mut() {
                 Some(into) => {
@@ -454,8 +527,20 @@ mod tests {
             };
             assert_eq!(
                 format!("{:?}", to_host(unpacked.clone())),
-                format!("{:?}", crate::engine::convert::request02(&src)),
+                expected,
                 "request {i}"
+            );
+            let packed = to_sdk(request(&src));
+            let unpacked = match over.as_mut() {
+                Some(over) => over.unpack(packed),
+                None => over
+                    .insert(sdk::unpack::Over::new(packed))
+                    .unpack(to_sdk(request(&src))),
+            };
+            assert_eq!(
+                format!("{:?}", to_host(unpacked.clone())),
+                expected,
+                "request {i} through Over"
             );
         }
         // `other` after `large`: the 40 KB string the first message held was not kept.
@@ -482,6 +567,39 @@ mod tests {
             Some(sdk::Content::Text(t)) => assert!(t.is_empty() && t.capacity() < 1024),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The tools' texts come first, so the same tools pack into the same spans over the same
+    /// bytes whatever the conversation and context: what lets the SDK keep them.
+    #[test]
+    fn the_same_tools_pack_the_same_whatever_the_conversation() {
+        let (messages, tools, fields, ctx) = payload();
+        let (others, _, _, other_ctx) = shuffled();
+        let packed = |messages: &[Message], ctx: &Context| {
+            request(&EvalRequest {
+                rail: Rail::ToolCall,
+                messages,
+                tools: &tools,
+                fields: &fields,
+                ctx,
+                partial: false,
+            })
+        };
+        let (a, b) = (packed(&messages, &ctx), packed(&others, &other_ctx));
+        // The tools' numbers: the twelve per tool before the fields' and the metadata's two
+        // spans each at the end.
+        let tail = |p: &packed::Request| {
+            let end = p.layout.len() - 4 * (fields.len() + p.layout[3] as usize);
+            p.layout[end - 12 * tools.len()..end].to_vec()
+        };
+        assert_eq!(tail(&a), tail(&b));
+        let covered: usize = tools
+            .iter()
+            .flat_map(|t| tool_texts(t).into_iter().flatten())
+            .map(str::len)
+            .sum();
+        assert_eq!(a.text[..covered], b.text[..covered]);
+        assert_ne!(a.text[covered..], b.text[covered..]);
     }
 
     #[test]

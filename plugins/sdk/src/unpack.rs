@@ -3,7 +3,11 @@
 //!
 //! A pooled instance judges one request after another, mostly alike; [`unpack_into`] refills the
 //! previous request's strings and lists in place, so a call allocates only where this request
-//! is longer than the last (`export_policy!` keeps the last request for that).
+//! is longer than the last (`export_policy!` keeps the last request for that). An agent declares
+//! the same tools on every turn: [`Over`] also keeps what the last request's tools were unpacked
+//! from, and when this request's tools are the same spans over the same bytes it leaves them as
+//! they are instead of copying each of their texts again (the host packs the tools' texts first,
+//! so that their spans do not move with the conversation).
 
 pub use crate::exports::railyard::policy_packed::plugin::{Guest as Packed, Request};
 pub use crate::exports::railyard::policy_packed::prefilter::Guest as Prefilter;
@@ -16,8 +20,15 @@ const MAX_KEPT: usize = 16 << 10;
 
 /// The request a plugin judges.
 pub fn unpack(request: Request) -> crate::Request {
-    let mut into = crate::Request {
-        rail: request.rail,
+    let mut into = empty(request.rail);
+    unpack_into(request, &mut into);
+    into
+}
+
+/// A request with nothing in it, to unpack over.
+fn empty(rail: crate::Rail) -> crate::Request {
+    crate::Request {
+        rail,
         messages: Vec::new(),
         tools: Vec::new(),
         fields: Vec::new(),
@@ -30,15 +41,110 @@ pub fn unpack(request: Request) -> crate::Request {
             door: String::new(),
         },
         partial: false,
-    };
-    unpack_into(request, &mut into);
-    into
+    }
 }
 
 /// [`unpack`], written over `into` (the previous request), reusing what it holds. A layout that
 /// does not fit its text is the host's bug: it panics (the host sees a fault) rather than hand
 /// the plugin wrong strings.
 pub fn unpack_into(request: Request, into: &mut crate::Request) {
+    unpack_with(request, into, None);
+}
+
+/// Requests unpacked one over the other (on one rail), with what the last one's tools were
+/// unpacked from: when the next request's tools are the same, they are left as they are.
+pub struct Over {
+    request: crate::Request,
+    tools: KeptTools,
+}
+
+impl Over {
+    /// The first request.
+    pub fn new(request: Request) -> Over {
+        let mut over = Over {
+            request: empty(request.rail),
+            tools: KeptTools::default(),
+        };
+        over.unpack(request);
+        over
+    }
+
+    /// `request` unpacked over the last one.
+    pub fn unpack(&mut self, request: Request) -> &crate::Request {
+        unpack_with(request, &mut self.request, Some(&mut self.tools));
+        &self.request
+    }
+}
+
+/// The layout numbers of the tools last unpacked (their count first) and the text their spans
+/// covered; `layout` is empty when nothing is kept (at first, and after tools too large to keep).
+#[derive(Default)]
+struct KeptTools {
+    layout: Vec<u32>,
+    text: Vec<u8>,
+}
+
+/// The most text kept to compare the next request's tools with (the extent of their spans).
+const MAX_KEPT_TOOLS: usize = 64 << 10;
+
+/// Layout numbers per tool: six spans (kind, name, description, parameters, result schema,
+/// hidden by) of two numbers each.
+const TOOL_NUMBERS: usize = 12;
+
+impl KeptTools {
+    /// Whether `count` tools laid out as `layout` span the same bytes of `text` as those kept.
+    fn same(&self, count: u32, layout: &[u32], text: &str) -> bool {
+        self.layout.split_first().is_some_and(|(&kept, spans)| {
+            kept == count
+                && crate::by_text::same(bytes(spans), bytes(layout))
+                && extent(layout)
+                    .and_then(|(lo, hi)| text.as_bytes().get(lo..hi))
+                    .is_some_and(|covered| crate::by_text::same(&self.text, covered))
+        })
+    }
+
+    /// Keep what `count` tools laid out as `layout` span of `text` (just unpacked from it).
+    fn keep(&mut self, count: u32, layout: &[u32], text: &str) {
+        self.layout.clear();
+        self.text.clear();
+        match extent(layout) {
+            Some((lo, hi)) if hi - lo <= MAX_KEPT_TOOLS => {
+                self.layout.push(count);
+                self.layout.extend_from_slice(layout);
+                self.text.extend_from_slice(&text.as_bytes()[lo..hi]);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The bytes a run of spans covers, from the first byte of any to the last (`(0, 0)` for none).
+fn extent(layout: &[u32]) -> Option<(usize, usize)> {
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for span in layout.chunks_exact(2) {
+        if span[0] != u32::MAX {
+            let start = span[0] as usize;
+            lo = lo.min(start);
+            hi = hi.max(start.checked_add(span[1] as usize)?);
+        }
+    }
+    Some(if lo == usize::MAX { (0, 0) } else { (lo, hi) })
+}
+
+/// Numbers as their bytes, to be compared sixteen bytes at a time.
+fn bytes(numbers: &[u32]) -> &[u8] {
+    #[allow(unsafe_code)]
+    // SAFETY: initialised `u32`s are as many initialised bytes, and a `u8` needs no alignment.
+    unsafe {
+        std::slice::from_raw_parts(
+            numbers.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(numbers),
+        )
+    }
+}
+
+/// [`unpack_into`]; with `kept`, tools that are the same as the kept ones are left as they are.
+fn unpack_with(request: Request, into: &mut crate::Request, kept: Option<&mut KeptTools>) {
     let Request {
         rail,
         partial,
@@ -86,21 +192,36 @@ pub fn unpack_into(request: Request, into: &mut crate::Request) {
             c.provenance = r.provenance();
         }
     }
-    resize(&mut into.tools, tools, || ToolDef {
-        kind: String::new(),
-        name: None,
-        description: None,
-        parameters: None,
-        result_schema: None,
-        hidden_by: None,
-    });
-    for t in &mut into.tools {
-        r.string(&mut t.kind);
-        r.opt(&mut t.name);
-        r.opt(&mut t.description);
-        r.opt(&mut t.parameters);
-        r.opt(&mut t.result_schema);
-        r.opt(&mut t.hidden_by);
+    let layout = r
+        .layout
+        .as_slice()
+        .get(..tools as usize * TOOL_NUMBERS)
+        .expect("packed request: layout too short");
+    match kept {
+        Some(kept) if kept.same(tools, layout, &text) => {
+            r.layout = r.layout.as_slice()[layout.len()..].iter();
+        }
+        kept => {
+            resize(&mut into.tools, tools, || ToolDef {
+                kind: String::new(),
+                name: None,
+                description: None,
+                parameters: None,
+                result_schema: None,
+                hidden_by: None,
+            });
+            for t in &mut into.tools {
+                r.string(&mut t.kind);
+                r.opt(&mut t.name);
+                r.opt(&mut t.description);
+                r.opt(&mut t.parameters);
+                r.opt(&mut t.result_schema);
+                r.opt(&mut t.hidden_by);
+            }
+            if let Some(kept) = kept {
+                kept.keep(tools, layout, &text);
+            }
+        }
     }
     resize(&mut into.fields, fields, || Field {
         path: String::new(),
@@ -123,18 +244,15 @@ pub fn unpack_into(request: Request, into: &mut crate::Request) {
 /// strings over the reply's one message, and back, would free and allocate them every call.
 pub fn over_last<R>(request: Request, judge: impl FnOnce(&crate::Request) -> R) -> R {
     thread_local! {
-        static LAST: std::cell::RefCell<[Option<crate::Request>; RAILS]> =
+        static LAST: std::cell::RefCell<[Option<Over>; RAILS]> =
             const { std::cell::RefCell::new([const { None }; RAILS]) };
     }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
         let slot = &mut last[request.rail as usize];
         let request = match slot.as_mut() {
-            Some(into) => {
-                unpack_into(request, into);
-                into
-            }
-            None => slot.insert(unpack(request)),
+            Some(over) => over.unpack(request),
+            None => &slot.insert(Over::new(request)).request,
         };
         judge(request)
     })
