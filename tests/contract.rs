@@ -446,3 +446,34 @@ fn the_tools_rails_verdicts_are_kept_for_the_same_tools_and_caller() {
     assert!(!fourth.to_string().contains("jane.doe"));
     assert_eq!(judged, asked(&["allowlist-payments", "pii"], 0));
 }
+
+/// The Rust SDK keeps the tools it unpacked last when a request's are the same (`unpack::Over`).
+/// Tools that differ from the last request's in one word of the same length, the same spans over
+/// other bytes, are judged as the new tools. One worker, so every request meets the same pooled
+/// instance of schema-validator.
+#[test]
+fn each_request_is_judged_by_its_own_tools_when_they_change_in_place() {
+    let backend = MockBackend::start(call_reply("lookup_order"));
+    let cfg = bundled_with(&[("workers = 0", "workers = 1")]);
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let tools = |kind: &str| {
+        json!([{"type": "function", "function": {"name": "lookup_order", "description": "a tool",
+            "parameters": {"type": "object", "properties": {"order": {"type": kind}}}}}])
+    };
+    // The call's `order` is "A1": a string, not a number.
+    for (i, kind) in [
+        "string", "number", "string", "string", "number", "number", "string",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = json!({"model": "m", "tools": tools(kind),
+            "messages": [{"role": "user", "content": "look order A1 up"}]});
+        let (_, decision) = decided(&daemon, &format!("tools-{i}"), &body, "schema-validator");
+        let expected = if kind == "string" { "allow" } else { "block" };
+        assert_eq!(
+            decision["verdict"], expected,
+            "request {i} ({kind}): {decision}"
+        );
+    }
+}
