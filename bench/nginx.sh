@@ -1,6 +1,8 @@
 # Sourced by bench/cpu.sh and bench/load.sh: nginx as a plain reverse proxy, the cost of one hop
 # that judges nothing. Debian's nginx-light (installed when missing and apt-get is usable), one
-# worker (or WORKERS), keep-alive upstream, no buffering, no access log.
+# worker (or WORKERS), keep-alive upstream, no buffering, no access log. Also the configs the
+# two scripts run Railyard with beside it: like_for_like (as many threads as nginx has workers)
+# and floor_config (no plugins).
 #
 # start_nginx WORK_DIR LISTEN_PORT BACKEND_PORT: starts it in the background; sets $nginx_pid
 # (the master; its workers are its children) and $nginx (the binary).

@@ -236,15 +236,7 @@ fn a_reply_without_call_markup_is_not_shown_to_text_tool_calls() {
 /// tool's result is, and blocks.
 #[test]
 fn flow_sees_only_conversations_holding_tool_results() {
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(
-            json!({"role": "assistant", "content": null,
-                "tool_calls": [{"id": "call_9", "type": "function",
-                    "function": {"name": "send_email", "arguments": "{}"}}]}),
-            "tool_calls",
-        ),
-    ));
+    let backend = MockBackend::start(call_reply("send_email"));
     let daemon = Daemon::start_logged(&bundled(), &["--backend", &backend.url()]);
     let flow_of = |id: &str, messages: Value| -> (Value, Value) {
         let ask = json!({"model": "m", "tools": [tool("send_email"), tool("web_fetch")],
