@@ -231,6 +231,48 @@ fn each_way_files_change_triggers_exactly_one_reload() {
     });
 }
 
+/// How many times the daemon's `railyard-watch` thread has gone to sleep and been woken.
+fn watcher_wakeups(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "railyard-watch" {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+        return status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .map(|n| n.trim().parse().unwrap())
+            .unwrap();
+    }
+    panic!("no railyard-watch thread in process {pid}");
+}
+
+/// Reading the watched files changes nothing, so the watcher sleeps through it. (It once took
+/// inotify's report of a file opened for a change, and its own check opens the config: at rest
+/// it woke ten times a second for as long as the daemon ran.)
+#[test]
+fn reading_the_watched_files_wakes_no_check() {
+    let s = setup("allow_all");
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&s.config, &backend.url());
+    let addr = daemon.addr;
+    std::fs::read(&s.config).unwrap();
+    std::fs::read(&s.plugin).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = watcher_wakeups(daemon.pid());
+    std::thread::sleep(Duration::from_millis(1500));
+    let woken = watcher_wakeups(daemon.pid()) - before;
+    assert!(woken <= 1, "the watcher woke {woken} times at rest");
+    assert_eq!(reloads(addr, "success"), 0);
+    // A change still reloads.
+    assert_exactly_one_reload(addr, "rename over", || {
+        replace(&s.plugin, &wasm("block_all"))
+    });
+    assert_eq!(verdict(addr).1, "block");
+}
+
 #[test]
 fn kubernetes_style_symlink_swap_triggers_exactly_one_reload() {
     // dir/railyard.toml -> ..data/railyard.toml, dir/gate.wasm -> ..data/gate.wasm,

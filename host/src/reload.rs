@@ -301,12 +301,27 @@ fn fingerprint(files: &[PathBuf], config: &Path) -> (Vec<Seen>, Option<String>) 
     (seen, text)
 }
 
+/// Whether a watched directory's event may be a change. Opening or reading a file is not (inotify
+/// reports opens too); and the check a change starts opens the config, so passing opens on
+/// would start the next check, ten times a second for as long as the daemon runs.
+fn changes(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Watch the config and plugin files and reload when they change. The watcher lives as long as
 /// the returned handle's thread (the process).
 pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
     use notify::{RecursiveMode, Watcher};
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |event| {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.as_ref().is_ok_and(|e| !changes(&e.kind)) {
+            return;
+        }
         let _ = tx.send(event);
     })?;
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();

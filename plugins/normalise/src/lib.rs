@@ -8,8 +8,10 @@
 //! a required argument derived from another (`fill`), and an argument's other name (`aliases`).
 //! What it changes is listed by path in the reason, never by value.
 //!
-//! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue.
+//! The logic lives in [`policy`] and the schema walk in `plan` (natively unit-tested); this file
+//! is only the WIT glue.
 
+mod plan;
 pub mod policy;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};

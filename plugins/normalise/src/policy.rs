@@ -31,12 +31,14 @@
 //! compactly, keeping key order (added arguments go last); numbers elsewhere in them keep their
 //! value but may change spelling (`1e2` becomes `100.0`).
 
+pub use crate::plan::Change;
+use crate::plan::{push_segment, Plan, Repairs, MAX_REF_HOPS};
 use railyard_plugin_sdk::by_text::ByText;
 pub use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::{call_label, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
@@ -90,10 +92,6 @@ pub const CONFIG_SCHEMA: &str = r#"{
   }
 }"#;
 
-/// Longest chain of `$ref` / nullable-union hops followed from one schema node.
-const MAX_REF_HOPS: usize = 16;
-/// Deepest nesting of arguments walked (serde_json itself refuses deeper than 128).
-const MAX_DEPTH: usize = 128;
 /// The plugin's config, parsed from the JSON the host validated against [`CONFIG_SCHEMA`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +138,15 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The type repairs it turns on.
+    fn repairs(&self) -> Repairs {
+        Repairs {
+            booleans: self.booleans,
+            numbers: self.numbers,
+            arrays: self.arrays,
+        }
+    }
+
     /// Parses the config JSON text.
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config =
@@ -170,17 +177,17 @@ impl Config {
     }
 }
 
-/// One repair: where, and which kind (e.g. `string→integer`, `copied from /file`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub path: String,
-    pub kind: String,
+/// The tools' parameter schemas, parsed and compiled, by their text. Agents declare the same
+/// tools on every turn and a pooled instance judges many turns, so each schema is parsed and
+/// compiled once, not per call.
+pub struct Schemas {
+    parsed: ByText<Compiled>,
 }
 
-/// The tools' parameter schemas, parsed, by their text. Agents declare the same tools on every
-/// turn and a pooled instance judges many turns, so each schema is parsed once, not per call.
-pub struct Schemas {
-    parsed: ByText<Value>,
+/// A schema parsed, and compiled for the walk.
+pub struct Compiled {
+    schema: Value,
+    plan: Plan,
 }
 
 impl Default for Schemas {
@@ -195,10 +202,13 @@ impl Schemas {
     /// Schema text kept, in bytes: past it, the cache starts afresh with the next schema.
     pub const MAX_BYTES: usize = 256 * 1024;
 
-    /// The parsed schema, or `None` when the text is not JSON.
-    fn get(&mut self, text: &str) -> Option<&Value> {
-        self.parsed
-            .get_or_make(text, |t| serde_json::from_str(t).ok())
+    /// The schema parsed and compiled, or `None` when the text is not JSON.
+    fn get(&mut self, text: &str) -> Option<&Compiled> {
+        self.parsed.get_or_make(text, |t| {
+            let schema: Value = serde_json::from_str(t).ok()?;
+            let plan = Plan::new(&schema);
+            Some(Compiled { schema, plan })
+        })
     }
 
     /// Schemas kept.
@@ -258,7 +268,7 @@ pub fn repair_call(
     call: &ToolCall,
 ) -> Option<(String, Vec<Change>)> {
     let schema_text = unique_schema(tools, &call.name)?;
-    let schema = schemas.get(schema_text)?;
+    let Compiled { schema, plan } = schemas.get(schema_text)?;
     let mut arguments = parse_strict(&call.arguments).ok()?;
     let Value::Object(map) = &mut arguments else {
         return None;
@@ -271,7 +281,7 @@ pub fn repair_call(
         let required = required_arguments(schema);
         fill_missing(fills, &required, map, &mut changes);
     }
-    changes.extend(repair_value(config, schema, &mut arguments));
+    changes.extend(plan.repair(config.repairs(), &mut arguments));
     if changes.is_empty() {
         return None;
     }
@@ -361,14 +371,7 @@ fn pointer(name: &str) -> String {
 /// Repairs `value` in place against `schema` (the root of the document, for `$ref`s). The root
 /// value itself is never converted, only what it contains.
 pub fn repair_value(config: &Config, schema: &Value, value: &mut Value) -> Vec<Change> {
-    let mut walker = Walker {
-        root: schema,
-        config,
-        changes: Vec::new(),
-    };
-    let mut path = String::new();
-    walker.walk(schema, value, &mut path, 0);
-    walker.changes
+    Plan::new(schema).repair(config.repairs(), value)
 }
 
 /// The one parameters schema declared for this function name; `None` when the tool is not
@@ -387,241 +390,6 @@ fn unique_schema<'t>(tools: &'t [ToolDef], name: &str) -> Option<&'t str> {
         }
     }
     found.flatten()
-}
-
-struct Walker<'s> {
-    root: &'s Value,
-    config: &'s Config,
-    changes: Vec<Change>,
-}
-
-impl<'s> Walker<'s> {
-    fn walk(&mut self, schema: &'s Value, value: &mut Value, path: &mut String, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
-        let schema = self.resolve(schema);
-        if depth > 0 {
-            self.repair_here(schema, value, path);
-        }
-        match value {
-            Value::Object(map) => {
-                let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-                    return;
-                };
-                for (key, item) in map.iter_mut() {
-                    if let Some(sub) = properties.get(key) {
-                        let len = path.len();
-                        push_segment(path, key);
-                        self.walk(sub, item, path, depth + 1);
-                        path.truncate(len);
-                    }
-                }
-            }
-            Value::Array(items) => {
-                let (positional, rest) = item_schemas(schema);
-                for (i, item) in items.iter_mut().enumerate() {
-                    if let Some(sub) = positional.get(i).or(rest) {
-                        let len = path.len();
-                        path.push('/');
-                        path.push_str(&i.to_string());
-                        self.walk(sub, item, path, depth + 1);
-                        path.truncate(len);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Applies at most one scalar repair, or the array wrap, to this value.
-    fn repair_here(&mut self, schema: &Value, value: &mut Value, path: &str) {
-        let Some(types) = declared_types(schema) else {
-            return;
-        };
-        if types.iter().any(|t| has_type(value, t)) {
-            return;
-        }
-        let allows = |t: &str| types.contains(&t);
-        if let Value::String(text) = value {
-            if self.config.booleans && allows("boolean") {
-                if let Some(b) = parse_bool(text) {
-                    *value = Value::Bool(b);
-                    self.record(path, "string→boolean");
-                    return;
-                }
-            }
-            if self.config.numbers && allows("number") {
-                if let Some(n) = parse_number(text) {
-                    *value = Value::Number(n);
-                    self.record(path, "string→number");
-                    return;
-                }
-            } else if self.config.numbers && allows("integer") {
-                if let Some(n) = parse_integer(text) {
-                    *value = Value::Number(n);
-                    self.record(path, "string→integer");
-                    return;
-                }
-            }
-        }
-        if self.config.arrays && allows("array") && !value.is_null() && !value.is_array() {
-            let single = value.take();
-            *value = Value::Array(vec![single]);
-            self.record(path, "value→array");
-        }
-    }
-
-    fn record(&mut self, path: &str, kind: &str) {
-        self.changes.push(Change {
-            path: path.to_string(),
-            kind: kind.to_string(),
-        });
-    }
-
-    /// Follows local `$ref`s and picks X out of "X or null" unions, for nodes without a `type`.
-    fn resolve(&self, mut schema: &'s Value) -> &'s Value {
-        for _ in 0..MAX_REF_HOPS {
-            let Some(node) = schema.as_object() else {
-                return schema;
-            };
-            if node.contains_key("type") {
-                return schema;
-            }
-            if let Some(target) = node
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| self.local_ref(r))
-            {
-                schema = target;
-                continue;
-            }
-            match nullable_branch(node) {
-                Some(branch) => schema = branch,
-                None => return schema,
-            }
-        }
-        schema
-    }
-
-    fn local_ref(&self, reference: &str) -> Option<&'s Value> {
-        let pointer = reference.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(self.root);
-        }
-        if !pointer.starts_with('/') {
-            return None; // named anchors are not followed
-        }
-        self.root.pointer(pointer)
-    }
-}
-
-/// The schemas for array items: by position (`prefixItems`, or array-form `items` of older
-/// drafts), then for the rest.
-fn item_schemas(schema: &Value) -> (&[Value], Option<&Value>) {
-    match (schema.get("prefixItems"), schema.get("items")) {
-        (Some(Value::Array(prefix)), items) => (prefix, object_schema(items)),
-        (None, Some(Value::Array(prefix))) => {
-            (prefix, object_schema(schema.get("additionalItems")))
-        }
-        (None, items) => (&[], object_schema(items)),
-        (Some(_), items) => (&[], object_schema(items)),
-    }
-}
-
-/// A subschema given as an object (boolean schemas describe no shape to repair towards).
-fn object_schema(schema: Option<&Value>) -> Option<&Value> {
-    schema.filter(|s| s.is_object())
-}
-
-/// The single non-null branch of an `anyOf`/`oneOf` whose other branches are `{"type":"null"}`.
-fn nullable_branch(node: &Map<String, Value>) -> Option<&Value> {
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = node.get(key) {
-            let mut non_null = branches.iter().filter(|b| !is_null_schema(b));
-            if let (Some(only), None) = (non_null.next(), non_null.next()) {
-                return Some(only);
-            }
-        }
-    }
-    None
-}
-
-fn is_null_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("null")
-}
-
-fn declared_types(schema: &Value) -> Option<Vec<&str>> {
-    match schema.get("type")? {
-        Value::String(t) => Some(vec![t.as_str()]),
-        Value::Array(ts) => {
-            let types: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
-            (!types.is_empty()).then_some(types)
-        }
-        _ => None,
-    }
-}
-
-/// Whether `value` is of JSON Schema type `name`.
-fn has_type(value: &Value, name: &str) -> bool {
-    match (name, value) {
-        ("null", Value::Null)
-        | ("boolean", Value::Bool(_))
-        | ("number", Value::Number(_))
-        | ("string", Value::String(_))
-        | ("array", Value::Array(_))
-        | ("object", Value::Object(_)) => true,
-        ("integer", Value::Number(n)) => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        _ => false,
-    }
-}
-
-fn parse_bool(text: &str) -> Option<bool> {
-    if text.eq_ignore_ascii_case("true") {
-        Some(true)
-    } else if text.eq_ignore_ascii_case("false") {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// A number spelled exactly by JSON's grammar (no surrounding space, no `+`, no hex, finite).
-fn parse_number(text: &str) -> Option<Number> {
-    if text.is_empty() || text.trim() != text {
-        return None;
-    }
-    serde_json::from_str::<Number>(text).ok()
-}
-
-/// An integer spelled `-?(0|[1-9][0-9]*)` that fits in 64 bits.
-fn parse_integer(text: &str) -> Option<Number> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let well_formed = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'));
-    if !well_formed {
-        return None;
-    }
-    if let Ok(n) = text.parse::<u64>() {
-        return Some(n.into());
-    }
-    text.parse::<i64>().ok().map(Into::into)
-}
-
-/// Appends `/segment` with JSON Pointer escaping.
-fn push_segment(path: &mut String, segment: &str) {
-    path.push('/');
-    for c in segment.chars() {
-        match c {
-            '~' => path.push_str("~0"),
-            '/' => path.push_str("~1"),
-            c if c.is_control() => path.extend(c.escape_debug()),
-            c => path.push(c),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -298,13 +298,14 @@ pub fn check_call(
         )
     })?;
     let arguments = Value::Object(arguments);
-    let mut errors = compiled.validator.iter_errors(&arguments);
-    let mut described: Vec<String> = errors
-        .by_ref()
-        .take(config.max_errors)
-        .map(|e| describe_error(&e, &compiled.schema, config.include_values))
-        .collect();
-    if !described.is_empty() {
+    // A valid call, the common case, is answered without building any error.
+    if !compiled.validator.is_valid(&arguments) {
+        let mut errors = compiled.validator.iter_errors(&arguments);
+        let mut described: Vec<String> = errors
+            .by_ref()
+            .take(config.max_errors)
+            .map(|e| describe_error(&e, &compiled.schema, config.include_values))
+            .collect();
         if errors.next().is_some() {
             described.push("and more".into());
         }

@@ -72,6 +72,10 @@ fn check(
             "the tool's result schema cannot be used, so its results cannot be validated: {why}"
         )
     })?;
+    // A valid result, the common case, is answered without building any error.
+    if compiled.validator.is_valid(&value) {
+        return Ok(());
+    }
     let mut errors = compiled.validator.iter_errors(&value);
     let mut described: Vec<String> = errors
         .by_ref()

@@ -2,6 +2,7 @@
 
 use crate::reason::quote;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
@@ -61,14 +62,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(A::Error::custom(format_args!(
-                    "duplicate key {}",
-                    quote(&key)
-                )));
+            // One lookup per key: the slot found empty is the one filled.
+            match object.entry(key) {
+                Entry::Occupied(taken) => {
+                    return Err(A::Error::custom(format_args!(
+                        "duplicate key {}",
+                        quote(taken.key())
+                    )));
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(StrictValue)?);
+                }
             }
-            let value = map.next_value_seed(StrictValue)?;
-            object.insert(key, value);
         }
         Ok(Value::Object(object))
     }
