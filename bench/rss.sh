@@ -3,7 +3,10 @@
 # over N requests (default 1,000,000) of the bundled chains at concurrency 16, sampled every
 # chunk: whether memory stays flat under steady traffic. Requests alternate between a ~2 KB chat
 # request (input and output rails) and a 3-tool request answered with a tool call (tools,
-# tool_call and output rails), in 10-second chunks.
+# tool_call and output rails), in 10-second chunks. Before the first request and after the last,
+# the daemon at rest: its threads' wake-ups (context switches) and CPU over 10 s. It runs as
+# `serve` does by default, watching its files; an idle sidecar should neither wake nor spend
+# (BENCHMARKS.md §40: the watcher once woke ten times a second).
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_CONFIG=...] [KEY=demo-key] bench/rss.sh [requests]
 set -euo pipefail
@@ -19,12 +22,21 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
 $demo demo-backend --listen 127.0.0.1:19150 >/dev/null &
 RAILYARD_LOG=warn "$bin" serve --config "${RAILYARD_CONFIG:-policies/railyard.toml}" \
-    --listen 127.0.0.1:19151 --backend http://127.0.0.1:19150/v1 --no-watch >/dev/null &
+    --listen 127.0.0.1:19151 --backend http://127.0.0.1:19150/v1 >/dev/null &
 pid=$!
 . bench/ready.sh
 wait_ready 100 healthz 19150 19151
 rss() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status"; }
 threads() { awk '/^Threads/ { print $2 }' "/proc/$pid/status"; }
+switches() { cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s }'; }
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$pid/stat"; }
+at_rest() {
+    local s0 c0
+    s0=$(switches)
+    c0=$(cpu_ms)
+    sleep 10
+    echo "at rest $1: $(($(switches) - s0)) wake-ups and $(($(cpu_ms) - c0)) ms of CPU in 10 s (all threads)"
+}
 
 python3 - "$work" <<'PY'
 import json, sys
@@ -47,6 +59,7 @@ for r in chat tools; do
 done
 
 echo "$(nproc) cores, $(uname -m); $total requests at concurrency 16"
+at_rest "before any request"
 printf '%12s %10s %8s\n' requests 'RSS MiB' threads
 printf '%12s %10s %8s\n' "0 (idle)" "$(rss)" "$(threads)"
 done_n=0
@@ -59,3 +72,6 @@ while [ "$done_n" -lt "$total" ]; do
     chunk=$((chunk + 1))
     printf '%12s %10s %8s\n' "$done_n" "$(rss)" "$(threads)"
 done
+# The epoch ticker parks a second after the last plugin call.
+sleep 2
+at_rest "after the last request"
