@@ -7,6 +7,7 @@
 //! as a set and its properties and item schemas as node numbers. A call's walk then hashes
 //! nothing, and writes a JSON pointer only for a value it repairs.
 
+use railyard_plugin_sdk::reason::push_segment;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 
@@ -415,17 +416,4 @@ fn parse_integer(text: &str) -> Option<Number> {
         return Some(n.into());
     }
     text.parse::<i64>().ok().map(Into::into)
-}
-
-/// Appends `/segment` with JSON Pointer escaping.
-pub fn push_segment(path: &mut String, segment: &str) {
-    path.push('/');
-    for c in segment.chars() {
-        match c {
-            '~' => path.push_str("~0"),
-            '/' => path.push_str("~1"),
-            c if c.is_control() => path.extend(c.escape_debug()),
-            c => path.push(c),
-        }
-    }
 }

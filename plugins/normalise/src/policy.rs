@@ -32,10 +32,10 @@
 //! value but may change spelling (`1e2` becomes `100.0`).
 
 pub use crate::plan::Change;
-use crate::plan::{push_segment, Plan, Repairs, MAX_REF_HOPS};
+use crate::plan::{Plan, Repairs, MAX_REF_HOPS};
 use railyard_plugin_sdk::by_text::ByText;
 pub use railyard_plugin_sdk::json::parse_strict;
-use railyard_plugin_sdk::reason::{call_label, quote};
+use railyard_plugin_sdk::reason::{call_label, push_segment, quote};
 use railyard_plugin_sdk::{ArgumentsEdit, Edit, Modification, Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -35,7 +35,7 @@ use jsonschema::paths::LocationSegment;
 use jsonschema::{ValidationError, Validator};
 use railyard_plugin_sdk::by_text::ByText;
 pub use railyard_plugin_sdk::json::parse_strict;
-use railyard_plugin_sdk::reason::{call_label, quote};
+use railyard_plugin_sdk::reason::{call_label, push_segment, quote};
 use railyard_plugin_sdk::{Request, ToolCall, ToolDef, Verdict};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -138,6 +138,30 @@ pub struct Compiled {
     pub(crate) schema: Value,
     /// The schema declares no way to pass an argument (rule 6).
     takes_no_arguments: bool,
+}
+
+impl Compiled {
+    /// Why `value` does not match the schema (at most `max_errors` errors, then "and more"), or
+    /// `None` when it does. A valid value, the common case, is answered without building any
+    /// error.
+    pub(crate) fn mismatches(&self, config: &Config, value: &Value) -> Option<String> {
+        if self.validator.is_valid(value) {
+            return None;
+        }
+        let mut errors = self.validator.iter_errors(value);
+        let mut described: Vec<String> = errors
+            .by_ref()
+            .take(config.max_errors)
+            .map(|e| describe_error(&e, &self.schema, config.include_values))
+            .collect();
+        if described.is_empty() {
+            return None;
+        }
+        if errors.next().is_some() {
+            described.push("and more".into());
+        }
+        Some(described.join("; "))
+    }
 }
 
 /// Compiled validators keyed by the schema's exact text; failures are cached too, so a broken
@@ -298,20 +322,9 @@ pub fn check_call(
         )
     })?;
     let arguments = Value::Object(arguments);
-    // A valid call, the common case, is answered without building any error.
-    if !compiled.validator.is_valid(&arguments) {
-        let mut errors = compiled.validator.iter_errors(&arguments);
-        let mut described: Vec<String> = errors
-            .by_ref()
-            .take(config.max_errors)
-            .map(|e| describe_error(&e, &compiled.schema, config.include_values))
-            .collect();
-        if errors.next().is_some() {
-            described.push("and more".into());
-        }
+    if let Some(why) = compiled.mismatches(config, &arguments) {
         return Err(format!(
-            "arguments for tool {tool} do not match its schema: {}",
-            described.join("; ")
+            "arguments for tool {tool} do not match its schema: {why}"
         ));
     }
     if compiled.takes_no_arguments {
@@ -378,11 +391,7 @@ fn parse_arguments(
 }
 
 /// One schema error as text: where (instance path), which keyword, and what is wrong.
-pub(crate) fn describe_error(
-    error: &ValidationError<'_>,
-    schema: &Value,
-    include_values: bool,
-) -> String {
+fn describe_error(error: &ValidationError<'_>, schema: &Value, include_values: bool) -> String {
     let kind = error.kind();
     let what = match kind {
         // The library prints the property as JSON ("city"); quote it like every other name. The
@@ -501,19 +510,6 @@ fn item_schema(node: &Value, i: usize) -> Option<&Value> {
         Some(items @ Value::Object(_)) => Some(items),
         Some(Value::Array(prefix)) => prefix.get(i),
         _ => None,
-    }
-}
-
-/// Appends `/segment` with JSON Pointer escaping (control characters escaped for the log).
-fn push_segment(path: &mut String, segment: &str) {
-    path.push('/');
-    for c in segment.chars() {
-        match c {
-            '~' => path.push_str("~0"),
-            '/' => path.push_str("~1"),
-            c if c.is_control() => path.extend(c.escape_debug()),
-            c => path.push(c),
-        }
     }
 }
 

@@ -15,7 +15,7 @@
 //! conversation goes on. Reasons follow the argument rules: paths show only names the schema
 //! declares, never values (results carry personal data too), unless `include_values`.
 
-use crate::policy::{describe_error, Config, SchemaCache};
+use crate::policy::{Config, SchemaCache};
 use railyard_plugin_sdk::json::parse_strict;
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Content, Message, Rejection, Request, Target, ToolDef, Verdict};
@@ -72,26 +72,10 @@ fn check(
             "the tool's result schema cannot be used, so its results cannot be validated: {why}"
         )
     })?;
-    // A valid result, the common case, is answered without building any error.
-    if compiled.validator.is_valid(&value) {
-        return Ok(());
+    match compiled.mismatches(config, &value) {
+        None => Ok(()),
+        Some(why) => Err(format!("it does not match the tool's result schema: {why}")),
     }
-    let mut errors = compiled.validator.iter_errors(&value);
-    let mut described: Vec<String> = errors
-        .by_ref()
-        .take(config.max_errors)
-        .map(|e| describe_error(&e, &compiled.schema, config.include_values))
-        .collect();
-    if described.is_empty() {
-        return Ok(());
-    }
-    if errors.next().is_some() {
-        described.push("and more".into());
-    }
-    Err(format!(
-        "it does not match the tool's result schema: {}",
-        described.join("; ")
-    ))
 }
 
 /// The result as JSON (rule 1).

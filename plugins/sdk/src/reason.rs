@@ -34,3 +34,17 @@ pub fn call_label(call: &ToolCall, index: usize) -> String {
         format!("call {}", quote(&call.id))
     }
 }
+
+/// Appends `/segment` to a JSON pointer: `~` and `/` escaped as the pointer syntax wants, and
+/// control characters escaped too, since the pointer goes into a reason (and so into the log).
+pub fn push_segment(path: &mut String, segment: &str) {
+    path.push('/');
+    for c in segment.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c if c.is_control() => path.extend(c.escape_debug()),
+            c => path.push(c),
+        }
+    }
+}
