@@ -533,6 +533,7 @@ mod tests {
             let packed = to_sdk(request(&src));
             let unpacked = match over.as_mut() {
                 Some(over) => over.unpack(packed),
+                // The first request unpacked twice: the second time with its tools kept.
                 None => over
                     .insert(sdk::unpack::Over::new(packed))
                     .unpack(to_sdk(request(&src))),

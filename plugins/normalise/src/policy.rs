@@ -184,9 +184,10 @@ pub struct Schemas {
     parsed: ByText<Compiled>,
 }
 
-/// A schema parsed, and compiled for the walk.
+/// A schema compiled: what the repairs read of it.
 pub struct Compiled {
-    schema: Value,
+    /// The names in its top-level `required` (the arguments `fill` may add).
+    required: Vec<String>,
     plan: Plan,
 }
 
@@ -202,12 +203,14 @@ impl Schemas {
     /// Schema text kept, in bytes: past it, the cache starts afresh with the next schema.
     pub const MAX_BYTES: usize = 256 * 1024;
 
-    /// The schema parsed and compiled, or `None` when the text is not JSON.
+    /// The schema compiled, or `None` when the text is not JSON.
     fn get(&mut self, text: &str) -> Option<&Compiled> {
         self.parsed.get_or_make(text, |t| {
             let schema: Value = serde_json::from_str(t).ok()?;
-            let plan = Plan::new(&schema);
-            Some(Compiled { schema, plan })
+            Some(Compiled {
+                required: required_arguments(&schema),
+                plan: Plan::new(&schema),
+            })
         })
     }
 
@@ -268,7 +271,7 @@ pub fn repair_call(
     call: &ToolCall,
 ) -> Option<(String, Vec<Change>)> {
     let schema_text = unique_schema(tools, &call.name)?;
-    let Compiled { schema, plan } = schemas.get(schema_text)?;
+    let Compiled { required, plan } = schemas.get(schema_text)?;
     let mut arguments = parse_strict(&call.arguments).ok()?;
     let Value::Object(map) = &mut arguments else {
         return None;
@@ -278,8 +281,7 @@ pub fn repair_call(
         copy_aliases(groups, map, &mut changes);
     }
     if let Some(fills) = config.fill.get(&call.name) {
-        let required = required_arguments(schema);
-        fill_missing(fills, &required, map, &mut changes);
+        fill_missing(fills, required, map, &mut changes);
     }
     changes.extend(plan.repair(config.repairs(), &mut arguments));
     if changes.is_empty() {
@@ -311,12 +313,12 @@ fn copy_aliases(groups: &[Vec<String>], map: &mut Map<String, Value>, changes: &
 /// Fills each absent, required argument that has a fill rule from its source argument.
 fn fill_missing(
     fills: &BTreeMap<String, Fill>,
-    required: &[&str],
+    required: &[String],
     map: &mut Map<String, Value>,
     changes: &mut Vec<Change>,
 ) {
     for (field, fill) in fills {
-        if map.contains_key(field) || !required.contains(&field.as_str()) {
+        if map.contains_key(field) || !required.contains(field) {
             continue;
         }
         let source = match map.get(&fill.from) {
@@ -336,7 +338,7 @@ fn fill_missing(
 }
 
 /// The names in the top-level `required` of a parameters schema (following a local `$ref`).
-fn required_arguments(schema: &Value) -> Vec<&str> {
+fn required_arguments(schema: &Value) -> Vec<String> {
     let mut node = schema;
     for _ in 0..MAX_REF_HOPS {
         let target = node
@@ -357,7 +359,13 @@ fn required_arguments(schema: &Value) -> Vec<&str> {
     }
     node.get("required")
         .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -366,12 +374,6 @@ fn pointer(name: &str) -> String {
     let mut path = String::new();
     push_segment(&mut path, name);
     path
-}
-
-/// Repairs `value` in place against `schema` (the root of the document, for `$ref`s). The root
-/// value itself is never converted, only what it contains.
-pub fn repair_value(config: &Config, schema: &Value, value: &mut Value) -> Vec<Change> {
-    Plan::new(schema).repair(config.repairs(), value)
 }
 
 /// The one parameters schema declared for this function name; `None` when the tool is not
@@ -397,6 +399,11 @@ mod tests {
     use super::*;
     use railyard_plugin_sdk::testing::{self, call, function, hosted};
     use railyard_plugin_sdk::{Message, Rail};
+
+    /// Repairs `value` in place against `schema` (the root of the document, for `$ref`s).
+    fn repair_value(config: &Config, schema: &Value, value: &mut Value) -> Vec<Change> {
+        Plan::new(schema).repair(config.repairs(), value)
+    }
 
     fn evaluate_fresh(config: &Config, request: &Request) -> Verdict {
         evaluate(config, &mut Schemas::default(), request)
