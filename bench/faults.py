@@ -53,7 +53,7 @@ def main():
     config = os.path.join(work, "railyard.toml")
     with open(config, "w") as f:
         f.write(
-            f'[[plugins]]\nname = "hostile"\npath = "{PLUGIN}"\nrails = ["input"]\n'
+            f'[auth]\nopen = true\n\n[[plugins]]\nname = "hostile"\npath = "{PLUGIN}"\nrails = ["input"]\n'
             'on_error = "block"\ntimeout_ms = 500\nmemory_mb = 256\n'
         )
     daemon = subprocess.Popen(

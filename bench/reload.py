@@ -33,7 +33,7 @@ def start(workdir, cache, plugin):
     shutil.copy(os.path.join(PLUGINS, plugin), os.path.join(workdir, "gate.wasm"))
     with open(os.path.join(workdir, "railyard.toml"), "w") as f:
         # no `rails`: each plugin runs on the rails it declares
-        f.write('[[plugins]]\nname = "gate"\npath = "gate.wasm"\n')
+        f.write('[auth]\nopen = true\n\n[[plugins]]\nname = "gate"\npath = "gate.wasm"\n')
     env = dict(os.environ, RAILYARD_CACHE_DIR=cache, RAILYARD_LOG="warn")
     p = subprocess.Popen([BIN, "serve", "--config", os.path.join(workdir, "railyard.toml"),
                           "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:9/v1"],

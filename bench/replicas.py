@@ -36,6 +36,7 @@ def config(version):
         f'[[plugins]]\nname = "{name}"\npath = "{PLUGINS}/{name.replace("-", "_")}.wasm"\n'
         f"rails = {json.dumps(rails)}\n\n")
     return (f'[server]\nrefusal = "Refused (config v{version})."\n\n'
+            '[auth]\nopen = true\n\n'
             '[provenance]\nkeys_file = "provenance-keys.toml"\nrequire = true\n\n'
             + plugin("normalise", ["tool_call"]) + plugin("allowlist", ["tools", "tool_call"])
             + plugin("schema-validator", ["tool_call", "tool_result"])

@@ -282,6 +282,24 @@ fn request_ids_are_echoed_or_made() {
         b"",
     );
     assert_eq!(r.header("x-request-id"), Some("trace-abc-123"));
+    // An id, not a place for text (#46): what is not made like one is replaced by a new id, so
+    // no decision record carries it (a log line forged with `outcome=served`, an address).
+    for given in [
+        "a outcome=served",
+        "mail=jane@example.com",
+        "x\"y",
+        &"z".repeat(129),
+    ] {
+        let r = request(
+            daemon.addr,
+            "GET",
+            "/healthz",
+            &[("X-Request-Id", given)],
+            b"",
+        );
+        let id = r.header("x-request-id").unwrap();
+        assert!(id.starts_with("ry-") && id != given, "{given:?} -> {id}");
+    }
     let a = get(daemon.addr, "/healthz");
     let b = get(daemon.addr, "/healthz");
     assert_ne!(a.header("x-request-id"), b.header("x-request-id"));

@@ -206,3 +206,37 @@ fn a_streamed_chat_refusal_in_finish_mode_and_what_responses_cannot_see() {
     let notes = r.json()["railyard"]["notes"].to_string();
     assert!(notes.contains("previous_response_id"), "{}", r.body);
 }
+
+/// Issue #46: a stream a policy refuses before the model answered is still a stream, on every
+/// door, which the SDKs read as an error (`on_block_stream = "error"`: they raise) or as the
+/// refusal (`"finish"`: its text, ending as the door ends a refusal). A plain JSON body would
+/// have them read nothing at all.
+#[test]
+fn a_stream_refused_before_the_model_answers_is_read_as_one() {
+    for mode in ["error", "finish"] {
+        let cfg = write_config(&format!(
+            "[server]\non_block_stream = \"{mode}\"\n\n{}",
+            scripted("gate", "[\"input\"]", "", "{ mode = \"block\" }")
+        ));
+        let d = Daemon::start_with(&cfg.path, &["--demo-backend"]);
+        let seen = run("refused_stream.py", &[&format!("http://{}", d.addr)]);
+        for door in ["chat", "responses", "messages"] {
+            let got = &seen[door];
+            if mode == "error" {
+                assert!(got["raised"].is_string(), "{door}: {got}");
+                assert!(
+                    got["message"].as_str().unwrap().contains("gate"),
+                    "{door}: {got}"
+                );
+            } else {
+                assert_eq!(got["text"], REFUSAL, "{door}: {got}");
+                let finish = match door {
+                    "chat" => "content_filter",
+                    "responses" => "completed",
+                    _ => "refusal",
+                };
+                assert_eq!(got["finish"], finish, "{door}: {got}");
+            }
+        }
+    }
+}

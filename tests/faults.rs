@@ -398,10 +398,10 @@ fn filesystem_and_socket_imports_are_refused_at_load() {
     ] {
         std::fs::write(
             &cfg.path,
-            format!(
+            with_auth(&format!(
                 "[[plugins]]\nname = \"bad\"\npath = \"{}\"\nrails = [\"input\"]\n",
                 plugin(name).display()
-            ),
+            )),
         )
         .unwrap();
         let reply = request(daemon.addr, "POST", "/v1/admin/reload", &[], b"");

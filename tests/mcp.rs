@@ -378,3 +378,264 @@ fn the_demo_mcp_server_with_plain_http() {
     assert_eq!(batch.status, 400);
     assert!(batch.body.contains("batch"), "{}", batch.body);
 }
+
+/// The hostile server (tests/mcp/hostile.py): every way it answers a tools/call.
+struct Hostile {
+    port: u16,
+    child: Child,
+}
+
+impl Hostile {
+    fn start() -> Hostile {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python())
+            .arg(root().join("tests/mcp/hostile.py"))
+            .arg(port.to_string())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "hostile.py did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Hostile { port, child }
+    }
+
+    /// Its tools, one per way of answering, as the client's steps.
+    fn steps(&self) -> Vec<String> {
+        let list = post_as(
+            ([127, 0, 0, 1], self.port).into(),
+            "/mcp",
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        );
+        list.json()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| format!("{}:{{}}", t["name"].as_str().unwrap()))
+            .collect()
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue #46: an MCP server's answer reaches the caller judged, or not at all. The hostile
+/// server answers each call in a shape a gateway may not expect (an odd id, NaN, a lone
+/// surrogate, a number out of range, nesting past a parser's limit, `_meta`, the legacy
+/// `toolResult`, an input-required result, a JSON-RPC error, an HTTP 500, another content type
+/// or none, a repeated key, and SSE framing tricks: an escaped key, lone carriage returns, a
+/// byte-order mark, a second answer), each holding the same address where a client reads it.
+/// The official SDK's client reads the address from most of them when it talks to the server
+/// itself; through the door it reads it from none: each answer is redacted, or the door's fault.
+#[test]
+fn every_answer_a_client_reads_is_judged_or_refused() {
+    let hostile = Hostile::start();
+    let cfg = bundled_with(&[]);
+    let text = std::fs::read_to_string(&cfg.path).unwrap()
+        + &format!(
+            "\n[[mcp.servers]]\nname = \"hostile\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+            hostile.port
+        );
+    std::fs::write(&cfg.path, text).unwrap();
+    let d = Daemon::start_logged(&cfg.path, &[]);
+    let steps = hostile.steps();
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    assert!(steps.len() >= 20, "{steps:?}");
+    let leaks = |seen: &Value| -> Vec<String> {
+        steps
+            .iter()
+            .zip(seen["steps"].as_array().unwrap())
+            .filter(|(_, step)| step.to_string().contains("ovelace@example.com"))
+            .map(|(name, _)| name.trim_end_matches(":{}").to_string())
+            .collect()
+    };
+
+    // The control: straight to the server, the client reads the address from these.
+    let direct = client(
+        &format!("http://127.0.0.1:{}/mcp", hostile.port),
+        "none",
+        "legacy",
+        &steps,
+    );
+    let direct_leaks = leaks(&direct);
+    for name in [
+        "plain",
+        "nan",
+        "huge_number",
+        "meta",
+        "input_required",
+        "error_message",
+        "http_500_error",
+        "id_as_string",
+        "repeated_key",
+        "sse_escaped_key",
+        "sse_lone_cr",
+        "sse_bom",
+        "sse_nan",
+    ] {
+        assert!(
+            direct_leaks.iter().any(|l| l == name),
+            "{name}: {direct_leaks:?}"
+        );
+    }
+
+    // Through the door: from none.
+    let seen = client(&url(&d, "hostile"), "demo-key", "legacy", &steps);
+    assert_eq!(leaks(&seen), Vec::<String>::new(), "{seen}");
+    let by_name = |name: &str| {
+        let i = steps
+            .iter()
+            .position(|s| s.starts_with(&format!("{name}:")))
+            .unwrap();
+        seen["steps"][i].clone()
+    };
+    // What it can judge arrives redacted, wherever the address was.
+    for name in [
+        "plain",
+        "input_required",
+        "vendor_type",
+        "no_type",
+        "id_as_float",
+        "id_as_string",
+        "repeated_key",
+        "sse_escaped_key",
+        "sse_lone_cr",
+        "sse_bom",
+        "sse_two_answers",
+    ] {
+        let step = by_name(name);
+        let text = step["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {step}"));
+        assert!(text.contains("[EMAIL]") || text == "ok", "{name}: {step}");
+    }
+    assert!(
+        by_name("meta")["meta"].to_string().contains("[EMAIL]"),
+        "{}",
+        by_name("meta")
+    );
+    for name in ["error_message", "http_500_error"] {
+        let step = by_name(name);
+        assert!(
+            step["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("[EMAIL]"),
+            "{name}: {step}"
+        );
+    }
+    // What it cannot read is the door's fault, never a pass.
+    for name in ["nan", "surrogate", "huge_number", "deep", "sse_nan"] {
+        let step = by_name(name);
+        assert_eq!(step["error"]["code"], -32051, "{name}: {step}");
+    }
+    // One decision record per request, and the door goes on serving.
+    let written = records(&d);
+    let calls = written
+        .iter()
+        .filter(|r| r["target"]["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, steps.len(), "{written:?}");
+    let again = client(&url(&d, "hostile"), "demo-key", "legacy", &["plain:{}"]);
+    assert!(
+        again["steps"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[EMAIL]"),
+        "{again}"
+    );
+
+    // Names a caller chose reach the records only when they are names: not a method or a tool
+    // named with an address, nor in the block reason quoting the tool.
+    let before = records(&d).len();
+    let rpc = |body: Value| post_as(d.addr, "/mcp/hostile", Some("demo-key"), &body);
+    rpc(json!({"jsonrpc": "2.0", "method": "notifications/mail jane@example.com"}));
+    let call = rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "mail jane@example.com", "arguments": {}}}));
+    assert!(
+        call.body.contains("-3205") || call.body.contains("-32602"),
+        "{}",
+        call.body
+    );
+    eventually("two more records", || records(&d).len() >= before + 2);
+    let written = records(&d)[before..].to_vec();
+    let text = serde_json::to_string(&written).unwrap();
+    assert!(!text.contains("jane@example.com"), "{text}");
+    assert!(text.contains("<not a name: "), "{text}");
+}
+
+/// Issue #46: requests the door cannot judge are refused: a tools/call without an id (its
+/// answer could not be told apart), and a caller's id in another numeric form (`-0`, which a
+/// stock server answers as `0`) is still the call whose result is judged.
+#[test]
+fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let d = Daemon::start_with(&cfg.path, &[]);
+    let mcp = |session: Option<&str>, body: &str| {
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", "Bearer demo-key"),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        crate::http::request(d.addr, "POST", "/mcp/json", &headers, body.as_bytes())
+    };
+    let init = mcp(
+        None,
+        r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}"#,
+    );
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init.header("mcp-session-id").unwrap().to_string();
+    mcp(
+        Some(&session),
+        r#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#,
+    );
+
+    let no_id = mcp(
+        Some(&session),
+        r#"{"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "lookup_customer",
+            "arguments": {"customer_id": "c-1"}}}"#,
+    );
+    assert_eq!(no_id.status, 400, "{}", no_id.body);
+    assert_eq!(no_id.json()["error"]["code"], -32600, "{}", no_id.body);
+
+    // The stock server answers `-0` as `0`; it takes `1.0` for a notification and answers
+    // nothing (202), which the door answers with its fault rather than passing on.
+    for (id, judged) in [("-0", true), ("1.0", false), ("1e0", false)] {
+        let call = mcp(
+            Some(&session),
+            &format!(
+                r#"{{"jsonrpc": "2.0", "id": {id}, "method": "tools/call", "params": {{"name":
+                "lookup_customer", "arguments": {{"customer_id": "c-1"}}}}}}"#
+            ),
+        );
+        assert!(
+            !call.body.contains("ovelace@example.com"),
+            "{id}: {}",
+            call.body
+        );
+        if judged {
+            assert_eq!(call.status, 200, "{id}: {}", call.body);
+            assert!(call.body.contains("[EMAIL]"), "{id}: {}", call.body);
+        } else {
+            assert_eq!(call.json()["error"]["code"], -32051, "{id}: {}", call.body);
+        }
+    }
+}

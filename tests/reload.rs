@@ -21,7 +21,7 @@ fn wasm(name: &str) -> Vec<u8> {
 }
 
 fn config_for(plugin_file: &str) -> String {
-    format!("[[plugins]]\nname = \"gate\"\npath = \"{plugin_file}\"\nrails = [\"input\"]\n")
+    format!("[auth]\nopen = true\n\n[[plugins]]\nname = \"gate\"\npath = \"{plugin_file}\"\nrails = [\"input\"]\n")
 }
 
 fn verdict(addr: std::net::SocketAddr) -> (u16, String) {

@@ -203,14 +203,29 @@ fn the_backend_timeout_holds_when_waits_are_armed_in_steps() {
     assert!(started.elapsed() >= Duration::from_millis(900));
 }
 
+/// A stream request refused before the backend is asked is answered as a stream (#46: SDK
+/// stream iterators read nothing from a JSON body), ending as a block mid-stream would.
 #[test]
-fn inbound_block_on_a_stream_request_is_a_normal_refusal() {
+fn inbound_block_on_a_stream_request_is_a_refused_stream() {
     let backend = MockBackend::start(Script::Sse(vec!["[DONE]".into()], Duration::from_millis(1)));
     let daemon = Daemon::start(&bundled(), &backend.url());
     let mut req = stream_request();
     req["messages"] = json!([{"role": "tool", "tool_call_id": "nope", "content": "x"}]);
     let reply = post(daemon.addr, "/v1/chat/completions", &req);
-    assert_eq!(reply.json()["railyard"]["blocked"]["rail"], "tool_result");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+    let events = reply.events();
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
+    let error: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(
+        error["railyard"]["blocked"]["rail"], "tool_result",
+        "{error}"
+    );
+    assert_eq!(error["error"]["type"], "policy_violation", "{error}");
     assert!(backend.seen().is_empty());
 }
 

@@ -39,11 +39,23 @@ pub struct TempConfig {
     pub path: PathBuf,
 }
 
+/// A config that says nothing of `[auth]` runs open, as it says so outright (`[auth] open =
+/// true`): the daemon refuses to start on a config that does not say how callers authenticate.
 pub fn write_config(toml: &str) -> TempConfig {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("railyard.toml");
-    std::fs::write(&path, toml).unwrap();
+    std::fs::write(&path, with_auth(toml)).unwrap();
     TempConfig { _dir: dir, path }
+}
+
+/// `toml` with `[auth] open = true` when it has no `[auth]` of its own.
+pub fn with_auth(toml: &str) -> String {
+    if toml.contains("[auth]") || toml.contains("[[auth.") {
+        toml.to_string()
+    } else {
+        // At the end, so the lines tests name in config errors stay where they were.
+        format!("{toml}\n\n[auth]\nopen = true\n")
+    }
 }
 
 /// TOML for one `[[plugins]]` entry of the scripted test plugin.

@@ -338,6 +338,83 @@ fn admin_endpoints_on_their_own_listener() {
     );
 }
 
+/// Issue #46: a config that would open the daemon is refused: at start without `[auth]` (an
+/// empty file too), on reload when it is truncated to nothing or says `open = true`; and a key
+/// deleted from the keys file stops working while the config itself does not load, through the
+/// file watcher and an admin reload alike.
+#[test]
+fn a_config_that_would_open_the_daemon_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("railyard.toml");
+    let plugin = scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }");
+    for text in [plugin.clone(), String::new()] {
+        std::fs::write(&config, &text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", "--no-watch"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{text:?}: {stderr}");
+        assert!(
+            stderr.contains("[auth]") && stderr.contains("open = true"),
+            "{stderr}"
+        );
+    }
+
+    let keys = dir.path().join("keys.toml");
+    let one = key_entry("keys", "key-one", "one", None);
+    std::fs::write(
+        &keys,
+        one.clone() + &key_entry("keys", "key-two", "two", None),
+    )
+    .unwrap();
+    let closed = format!("[auth]\nkeys_file = \"keys.toml\"\n\n{plugin}");
+    std::fs::write(&config, &closed).unwrap();
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&config, &backend.url());
+    let status = |key: Option<&str>| post_as(daemon.addr, "/v1/check", key, &hello()).status;
+    assert_eq!(status(Some("key-two")), 200);
+    assert_eq!(status(None), 401);
+    let refused = |why: &str| {
+        eventually(&format!("a reload refused for {why:?}"), || {
+            get(daemon.addr, "/v1/policies").json()["last_reload_error"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(why))
+        });
+    };
+
+    // Truncated to nothing, as a failed write leaves it: refused, the keys still hold.
+    std::fs::write(&config, "").unwrap();
+    refused("there is no [auth] table");
+    assert_eq!(status(None), 401);
+    // A reload cannot turn authentication off.
+    std::fs::write(&config, format!("[auth]\nopen = true\n\n{plugin}")).unwrap();
+    refused("cannot turn authentication off");
+    assert_eq!(status(None), 401);
+    assert_eq!(status(Some("key-two")), 200);
+
+    // The config broken, a key revoked: it stops working all the same.
+    std::fs::write(&config, "[auth\nbroken").unwrap();
+    refused("railyard.toml");
+    std::fs::write(&keys, &one).unwrap();
+    eventually("the revoked key is refused", || {
+        status(Some("key-two")) == 401
+    });
+    assert_eq!(status(Some("key-one")), 200);
+    let reload = request(daemon.addr, "POST", "/v1/admin/reload", &[], b"");
+    assert_eq!(reload.status, 422, "{}", reload.body);
+    assert_eq!(status(Some("key-two")), 401);
+    assert_eq!(status(Some("key-one")), 200);
+    // Fixed, the config loads again with the keys as the file has them.
+    std::fs::write(&config, &closed).unwrap();
+    eventually("the fixed config loads", || {
+        get(daemon.addr, "/v1/policies").json()["last_reload_error"].is_null()
+    });
+    assert_eq!(status(Some("key-two")), 401);
+    assert_eq!(status(Some("key-one")), 200);
+}
+
 fn tenants_config(dir: &Path) -> std::path::PathBuf {
     let config = dir.join("railyard.toml");
     std::fs::write(

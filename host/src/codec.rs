@@ -317,6 +317,36 @@ pub trait Codec: Send + Sync + 'static {
     }
 }
 
+/// Refuse a history whose tool-call arguments repeat a key: parsers differ on which member
+/// counts (serde_json, Python and JavaScript keep the last, others the first), so the member
+/// the policies judged and provenance signed might not be the one the backend reads.
+pub fn check_arguments(payload: &Payload) -> Result<(), PayloadError> {
+    for (m, message) in payload.messages.iter().enumerate() {
+        for (c, call) in message.tool_calls.iter().enumerate() {
+            if json::checked(&call.arguments).unwrap_or(false) {
+                return Err(PayloadError::new(
+                    format!("messages[{m}].tool_calls[{c}].arguments"),
+                    "repeats a key: parsers differ on which of two equal keys counts, so arguments \
+                     must name each key once",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `arguments` with each repeated key kept once, as its last member (what serde_json and the
+/// SDKs' parsers keep): `None` when no key repeats. For the calls a model makes, so what the
+/// policies judge, what provenance signs and what the client runs are one member.
+pub fn canonical_arguments(arguments: &str) -> Option<String> {
+    if !json::checked(arguments).unwrap_or(false) {
+        return None;
+    }
+    serde_json::from_str::<Value>(arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string(&v).ok())
+}
+
 /// `obj[key]` as an optional string; `path` names the object in errors.
 pub(crate) fn opt_string(
     obj: &mut Map<String, Value>,

@@ -234,6 +234,8 @@ pub struct AnthropicBackend {
 pub struct AuthConfig {
     /// Every key: `[[auth.keys]]` then the keys file's.
     pub keys: Vec<ApiKey>,
+    /// How many of `keys` are `[[auth.keys]]` (the rest came from the keys file).
+    pub inline: usize,
     /// The keys file (absolute), watched and reloaded with the config.
     pub keys_file: Option<PathBuf>,
 }
@@ -318,6 +320,9 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[auth]`; `None` runs open (every caller anonymous, in the default tenant).
     pub auth: Option<AuthConfig>,
+    /// Whether the file has an `[auth]` table at all. The daemon serves only a config that
+    /// says how callers authenticate: keys, or `open = true` (see [`Config::check_auth`]).
+    pub auth_stated: bool,
     /// `[admin]`.
     pub admin: AdminConfig,
     /// `[tenants.*]`, in file order.
@@ -449,6 +454,71 @@ impl Problems<'_> {
 }
 
 impl Config {
+    /// Whether the daemon may serve this config, given the one it serves now (`None` at
+    /// start). A config must say how callers authenticate: an empty or truncated file, or one
+    /// that lost its `[auth]` table, would otherwise open the daemon to every caller. Running
+    /// open takes `[auth] open = true` at start; a reload cannot turn authentication off.
+    pub fn check_auth(&self, running: Option<&Config>) -> Result<(), ConfigError> {
+        if !self.auth_stated {
+            return Err(ConfigError::single(
+                &self.path,
+                None,
+                "auth",
+                "there is no [auth] table, so every caller would be let in: name the keys \
+                 (`[auth] keys_file = \"keys.toml\"`), or say `[auth] open = true` to run open"
+                    .into(),
+            ));
+        }
+        if self.auth.is_none() && running.is_some_and(|r| r.auth.is_some()) {
+            return Err(ConfigError::single(
+                &self.path,
+                None,
+                "auth.open",
+                "a reload cannot turn authentication off: the daemon keeps its keys (restart it \
+                 with `[auth] open = true` to run open)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// This config's keys with its keys file read again, when that file now holds other keys
+    /// than the config was loaded with: `None` when it holds the same ones (or there is none).
+    /// Returns the keys and the file's text.
+    pub fn reread_keys(&self) -> Result<Option<(AuthConfig, String)>, ConfigError> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let Some(file) = &auth.keys_file else {
+            return Ok(None);
+        };
+        let tenants: Vec<&str> = self.tenants.iter().map(|t| t.name.as_str()).collect();
+        let (more, text) = keys::load_keys_file(file, &tenants)?;
+        let mut keys = auth.keys[..auth.inline].to_vec();
+        keys.extend(more);
+        if keys == auth.keys {
+            return Ok(None);
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = keys.iter().find(|k| !seen.insert(k.digest)) {
+            return Err(ConfigError::single(
+                file,
+                None,
+                "keys",
+                format!(
+                    "the key of principal '{}' is configured twice (same sha256)",
+                    twice.principal
+                ),
+            ));
+        }
+        let auth = AuthConfig {
+            keys,
+            inline: auth.inline,
+            keys_file: auth.keys_file.clone(),
+        };
+        Ok(Some((auth, text)))
+    }
+
     /// Read and resolve the config at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -512,6 +582,7 @@ impl Config {
             startup,
             server,
             auth,
+            auth_stated: raw.auth.is_some(),
             admin: AdminConfig { keys: admin_keys },
             tenants,
             tools,

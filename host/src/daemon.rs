@@ -198,7 +198,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
 fn warn_if_open(config: &Config, listen: &str) {
     if config.auth.is_none() {
         tracing::warn!(
-            "NO API KEYS CONFIGURED: the daemon is open on {listen}; every caller is anonymous (no principal, default tenant). Add [auth] keys to {}",
+            "[auth] open = true: the daemon is OPEN on {listen}; every caller is anonymous (no principal, default tenant). Name keys in [auth] of {} to close it",
             config.path.display()
         );
     }

@@ -266,6 +266,25 @@ impl PolicySet {
         self
     }
 
+    /// This set with the API keys of `auth` instead of its own (a keys file changed while the
+    /// config itself could not be loaded: revocation never waits for a config fix). `digest`
+    /// is the keys file's text, so the revision's hash changes with it.
+    pub fn with_keys(&self, auth: crate::config::AuthConfig, keys_text: &str) -> PolicySet {
+        let mut config = self.config.clone();
+        config.auth = Some(auth);
+        let hash = crate::util::sha256_hex(format!("{}{keys_text}", self.revision.hash).as_bytes());
+        PolicySet {
+            revision: Revision {
+                number: self.revision.number,
+                hash,
+            },
+            config,
+            plugins: self.plugins.clone(),
+            chains: self.chains.clone(),
+            tenants: self.tenants.clone(),
+        }
+    }
+
     /// Give this set its place in the reload sequence.
     pub fn with_revision_number(mut self, number: u64) -> PolicySet {
         self.revision.number = number;

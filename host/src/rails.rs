@@ -311,10 +311,10 @@ impl RequestScope {
             .take(5)
             .map(|u| {
                 format!(
-                    "message {} call {} (tool '{}') is {}",
+                    "message {} call {} (tool {}) is {}",
                     u.message,
                     u.call,
-                    u.tool,
+                    crate::policy::record::quoted(&u.tool),
                     u.provenance.as_str().replace('_', " ")
                 )
             })
@@ -345,6 +345,12 @@ impl RequestScope {
         conversation: &mut Payload,
         mut message: Message,
     ) -> Result<Message, Refusal> {
+        for call in &mut message.tool_calls {
+            if let Some(one) = crate::codec::canonical_arguments(&call.arguments) {
+                call.arguments = one;
+                self.reply_edited = true;
+            }
+        }
         let mut judged_calls = 0;
         for rail in [Rail::ToolCall, Rail::Output, Rail::ToolCall] {
             let applies = match rail {

@@ -119,7 +119,7 @@ impl Reloader {
         overrides: Overrides,
         metrics: Arc<Metrics>,
     ) -> Result<(Arc<Reloader>, watch::Receiver<Arc<PolicySet>>), ConfigError> {
-        let set = build(&engine, &config_path, &overrides)?;
+        let set = build(&engine, &config_path, &overrides, None)?;
         let (tx, rx) = watch::channel(Arc::new(set));
         let reloader = Arc::new(Reloader {
             events: tokio::sync::broadcast::channel(64).0,
@@ -173,7 +173,15 @@ impl Reloader {
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let started = std::time::Instant::now();
         let next = self.current().revision().number + 1;
-        match build(&self.engine, &self.config_path, &self.overrides) {
+        let running = self.current();
+        let built = build(
+            &self.engine,
+            &self.config_path,
+            &self.overrides,
+            Some(running.config()),
+        );
+        drop(running);
+        match built {
             Ok(set) => {
                 let set = set.with_revision_number(next);
                 let revision = set.revision().clone();
@@ -195,12 +203,6 @@ impl Reloader {
                 // Requests keep using the start-up settings the daemon runs with.
                 let set = set.with_startup(running.clone());
                 drop(current);
-                if set.config().auth.is_none() && self.current().config().auth.is_some() {
-                    tracing::warn!(
-                        cause,
-                        "the reloaded config has no [auth]: the daemon is now OPEN, every caller is anonymous"
-                    );
-                }
                 self.tx.send_replace(Arc::new(set));
                 *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 self.metrics.reload(true);
@@ -223,10 +225,12 @@ impl Reloader {
             Err(err) => {
                 let error = err.to_string();
                 self.metrics.reload(false);
+                // The keys first: the refusal then names the revision served after it.
+                self.rekey(cause);
                 tracing::error!(
                     cause,
                     "reload refused, still serving revision {}: {error}",
-                    next - 1
+                    self.current().revision().number
                 );
                 let at = crate::util::unix_secs();
                 let _ = self.events.send(ReloadEvent {
@@ -243,6 +247,28 @@ impl Reloader {
                     });
                 Err(error)
             }
+        }
+    }
+
+    /// The running set with its keys file read again, published when the file now holds other
+    /// keys: a key deleted to revoke it stops working even while the config has an error.
+    fn rekey(&self, cause: &str) {
+        let current = self.current();
+        match current.config().reread_keys() {
+            Ok(None) => {}
+            Ok(Some((auth, text))) => {
+                let set = current
+                    .with_keys(auth, &text)
+                    .with_revision_number(current.revision().number + 1);
+                let revision = set.revision().clone();
+                self.tx.send_replace(Arc::new(set));
+                tracing::warn!(
+                    cause,
+                    revision = revision.number,
+                    "keys file reloaded on its own: the config is refused, but its keys apply now"
+                );
+            }
+            Err(e) => tracing::error!(cause, "the keys file cannot be read either: {e}"),
         }
     }
 
@@ -265,8 +291,16 @@ impl Reloader {
     }
 }
 
-fn build(engine: &Engine, path: &Path, overrides: &Overrides) -> Result<PolicySet, ConfigError> {
+/// Load and check the config at `path` and build its set; `running` is the config served now
+/// (`None` at start), which decides whether the new one may open the daemon.
+fn build(
+    engine: &Engine,
+    path: &Path,
+    overrides: &Overrides,
+    running: Option<&Config>,
+) -> Result<PolicySet, ConfigError> {
     let mut config = Config::load(path)?;
+    config.check_auth(running)?;
     overrides.apply(&mut config);
     PolicySet::build(config, engine)
 }

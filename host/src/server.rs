@@ -449,8 +449,12 @@ impl App {
     /// one), and the header value its response echoes.
     fn request_id(&self, headers: &axum::http::HeaderMap) -> (String, Option<HeaderValue>) {
         let given = headers.get(REQUEST_ID_HEADER).and_then(|v| {
-            let sane =
-                !v.is_empty() && v.len() <= 128 && v.as_bytes().iter().all(u8::is_ascii_graphic);
+            // An id, not a place for text: what UUIDs, ULIDs and trace ids are made of.
+            let sane = !v.is_empty()
+                && v.len() <= 128
+                && v.as_bytes()
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
             Some((v.to_str().ok().filter(|_| sane)?, v))
         });
         match given {

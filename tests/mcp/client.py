@@ -17,13 +17,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 
+def plain(value):
+    """`value` with the numbers JSON has no spelling for (NaN, infinities) as strings."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def outcome(result) -> dict:
     texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
     return {
         "is_error": result.is_error,
         "text": "\n".join(texts),
-        "structured": result.structured_content,
-        "meta": result.meta,
+        "structured": plain(result.structured_content),
+        "meta": plain(result.meta),
     }
 
 

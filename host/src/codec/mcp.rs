@@ -4,7 +4,12 @@
 //!
 //! A result reaches plugins as a `tool` message whose content is parts: the result's content
 //! blocks as they are, then, when the result has `structuredContent`, one more part
-//! `{"type": "structured", "structured": <value>}`. Edited parts are split back the same way.
+//! `{"type": "structured", "structured": <value>}`, then, when it has any other field a client
+//! reads (`_meta`, the 2024-11-05 `toolResult`, fields this door does not know), one part
+//! `{"type": "fields", "fields": {<name>: <value>, ...}}`: nothing a client reads escapes the
+//! rail. Only `isError` (a boolean) and `resultType` (a word) are inert. A JSON-RPC error answer
+//! is a tool message too: its `message` a text part, its `data` and other fields the fields
+//! part. Edited parts are split back the same way.
 
 #[cfg(test)]
 mod tests;
@@ -14,6 +19,29 @@ use serde_json::{json, Map, Value};
 
 /// The type of the part carrying a result's `structuredContent`.
 pub const STRUCTURED: &str = "structured";
+/// The type of the part carrying a result's (or an error's) other fields.
+pub const FIELDS: &str = "fields";
+
+/// Whether `value` is one a result's inert field `key` may hold: those alone are not judged.
+fn inert(key: &str, value: &Value) -> bool {
+    match key {
+        "isError" => value.is_boolean(),
+        "resultType" => value.as_str().is_some_and(|w| {
+            w.len() <= 32 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        }),
+        _ => false,
+    }
+}
+
+/// A result's fields but `content`, `structuredContent` and the inert ones, as one part.
+fn fields_part(obj: &Map<String, Value>, judged: &[&str]) -> Option<Value> {
+    let fields: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, v)| !judged.contains(&k.as_str()) && !inert(k, v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!fields.is_empty()).then(|| json!({"type": FIELDS, FIELDS: fields}))
+}
 
 /// JSON-RPC: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -184,25 +212,66 @@ pub fn call_message(call: ToolCall) -> Message {
     Message::reply(None, vec![call])
 }
 
-/// A `tools/call` result as the `tool` message answering `call`.
+/// A `tools/call` result as the `tool` message answering `call`. A result that is not an
+/// object (no client reads such a thing as a result) is one fields part holding it.
 pub fn result_message(call: &ToolCall, result: &Value) -> Message {
-    let mut parts: Vec<Value> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(structured) = result.get("structuredContent") {
-        parts.push(json!({"type": STRUCTURED, STRUCTURED: structured}));
+    let mut parts: Vec<Value> = Vec::new();
+    match result.as_object() {
+        Some(obj) => {
+            match obj.get("content") {
+                Some(Value::Array(blocks)) => parts.extend(blocks.iter().cloned()),
+                None | Some(Value::Null) => {}
+                Some(other) => parts.push(json!({"type": FIELDS, FIELDS: {"content": other}})),
+            }
+            if let Some(structured) = obj.get("structuredContent") {
+                parts.push(json!({"type": STRUCTURED, STRUCTURED: structured}));
+            }
+            parts.extend(fields_part(obj, &["content", "structuredContent"]));
+        }
+        None => parts.push(json!({"type": FIELDS, FIELDS: {"result": result}})),
     }
+    tool_message(call, parts)
+}
+
+/// A JSON-RPC `error` answering `call` as the `tool` message a client would make of it: its
+/// `message` as a text part, its `data` and any other field but `code` as the fields part.
+pub fn error_message(call: &ToolCall, error: &Value) -> Message {
+    let mut parts = Vec::new();
+    match error.as_object() {
+        Some(obj) => {
+            if let Some(Value::String(text)) = obj.get("message") {
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            let fields: Map<String, Value> = obj
+                .iter()
+                .filter(|(k, v)| !(*k == "code" && v.is_i64()))
+                .filter(|(k, v)| !(*k == "message" && v.is_string()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !fields.is_empty() {
+                parts.push(json!({"type": FIELDS, FIELDS: fields}));
+            }
+        }
+        None => parts.push(json!({"type": FIELDS, FIELDS: {"error": error}})),
+    }
+    tool_message(call, parts)
+}
+
+fn tool_message(call: &ToolCall, parts: Vec<Value>) -> Message {
     let mut m = Message::new("tool", Some(Content::Parts(Value::Array(parts))));
     m.tool_call_id = Some(call.id.clone());
     m.name = Some(call.name.clone());
     m
 }
 
-/// Put an edited tool message back into `result`: its parts become the content blocks, the
-/// structured part `structuredContent`. Other fields of the result (`isError`, `_meta`) stay.
-pub fn apply_result_edit(result: &mut Value, message: &Message) -> Result<(), String> {
+/// An edited tool message's parts, by kind: content blocks, the structured value, the fields.
+struct Split {
+    blocks: Vec<Value>,
+    structured: Option<Value>,
+    fields: Option<Map<String, Value>>,
+}
+
+fn split(message: &Message) -> Result<Split, String> {
     let parts = match &message.content {
         Some(Content::Parts(Value::Array(parts))) => parts.clone(),
         Some(Content::Text(text)) => vec![json!({"type": "text", "text": text})],
@@ -211,27 +280,73 @@ pub fn apply_result_edit(result: &mut Value, message: &Message) -> Result<(), St
             return Err("a policy left the tool result's content not a list of blocks".into())
         }
     };
-    let mut content = Vec::with_capacity(parts.len());
-    let mut structured = None;
+    let mut out = Split {
+        blocks: Vec::with_capacity(parts.len()),
+        structured: None,
+        fields: None,
+    };
     for part in parts {
-        if part.get("type").and_then(Value::as_str) == Some(STRUCTURED) {
-            structured = part.get(STRUCTURED).cloned();
-        } else if part.is_object() {
-            content.push(part);
-        } else {
-            return Err("a policy left a tool result content block that is not an object".into());
+        match part.get("type").and_then(Value::as_str) {
+            Some(STRUCTURED) => out.structured = part.get(STRUCTURED).cloned(),
+            Some(FIELDS) => match part.get(FIELDS) {
+                Some(Value::Object(f)) => out.fields.get_or_insert_with(Map::new).extend(f.clone()),
+                _ => return Err("a policy left a fields part that is not an object".into()),
+            },
+            _ if part.is_object() => out.blocks.push(part),
+            _ => {
+                return Err(
+                    "a policy left a tool result content block that is not an object".into(),
+                )
+            }
         }
     }
+    Ok(out)
+}
+
+/// Put an edited tool message back into `result`: its parts become the content blocks, the
+/// structured part `structuredContent`, the fields part the other fields (a field a policy took
+/// out of it is removed). The inert fields stay.
+pub fn apply_result_edit(result: &mut Value, message: &Message) -> Result<(), String> {
+    let split = split(message)?;
     let obj = result
         .as_object_mut()
         .ok_or("the tool result is not an object")?;
-    obj.insert("content".into(), Value::Array(content));
-    match structured {
+    let judged = ["content", "structuredContent"];
+    obj.retain(|k, v| judged.contains(&k.as_str()) || inert(k, v));
+    if !split.blocks.is_empty() || obj.contains_key("content") {
+        obj.insert("content".into(), Value::Array(split.blocks));
+    }
+    match split.structured {
         Some(s) => {
             obj.insert("structuredContent".into(), s);
         }
         None => {
             obj.remove("structuredContent");
+        }
+    }
+    for (k, v) in split.fields.unwrap_or_default() {
+        if !judged.contains(&k.as_str()) {
+            obj.insert(k, v);
+        }
+    }
+    Ok(())
+}
+
+/// Put an edited tool message back into a JSON-RPC `error`: its text parts (joined) become the
+/// `message`, its fields part the other fields; `code` stays.
+pub fn apply_error_edit(error: &mut Value, message: &Message) -> Result<(), String> {
+    let split = split(message)?;
+    let obj = error.as_object_mut().ok_or("the error is not an object")?;
+    obj.retain(|k, v| k == "code" && v.is_i64());
+    let text: Vec<&str> = split
+        .blocks
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    obj.insert("message".into(), Value::String(text.join("\n")));
+    for (k, v) in split.fields.unwrap_or_default() {
+        if k != "code" && k != "message" {
+            obj.insert(k, v);
         }
     }
     Ok(())

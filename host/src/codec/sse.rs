@@ -1,5 +1,9 @@
-//! Server-sent events, both ways: a parser for the backend's byte stream (events end at a blank
-//! line, `\n` or `\r\n`; several `data:` lines join with newlines) and the writer for ours.
+//! Server-sent events, both ways: a parser for the backend's byte stream and the writer for
+//! ours. The parser frames events exactly as the specification (and so every client) does:
+//! lines end with `\r\n`, `\n` or a lone `\r`, an empty line ends an event, several `data:`
+//! lines join with newlines, a byte-order mark at the start is dropped. A relay that framed
+//! them otherwise would pass on, unjudged, an event a client reads. Blocks come out with their
+//! lines ended by `\n` alone, so what a relay passes on is what it read.
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,22 +20,51 @@ pub struct SseParser {
     buf: Vec<u8>,
     /// Where the unread part of `buf` starts (read blocks are dropped in bulk, not one by one).
     start: usize,
-    /// Where to resume looking for a blank line (what is before it was searched already).
+    /// Where the line being read starts.
+    line: usize,
+    /// Where the block being read ends so far: the end of its last complete line.
+    content_end: usize,
+    /// Where to resume looking for a line end (what is before it was searched already).
     scanned: usize,
+    /// Whether the stream's first bytes were looked at for a byte-order mark.
+    begun: bool,
+    /// The last byte read was a carriage return ending a line: a line feed right after it
+    /// belongs to the same line end.
+    after_cr: bool,
 }
 
 /// Longest event the parser holds before giving up on a backend that never ends one.
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
 
+/// UTF-8's byte-order mark, which a stream may start with.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
 impl SseParser {
     /// Add bytes; `Err` when an event grows past [`MAX_EVENT_BYTES`].
-    pub fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.after_cr) && bytes[0] == b'\n' {
+            bytes = &bytes[1..];
+        }
         if self.start > 0 {
             self.buf.drain(..self.start);
+            self.line -= self.start;
+            self.content_end -= self.start;
             self.scanned -= self.start;
             self.start = 0;
         }
         self.buf.extend_from_slice(bytes);
+        if !self.begun {
+            if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
+                return Ok(());
+            }
+            self.begun = true;
+            if self.buf.starts_with(BOM) {
+                self.buf.drain(..BOM.len());
+            }
+        }
         if self.buf.len() > MAX_EVENT_BYTES {
             return Err(format!("an event is longer than {MAX_EVENT_BYTES} bytes"));
         }
@@ -42,49 +75,77 @@ impl SseParser {
     pub fn next_event(&mut self) -> Option<SseEvent> {
         loop {
             let block = self.take_block()?;
-            if let Some(event) = parse_block(&String::from_utf8_lossy(&self.buf[block])) {
+            if let Some(event) = parse_block(&self.text(block)) {
                 return Some(event);
             }
         }
     }
 
-    /// The next complete block as written, without its blank line (for relays that pass most
-    /// events on untouched: `id:`, `retry:` and comments stay as they were).
+    /// The next complete block, without its blank line and with `\n` ending its lines (for
+    /// relays that pass most events on untouched: `id:`, `retry:` and comments stay).
     pub fn next_block(&mut self) -> Option<String> {
         let block = self.take_block()?;
-        Some(String::from_utf8_lossy(&self.buf[block]).into_owned())
+        Some(self.text(block))
+    }
+
+    /// A block's text with its line ends written `\n`.
+    fn text(&self, block: std::ops::Range<usize>) -> String {
+        let bytes = &self.buf[block];
+        if memchr::memchr(b'\r', bytes).is_none() {
+            return String::from_utf8_lossy(bytes).into_owned();
+        }
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'\r' {
+                out.push(b'\n');
+                if bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            } else {
+                out.push(bytes[i]);
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// Where the next complete block is in `buf`; it counts as read.
     fn take_block(&mut self) -> Option<std::ops::Range<usize>> {
-        let buf = &self.buf;
-        // Back up over a possible half of "\r\n\r\n" at the end of the last search.
-        let mut from = self.scanned.saturating_sub(3).max(self.start);
-        // A block ends at the first "\n\n" or "\r\n\r\n": at a line feed followed by another,
-        // or by "\r\n" with a carriage return before it.
-        while let Some(at) = memchr::memchr(b'\n', &buf[from..]) {
-            let j = from + at;
-            let end = if buf.get(j + 1) == Some(&b'\n') {
-                Some((j, j + 2))
-            } else if j > self.start
-                && buf[j - 1] == b'\r'
-                && buf.get(j + 1) == Some(&b'\r')
-                && buf.get(j + 2) == Some(&b'\n')
-            {
-                Some((j - 1, j + 3))
-            } else {
-                None
+        if !self.begun {
+            return None;
+        }
+        let mut i = self.scanned;
+        loop {
+            let Some(k) = memchr::memchr2(b'\r', b'\n', &self.buf[i..]) else {
+                self.scanned = self.buf.len();
+                return None;
             };
-            if let Some((block_end, next)) = end {
-                let block = self.start..block_end;
+            let j = i + k;
+            let ends = match (self.buf[j], self.buf.get(j + 1)) {
+                (b'\r', Some(b'\n')) => 2,
+                // A carriage return last ends the line now, as a client ends it; a line feed
+                // arriving next is part of the same line end.
+                (b'\r', None) => {
+                    self.after_cr = true;
+                    1
+                }
+                _ => 1,
+            };
+            let next = j + ends;
+            if j == self.line {
+                // An empty line: the block ends.
+                let block = self.start..self.content_end.max(self.start);
                 self.start = next;
+                self.line = next;
+                self.content_end = next;
                 self.scanned = next;
                 return Some(block);
             }
-            from = j + 1;
+            self.content_end = j;
+            self.line = next;
+            i = next;
         }
-        self.scanned = buf.len();
-        None
     }
 }
 
@@ -226,9 +287,10 @@ mod tests {
             whole,
             [
                 "data: one",
-                "id: 2\r\ndata: two",
+                "id: 2\ndata: two",
                 ": c",
-                "data: three\n\r\ndata: 3b"
+                "data: three",
+                "data: 3b"
             ]
         );
         for cut in 0..text.len() {
@@ -240,6 +302,48 @@ mod tests {
             got.extend(std::iter::from_fn(|| p.next_block()));
             assert_eq!(got, whole, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn lines_end_as_a_client_ends_them() {
+        // A lone carriage return ends a line, and a line of nothing ends an event, whatever
+        // ends the lines around it; a byte-order mark at the start is not part of the field.
+        let text = b"\xef\xbb\xbfevent: a\rdata: 1\r\rdata: 2\n\rdata: 3\r\n\ndata: 4\r\n\r\n";
+        let mut p = SseParser::default();
+        p.push(text).unwrap();
+        let events: Vec<_> = std::iter::from_fn(|| p.next_event()).collect();
+        assert_eq!(
+            events,
+            [
+                SseEvent {
+                    event: Some("a".into()),
+                    data: "1".into()
+                },
+                SseEvent {
+                    event: None,
+                    data: "2".into()
+                },
+                SseEvent {
+                    event: None,
+                    data: "3".into()
+                },
+                SseEvent {
+                    event: None,
+                    data: "4".into()
+                },
+            ]
+        );
+        for cut in 0..text.len() {
+            let mut p = SseParser::default();
+            p.push(&text[..cut]).unwrap();
+            let mut got: Vec<_> = std::iter::from_fn(|| p.next_event()).collect();
+            p.push(&text[cut..]).unwrap();
+            got.extend(std::iter::from_fn(|| p.next_event()));
+            assert_eq!(got, events, "cut at {cut}");
+        }
+        let mut p = SseParser::default();
+        p.push(b"data: x\rid: 1\r\r").unwrap();
+        assert_eq!(p.next_block().unwrap(), "data: x\nid: 1");
     }
 
     #[test]

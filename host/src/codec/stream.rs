@@ -152,4 +152,8 @@ pub trait StreamCodec: Send + 'static {
     fn decode(&mut self, event: super::sse::SseEvent) -> Result<Vec<Up>, String>;
     /// Write `down` in the door's shape.
     fn encode(&mut self, down: Down, out: &mut Vec<u8>);
+    /// Write the events that open a stream the daemon answers itself, before any backend
+    /// event (a request refused before the model answered): the response `id` stands for, and
+    /// the `model` asked for. What follows is read by an SDK as a stream of that door.
+    fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>);
 }

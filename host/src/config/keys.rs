@@ -17,8 +17,23 @@ pub(super) fn resolve_auth(
 ) -> (Option<AuthConfig>, String, Option<ConfigError>) {
     let mut keys_file_error = None;
     let mut keys_text = String::new();
+    // `open = true` runs the daemon without keys; with keys beside it, it says two things.
+    if let Some(open) = raw.and_then(|a| a.get_ref().open.as_ref()) {
+        let auth = raw.expect("checked").get_ref();
+        if *open.get_ref() && (auth.keys_file.is_some() || !auth.keys.is_empty()) {
+            p.at(
+                open.span(),
+                "auth.open",
+                "cannot be true beside keys (keys_file or [[auth.keys]]): remove one",
+            );
+        }
+        if *open.get_ref() {
+            return (None, keys_text, keys_file_error);
+        }
+    }
     let auth = raw.map(|auth| {
         let mut keys = resolve_keys(p, "auth.keys", &auth.get_ref().keys, tenant_names);
+        let inline = keys.len();
         let keys_file = auth
             .get_ref()
             .keys_file
@@ -47,7 +62,11 @@ pub(super) fn resolve_auth(
             }
             seen.push(&k.digest);
         }
-        AuthConfig { keys, keys_file }
+        AuthConfig {
+            keys,
+            inline,
+            keys_file,
+        }
     });
     (auth, keys_text, keys_file_error)
 }

@@ -106,6 +106,8 @@ pub(super) struct RawAnthropic {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAuth {
+    /// `open = true`: run without keys, said outright (a config without `[auth]` is refused).
+    pub(super) open: Option<Spanned<bool>>,
     pub(super) keys_file: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) keys: Vec<Spanned<RawKey>>,

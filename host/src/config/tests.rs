@@ -123,3 +123,35 @@ fn workers_default_to_one_per_cpu_and_are_bounded() {
     let e = parse("[server]\nworkers = 5000\n").unwrap_err().to_string();
     assert!(e.contains(":2:") && e.contains("server.workers"), "{e}");
 }
+
+#[test]
+fn auth_must_be_stated_and_a_reload_cannot_open_the_daemon() {
+    let load = parse;
+    let silent = load("").unwrap();
+    let err = silent.check_auth(None).unwrap_err().to_string();
+    assert!(
+        err.contains("no [auth] table") && err.contains("open = true"),
+        "{err}"
+    );
+    let open = load("[auth]\nopen = true\n").unwrap();
+    assert!(open.auth.is_none());
+    open.check_auth(None).unwrap();
+    open.check_auth(Some(&open)).unwrap();
+    let keys = load(&format!(
+        "[auth]\n[[auth.keys]]\nsha256 = \"{}\"\nprincipal = \"p\"\n",
+        crate::auth::hash_hex("k")
+    ))
+    .unwrap();
+    keys.check_auth(None).unwrap();
+    let err = open.check_auth(Some(&keys)).unwrap_err().to_string();
+    assert!(err.contains("cannot turn authentication off"), "{err}");
+    let err = silent.check_auth(Some(&keys)).unwrap_err().to_string();
+    assert!(err.contains("no [auth] table"), "{err}");
+    let both = load(&format!(
+        "[auth]\nopen = true\n[[auth.keys]]\nsha256 = \"{}\"\nprincipal = \"p\"\n",
+        crate::auth::hash_hex("k")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(both.contains("auth.open"), "{both}");
+}

@@ -165,6 +165,32 @@ pub struct DecisionRecord {
     pub provenance: std::collections::BTreeMap<&'static str, u32>,
 }
 
+/// Longest caller-chosen name (an MCP server, method or tool) a record holds as it is.
+pub const MAX_NAME: usize = 64;
+
+/// A caller-chosen name as a record may hold it: as it is when it is shaped like a name (at
+/// most [`MAX_NAME`] ASCII letters, digits and `_-.:/`, what tool names, JSON-RPC methods and
+/// server names are), else only its length. A record never carries free text a caller chose:
+/// not a sentence, an address or a control character that would forge a log line.
+pub fn name(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/');
+    if !s.is_empty() && s.len() <= MAX_NAME && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("<not a name: {} bytes>", s.len())
+    }
+}
+
+/// [`name`] in single quotes, when it is one (for reasons that name a caller's tool).
+pub fn quoted(s: &str) -> String {
+    let shown = name(s);
+    if shown == s {
+        format!("'{s}'")
+    } else {
+        shown
+    }
+}
+
 /// The target of a request on a door that has one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Target {

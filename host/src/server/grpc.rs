@@ -193,7 +193,18 @@ impl PolicyService for Grpc {
         &self,
         request: Request<proto::WatchPoliciesRequest>,
     ) -> Result<Response<Self::WatchPoliciesStream>, Status> {
-        authenticate(&self.app, authorization(&request).as_deref())?;
+        // Reload errors name files, lines and the values on them: an operator's business. A
+        // caller with an API key learns that a reload was refused, an admin key also why.
+        let presented = authorization(&request);
+        let admin = is_admin(&self.app, presented.as_deref());
+        if !admin {
+            authenticate(&self.app, presented.as_deref())?;
+        }
+        let shown = move |error: Option<String>| match error {
+            Some(e) if admin => e,
+            Some(_) => WITHHELD.to_string(),
+            None => String::new(),
+        };
         let reloader = self.app.reloader();
         // Subscribe before reading the current state, so no reload falls in between.
         let events = tokio_stream::wrappers::BroadcastStream::new(reloader.events());
@@ -202,20 +213,17 @@ impl PolicyService for Grpc {
         let first = proto::PolicyEvent {
             revision: Some(revision_out(current.revision())),
             ok: failure.is_none(),
-            error: failure
-                .as_ref()
-                .map(|f| f.error.clone())
-                .unwrap_or_default(),
-            at: failure.map(|f| f.at).unwrap_or_default(),
+            at: failure.as_ref().map(|f| f.at).unwrap_or_default(),
+            error: shown(failure.map(|f| f.error)),
         };
-        let rest = events.filter_map(|event| async move {
+        let rest = events.filter_map(move |event| async move {
             // A watcher too slow to keep up skips missed events; the next one carries the
             // current revision anyway.
             event.ok().map(|e| {
                 Ok(proto::PolicyEvent {
                     revision: Some(revision_out(&e.revision)),
                     ok: e.ok,
-                    error: e.error.unwrap_or_default(),
+                    error: shown(e.error),
                     at: e.at,
                 })
             })
@@ -224,6 +232,18 @@ impl PolicyService for Grpc {
             futures_util::stream::once(async move { Ok(first) }).chain(rest),
         )))
     }
+}
+
+/// What a `WatchPolicies` caller without an admin key reads for a refused reload's error.
+const WITHHELD: &str =
+    "the reload was refused; its error is shown to admin keys ([admin] keys_sha256) and on GET /v1/policies";
+
+/// Whether `authorization` carries one of the `[admin]` keys.
+fn is_admin(app: &App, authorization: Option<&str>) -> bool {
+    let set = app.policies();
+    let keys = &set.config().admin.keys;
+    !keys.is_empty()
+        && crate::auth::bearer(authorization).is_ok_and(|t| crate::auth::matches_any(keys, t))
 }
 
 /// The HTTP-like status a gRPC outcome is counted under.

@@ -81,11 +81,13 @@ pub(crate) async fn door(
     ingress::hold(permit, response)
 }
 
+/// The record's target: names as the caller wrote them only when they are shaped like names.
 fn target(server: &str, method: &str, tool: Option<&str>) -> Target {
+    use crate::policy::record::name;
     Target {
-        server: server.to_string(),
-        method: method.to_string(),
-        tool: tool.map(str::to_string),
+        server: name(server),
+        method: name(method),
+        tool: tool.map(name),
     }
 }
 
@@ -153,8 +155,13 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
         Ok(b) => b,
         Err(e) => return fail(scope, e),
     };
-    let message: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
+    let (message, bytes) = match crate::codec::json::parse_noting_repeats(&bytes) {
+        // Parsers differ on which of two equal keys counts: what goes on is what was judged.
+        Ok((v, true)) => {
+            let bytes = Bytes::from(v.to_string());
+            (v, bytes)
+        }
+        Ok((v, false)) => (v, bytes),
         Err(e) => {
             return answer::error(
                 scope,
@@ -180,6 +187,18 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
                 }
                 _ => forward(ex, scope, Method::POST, bytes, Watch::None).await,
             }
+        }
+        Kind::Notification { method } if method == "tools/call" => {
+            scope.set_target(target(&server, &method, None));
+            // Without an id its result could not be told apart, so it could not be judged.
+            answer::error(
+                scope,
+                StatusCode::BAD_REQUEST,
+                Outcome::Invalid,
+                &Value::Null,
+                codec::INVALID_REQUEST,
+                "tools/call is a request: it needs an id (a string or a number)",
+            )
         }
         Kind::Notification { method } => {
             scope.set_target(target(&server, &method, None));
@@ -303,7 +322,10 @@ async fn call(
             }
         }
     }
-    let body = if judged.name != call.name || judged.arguments != call.arguments {
+    // The stateless protocol's routing headers are written from the call the rails judged,
+    // edited or not: a server reading a `Mcp-Param-*` header a caller made up would read
+    // arguments nobody judged.
+    let body = if ex.routed || judged.name != call.name || judged.arguments != call.arguments {
         match rewrite_call(&ex, &mut message, &judged, &tools) {
             Ok((body, headers)) => {
                 let ex = Exchange { headers, ..ex };
@@ -340,7 +362,7 @@ async fn call(
     .await
 }
 
-/// The request body and headers for a call a policy edited.
+/// The request body and headers for a call as the rails left it.
 fn rewrite_call(
     ex: &Exchange,
     message: &mut Value,

@@ -115,6 +115,10 @@ async fn serve<C: Codec>(
         .map_err(|e| ApiError::bad_request(e.message, Some(e.path)))?;
     scope.set_options(options);
     let (request, payload) = C::decode_parsed(body, decoded)
+        .and_then(|(request, payload)| {
+            crate::codec::check_arguments(&payload)?;
+            Ok((request, payload))
+        })
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
@@ -344,6 +348,9 @@ fn refused<C: Codec>(
     request: &C::Request,
     refusal: &Refusal,
 ) -> Result<Response, ApiError> {
+    if C::stream_requested(request) {
+        return Ok(refused_stream::<C>(scope, request, refusal));
+    }
     let server = &scope.set().config().server;
     let railyard = scope.railyard();
     match server.on_block {
@@ -357,6 +364,39 @@ fn refused<C: Codec>(
             railyard,
         }),
     }
+}
+
+/// A request for a stream refused before the model answered: a stream all the same, as the
+/// door's SDKs read it (their stream iterators read nothing from a JSON body), ending as a block
+/// mid-stream would, per `[server] on_block_stream`: the door's error event, or the refusal
+/// text and the door's refusal ending.
+fn refused_stream<C: Codec>(
+    scope: &mut RequestScope,
+    request: &C::Request,
+    refusal: &Refusal,
+) -> Response {
+    use crate::codec::stream::{Down, StreamCodec};
+    let server = &scope.set().config().server;
+    let down = Down::Refused {
+        finish: server.on_block_stream == crate::config::OnBlockStream::Finish,
+        text: server.refusal.clone(),
+        message: refusal.message(),
+        railyard: scope.railyard(),
+    };
+    let mut codec = C::stream(request);
+    let mut out = Vec::new();
+    codec.open(scope.request_id(), C::model(request).as_deref(), &mut out);
+    codec.encode(down, &mut out);
+    scope.finish(200, Outcome::Refused);
+    sse_response(Body::from(out))
+}
+
+fn sse_response(body: Body) -> Response {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(body)
+        .expect("static response parts are valid")
 }
 
 /// Hand a successful streaming backend response to a relay task; the client reads its channel.
@@ -383,11 +423,7 @@ fn stream<C: Codec>(
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .expect("static response parts are valid")
+    sse_response(Body::from_stream(body))
 }
 
 /// Parse a JSON object body.

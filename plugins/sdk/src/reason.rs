@@ -3,27 +3,27 @@
 
 use crate::ToolCall;
 
-/// Longest model-supplied name quoted in a reason, in characters.
-pub const MAX_QUOTED: usize = 80;
+/// Longest model-supplied name quoted in a reason, in bytes.
+pub const MAX_QUOTED: usize = 64;
 
-/// Quotes a model-supplied name for a reason: single quotes, control characters and quotes
-/// escaped, cut to a readable length.
+/// Quotes a model-supplied name for a reason, in single quotes, when it is shaped like a name
+/// (at most [`MAX_QUOTED`] ASCII letters, digits and `_-.:/[]#`: tool names, ids, roles, JSON
+/// paths); anything else is described by its length. A reason reaches the decision record and
+/// the log, which must never carry free text a caller or a model chose (a sentence, an
+/// address, a control character forging a log line).
 pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_QUOTED) + 2);
-    out.push('\'');
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_QUOTED {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || c == '\'' || c == '\\' {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
+    let plain = |c: char| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/' | '[' | ']' | '#')
+    };
+    if text.len() <= MAX_QUOTED && text.chars().all(plain) {
+        let mut out = String::with_capacity(text.len() + 2);
+        out.push('\'');
+        out.push_str(text);
+        out.push('\'');
+        out
+    } else {
+        format!("<{} bytes, not a name: not shown>", text.len())
     }
-    out.push('\'');
-    out
 }
 
 /// `call 'id'`, or `call #index` when the model gave no id.

@@ -123,6 +123,21 @@ impl ChatStream {
 }
 
 impl StreamCodec for ChatStream {
+    fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>) {
+        let mut template = Map::new();
+        template.insert("id".into(), json!(format!("chatcmpl-{id}")));
+        template.insert("object".into(), json!("chat.completion.chunk"));
+        template.insert("created".into(), json!(crate::util::unix_secs()));
+        template.insert("model".into(), json!(model));
+        self.template = Some(template);
+        let role = self.chunk(vec![Self::choice(
+            0,
+            json!({"role": "assistant"}),
+            Value::Null,
+        )]);
+        sse::write(out, None, &role.to_string());
+    }
+
     fn decode(&mut self, event: sse::SseEvent) -> Result<Vec<Up>, String> {
         if event.data.trim() == "[DONE]" {
             return Ok(vec![Up::Done]);

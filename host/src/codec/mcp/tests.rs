@@ -109,3 +109,73 @@ fn edited_arguments_replace_the_requests() {
     assert_eq!(req["params"]["_meta"], json!({"k": "v"}));
     assert!(set_arguments(&mut req, "[1]").is_err());
 }
+
+#[test]
+fn every_field_a_client_reads_is_a_part_and_goes_back_where_it_was() {
+    let call = call_of(&json!(1), Some(&json!({"name": "x"}))).unwrap();
+    let mut result = json!({
+        "content": [{"type": "text", "text": "a"}],
+        "isError": false, "resultType": "complete",
+        "_meta": {"note": "mail bob@example.com"}, "toolResult": "legacy text", "vendor": 7
+    });
+    let mut m = result_message(&call, &result);
+    let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
+        panic!("parts expected")
+    };
+    assert_eq!(
+        parts[1],
+        json!({"type": "fields", "fields": {"_meta": {"note": "mail bob@example.com"},
+            "toolResult": "legacy text", "vendor": 7}}),
+        "inert fields stay out, the rest is judged"
+    );
+    parts[1]["fields"]["_meta"]["note"] = json!("mail [EMAIL]");
+    parts[1]["fields"]
+        .as_object_mut()
+        .unwrap()
+        .remove("toolResult");
+    apply_result_edit(&mut result, &m).unwrap();
+    assert_eq!(
+        result,
+        json!({"content": [{"type": "text", "text": "a"}], "isError": false,
+            "resultType": "complete", "_meta": {"note": "mail [EMAIL]"}, "vendor": 7})
+    );
+    // An inert field that holds something else is judged too.
+    let odd = result_message(
+        &call,
+        &json!({"content": [], "isError": "yes, bob@example.com"}),
+    );
+    let Some(Content::Parts(parts)) = &odd.content else {
+        panic!()
+    };
+    assert_eq!(parts[0]["fields"]["isError"], "yes, bob@example.com");
+    // Not an object at all: one fields part.
+    let bare = result_message(&call, &json!("bob@example.com"));
+    assert_eq!(
+        bare.content,
+        Some(Content::Parts(
+            json!([{"type": "fields", "fields": {"result": "bob@example.com"}}])
+        ))
+    );
+}
+
+#[test]
+fn an_error_is_judged_as_the_calls_text() {
+    let call = call_of(&json!(1), Some(&json!({"name": "x"}))).unwrap();
+    let mut error = json!({"code": -32000, "message": "no bob@example.com", "data": {"who": "bob@example.com"}});
+    let mut m = error_message(&call, &error);
+    let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
+        panic!("parts expected")
+    };
+    assert_eq!(
+        parts[0],
+        json!({"type": "text", "text": "no bob@example.com"})
+    );
+    assert_eq!(parts[1]["fields"]["data"]["who"], "bob@example.com");
+    parts[0]["text"] = json!("no [EMAIL]");
+    parts[1]["fields"]["data"]["who"] = json!("[EMAIL]");
+    apply_error_edit(&mut error, &m).unwrap();
+    assert_eq!(
+        error,
+        json!({"code": -32000, "message": "no [EMAIL]", "data": {"who": "[EMAIL]"}})
+    );
+}

@@ -93,6 +93,15 @@ impl MessagesStream {
 }
 
 impl StreamCodec for MessagesStream {
+    fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>) {
+        Self::write(
+            out,
+            json!({"type": "message_start", "message": {"id": format!("msg_{id}"), "type": "message",
+                "role": "assistant", "model": model, "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+        );
+    }
+
     fn decode(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
         let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
             return Err("an event that is not a JSON object".into());

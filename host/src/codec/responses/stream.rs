@@ -259,6 +259,20 @@ impl ResponsesStream {
 }
 
 impl StreamCodec for ResponsesStream {
+    fn open(&mut self, id: &str, _model: Option<&str>, out: &mut Vec<u8>) {
+        let mut response = response_object(Some(&self.model), id);
+        response["status"] = json!("in_progress");
+        self.completed = Some(response.clone());
+        self.write(
+            out,
+            json!({"type": "response.created", "response": response.clone()}),
+        );
+        self.write(
+            out,
+            json!({"type": "response.in_progress", "response": response}),
+        );
+    }
+
     fn decode(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
         self.decode_event(event)
     }

@@ -2,6 +2,15 @@
 //! except for the one response the rails judge (a `tools/list` or `tools/call` result) and the
 //! `notifications/tools/list_changed` that drop a cached tool list on the way; and the daemon's
 //! own answers (errors, refusals). Every path finishes the request's scope exactly once.
+//!
+//! The answer to a judged request is judged or refused, never relayed unjudged. Whatever its
+//! id says (a client matches `0` to its `-0`, or a null id to its only request), every response
+//! in it is taken for the answer, and written back with the caller's own id: the first is
+//! judged, any later one dropped. What cannot be read as JSON (a lone surrogate, `NaN`, a
+//! number out of range, nesting past the parser's limit), or is not a JSON-RPC response, is
+//! answered with the door's fault, `-32051`; whatever its content type says, a body that is not
+//! an event stream is read as JSON. What goes to the caller is the value the rails judged,
+//! written anew, so a repeated key or an odd number means the same to both.
 
 use super::{headers, offered, Exchange};
 use crate::backend::BackendError;
@@ -77,12 +86,18 @@ pub(super) async fn relay(
         ex.app.mcp_tools().forget(&ex.key);
         ex.app.mcp_history().forget(&ex.key);
     }
-    let out_headers = headers::downstream(response.headers());
+    if let (Watch::Call(c), true) = (&watch, status.is_success()) {
+        // The session reads whatever the tool answered, before anything else can fail: flow
+        // must never miss a read, whether its result is judged, refused or unreadable.
+        ex.app.mcp_history().read(&ex.key, &c.call.name);
+    }
+    let mut out_headers = headers::downstream(response.headers());
     let content_type = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+        .trim()
         .to_ascii_lowercase();
     if status.is_success() && content_type.starts_with("text/event-stream") {
         return stream(ex, scope, response.into_body(), watch, status, out_headers);
@@ -94,12 +109,43 @@ pub(super) async fn relay(
             return upstream_failure(scope, &name, watch.id(), e);
         }
     };
-    if status.is_success() && watch.judges() && content_type.starts_with("application/json") {
-        if let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) {
-            if judge(&ex, &mut scope, &watch, &mut message) {
-                bytes = Bytes::from(message.to_string());
+    let mut status = status;
+    if watch.judges() {
+        let answer = match read_answer(&bytes) {
+            Ok(mut message) => {
+                judge(&ex, &mut scope, &watch, &mut message);
+                Ok(message)
+            }
+            Err(why) if status.is_success() => {
+                status = StatusCode::BAD_GATEWAY;
+                Err(format!(
+                    "MCP server '{}' answered with something that cannot be judged ({why}), so \
+                     it is not passed on",
+                    ex.server.name
+                ))
+            }
+            // An error status with a body that is no JSON-RPC answer (an HTML page, say): the
+            // status says what happened, the body is not passed on.
+            Err(_) => Err(format!(
+                "MCP server '{}' answered HTTP {}",
+                ex.server.name,
+                status.as_u16()
+            )),
+        };
+        let message = answer
+            .unwrap_or_else(|why| codec::error(watch.id(), codec::UPSTREAM_ERROR, &why, None));
+        if let Watch::Call(c) = &watch {
+            // An error status can carry the tool's text too (a read all the same).
+            if !status.is_success() && message.get("error").is_some() {
+                ex.app.mcp_history().read(&ex.key, &c.call.name);
             }
         }
+        bytes = Bytes::from(message.to_string());
+        out_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        out_headers.remove(header::CONTENT_LENGTH);
     }
     let outcome = match status.as_u16() {
         _ if scope.record().blocked.is_some() => Outcome::Refused,
@@ -112,6 +158,24 @@ pub(super) async fn relay(
     *out.status_mut() = status;
     *out.headers_mut() = out_headers;
     out
+}
+
+/// One JSON-RPC message an upstream answered a judged request with, if it is a response (a
+/// result or an error, whatever its id), else why it cannot be judged.
+fn read_answer(bytes: &[u8]) -> Result<Value, String> {
+    let message: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if is_response(&message) {
+        Ok(message)
+    } else {
+        Err("not a JSON-RPC response".into())
+    }
+}
+
+/// Whether `message` is a response: an object with a `result` or an `error` and no `method`.
+fn is_response(message: &Value) -> bool {
+    message.as_object().is_some_and(|o| {
+        !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error"))
+    })
 }
 
 async fn read_whole(ex: &Exchange, body: Incoming) -> Result<Bytes, BackendError> {
@@ -193,6 +257,8 @@ async fn pump(
     let mut data = body.into_data_stream();
     let mut parser = SseParser::default();
     let mut failed = false;
+    // Whether the judged request's answer went by: a later response is dropped.
+    let mut answered = false;
     loop {
         let next = tokio::select! {
             next = data.next() => next,
@@ -213,12 +279,13 @@ async fn pump(
         }
         let mut out = Vec::with_capacity(chunk.len() + 2);
         while let Some(block) = parser.next_block() {
-            match inspect(&ex, &mut scope, &watch, &block) {
-                Some(rewritten) => out.extend_from_slice(rewritten.as_bytes()),
-                None => {
+            match inspect(&ex, &mut scope, &watch, &block, &mut answered) {
+                Step::Pass => {
                     out.extend_from_slice(block.as_bytes());
                     out.extend_from_slice(b"\n\n");
                 }
+                Step::Replace(rewritten) => out.extend_from_slice(rewritten.as_bytes()),
+                Step::Drop => {}
             }
         }
         if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
@@ -235,36 +302,101 @@ async fn pump(
     scope.finish(200, outcome);
 }
 
-/// One SSE block: a tool-list change forgets the cached list; the judged response is judged.
-/// The rewritten block, or `None` to pass it as it is.
-fn inspect(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, block: &str) -> Option<String> {
-    let event = sse::parse_block(block)?;
-    let list_changed = event.data.contains("notifications/tools/list_changed");
-    let answer =
-        watch.judges() && (event.data.contains("\"result\"") || event.data.contains("\"error\""));
-    if !list_changed && !answer {
-        return None;
+/// What a relayed SSE block becomes.
+enum Step {
+    /// Passed on as it came (with its line ends made plain).
+    Pass,
+    /// Written anew.
+    Replace(String),
+    /// Left out.
+    Drop,
+}
+
+/// One SSE block: a tool-list change forgets the cached list; in the answer to a judged
+/// request, the first response (whatever its id) is judged and any later one dropped, and an
+/// event that cannot be read as JSON is answered with the door's fault.
+fn inspect(
+    ex: &Exchange,
+    scope: &mut RequestScope,
+    watch: &Watch,
+    block: &str,
+    answered: &mut bool,
+) -> Step {
+    let Some(event) = sse::parse_block(block) else {
+        return Step::Pass;
+    };
+    // An event with no data is not dispatched to a client.
+    if event.data.is_empty() {
+        return Step::Pass;
     }
-    let mut message: Value = serde_json::from_str(&event.data).ok()?;
-    if list_changed {
-        if matches!(codec::kind(&message), Kind::Notification { ref method } if method == "notifications/tools/list_changed")
+    let parsed = serde_json::from_str::<Value>(&event.data);
+    if let Ok(message) = &parsed {
+        if matches!(codec::kind(message), Kind::Notification { ref method } if method == "notifications/tools/list_changed")
         {
             ex.app.mcp_tools().forget(&ex.key);
         }
-        return None;
     }
-    judge(ex, scope, watch, &mut message).then(|| sse::replace_data(block, &message.to_string()))
+    if !watch.judges() {
+        return Step::Pass;
+    }
+    let mut message = match parsed {
+        // Server requests (sampling, elicitation) and notifications go on.
+        Ok(m) if !is_response(&m) && !matches!(codec::kind(&m), Kind::Other) => {
+            return Step::Pass
+        }
+        Ok(m) if is_response(&m) => m,
+        Ok(_) => codec::error(
+            watch.id(),
+            codec::UPSTREAM_ERROR,
+            &format!(
+                "MCP server '{}' sent an event that is not a JSON-RPC message, so it is not passed on",
+                ex.server.name
+            ),
+            None,
+        ),
+        Err(e) => codec::error(
+            watch.id(),
+            codec::UPSTREAM_ERROR,
+            &format!(
+                "MCP server '{}' sent an event that cannot be judged (not JSON: {e}), so it is not passed on",
+                ex.server.name
+            ),
+            None,
+        ),
+    };
+    if std::mem::replace(answered, true) {
+        return Step::Drop;
+    }
+    if is_response(&message) {
+        judge(ex, scope, watch, &mut message);
+    }
+    Step::Replace(sse::replace_data(block, &message.to_string()))
 }
 
-/// Judge `message` if it is the watched response; whether it changed.
-fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: &mut Value) -> bool {
-    match codec::kind(message) {
-        Kind::Response { ref id } if id == watch.id() => {}
-        _ => return false,
+/// Judge `message`, a response in the answer to the watched request, in place: it answers the
+/// caller's id, and the rails have seen everything a client reads in it.
+fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: &mut Value) {
+    if let Some(obj) = message.as_object_mut() {
+        obj.insert("id".into(), watch.id().clone());
+        obj.insert("jsonrpc".into(), json!("2.0"));
+    }
+    let both = message.get("result").is_some() && message.get("error").is_some();
+    if both {
+        *message = codec::error(
+            watch.id(),
+            codec::UPSTREAM_ERROR,
+            &format!(
+                "MCP server '{}' answered with both a result and an error, so neither is passed on",
+                ex.server.name
+            ),
+            None,
+        );
+        return;
     }
     match watch {
-        Watch::None => false,
+        Watch::None => {}
         Watch::List { id, paged } => judge_list(ex, scope, id, *paged, message),
+        Watch::Call(c) if message.get("error").is_some() => judge_error(ex, scope, c, message),
         Watch::Call(c) => judge_result(ex, scope, c, message),
     }
 }
@@ -275,54 +407,40 @@ fn judge_list(
     id: &Value,
     paged: bool,
     message: &mut Value,
-) -> bool {
+) {
     let Some(result) = message.get_mut("result") else {
-        return false;
+        return;
     };
-    let Ok(tools) = codec::tools_of(result) else {
-        return false;
+    let tools = match codec::tools_of(result) {
+        Ok(tools) => tools,
+        Err(e) => {
+            *message = codec::error(
+                id,
+                codec::UPSTREAM_ERROR,
+                &format!(
+                    "MCP server '{}' answered tools/list with {e}",
+                    ex.server.name
+                ),
+                None,
+            );
+            return;
+        }
     };
     if !paged && result.get("nextCursor").is_none_or(Value::is_null) {
         ex.app.mcp_tools().put(ex.key.clone(), tools.clone());
     }
     match offered(scope, &tools) {
-        Err(refusal) => {
-            *message = blocked_error(scope, id, &refusal);
-            true
-        }
-        Ok(judged) if judged == tools => false,
-        Ok(judged) => {
-            codec::rewrite_tools(result, &judged);
-            true
-        }
+        Err(refusal) => *message = blocked_error(scope, id, &refusal),
+        Ok(judged) if judged == tools => {}
+        Ok(judged) => codec::rewrite_tools(result, &judged),
     }
 }
 
-fn judge_result(
-    ex: &Exchange,
-    scope: &mut RequestScope,
-    c: &CallWatch,
-    message: &mut Value,
-) -> bool {
-    let Some(result) = message.get("result") else {
-        return false;
-    };
-    // A result that asks the caller for input first (2026-07-28) is not the tool's output yet.
-    if result
-        .get("resultType")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t != "complete")
-    {
-        return false;
-    }
-    // The session has now read this tool's output, whatever the rail makes of it.
-    ex.app.mcp_history().read(&ex.key, &c.call.name);
-    if !scope.runs(Rail::ToolResult) {
-        return false;
-    }
+/// The tools the call's result is judged with: an error result is not held to the tool's
+/// output schema.
+fn result_tools(c: &CallWatch, error: bool) -> Vec<ToolDef> {
     let mut tools = c.tools.clone();
-    if result.get("isError") == Some(&Value::Bool(true)) {
-        // An error result is not held to the tool's output schema.
+    if error {
         for t in tools
             .iter_mut()
             .filter(|t| t.name.as_deref() == Some(c.call.name.as_str()))
@@ -330,44 +448,92 @@ fn judge_result(
             t.result_schema = None;
         }
     }
+    tools
+}
+
+/// The `tool_result` rail over what answered the call (`answer`, as a tool message), with the
+/// tools it is judged by: the rail's evaluation, or its refusal already written into `message`.
+fn judge_answer(
+    scope: &mut RequestScope,
+    c: &CallWatch,
+    answer: crate::model::Message,
+    tools: Vec<ToolDef>,
+    message: &mut Value,
+) -> Option<crate::policy::chain::Evaluation> {
     let payload = Payload {
-        messages: vec![
-            codec::call_message(c.call.clone()),
-            codec::result_message(&c.call, result),
-        ],
+        messages: vec![codec::call_message(c.call.clone()), answer],
         tools,
         ..Payload::default()
     };
     let eval = scope.check(Rail::ToolResult, payload);
     if let Some(refusal) = Refusal::from_eval(&eval) {
         *message = blocked_error(scope, &c.id, &refusal);
-        return true;
+        return None;
     }
-    if eval.verdict == Verdict::Allow {
-        return false;
+    (eval.verdict != Verdict::Allow).then_some(eval)
+}
+
+/// The tool message the rail left in place of the call's answer.
+fn edited<'e>(
+    eval: &'e crate::policy::chain::Evaluation,
+    c: &CallWatch,
+) -> Result<&'e crate::model::Message, String> {
+    eval.payload
+        .messages
+        .iter()
+        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(c.call.id.as_str()))
+        .ok_or_else(|| "a policy removed the tool result".to_string())
+}
+
+fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
+    if !scope.runs(Rail::ToolResult) {
+        return;
     }
+    let result = &message["result"];
+    let error = result.get("isError") == Some(&Value::Bool(true));
+    let answer = codec::result_message(&c.call, result);
+    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, error), message) else {
+        return;
+    };
     let decision = scope.railyard();
     let result = &mut message["result"];
     if let Some(r) = eval.rejections.first() {
         *result = refusal_result(&r.reason, ex.routed);
-    } else {
-        let edited =
-            eval.payload.messages.iter().find(|m| {
-                m.role == "tool" && m.tool_call_id.as_deref() == Some(c.call.id.as_str())
-            });
-        let applied = match edited {
-            Some(m) => codec::apply_result_edit(result, m),
-            None => Err("a policy removed the tool result".to_string()),
-        };
-        if let Err(e) = applied {
-            *result = refusal_result(
-                &format!("the tool result could not be passed on: {e}"),
-                ex.routed,
-            );
-        }
+    } else if let Err(e) = edited(&eval, c).and_then(|m| codec::apply_result_edit(result, m)) {
+        *result = refusal_result(
+            &format!("the tool result could not be passed on: {e}"),
+            ex.routed,
+        );
     }
     annotate(result, decision);
-    true
+}
+
+/// A JSON-RPC error answering the call: its message and data reach the model as a failed
+/// tool's text does, so the rail judges them as the call's result.
+fn judge_error(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
+    if !scope.runs(Rail::ToolResult) {
+        return;
+    }
+    let answer = codec::error_message(&c.call, &message["error"]);
+    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, true), message) else {
+        return;
+    };
+    let error = &mut message["error"];
+    let failed = match eval.rejections.first() {
+        Some(r) => Err(r.reason.clone()),
+        None => edited(&eval, c)
+            .and_then(|m| codec::apply_error_edit(error, m))
+            .map_err(|e| format!("the tool's error could not be passed on: {e}")),
+    };
+    if let Err(reason) = failed {
+        *message = codec::error(
+            &c.id,
+            codec::UPSTREAM_ERROR,
+            &reason,
+            Some(json!({"railyard": scope.railyard()})),
+        );
+        let _ = ex;
+    }
 }
 
 /// A tool result reporting `reason` as an error (what a rejection looks like to the caller).

@@ -1,0 +1,125 @@
+"""A hostile MCP server for the MCP door's closed-world tests (#46): it speaks enough of the
+Streamable HTTP transport (the session-era handshake, tools/list) for the official SDK's client,
+and answers each tools/call in a shape a gateway may not expect, each carrying the same personal
+data (an email address) where a client reads it. Usage: hostile.py PORT.
+
+Each tool is one way of answering (see ANSWERS); a stock client reads every one of them, so a
+gateway that passes any of them on unjudged hands the address to the model."""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PII = "ada.lovelace@example.com"
+TEXT = f"Customer: Ada Lovelace, {PII}"
+
+
+def result(rid, body: str) -> str:
+    """A JSON-RPC result with `body` (JSON text) as its result, and `rid` (JSON text) as id."""
+    return '{"jsonrpc": "2.0", "id": %s, "result": %s}' % (rid, body)
+
+
+def plain(rid) -> str:
+    return result(rid, json.dumps({"content": [{"type": "text", "text": TEXT}]}))
+
+
+def sse(*datas: str, newline: str = "\n", bom: bool = False) -> bytes:
+    out = "".join(f"event: message{newline}data: {d}{newline}{newline}" for d in datas)
+    return (b"\xef\xbb\xbf" if bom else b"") + out.encode()
+
+
+# name -> (status, content type, body) for the request id `rid` (its JSON text).
+ANSWERS = {
+    # The reference shape: a gateway must redact it (the control).
+    "plain": lambda rid: (200, "application/json", plain(rid)),
+    # Numbers and strings a strict JSON parser refuses and Python's reads.
+    "nan": lambda rid: (200, "application/json", result(
+        rid, '{"content": [{"type": "text", "text": "%s"}], "structuredContent": {"score": NaN}}' % TEXT)),
+    "surrogate": lambda rid: (200, "application/json", result(
+        rid, '{"content": [{"type": "text", "text": "\\ud800 %s"}]}' % TEXT)),
+    "huge_number": lambda rid: (200, "application/json", result(
+        rid, '{"content": [{"type": "text", "text": "%s"}], "structuredContent": {"n": 1e400}}' % TEXT)),
+    "deep": lambda rid: (200, "application/json", result(
+        rid, '{"content": [{"type": "text", "text": "%s"}], "structuredContent": {"x": %s1%s}}'
+        % (TEXT, "[" * 200, "]" * 200))),
+    # Where the data sits in the result.
+    "meta": lambda rid: (200, "application/json", result(
+        rid, json.dumps({"content": [{"type": "text", "text": "ok"}], "_meta": {"note": TEXT}}))),
+    "legacy": lambda rid: (200, "application/json", result(rid, json.dumps({"toolResult": TEXT, "content": []}))),
+    "input_required": lambda rid: (200, "application/json", result(rid, json.dumps(
+        {"resultType": "input_required", "content": [{"type": "text", "text": TEXT}]}))),
+    "error_message": lambda rid: (200, "application/json", '{"jsonrpc": "2.0", "id": %s, "error": %s}' % (
+        rid, json.dumps({"code": -32000, "message": TEXT, "data": {"detail": TEXT}}))),
+    "http_500_error": lambda rid: (500, "application/json", '{"jsonrpc": "2.0", "id": %s, "error": %s}' % (
+        rid, json.dumps({"code": -32603, "message": TEXT}))),
+    # How the answer is framed.
+    "vendor_type": lambda rid: (200, "application/vnd.api+json", plain(rid)),
+    "no_type": lambda rid: (200, "", plain(rid)),
+    "id_as_float": lambda rid: (200, "application/json", plain(f"{json.loads(rid)}.0")),
+    "id_as_string": lambda rid: (200, "application/json", plain(json.dumps(str(json.loads(rid))))),
+    "repeated_key": lambda rid: (200, "application/json", result(
+        rid, '{"content": [{"type": "text", "text": "ok"}], "content": [{"type": "text", "text": "%s"}]}' % TEXT)),
+    "sse_escaped_key": lambda rid: (200, "text/event-stream", sse(
+        '{"jsonrpc": "2.0", "id": %s, "\\u0072esult": %s}' % (rid, json.dumps(
+            {"content": [{"type": "text", "text": TEXT}]})))),
+    "sse_lone_cr": lambda rid: (200, "text/event-stream", sse(plain(rid), newline="\r")),
+    "sse_bom": lambda rid: (200, "text/event-stream", sse(plain(rid), bom=True)),
+    "sse_nan": lambda rid: (200, "text/event-stream", sse(result(
+        rid, '{"content": [{"type": "text", "text": "%s"}], "structuredContent": {"s": NaN}}' % TEXT))),
+    "sse_two_answers": lambda rid: (200, "text/event-stream", sse(
+        result(rid, json.dumps({"content": [{"type": "text", "text": "ok"}]})), plain(rid))),
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status: int, content_type: str, body, session: bool = False):
+        data = body if isinstance(body, bytes) else body.encode()
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        if session:
+            self.send_header("Mcp-Session-Id", "hostile-session")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        # No server-initiated stream.
+        self.answer(405, "", b"")
+
+    def do_DELETE(self):
+        self.answer(200, "", b"")
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        message = json.loads(raw)
+        method = message.get("method")
+        if "id" not in message:
+            self.answer(202, "", b"")
+            return
+        # The id as the client wrote it (a gateway may have rewritten it).
+        rid = json.dumps(message["id"])
+        if method == "initialize":
+            version = message.get("params", {}).get("protocolVersion", "2025-06-18")
+            body = result(rid, json.dumps({
+                "protocolVersion": version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }))
+            self.answer(200, "application/json", body, session=True)
+        elif method == "tools/list":
+            tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ANSWERS]
+            self.answer(200, "application/json", result(rid, json.dumps({"tools": tools})))
+        elif method == "tools/call":
+            status, content_type, body = ANSWERS[message["params"]["name"]](rid)
+            self.answer(status, content_type, body)
+        else:
+            self.answer(200, "application/json", result(rid, "{}"))
+
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
