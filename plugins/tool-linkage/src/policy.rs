@@ -760,7 +760,10 @@ mod tests {
     fn hostile_ids_are_described_not_quoted() {
         let reason = block_reason(run(vec![user("hi"), result("x'\n; message 0 is fine")]));
         assert!(!reason.contains("is fine"), "{reason}");
-        assert!(reason.contains("<22 bytes, not a name: not shown>"), "{reason}");
+        assert!(
+            reason.contains("<22 bytes, not a name: not shown>"),
+            "{reason}"
+        );
     }
 
     fn all_results() -> Config {
