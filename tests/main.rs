@@ -26,12 +26,15 @@
 //! - `telemetry`: OpenTelemetry traces into a real OTLP receiver (#20);
 //! - `fuzz`: every decoder fuzzed for a bounded time from the corpus in `tests/fuzz/corpus` (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
-//! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14).
+//! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14);
+//! - `closed`: the closed world on the chat door: every field judged, every call kind a call
+//!   (#46).
 
 mod api;
 mod chain;
 mod cli;
 mod clients;
+mod closed;
 mod config;
 mod contract;
 mod deploy;

@@ -180,7 +180,9 @@ fn judged_reply_messages_are_written_into_the_backends_bytes() {
         r#"{"role": "assistant", "content": "mail jane.doe@example.com \u00e9"}"#,
         ", \"finish_reason\":\"stop\", \"logprobs\": null},\n {\"index\":1,\"message\":",
         r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_time","arguments":"{\"tz\": \"UTC\"}"}}]}"#,
-        ",\"finish_reason\":\"tool_calls\"} ], \"usage\": {\"total_tokens\": 7, \"x\": \"\\u00e9\"}\n}",
+        // Strings a client reads as text go the general way (the rails judge them); a model's
+        // name is inert, and its escape stays the backend's.
+        ",\"finish_reason\":\"tool_calls\"} ], \"usage\": {\"total_tokens\": 7.0e0}, \"model\": \"m\\u002d1\"\n}",
     ];
     let backend = MockBackend::start(Script::Raw(
         200,
@@ -218,7 +220,7 @@ fn judged_reply_messages_are_written_into_the_backends_bytes() {
     );
     assert!(railyard.starts_with(",\"railyard\":{") && railyard.ends_with('}'));
     assert_eq!(body["created"], json!(1.5e3));
-    assert_eq!(body["usage"]["x"], "\u{e9}");
+    assert_eq!(body["model"], "m-1");
 }
 
 /// A body whose objects repeat a key is never forwarded as it came: parsers differ on which of

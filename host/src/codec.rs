@@ -10,6 +10,7 @@
 //! - `error`: error objects in each format's shape; `json`: JSON text in, noting repeated keys.
 
 pub mod chat;
+pub mod closed;
 pub mod error;
 pub mod json;
 pub mod mcp;
@@ -87,6 +88,9 @@ pub struct Judged {
     pub calls_removed: bool,
     /// A policy found tool calls written in the text and made them calls.
     pub calls_added: bool,
+    /// A policy changed the message's text: what the backend derived from its text
+    /// (chat's log-probabilities) no longer describes it.
+    pub edited: bool,
 }
 
 /// A whole reply read in one pass (see [`Codec::read_reply`]).
@@ -166,18 +170,10 @@ pub(crate) fn body_for_edit(body: &Map<String, Value>, fresh: &str) -> Map<Strin
         .collect()
 }
 
-/// Write the request's text fields (`path` with dots for nesting) back into `body`.
+/// Write the request's text fields back into `body`, each at its path.
 fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
     for f in fields {
-        let mut keys = f.path.split('.');
-        let Some(first) = keys.next() else { continue };
-        let mut at = body.get_mut(first);
-        for k in keys {
-            at = at.and_then(|v| v.get_mut(k));
-        }
-        if let Some(v) = at.filter(|v| v.is_string()) {
-            *v = Value::String(f.value.clone());
-        }
+        closed::write_field(body, f);
     }
 }
 
@@ -243,6 +239,15 @@ pub trait Codec: Send + Sync + 'static {
 
     /// What the door decodes while it reads a body.
     type Decoded: Send;
+
+    /// The door's account of a request's top-level fields (`closed`): the string leaves of
+    /// those neither mapped nor inert are the request's fields.
+    const SHAPE: closed::Shape;
+    /// Its account of a message's fields outside what the model maps (in a request or a
+    /// reply): the string leaves of those not inert are folded into the message's content.
+    const MESSAGE: closed::Shape;
+    /// Likewise for a tool call's fields outside what the model maps.
+    const CALL: closed::Shape;
 
     /// Read a request body (JSON text): `None` when it is JSON but not an object. `scope` (the
     /// caller's tenant) keys what a codec keeps from one request to the next (chat: the tools

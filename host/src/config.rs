@@ -54,6 +54,17 @@ pub enum OnBlockStream {
     Finish,
 }
 
+/// What a request naming a field its door does not know gets (`[server] unknown_fields`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownFields {
+    /// Its strings are judged as text, as part of the request or message it is in.
+    #[default]
+    Judge,
+    /// The request is refused with a 400 naming the field.
+    Refuse,
+}
+
 /// Read at start-up only: where the daemon listens and what it talks to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartupConfig {
@@ -202,6 +213,8 @@ pub struct ServerConfig {
     pub allow_rail_overrides: bool,
     /// Streaming: bytes of model text held back so a value split across chunks is judged whole.
     pub stream_window_bytes: usize,
+    /// What a request naming a field its door does not know gets.
+    pub unknown_fields: UnknownFields,
 }
 
 /// `[backend]`.

@@ -98,17 +98,22 @@ impl Content {
 /// The `type` of a function tool and of a call to one.
 pub const FUNCTION: &str = "function";
 
+/// The `type` of a custom tool (free-text input, run by the client) and of a call to one.
+pub const CUSTOM: &str = "custom";
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     /// `id`.
     pub id: String,
-    /// `function` for a function call; for a call to a hosted tool (a call that carries a `type`
-    /// such as `web_search` and no `function` object), that type.
+    /// `function` for a function call, `custom` for a call to a custom tool; for a call to a
+    /// hosted tool (a call that carries a `type` such as `web_search` and no `function`
+    /// object), that type.
     pub kind: String,
-    /// `function.name`; for a hosted call, its type (what policies match it by).
+    /// `function.name` (a custom tool's name); for a hosted call, its type (what policies
+    /// match it by).
     pub name: String,
-    /// `function.arguments`, JSON text as the model wrote it.
+    /// `function.arguments`, JSON text as the model wrote it; a custom tool's free-text input.
     pub arguments: String,
     /// Other fields of the call, re-emitted by the codec that read it.
     pub extra: Map<String, Value>,
@@ -190,9 +195,18 @@ impl ToolCall {
         }
     }
 
-    /// Whether this is a call to a hosted tool.
+    /// A call to the custom tool `name` with its free-text `input` as its arguments.
+    pub fn custom(id: String, name: String, input: String) -> ToolCall {
+        ToolCall {
+            kind: CUSTOM.into(),
+            ..ToolCall::function(id, name, input)
+        }
+    }
+
+    /// Whether this is a call to a hosted tool (one the provider runs: not a function or a
+    /// custom tool, which the client runs).
     pub fn is_hosted(&self) -> bool {
-        self.kind != FUNCTION
+        self.kind != FUNCTION && self.kind != CUSTOM
     }
 }
 
@@ -218,6 +232,72 @@ pub struct Message {
     /// What the codec that read this message needs to write it back where it came from (items
     /// it does not model, where the message came from); private to that codec.
     pub wire: Value,
+    /// Text from outside the content the codec folded into it for the rails to judge, and how
+    /// to put it back (`codec::closed`); private to that codec.
+    pub folded: Option<Box<Folded>>,
+}
+
+/// Text a codec folded into a message's content: string leaves of fields outside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Folded {
+    /// What the content was before.
+    pub was: FoldedContent,
+    /// How many of the folded content's parts are the content's own (the leaves follow).
+    pub own: usize,
+    /// Where each leaf came from, in the order of their parts.
+    pub leaves: Vec<Leaf>,
+}
+
+/// A message's content before folding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldedContent {
+    /// Absent.
+    Absent,
+    /// An explicit `null`.
+    Null,
+    /// A string.
+    Text,
+    /// An array of parts.
+    Parts,
+    /// Any other JSON.
+    Other,
+}
+
+/// Where a folded leaf came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leaf {
+    /// The value it is in.
+    pub root: Root,
+    /// Its path in that value.
+    pub path: Vec<Seg>,
+}
+
+/// The value a folded leaf is in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Root {
+    /// The message's `extra`.
+    Extra,
+    /// A call's `extra` (or `function_extra`): the call with this id, at this place when folded.
+    Call {
+        /// Its id.
+        id: String,
+        /// Its place among the message's calls.
+        index: usize,
+        /// `function_extra` rather than `extra`.
+        function: bool,
+    },
+    /// A value the codec keeps outside the message (a reply's choice, its top-level object),
+    /// by the number the codec gave it.
+    Codec(usize),
+}
+
+/// One step of a JSON path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    /// An object's key.
+    Key(String),
+    /// An array's index.
+    Index(usize),
 }
 
 impl Message {
@@ -233,6 +313,7 @@ impl Message {
             tool_calls_present: false,
             extra: Map::new(),
             wire: Value::Null,
+            folded: None,
         }
     }
 

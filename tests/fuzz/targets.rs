@@ -160,6 +160,7 @@ fn chat_reply(data: &[u8]) -> Result<(), String> {
                 message,
                 calls_removed: false,
                 calls_added: false,
+                edited: true,
             }
         })
         .collect();

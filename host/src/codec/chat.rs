@@ -4,6 +4,7 @@
 mod json;
 mod read;
 mod reply;
+mod shape;
 mod stream;
 
 pub use stream::ChatStream;
@@ -24,6 +25,8 @@ pub struct ChatRequest {
     /// Whether `tools` was read from the body's text into declarations (a null in `body`): a body
     /// written anew reads its value again from the caller's bytes.
     tools: bool,
+    /// How many of the payload's tools are the legacy `functions` (the last ones).
+    functions: usize,
 }
 
 /// What the chat door decodes as it reads a body: the messages and where their contents sit,
@@ -57,6 +60,10 @@ impl Codec for Chat {
 
     type Decoded = ReadMessages;
 
+    const SHAPE: super::closed::Shape = shape::REQUEST;
+    const MESSAGE: super::closed::Shape = shape::MESSAGE;
+    const CALL: super::closed::Shape = shape::CALL;
+
     /// The messages are decoded as they are read, each content's place in the body noted.
     fn parse_request(
         bytes: &[u8],
@@ -78,10 +85,11 @@ impl Codec for Chat {
         read: ReadMessages,
     ) -> Result<(ChatRequest, Payload), PayloadError> {
         let stream = stream_flag(&body)?;
-        let messages = match read.messages {
+        let mut messages = match read.messages {
             Some(messages) => messages?,
             None => return Err(PayloadError::new("messages", "is required")),
         };
+        json::link_legacy(&mut messages);
         let (tools, declared) = match read.tools {
             Some(tools) => (tools?, true),
             None => (Vec::new(), false),
@@ -91,12 +99,14 @@ impl Codec for Chat {
             tools,
             ..Payload::default()
         };
-        payload.fields.extend(super::read_field(&body, "user"));
+        let functions = legacy_functions(&body, &mut payload)?;
+        payload.fields = super::closed::fields(&body, &Self::SHAPE);
         let request = ChatRequest {
             body,
             stream,
             contents: read.contents,
             tools: declared,
+            functions,
         };
         Ok((request, payload))
     }
@@ -109,12 +119,14 @@ impl Codec for Chat {
         // is only written again from the payload.
         let messages = body.get_mut("messages").map(std::mem::take);
         let mut payload = Payload::from_openai_parts(messages, body.get("tools"))?;
-        payload.fields.extend(super::read_field(&body, "user"));
+        let functions = legacy_functions(&body, &mut payload)?;
+        payload.fields = super::closed::fields(&body, &Self::SHAPE);
         let request = ChatRequest {
             body,
             stream,
             contents: Vec::new(),
             tools: false,
+            functions,
         };
         Ok((request, payload))
     }
@@ -137,8 +149,31 @@ impl Codec for Chat {
         if request.tools {
             body.insert("tools".into(), read::tools_value(original));
         }
+        // The legacy `functions` as the model is offered them, as `tools` are below.
+        let functions = request.functions.min(payload.tools.len());
+        let declared = &payload.tools[payload.tools.len() - functions..];
+        if let Some(Value::Array(original)) = body.get_mut("functions") {
+            let offered = original
+                .iter()
+                .zip(declared)
+                .filter(|(_, t)| t.hidden_by.is_none())
+                .map(|(json, t)| {
+                    let mut json = json.clone();
+                    if let Some(d) = &t.description {
+                        json["description"] = json!(&**d);
+                    }
+                    json
+                })
+                .collect();
+            *original = offered;
+        }
         super::encode_body(body, payload, |t, d| {
-            t["function"]["description"] = json!(d);
+            let at = if t["type"] == crate::model::CUSTOM {
+                "custom"
+            } else {
+                "function"
+            };
+            t[at]["description"] = json!(d);
         })
     }
 
@@ -186,6 +221,9 @@ impl Codec for Chat {
     }
 
     fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {
+        // The reply's own fields a client reads as text ride in its first message, its
+        // choices' in theirs, for the output rail to judge with the message (`shape::REPLY`).
+        let top = shape::take_outside(&mut body, &shape::REPLY);
         let Some(Value::Array(choices)) = body.get_mut("choices") else {
             return Err("'choices' is missing or not an array".into());
         };
@@ -196,10 +234,23 @@ impl Codec for Chat {
             let Some(raw) = choice.get_mut("message").map(std::mem::take) else {
                 continue;
             };
-            let message = Message::from_openai_owned(raw, &format!("choices[{i}].message"))
+            let mut message = Message::from_openai_owned(raw, &format!("choices[{i}].message"))
                 .map_err(|e| e.to_string())?;
+            if message.extra.contains_key(shape::CHOICE_KEY)
+                || message.extra.contains_key(shape::REPLY_KEY)
+            {
+                return Err("a message holds a field of Railyard's own name".into());
+            }
+            if let Some(obj) = choice.as_object_mut() {
+                if let Some(fields) = shape::take_outside(obj, &shape::CHOICE) {
+                    message.extra.insert(shape::CHOICE_KEY.into(), fields);
+                }
+            }
             messages.push(message);
             with_message.push(i);
+        }
+        if let (Some(top), Some(first)) = (top, messages.first_mut()) {
+            first.extra.insert(shape::REPLY_KEY.into(), top);
         }
         Ok((ChatReply { body, with_message }, messages))
     }
@@ -209,9 +260,24 @@ impl Codec for Chat {
             mut body,
             with_message,
         } = reply;
+        let mut top_fields = Map::new();
         if let Some(Value::Array(choices)) = body.get_mut("choices") {
-            for (i, judged) in with_message.into_iter().zip(judged) {
+            for (i, mut judged) in with_message.into_iter().zip(judged) {
                 let choice = &mut choices[i];
+                if let Some(Value::Object(top)) = judged.message.extra.remove(shape::REPLY_KEY) {
+                    top_fields.extend(top);
+                }
+                if let Some(Value::Object(fields)) = judged.message.extra.remove(shape::CHOICE_KEY)
+                {
+                    if let Some(obj) = choice.as_object_mut() {
+                        obj.extend(fields);
+                    }
+                }
+                // Log-probabilities spell out the text the backend wrote: once a policy changed
+                // it, they would spell out what it took away.
+                if judged.edited && super::closed::has_text(&choice["logprobs"]) {
+                    choice["logprobs"] = Value::Null;
+                }
                 choice["message"] = judged.message.to_openai();
                 if judged.calls_removed {
                     if let Some(m) = choice["message"].as_object_mut() {
@@ -223,6 +289,7 @@ impl Codec for Chat {
                 }
             }
         }
+        body.extend(top_fields);
         if let Some(railyard) = railyard {
             body.insert("railyard".into(), railyard);
         }
@@ -255,6 +322,29 @@ impl Codec for Chat {
     fn stream(_request: &ChatRequest) -> ChatStream {
         ChatStream::default()
     }
+}
+
+/// The legacy `functions` declarations, as function tools after the request's own: the tools
+/// rail hides and describes them, the tool_call rail judges calls against them. How many.
+fn legacy_functions(
+    body: &Map<String, Value>,
+    payload: &mut Payload,
+) -> Result<usize, PayloadError> {
+    let Some(functions) = body.get("functions").filter(|f| !f.is_null()) else {
+        return Ok(0);
+    };
+    let list = functions
+        .as_array()
+        .ok_or_else(|| PayloadError::new("functions", "must be an array of functions"))?;
+    for (i, f) in list.iter().enumerate() {
+        let tool = crate::model::ToolDef::from_openai(
+            &json!({"type": "function", "function": f}),
+            &format!("functions[{i}]"),
+        )
+        .map_err(|e| PayloadError::new(e.path.replace(".function", ""), e.message))?;
+        payload.tools.push(tool);
+    }
+    Ok(list.len())
 }
 
 #[cfg(test)]

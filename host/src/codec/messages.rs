@@ -14,6 +14,7 @@
 mod blocks;
 mod stream;
 
+use super::closed::{Inert, Shape};
 use super::{stream_flag, Codec, Door, Judged, Route};
 use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use blocks::{encode_blocks, rewrite_content};
@@ -22,6 +23,44 @@ pub use stream::MessagesStream;
 
 /// The Messages door.
 pub struct Messages;
+
+/// A request's top-level fields (`codec::closed`), from Anthropic's SDK types.
+const REQUEST: Shape = Shape {
+    mapped: &["messages", "system", "tools"],
+    inert: &[
+        ("model", Inert::Word),
+        ("tool_choice.type", Inert::Word),
+        ("tool_choice.name", Inert::Word),
+        ("thinking.type", Inert::Word),
+        ("service_tier", Inert::Word),
+        ("container", Inert::Id),
+        ("container.id", Inert::Id),
+    ],
+    known: &[
+        "container",
+        "context_management",
+        "max_tokens",
+        "mcp_servers",
+        "metadata",
+        "stop_sequences",
+        "stream",
+        "temperature",
+        "thinking",
+        "tool_choice",
+        "top_k",
+        "top_p",
+    ],
+};
+
+/// A message's (and a tool_result block's) fields beyond those the model maps.
+const MESSAGE: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("cache_control.type", Inert::Word),
+        ("cache_control.ttl", Inert::Word),
+    ],
+    known: &["cache_control", "is_error"],
+};
 
 /// A decoded Messages request.
 pub struct MessagesRequest {
@@ -169,6 +208,10 @@ impl Codec for Messages {
 
     type Decoded = ();
 
+    const SHAPE: Shape = REQUEST;
+    const MESSAGE: Shape = MESSAGE;
+    const CALL: Shape = MESSAGE;
+
     fn parse_request(bytes: &[u8], _scope: &str) -> serde_json::Result<Option<super::Parsed<()>>> {
         super::parse_object(bytes)
     }
@@ -238,11 +281,13 @@ impl Codec for Messages {
                 .collect::<Result<_, PayloadError>>()?,
             Some(_) => return Err(PayloadError::new("tools", "must be an array of tools")),
         };
+        let fields = super::closed::fields(&body, &Self::SHAPE);
         Ok((
             MessagesRequest { body, stream },
             Payload {
                 messages,
                 tools,
+                fields,
                 ..Payload::default()
             },
         ))

@@ -15,6 +15,7 @@
 mod output;
 mod stream;
 
+use super::closed::{Inert, Shape};
 use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
 use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use output::rewrite_output;
@@ -24,6 +25,68 @@ pub use stream::ResponsesStream;
 
 /// The Responses door.
 pub struct Responses;
+
+/// A request's top-level fields (`codec::closed`), from OpenAI's API reference (openapi.json
+/// 2.3.0).
+const REQUEST: Shape = Shape {
+    mapped: &["input", "instructions", "tools"],
+    inert: &[
+        ("model", Inert::Word),
+        ("previous_response_id", Inert::Id),
+        ("conversation", Inert::Id),
+        ("conversation.id", Inert::Id),
+        ("prompt.id", Inert::Id),
+        ("prompt.version", Inert::Word),
+        ("text.format.type", Inert::Word),
+        ("text.format.name", Inert::Word),
+        ("text.verbosity", Inert::Word),
+        ("reasoning.effort", Inert::Word),
+        ("reasoning.summary", Inert::Word),
+        ("reasoning.generate_summary", Inert::Word),
+        ("tool_choice", Inert::Word),
+        ("tool_choice.type", Inert::Word),
+        ("tool_choice.name", Inert::Word),
+        ("tool_choice.mode", Inert::Word),
+        ("tool_choice.server_label", Inert::Word),
+        ("tool_choice.tools[].type", Inert::Word),
+        ("tool_choice.tools[].name", Inert::Word),
+        ("include[]", Inert::Word),
+        ("truncation", Inert::Word),
+        ("service_tier", Inert::Word),
+        ("prompt_cache_retention", Inert::Word),
+    ],
+    known: &[
+        "background",
+        "context_management",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "parallel_tool_calls",
+        "prompt",
+        "prompt_cache_key",
+        "reasoning",
+        "safety_identifier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "top_logprobs",
+        "top_p",
+        "user",
+    ],
+};
+
+/// An input item's fields beyond those the model maps (a message item's, a call's).
+const ITEM: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("type", Inert::Word),
+        ("id", Inert::Id),
+        ("status", Inert::Word),
+    ],
+    known: &["type", "id", "status"],
+};
 
 /// A decoded Responses request.
 pub struct ResponsesRequest {
@@ -207,6 +270,10 @@ impl Codec for Responses {
 
     type Decoded = ();
 
+    const SHAPE: Shape = REQUEST;
+    const MESSAGE: Shape = ITEM;
+    const CALL: Shape = ITEM;
+
     fn parse_request(bytes: &[u8], _scope: &str) -> serde_json::Result<Option<super::Parsed<()>>> {
         super::parse_object(bytes)
     }
@@ -253,7 +320,7 @@ impl Codec for Responses {
             }
         };
         let tools = decode_tools(&body)?;
-        let fields = super::read_field(&body, "user").into_iter().collect();
+        let fields = super::closed::fields(&body, &Self::SHAPE);
         let request = ResponsesRequest {
             body,
             stream,

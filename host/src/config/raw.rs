@@ -78,6 +78,7 @@ pub(super) struct RawServer {
     pub(super) allow_rail_overrides: Option<bool>,
     pub(super) stream_window_bytes: Option<Spanned<u64>>,
     pub(super) on_block_stream: Option<OnBlockStream>,
+    pub(super) unknown_fields: Option<super::UnknownFields>,
     pub(super) max_connections: Option<Spanned<u64>>,
     pub(super) workers: Option<Spanned<u64>>,
     pub(super) header_read_timeout_ms: Option<Spanned<u64>>,

@@ -49,6 +49,7 @@ pub(super) fn server(
         max_body_bytes,
         allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
         stream_window_bytes,
+        unknown_fields: raw.server.unknown_fields.unwrap_or_default(),
     };
     let timeout = Duration::from_millis(positive(
         p,

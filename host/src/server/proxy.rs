@@ -6,8 +6,8 @@
 use super::error::ApiError;
 use super::ingress::{self, Admitted};
 use super::{App, RequestId, TenantLabel};
-use crate::codec::{Codec, Judged, Parsed};
-use crate::config::OnBlock;
+use crate::codec::{closed, Codec, Judged, Parsed};
+use crate::config::{OnBlock, UnknownFields};
 use crate::model::{Content, Message, Payload};
 use crate::policy::record::Outcome;
 use crate::rails::relay::Relay;
@@ -114,12 +114,27 @@ async fn serve<C: Codec>(
     let options = RequestOptions::take(&mut body, allow)
         .map_err(|e| ApiError::bad_request(e.message, Some(e.path)))?;
     scope.set_options(options);
-    let (request, payload) = C::decode_parsed(body, decoded)
+    let refuse_unknown = scope.set().config().server.unknown_fields == UnknownFields::Refuse;
+    if refuse_unknown {
+        if let Some(key) = closed::unknown(&body, &C::SHAPE) {
+            return Err(unknown_field(key.to_string()));
+        }
+    }
+    let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {
             crate::codec::check_arguments(&payload)?;
             Ok((request, payload))
         })
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
+    if refuse_unknown {
+        if let Some(path) = unknown_in_messages::<C>(&payload) {
+            return Err(unknown_field(path));
+        }
+    }
+    // Text outside the messages' contents is judged as part of them (`codec::closed`).
+    for m in &mut payload.messages {
+        closed::fold(m, &C::MESSAGE, &C::CALL, &[]);
+    }
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
         scope.note(note);
@@ -131,6 +146,12 @@ async fn serve<C: Codec>(
         }
         Inbound::Forward { payload, edited } => (payload, edited),
     };
+    // Folded text back where it came from, as the rails left it.
+    for m in &mut conversation.messages {
+        if closed::unfold(m).0 {
+            conversation.changes.other = true;
+        }
+    }
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
@@ -217,12 +238,16 @@ async fn serve<C: Codec>(
         }
     };
     let mut judged = Vec::with_capacity(messages.len());
-    for message in messages {
+    for mut message in messages {
         let had_calls = message.tool_calls.len();
+        closed::fold(&mut message, &C::MESSAGE, &C::CALL, &[]);
+        let before = message.content.clone();
         let mut message = match scope.reply(&mut conversation, message) {
             Ok(m) => m,
             Err(refusal) => return refused::<C>(scope, &request, &refusal).map(Served::Whole),
         };
+        let edited = message.content != before;
+        closed::unfold(&mut message);
         let calls_removed = had_calls > 0 && message.tool_calls.is_empty();
         let calls_added = message.tool_calls.len() > had_calls;
         if calls_removed && !message.has_text() {
@@ -232,6 +257,7 @@ async fn serve<C: Codec>(
             message,
             calls_removed,
             calls_added,
+            edited,
         });
     }
     let as_it_came = general.as_ref().is_none_or(|(_, as_it_came)| *as_it_came);
@@ -438,6 +464,33 @@ fn parse_object_noting_repeats(bytes: &[u8]) -> Result<(Map<String, Value>, bool
         Ok(None) => Err(not_an_object()),
         Err(e) => Err(not_json(e)),
     }
+}
+
+/// A request naming a field its door does not know, under `unknown_fields = "refuse"`.
+fn unknown_field(path: String) -> ApiError {
+    ApiError::bad_request(
+        format!(
+            "{} is a field this door does not know; the daemon is configured to refuse those \
+             ([server] unknown_fields = \"refuse\")",
+            serde_json::to_string(&path).unwrap_or_default()
+        ),
+        Some(path),
+    )
+}
+
+/// The first field of a message or call the door does not know, by its path.
+fn unknown_in_messages<C: Codec>(payload: &Payload) -> Option<String> {
+    for (i, m) in payload.messages.iter().enumerate() {
+        if let Some(k) = closed::unknown(&m.extra, &C::MESSAGE) {
+            return Some(format!("messages[{i}].{k}"));
+        }
+        for (c, call) in m.tool_calls.iter().enumerate() {
+            if let Some(k) = closed::unknown(&call.extra, &C::CALL) {
+                return Some(format!("messages[{i}].tool_calls[{c}].{k}"));
+            }
+        }
+    }
+    None
 }
 
 fn not_an_object() -> ApiError {

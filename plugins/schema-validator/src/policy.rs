@@ -277,6 +277,17 @@ pub fn check_call(
     call: &ToolCall,
 ) -> Result<(), String> {
     let tool = Quoted(&call.name);
+    // A custom tool's input is free text in the format it declares (text or a grammar), not
+    // JSON: there is no schema to hold it to, only its declaration to find.
+    if call.kind == "custom" {
+        let declared = tools
+            .iter()
+            .any(|def| def.kind == "custom" && def.name.as_deref() == Some(call.name.as_str()));
+        return match declared {
+            true => Ok(()),
+            false => Err(format!("tool call {tool} names no declared custom tool")),
+        };
+    }
     let functions: Vec<&ToolDef> = tools
         .iter()
         .filter(|def| def.kind == "function" && def.name.as_deref() == Some(call.name.as_str()))
@@ -589,6 +600,27 @@ mod tests {
     }
 
     use railyard_plugin_sdk::testing::expect_block as block_reason;
+
+    #[test]
+    fn a_custom_tools_free_text_input_is_not_json_and_needs_its_declaration() {
+        let custom = |name: &str| ToolCall {
+            kind: "custom".into(),
+            ..call("c1", name, "select * from users; -- not JSON")
+        };
+        let tools = vec![ToolDef {
+            kind: "custom".into(),
+            ..function("run_sql", Some(r#"{"type": "text"}"#))
+        }];
+        assert_allow(run(
+            &Config::default(),
+            &reply(vec![custom("run_sql")], tools.clone()),
+        ));
+        let reason = block_reason(run(
+            &Config::default(),
+            &reply(vec![custom("drop_it")], tools),
+        ));
+        assert!(reason.contains("names no declared custom tool"), "{reason}");
+    }
 
     #[test]
     fn valid_arguments_pass() {

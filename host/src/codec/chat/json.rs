@@ -4,7 +4,9 @@
 //! this shape too.
 
 use crate::codec::opt_string_at as string_at;
-use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
+use crate::model::{
+    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, CUSTOM, FUNCTION,
+};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -28,11 +30,15 @@ impl Payload {
         tools: Option<&Value>,
     ) -> Result<Payload, PayloadError> {
         let messages = match messages {
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, m)| Message::from_openai_owned(m, &format!("messages[{i}]")))
-                .collect::<Result<_, _>>()?,
+            Some(Value::Array(items)) => {
+                let mut messages = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, m)| Message::from_openai_owned(m, &format!("messages[{i}]")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                link_legacy(&mut messages);
+                messages
+            }
             Some(_) => return Err(err("messages", "must be an array of messages")),
             None => return Err(err("messages", "is required")),
         };
@@ -98,7 +104,12 @@ impl Message {
     /// This message as OpenAI JSON (known fields first, then the rest as they came).
     pub fn to_openai(&self) -> Value {
         let mut obj = Map::new();
-        obj.insert("role".into(), Value::String(self.role.clone()));
+        let legacy = legacy_as(self);
+        let role = match legacy {
+            Some("function") => "function",
+            _ => self.role.as_str(),
+        };
+        obj.insert("role".into(), Value::String(role.to_string()));
         match &self.content {
             Some(Content::Text(t)) => {
                 obj.insert("content".into(), Value::String(t.clone()));
@@ -114,14 +125,31 @@ impl Message {
         if let Some(name) = &self.name {
             obj.insert("name".into(), Value::String(name.clone()));
         }
-        if let Some(id) = &self.tool_call_id {
+        if let Some(id) = self
+            .tool_call_id
+            .as_ref()
+            .filter(|_| legacy != Some("function"))
+        {
             obj.insert("tool_call_id".into(), Value::String(id.clone()));
         }
-        if self.tool_calls_present || !self.tool_calls.is_empty() {
-            obj.insert(
-                "tool_calls".into(),
-                Value::Array(self.tool_calls.iter().map(ToolCall::to_openai).collect()),
-            );
+        match self.tool_calls.as_slice() {
+            // The legacy call goes back as it came, without the id it never had.
+            [call] if legacy == Some("function_call") && call.kind == FUNCTION => {
+                let mut f = Map::new();
+                f.insert("name".into(), Value::String(call.name.clone()));
+                f.insert("arguments".into(), Value::String(call.arguments.clone()));
+                for (k, v) in &call.function_extra {
+                    f.insert(k.clone(), v.clone());
+                }
+                obj.insert("function_call".into(), Value::Object(f));
+            }
+            calls if self.tool_calls_present || !calls.is_empty() => {
+                obj.insert(
+                    "tool_calls".into(),
+                    Value::Array(calls.iter().map(ToolCall::to_openai).collect()),
+                );
+            }
+            _ => {}
         }
         for (k, v) in &self.extra {
             obj.insert(k.clone(), v.clone());
@@ -135,7 +163,7 @@ impl Message {
     /// key in place) is written through the value.
     pub fn write_openai(&self, out: &mut Vec<u8>) {
         const KNOWN: [&str; 5] = ["role", "content", "name", "tool_call_id", "tool_calls"];
-        if self.extra.keys().any(|k| KNOWN.contains(&k.as_str())) {
+        if self.extra.keys().any(|k| KNOWN.contains(&k.as_str())) || legacy_as(self).is_some() {
             serde_json::to_writer(out, &self.to_openai()).expect("a Value always serialises");
             return;
         }
@@ -380,7 +408,7 @@ impl Fields {
             ),
             Some(_) => return Err(err(format!("{}.tool_calls", path()), "must be an array")),
         };
-        Ok(Message {
+        let mut message = Message {
             role,
             content: self.content,
             content_null: self.content_null,
@@ -390,7 +418,78 @@ impl Fields {
             tool_calls_present,
             extra: self.extra,
             wire: Value::Null,
-        })
+            folded: None,
+        };
+        legacy(&mut message, &path)?;
+        Ok(message)
+    }
+}
+
+/// The legacy function-calling shapes as today's: an assistant's `function_call` is its one
+/// call (no id: the codec links it to the `function` result after it), a `function` message is
+/// a tool result. The message's `wire` says so, and they are written back as they came.
+fn legacy(message: &mut Message, path: &dyn Fn() -> String) -> Result<(), PayloadError> {
+    match message.extra.get("function_call") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(_)) if !message.tool_calls.is_empty() => {
+            return Err(err(
+                format!("{}.function_call", path()),
+                "cannot be given beside tool_calls: which one the backend runs is not known",
+            ))
+        }
+        Some(Value::Object(_)) => {
+            let Some(Value::Object(mut f)) = message.extra.remove("function_call") else {
+                unreachable!("matched above");
+            };
+            let fpath = || format!("{}.function_call", path());
+            let name = string_at(&mut f, "name", &fpath)?
+                .ok_or_else(|| err(format!("{}.name", fpath()), "is required"))?;
+            let arguments = match f.remove("arguments") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s,
+                Some(other) => other.to_string(),
+            };
+            let mut call = ToolCall::function(String::new(), name, arguments);
+            call.function_extra = f;
+            message.tool_calls.push(call);
+            message.wire = serde_json::json!({"legacy": "function_call"});
+        }
+        Some(_) => {
+            return Err(err(
+                format!("{}.function_call", path()),
+                "must be an object with a name",
+            ))
+        }
+    }
+    if message.role == "function" {
+        message.role = "tool".into();
+        message.wire = serde_json::json!({"legacy": "function"});
+    }
+    Ok(())
+}
+
+/// Whether `message` came in one of the legacy shapes (`"function_call"` or `"function"`).
+fn legacy_as(message: &Message) -> Option<&str> {
+    message.wire.get("legacy").and_then(Value::as_str)
+}
+
+/// Link each legacy `function` result to the legacy call before it, by an id of the daemon's
+/// making (the shapes have none; it never reaches the wire): the rails then see a call and its
+/// result as they do for tool calls.
+pub(crate) fn link_legacy(messages: &mut [Message]) {
+    let mut open: Option<String> = None;
+    for (i, m) in messages.iter_mut().enumerate() {
+        match legacy_as(m) {
+            Some("function_call") => {
+                let id = format!("railyard-legacy-{i}");
+                if let Some(call) = m.tool_calls.first_mut().filter(|c| c.id.is_empty()) {
+                    call.id = id.clone();
+                }
+                open = Some(id);
+            }
+            Some("function") if m.tool_call_id.is_none() => m.tool_call_id = open.take(),
+            _ => {}
+        }
     }
 }
 
@@ -417,6 +516,22 @@ impl ToolCall {
             Some(Value::Object(f)) => f,
             Some(_) => return Err(err(format!("{}.function", path()), "must be an object")),
             None => match obj.get("type") {
+                Some(Value::String(kind)) if kind == CUSTOM => {
+                    // `{"type": "custom", "custom": {"name", "input"}}`: its name and its
+                    // free-text input are what the rails judge.
+                    let cpath = || format!("{}.custom", path());
+                    let mut custom = match obj.remove("custom") {
+                        Some(Value::Object(c)) => c,
+                        _ => return Err(err(cpath(), "is required and must be an object")),
+                    };
+                    let name = string_at(&mut custom, "name", &cpath)?
+                        .ok_or_else(|| err(format!("{}.name", cpath()), "is required"))?;
+                    let input = string_at(&mut custom, "input", &cpath)?.unwrap_or_default();
+                    let mut call = ToolCall::custom(id, name, input);
+                    call.extra = obj;
+                    call.function_extra = custom;
+                    return Ok(call);
+                }
                 Some(Value::String(kind)) if kind != FUNCTION => {
                     let kind = kind.clone();
                     return Ok(ToolCall::hosted(id, kind, obj));
@@ -446,6 +561,22 @@ impl ToolCall {
 
     /// This call as OpenAI JSON.
     pub fn to_openai(&self) -> Value {
+        if self.kind == CUSTOM {
+            let mut custom = Map::new();
+            custom.insert("name".into(), Value::String(self.name.clone()));
+            custom.insert("input".into(), Value::String(self.arguments.clone()));
+            for (k, v) in &self.function_extra {
+                custom.insert(k.clone(), v.clone());
+            }
+            let mut obj = Map::new();
+            obj.insert("id".into(), Value::String(self.id.clone()));
+            obj.insert("type".into(), Value::String(CUSTOM.into()));
+            for (k, v) in &self.extra {
+                obj.insert(k.clone(), v.clone());
+            }
+            obj.insert("custom".into(), Value::Object(custom));
+            return Value::Object(obj);
+        }
         if self.is_hosted() {
             let mut obj = Map::new();
             obj.insert("id".into(), Value::String(self.id.clone()));
@@ -477,7 +608,7 @@ impl ToolCall {
     /// call whose extra fields repeat none of the keys written for it (the others, rare, are
     /// written through their value).
     fn writes_plainly(&self) -> bool {
-        !self.is_hosted()
+        self.kind == FUNCTION
             && !self
                 .extra
                 .keys()
@@ -509,6 +640,40 @@ impl ToolCall {
     }
 }
 
+/// A custom tool, `{"type": "custom", "custom": {"name", "description", "format"}}`: its name
+/// and description as a function's, its input `format` (free text, or a grammar, whose
+/// definition the model reads) as its parameters.
+pub(super) fn custom_tool(obj: &Map<String, Value>, path: &str) -> Result<ToolDef, PayloadError> {
+    let cpath = format!("{path}.custom");
+    let custom = match obj.get("custom") {
+        Some(Value::Object(c)) => c,
+        _ => {
+            return Err(err(
+                cpath,
+                "is required for custom tools and must be an object",
+            ))
+        }
+    };
+    let name = match custom.get("name") {
+        Some(Value::String(s)) => s.as_str(),
+        _ => {
+            return Err(err(
+                format!("{cpath}.name"),
+                "is required and must be a string",
+            ))
+        }
+    };
+    Ok(ToolDef::declared(
+        CUSTOM,
+        Some(name),
+        custom.get("description").and_then(Value::as_str),
+        custom
+            .get("format")
+            .filter(|f| !f.is_null())
+            .map(Schema::of),
+    ))
+}
+
 impl ToolDef {
     /// Parse an OpenAI `tools` array.
     pub fn list_from_openai(value: &Value, path: &str) -> Result<Vec<ToolDef>, PayloadError> {
@@ -533,6 +698,9 @@ impl ToolDef {
             Some(_) => return Err(err(format!("{path}.type"), "must be a string")),
             None => return Err(err(format!("{path}.type"), "is required")),
         };
+        if kind == CUSTOM {
+            return custom_tool(obj, path);
+        }
         if kind != "function" {
             let name = obj.get("name").and_then(Value::as_str);
             return Ok(ToolDef::declared(kind, name, None, None));
@@ -572,6 +740,19 @@ impl ToolDef {
 
     /// This tool as OpenAI JSON.
     pub fn to_openai(&self) -> Value {
+        if &*self.kind == CUSTOM {
+            let mut custom = Map::new();
+            if let Some(name) = &self.name {
+                custom.insert("name".into(), Value::String(name.to_string()));
+            }
+            if let Some(d) = &self.description {
+                custom.insert("description".into(), Value::String(d.to_string()));
+            }
+            if let Some(format) = &self.parameters {
+                custom.insert("format".into(), format.value());
+            }
+            return serde_json::json!({"type": CUSTOM, "custom": custom});
+        }
         if &*self.kind != "function" {
             let mut obj = Map::new();
             obj.insert("type".into(), Value::String(self.kind.to_string()));

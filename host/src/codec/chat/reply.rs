@@ -7,12 +7,12 @@
 //! key) is declined, and the reply is read the general way, which also says what is wrong.
 
 use super::read;
-use crate::codec::json::{whole, Check, Key};
+use crate::codec::closed;
+use crate::codec::json::{whole, Key};
 use crate::codec::ReadReply;
 use crate::model::Message;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
-use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
 
@@ -35,17 +35,6 @@ fn decline<E: serde::de::Error>() -> E {
 fn span(base: usize, text: &str) -> Range<usize> {
     let start = text.as_ptr() as usize - base;
     start..start + text.len()
-}
-
-/// Reads a value that is not looked into, declining it when an object in it repeats a key or
-/// it would not parse as a `Value` (a number out of range passes as raw text).
-fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
-    let repeated = Cell::new(false);
-    map.next_value_seed(Check(&repeated))?;
-    match repeated.get() {
-        false => Ok(()),
-        true => Err(decline()),
-    }
 }
 
 /// Notes `key` among those seen in one object, declining a repeat. Objects here have a handful
@@ -83,10 +72,16 @@ impl<'de> Visitor<'de> for Top {
         let mut read = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match &*key {
-                // The proxy's own object is never forwarded as it came.
-                "railyard" => return Err(decline()),
                 "choices" => read = Some(map.next_value_seed(Choices { base: self.base })?),
-                _ => skip(&mut map)?,
+                // The fields a client reads no text in, and the words and ids that look the
+                // part; anything else (the proxy's own key among them) the general way, which
+                // has the rails judge its text.
+                "created" | "usage" => map.next_value_seed(Textless)?,
+                "id" | "system_fingerprint" => map.next_value_seed(Inert(closed::Inert::Id))?,
+                "object" | "model" | "service_tier" => {
+                    map.next_value_seed(Inert(closed::Inert::Word))?
+                }
+                _ => return Err(decline()),
             }
             seen(&mut keys, key)?;
         }
@@ -153,16 +148,124 @@ impl<'de> Visitor<'de> for Choice {
         let mut keys = Vec::with_capacity(4);
         let mut found = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if &*key == "message" {
-                let raw: &'de RawValue = map.next_value()?;
-                let message = read::message(raw.get()).ok_or_else(decline)?;
-                found = Some((message, span(self.base, raw.get())));
-            } else {
-                skip(&mut map)?;
+            match &*key {
+                "message" => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let message = read::message(raw.get()).ok_or_else(decline)?;
+                    found = Some((message, span(self.base, raw.get())));
+                }
+                // Log-probabilities are dropped when a policy changes the text: the general way.
+                "index" | "logprobs" => map.next_value_seed(Textless)?,
+                "finish_reason" | "stop_reason" => {
+                    map.next_value_seed(Inert(closed::Inert::Word))?
+                }
+                _ => return Err(decline()),
             }
             seen(&mut keys, key)?;
         }
         Ok(found)
+    }
+}
+
+/// A value with no string in it (numbers, booleans, nulls and objects and arrays of them), or
+/// the read is declined. Repeated keys decline it too.
+#[derive(Clone, Copy)]
+struct Textless;
+
+impl<'de> DeserializeSeed<'de> for Textless {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Textless {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value without text")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        Err(decline())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            map.next_value_seed(self)?;
+            seen(&mut keys, key)?;
+        }
+        Ok(())
+    }
+}
+
+/// A string that looks like the inert value it stands for, a number or a null; else declined.
+#[derive(Clone, Copy)]
+struct Inert(closed::Inert);
+
+impl<'de> DeserializeSeed<'de> for Inert {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Inert {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a word, an id or a number")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        match self.0.holds(v) {
+            true => Ok(()),
+            false => Err(decline()),
+        }
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
     }
 }
 

@@ -51,6 +51,7 @@ fn reply_with_removed_calls_is_filtered() {
             message: m,
             calls_removed: true,
             calls_added: false,
+            edited: false,
         }],
         Some(json!({"r": 1})),
     );

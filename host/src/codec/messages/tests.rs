@@ -60,6 +60,7 @@ fn replies_keep_what_passed() {
             message: m,
             calls_removed: true,
             calls_added: false,
+            edited: false,
         }],
         None,
     );

@@ -83,6 +83,7 @@ fn replies_keep_what_passed() {
             message: m,
             calls_removed: false,
             calls_added: false,
+            edited: false,
         }],
         None,
     );

@@ -5,8 +5,8 @@
 //! as reading a `Value` would.
 
 use super::{none, Parameters, Top};
-use crate::codec::json::{whole, Check, Key};
-use crate::model::{PayloadError, Schema, ToolDef};
+use crate::codec::json::{whole, Check, Key, Seed};
+use crate::model::{PayloadError, Schema, ToolDef, CUSTOM};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -217,12 +217,14 @@ impl<'de> Visitor<'de> for Tool<'_> {
         let mut kind: Option<Option<String>> = None;
         let mut name = None;
         let mut function = None;
+        let mut custom = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             keys.see(top, key.clone());
             match &*key {
                 "type" => kind = Some(map.next_value_seed(Text(top))?),
                 "name" => name = map.next_value_seed(Text(top))?,
                 "function" => function = Some(map.next_value_seed(FunctionSeed(top))?),
+                "custom" => custom = Some(map.next_value_seed(Seed(top.repeated))?),
                 _ => map.next_value_seed(Check(top.repeated))?,
             }
         }
@@ -232,6 +234,13 @@ impl<'de> Visitor<'de> for Tool<'_> {
             Some(None) => return Ok(Err(err(format!("{}.type", path()), "must be a string"))),
             None => return Ok(Err(err(format!("{}.type", path()), "is required"))),
         };
+        if kind == CUSTOM {
+            let mut obj = serde_json::Map::new();
+            if let Some(custom) = custom {
+                obj.insert("custom".into(), custom);
+            }
+            return Ok(super::super::json::custom_tool(&obj, &path()));
+        }
         if kind != "function" {
             return Ok(Ok(ToolDef::declared(&kind, name.as_deref(), None, None)));
         }

@@ -1,0 +1,693 @@
+//! The closed world: every field a door forwards, both ways, is accounted for. A field is
+//!
+//! - *mapped*: the codec maps it into the payload the rails see (messages, calls, results,
+//!   tools);
+//! - *inert*: on a short list per door, a field that carries no free text (a model name, an
+//!   enum's word, an id checked as an id, base64 data); a value that does not look the part
+//!   (a sentence where a word should be) is judged all the same;
+//! - anything else: its string leaves are judged as text. At the top of a request they are the
+//!   request's fields (`Payload::fields`, judged on the input rail and edited by path); inside a
+//!   message (or a reply), they are folded into the message's content as text parts after its
+//!   own, `{"type": "text", "text": <leaf>, "field": <where it came from>}`, and unfolded back
+//!   where they came from after the rails, so a policy sees and edits them as part of the
+//!   message they belong to.
+//!
+//! Numbers, booleans and nulls carry no text and are never judged. With
+//! `[server] unknown_fields = "refuse"`, a request naming a field its door does not know is
+//! refused instead (see [`unknown`]).
+
+use crate::model::{Content, Field, Folded, FoldedContent, Leaf, Message, Root, Seg};
+use serde_json::{json, Map, Value};
+
+/// What an inert field's string must look like to go unjudged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inert {
+    /// A word of an enum or a name: at most 64 ASCII letters, digits and `_-.:/`.
+    Word,
+    /// An id: at most 256 ASCII letters, digits and `_-.:=+/`.
+    Id,
+    /// Opaque data no policy can read (base64, an encrypted blob, a signature): never judged.
+    Data,
+}
+
+impl Inert {
+    /// Whether `s` looks the part.
+    pub fn holds(self, s: &str) -> bool {
+        let within = |max: usize, extra: &[u8]| {
+            !s.is_empty()
+                && s.len() <= max
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+        };
+        match self {
+            Inert::Word => within(64, b"_-.:/"),
+            Inert::Id => within(256, b"_-.:=+/"),
+            Inert::Data => true,
+        }
+    }
+}
+
+/// A door's account of the fields of one kind of object (a request body, a message).
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Keys the codec maps into the payload: not walked here.
+    pub mapped: &'static [&'static str],
+    /// Paths whose strings carry no text when they look the part: `key`, `key.sub`, `key[]`
+    /// for any element of an array.
+    pub inert: &'static [(&'static str, Inert)],
+    /// Other keys the door knows (their strings are judged); with the mapped keys and the
+    /// inert paths' first keys, what `unknown` does not count as unknown.
+    pub known: &'static [&'static str],
+}
+
+impl Shape {
+    /// Whether the door knows `key` at this level.
+    pub fn knows(&self, key: &str) -> bool {
+        self.mapped.contains(&key)
+            || self.known.contains(&key)
+            || self.inert.iter().any(|(p, _)| first_key(p) == key)
+    }
+
+    fn inert_at(&self, pattern: &str, value: &str) -> bool {
+        self.inert
+            .iter()
+            .any(|(p, kind)| *p == pattern && kind.holds(value))
+    }
+}
+
+fn first_key(pattern: &str) -> &str {
+    pattern.split(['.', '[']).next().unwrap_or(pattern)
+}
+
+/// The first key of `object` its door does not know (for `unknown_fields = "refuse"`).
+pub fn unknown<'a>(object: &'a Map<String, Value>, shape: &Shape) -> Option<&'a str> {
+    object.keys().map(String::as_str).find(|k| !shape.knows(k))
+}
+
+/// Every string leaf of `object`'s keys but the mapped ones, and the inert ones that look the
+/// part, with its path (under `prefix`, the object's own path, empty at the top).
+fn leaves(
+    object: &Map<String, Value>,
+    shape: &Shape,
+    prefix: &[Seg],
+    out: &mut Vec<(Vec<Seg>, String)>,
+) {
+    for (key, value) in object {
+        if shape.mapped.contains(&key.as_str()) {
+            continue;
+        }
+        let mut path = prefix.to_vec();
+        path.push(Seg::Key(key.clone()));
+        walk(value, shape, prefix.len(), &mut path, out);
+    }
+}
+
+fn walk(
+    value: &Value,
+    shape: &Shape,
+    skip: usize,
+    path: &mut Vec<Seg>,
+    out: &mut Vec<(Vec<Seg>, String)>,
+) {
+    match value {
+        Value::String(s) => {
+            if !shape.inert_at(&pattern(&path[skip..]), s) {
+                out.push((path.clone(), s.clone()));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(Seg::Index(i));
+                walk(item, shape, skip, path, out);
+                path.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                path.push(Seg::Key(k.clone()));
+                walk(v, shape, skip, path, out);
+                path.pop();
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// A path as inert patterns spell it: indices as `[]`.
+fn pattern(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(_) => out.push_str("[]"),
+        }
+    }
+    out
+}
+
+/// A path as fields name it: `key`, `key.sub`, `key[0]`; a key that is not a plain word is
+/// written `["..."]` (JSON string syntax).
+pub fn render(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) if plain(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Key(k) => {
+                out.push('[');
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push(']');
+            }
+            Seg::Index(i) => {
+                out.push('[');
+                out.push_str(itoa::Buffer::new().format(*i));
+                out.push(']');
+            }
+        }
+    }
+    out
+}
+
+fn plain(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The segments of a path [`render`] wrote; `None` when it is not one.
+pub fn parse(path: &str) -> Option<Vec<Seg>> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            if r.starts_with('"') {
+                // A JSON string, then `]`.
+                let mut de = serde_json::Deserializer::from_str(r).into_iter::<String>();
+                let key = de.next()?.ok()?;
+                let used = de.byte_offset();
+                rest = r[used..].strip_prefix(']')?;
+                out.push(Seg::Key(key));
+            } else {
+                let end = r.find(']')?;
+                out.push(Seg::Index(r[..end].parse().ok()?));
+                rest = &r[end + 1..];
+            }
+        } else {
+            let r = if out.is_empty() {
+                rest
+            } else {
+                rest.strip_prefix('.')?
+            };
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            if !plain(key) {
+                return None;
+            }
+            out.push(Seg::Key(key.to_string()));
+            rest = &r[end..];
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The request's other text fields: every string leaf of its top-level keys that are neither
+/// mapped nor inert, by path.
+pub fn fields(body: &Map<String, Value>, shape: &Shape) -> Vec<Field> {
+    let mut found = Vec::new();
+    leaves(body, shape, &[], &mut found);
+    found
+        .into_iter()
+        .map(|(path, value)| Field {
+            path: render(&path),
+            value,
+        })
+        .collect()
+}
+
+/// Whether `value` holds a string anywhere.
+pub fn has_text(value: &Value) -> bool {
+    match value {
+        Value::String(_) => true,
+        Value::Array(items) => items.iter().any(has_text),
+        Value::Object(map) => map.values().any(has_text),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// The value at `path` in `root`, if it is there.
+fn at_mut<'v>(root: &'v mut Value, path: &[Seg]) -> Option<&'v mut Value> {
+    let mut at = root;
+    for seg in path {
+        at = match seg {
+            Seg::Key(k) => at.as_object_mut()?.get_mut(k)?,
+            Seg::Index(i) => at.as_array_mut()?.get_mut(*i)?,
+        };
+    }
+    Some(at)
+}
+
+/// Write a field's (edited) value back at its path in `body`: only where a string was.
+pub fn write_field(body: &mut Map<String, Value>, field: &Field) {
+    let Some(path) = parse(&field.path) else {
+        return;
+    };
+    let Some((Seg::Key(first), rest)) = path.split_first() else {
+        return;
+    };
+    if let Some(v) = body.get_mut(first).and_then(|v| at_mut(v, rest)) {
+        if v.is_string() {
+            *v = Value::String(field.value.clone());
+        }
+    }
+}
+
+/// The values a codec folds from outside a message (a reply's choice, its top-level object),
+/// numbered as `Root::Codec` numbers them.
+pub type Outside<'a> = &'a [(&'a Value, &'a Shape)];
+
+/// Fold into `message`'s content the string leaves of its fields outside the content: its
+/// `extra` (under `shape`), its calls' `extra` and `function_extra` (under `calls`), and the
+/// `outside` values the codec gives. Nothing changes when there are none.
+pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outside<'_>) {
+    let mut found: Vec<(Leaf, String)> = Vec::new();
+    let mut push = |root: Root, list: Vec<(Vec<Seg>, String)>| {
+        found.extend(list.into_iter().map(|(path, text)| {
+            (
+                Leaf {
+                    root: root.clone(),
+                    path,
+                },
+                text,
+            )
+        }));
+    };
+    if !message.extra.is_empty() {
+        let mut list = Vec::new();
+        leaves(&message.extra, shape, &[], &mut list);
+        push(Root::Extra, list);
+    }
+    for (i, call) in message.tool_calls.iter().enumerate() {
+        for (extra, function) in [(&call.extra, false), (&call.function_extra, true)] {
+            if extra.is_empty() {
+                continue;
+            }
+            let mut list = Vec::new();
+            leaves(extra, calls, &[], &mut list);
+            push(
+                Root::Call {
+                    id: call.id.clone(),
+                    index: i,
+                    function,
+                },
+                list,
+            );
+        }
+    }
+    for (n, (value, shape)) in outside.iter().enumerate() {
+        let mut list = Vec::new();
+        match value {
+            Value::Object(obj) => leaves(obj, shape, &[], &mut list),
+            other => walk(other, shape, 0, &mut Vec::new(), &mut list),
+        }
+        push(Root::Codec(n), list);
+    }
+    if found.is_empty() {
+        return;
+    }
+    let (was, mut parts) = match message.content.take() {
+        None if message.content_null => (FoldedContent::Null, Vec::new()),
+        None => (FoldedContent::Absent, Vec::new()),
+        Some(Content::Text(t)) => (
+            FoldedContent::Text,
+            vec![json!({"type": "text", "text": t})],
+        ),
+        Some(Content::Parts(Value::Array(p))) => (FoldedContent::Parts, p),
+        Some(Content::Parts(other)) => (FoldedContent::Other, vec![other]),
+    };
+    let own = parts.len();
+    let mut leaves = Vec::with_capacity(found.len());
+    for (leaf, text) in found {
+        let mut label = match &leaf.root {
+            Root::Call {
+                index, function, ..
+            } => {
+                let mut l = format!("tool_calls[{index}]");
+                if *function {
+                    l.push_str(".function");
+                }
+                l
+            }
+            _ => String::new(),
+        };
+        let rest = render(&leaf.path);
+        if !label.is_empty() && !rest.starts_with('[') {
+            label.push('.');
+        }
+        label.push_str(&rest);
+        parts.push(json!({"type": "text", "text": text, "field": label}));
+        leaves.push(leaf);
+    }
+    message.content = Some(Content::Parts(Value::Array(parts)));
+    message.content_null = false;
+    message.folded = Some(Box::new(Folded { was, own, leaves }));
+}
+
+/// Put what [`fold`] folded back where it came from, as the rails left it: each leaf's text
+/// (or nothing, when a policy replaced the content as a whole or changed how many parts it
+/// has: the leaves' text then stays in the content, where it was judged), and the content as
+/// it was shaped. The leaves of `Root::Codec` values are returned for the codec to write: the
+/// new text of each (`None`: emptied). Returns whether any leaf changed.
+pub fn unfold(message: &mut Message) -> (bool, Vec<(Leaf, Option<String>)>) {
+    let Some(folded) = message.folded.take() else {
+        return (false, Vec::new());
+    };
+    let Folded { was, own, leaves } = *folded;
+    let parts = match message.content.take() {
+        Some(Content::Parts(Value::Array(parts))) if parts.len() == own + leaves.len() => parts,
+        // Replaced as a whole (a rejection's text) or restructured: the leaves go, and the
+        // content stays as the policies left it.
+        other => {
+            message.content = other;
+            let mut outside = Vec::new();
+            for leaf in leaves {
+                if set_leaf(message, &leaf, None) {
+                    outside.push((leaf, None));
+                }
+            }
+            return (true, outside);
+        }
+    };
+    let mut own_parts = parts;
+    let tail = own_parts.split_off(own);
+    let mut changed = false;
+    let mut outside = Vec::new();
+    for (leaf, part) in leaves.into_iter().zip(tail) {
+        let text = part.get("text").and_then(Value::as_str).map(str::to_string);
+        if matches!(leaf.root, Root::Codec(_)) {
+            outside.push((leaf, text));
+            continue;
+        }
+        let before = leaf_text(message, &leaf);
+        if before.as_deref() != text.as_deref() {
+            changed = true;
+            set_leaf(message, &leaf, text);
+        }
+    }
+    message.content = match was {
+        FoldedContent::Absent => {
+            message.content_null = false;
+            (!own_parts.is_empty()).then(|| Content::Parts(Value::Array(own_parts)))
+        }
+        FoldedContent::Null => {
+            message.content_null = own_parts.is_empty();
+            (!own_parts.is_empty()).then(|| Content::Parts(Value::Array(own_parts)))
+        }
+        FoldedContent::Text => match own_parts.as_slice() {
+            [only] if is_text_part(only) => Some(Content::Text(
+                only["text"].as_str().unwrap_or_default().to_string(),
+            )),
+            _ => Some(Content::Parts(Value::Array(own_parts))),
+        },
+        FoldedContent::Parts => Some(Content::Parts(Value::Array(own_parts))),
+        FoldedContent::Other => match <[Value; 1]>::try_from(own_parts) {
+            Ok([only]) => Some(Content::Parts(only)),
+            Err(parts) => Some(Content::Parts(Value::Array(parts))),
+        },
+    };
+    (changed, outside)
+}
+
+/// `{"type": "text", "text": ...}` and nothing else: a text content written as a part.
+fn is_text_part(part: &Value) -> bool {
+    part.as_object().is_some_and(|o| {
+        o.len() == 2
+            && o.get("type") == Some(&json!("text"))
+            && o.get("text").is_some_and(Value::is_string)
+    })
+}
+
+fn root_mut<'m>(message: &'m mut Message, leaf: &Leaf) -> Option<&'m mut Map<String, Value>> {
+    match &leaf.root {
+        Root::Extra => Some(&mut message.extra),
+        Root::Call {
+            id,
+            index,
+            function,
+        } => {
+            // The call it came from, by its id (a policy may have removed calls before it).
+            let call = match message.tool_calls.get(*index) {
+                Some(c) if &c.id == id => Some(*index),
+                _ => message.tool_calls.iter().position(|c| &c.id == id),
+            }?;
+            let call = &mut message.tool_calls[call];
+            Some(if *function {
+                &mut call.function_extra
+            } else {
+                &mut call.extra
+            })
+        }
+        Root::Codec(_) => None,
+    }
+}
+
+fn leaf_text(message: &mut Message, leaf: &Leaf) -> Option<String> {
+    let (Seg::Key(first), rest) = leaf.path.split_first()? else {
+        return None;
+    };
+    let root = root_mut(message, leaf)?;
+    at_mut(root.get_mut(first)?, rest)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Set a leaf's text (`None`: empty it); whether the leaf is the codec's to write.
+fn set_leaf(message: &mut Message, leaf: &Leaf, text: Option<String>) -> bool {
+    if matches!(leaf.root, Root::Codec(_)) {
+        return true;
+    }
+    let Some((Seg::Key(first), rest)) = leaf.path.split_first() else {
+        return false;
+    };
+    if let Some(v) = root_mut(message, leaf)
+        .and_then(|root| root.get_mut(first))
+        .and_then(|v| at_mut(v, rest))
+    {
+        *v = Value::String(text.unwrap_or_default());
+    }
+    false
+}
+
+/// Write a `Root::Codec` leaf's text into the codec's value (`None`: empty it).
+pub fn write_leaf(root: &mut Value, path: &[Seg], text: Option<String>) {
+    if let Some(v) = at_mut(root, path) {
+        if v.is_string() {
+            *v = Value::String(text.unwrap_or_default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+
+    const TOP: Shape = Shape {
+        mapped: &["messages", "tools"],
+        inert: &[
+            ("model", Inert::Word),
+            ("modalities[]", Inert::Word),
+            ("audio.id", Inert::Id),
+        ],
+        known: &["metadata", "stop"],
+    };
+
+    #[test]
+    fn paths_round_trip() {
+        for path in [
+            vec![Seg::Key("user".into())],
+            vec![Seg::Key("metadata".into()), Seg::Key("user_id".into())],
+            vec![Seg::Key("stop".into()), Seg::Index(2)],
+            vec![Seg::Key("metadata".into()), Seg::Key("odd key.\"]".into())],
+            vec![Seg::Key("a".into()), Seg::Index(0), Seg::Key("b".into())],
+        ] {
+            assert_eq!(
+                parse(&render(&path)).as_ref(),
+                Some(&path),
+                "{}",
+                render(&path)
+            );
+        }
+        assert_eq!(render(&[Seg::Key("stop".into()), Seg::Index(1)]), "stop[1]");
+        assert_eq!(render(&[Seg::Key("a b".into())]), r#"["a b"]"#);
+        for bad in ["", ".a", "a..b", "a[", "a[x]", "a b", "[\"unterminated]"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_string_outside_the_mapped_and_inert_is_a_field() {
+        let body = json!({"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}],
+            "stop": ["a", "b"], "metadata": {"who": "jane@example.com", "n": 3},
+            "modalities": ["text", "not a word at all"], "audio": {"id": "audio_1"},
+            "vendor": {"deep": [{"x": "y"}]}, "temperature": 0.5});
+        let fields = fields(body.as_object().unwrap(), &TOP);
+        let got: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|f| (f.path.as_str(), f.value.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("stop[0]", "a"),
+                ("stop[1]", "b"),
+                ("metadata.who", "jane@example.com"),
+                ("modalities[1]", "not a word at all"),
+                ("vendor.deep[0].x", "y"),
+            ]
+        );
+        let mut body = body.as_object().unwrap().clone();
+        write_field(
+            &mut body,
+            &Field {
+                path: "metadata.who".into(),
+                value: "[EMAIL]".into(),
+            },
+        );
+        write_field(
+            &mut body,
+            &Field {
+                path: "stop[1]".into(),
+                value: "c".into(),
+            },
+        );
+        write_field(
+            &mut body,
+            &Field {
+                path: "metadata.n".into(),
+                value: "not a number".into(),
+            },
+        );
+        assert_eq!(body["metadata"], json!({"who": "[EMAIL]", "n": 3}));
+        assert_eq!(body["stop"], json!(["a", "c"]));
+        assert_eq!(unknown(&body, &TOP), Some("vendor"));
+    }
+
+    const MESSAGE: Shape = Shape {
+        mapped: &[],
+        inert: &[("audio.id", Inert::Id)],
+        known: &["refusal"],
+    };
+    const CALL: Shape = Shape {
+        mapped: &[],
+        inert: &[],
+        known: &[],
+    };
+
+    fn message() -> Message {
+        let mut m = Message::new("assistant", Some(Content::Text("hello".into())));
+        m.extra
+            .insert("refusal".into(), json!("I won't tell jane@example.com"));
+        m.extra.insert(
+            "audio".into(),
+            json!({"id": "audio_1", "transcript": "hi there"}),
+        );
+        let mut call = ToolCall::function("c1".into(), "f".into(), "{}".into());
+        call.extra.insert("note".into(), json!("a call's own text"));
+        m.tool_calls.push(call);
+        m
+    }
+
+    #[test]
+    fn text_outside_the_content_is_folded_in_and_back() {
+        let mut m = message();
+        let original = m.clone();
+        fold(&mut m, &MESSAGE, &CALL, &[]);
+        let Some(Content::Parts(Value::Array(parts))) = &m.content else {
+            panic!()
+        };
+        assert_eq!(
+            parts.as_slice(),
+            [
+                json!({"type": "text", "text": "hello"}),
+                json!({"type": "text", "text": "I won't tell jane@example.com", "field": "refusal"}),
+                json!({"type": "text", "text": "hi there", "field": "audio.transcript"}),
+                json!({"type": "text", "text": "a call's own text", "field": "tool_calls[0].note"}),
+            ]
+        );
+        // Unchanged: as it was.
+        let mut same = m.clone();
+        assert!(!unfold(&mut same).0);
+        assert_eq!(same, original);
+        // Edited: each leaf where it came from.
+        let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
+            panic!()
+        };
+        parts[0]["text"] = json!("hello!");
+        parts[1]["text"] = json!("I won't tell [EMAIL]");
+        let (changed, outside) = unfold(&mut m);
+        assert!(changed && outside.is_empty());
+        assert_eq!(m.content, Some(Content::Text("hello!".into())));
+        assert_eq!(m.extra["refusal"], "I won't tell [EMAIL]");
+        assert_eq!(
+            m.extra["audio"],
+            json!({"id": "audio_1", "transcript": "hi there"})
+        );
+    }
+
+    #[test]
+    fn a_content_replaced_whole_takes_the_leaves_with_it() {
+        let mut m = message();
+        fold(&mut m, &MESSAGE, &CALL, &[]);
+        m.content = Some(Content::Text("rejected".into()));
+        assert!(unfold(&mut m).0);
+        assert_eq!(m.content, Some(Content::Text("rejected".into())));
+        assert_eq!(m.extra["refusal"], "");
+        assert_eq!(m.extra["audio"]["transcript"], "");
+        // A part removed: the leaves cannot be told apart, so they go; the content stays.
+        let mut m = message();
+        fold(&mut m, &MESSAGE, &CALL, &[]);
+        let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
+            panic!()
+        };
+        parts.remove(0);
+        assert!(unfold(&mut m).0);
+        assert_eq!(m.extra["refusal"], "");
+        assert!(matches!(&m.content, Some(Content::Parts(Value::Array(p))) if p.len() == 3));
+    }
+
+    #[test]
+    fn a_removed_call_keeps_the_others_leaves_in_place() {
+        let mut m = message();
+        let mut second = ToolCall::function("c2".into(), "g".into(), "{}".into());
+        second.extra.insert("note".into(), json!("second"));
+        m.tool_calls.push(second);
+        fold(&mut m, &MESSAGE, &CALL, &[]);
+        m.tool_calls.remove(0);
+        let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
+            panic!()
+        };
+        let last = parts.len() - 1;
+        parts[last]["text"] = json!("second, edited");
+        unfold(&mut m);
+        assert_eq!(m.tool_calls[0].extra["note"], "second, edited");
+    }
+
+    #[test]
+    fn a_message_with_nothing_outside_is_left_as_it_is() {
+        let mut m = Message::new("user", Some(Content::Text("hi".into())));
+        let before = m.clone();
+        fold(&mut m, &MESSAGE, &CALL, &[]);
+        assert_eq!(m, before);
+        assert!(m.folded.is_none());
+    }
+}

@@ -1,0 +1,354 @@
+//! The closed world (#46) on the chat door, through the running daemon with the bundled
+//! policies: text in fields the policies used not to see (a request's `prediction`, `metadata`,
+//! `stop`, `response_format` schema and legacy `functions`; a history message's reasoning; a
+//! reply's refusal, reasoning, audio transcript and citations) is judged like the messages' own;
+//! the legacy `function_call` and `function` shapes and custom tools are calls and results the
+//! tool rails judge by their real names; and `unknown_fields = "refuse"` refuses what the door
+//! does not know. What the backend received is read off the scripted backend, what a client
+//! reads off the real OpenAI SDK.
+
+use crate::http::*;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::process::Command;
+
+const PII: &str = "jane.doe@example.com";
+
+/// The bundled policies against a scripted backend answering `reply`.
+fn daemon(reply: Value) -> (Daemon, MockBackend, TempConfig) {
+    let backend = MockBackend::start(Script::Json(200, completion(reply, "stop")));
+    let cfg = bundled_with(&[]);
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    (daemon, backend, cfg)
+}
+
+/// One request through the OpenAI SDK: what it made of the reply.
+fn sdk(d: &Daemon, request: Value) -> Value {
+    let out = Command::new(python())
+        .arg(root().join("tests/clients/one_chat.py"))
+        .arg(format!("http://{}/v1", d.addr))
+        .arg(request.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+#[test]
+fn text_outside_the_messages_reaches_the_backend_judged() {
+    let (d, backend, _cfg) = daemon(json!({"role": "assistant", "content": "ok"}));
+    let mail = format!("mail {PII}");
+    let body = json!({
+        "model": "m",
+        "messages": [
+            user("hello"),
+            {"role": "assistant", "content": "hi", "reasoning_content": mail, "refusal": mail},
+            user("thanks"),
+        ],
+        "prediction": {"type": "content", "content": mail},
+        "metadata": {"who": PII},
+        "stop": ["never", PII],
+        "user": PII,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out",
+            "schema": {"type": "object", "description": mail}}},
+        "functions": [{"name": "lookup", "description": mail, "parameters": {"type": "object"}}],
+        "vendor_extension": {"note": mail},
+    });
+    let r = post(d.addr, "/v1/chat/completions", &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let seen = backend.seen();
+    let sent = String::from_utf8_lossy(&seen[0].raw).into_owned();
+    assert!(!sent.contains(PII), "{sent}");
+    let sent = &seen[0].body;
+    for (at, value) in [
+        (
+            "/messages/1/reasoning_content",
+            &sent["messages"][1]["reasoning_content"],
+        ),
+        ("/messages/1/refusal", &sent["messages"][1]["refusal"]),
+        ("/prediction/content", &sent["prediction"]["content"]),
+        ("/metadata/who", &sent["metadata"]["who"]),
+        ("/stop/1", &sent["stop"][1]),
+        ("/user", &sent["user"]),
+        (
+            "/response_format/.../description",
+            &sent["response_format"]["json_schema"]["schema"]["description"],
+        ),
+        (
+            "/functions/0/description",
+            &sent["functions"][0]["description"],
+        ),
+        ("/vendor_extension/note", &sent["vendor_extension"]["note"]),
+    ] {
+        assert!(
+            value.as_str().unwrap_or("").contains("[EMAIL]"),
+            "{at}: {value}"
+        );
+    }
+    // The shapes stay as they came: the message's own content, the stop list.
+    assert_eq!(sent["messages"][1]["content"], "hi");
+    assert_eq!(sent["stop"][0], "never");
+    let rails = &r.json()["railyard"]["rails"];
+    assert_eq!(rails["input"], "modify", "{rails}");
+}
+
+#[test]
+fn text_outside_a_replys_content_reaches_the_client_judged() {
+    let mail = format!("write to {PII}");
+    let (d, _backend, _cfg) = daemon(json!({
+        "role": "assistant",
+        "content": "Here you are.",
+        "refusal": mail,
+        "reasoning_content": mail,
+        "annotations": [{"type": "url_citation", "url_citation": {"start_index": 0, "end_index": 4,
+            "url": format!("https://example.org/?to={PII}"), "title": mail}}],
+        "audio": {"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": mail},
+    }));
+    let seen = sdk(&d, json!({"model": "m", "messages": [user("hi")]}));
+    let message = &seen["message"];
+    assert!(!message.to_string().contains(PII), "{seen}");
+    assert_eq!(message["content"], "Here you are.", "{seen}");
+    assert!(
+        message["refusal"].as_str().unwrap().contains("[EMAIL]"),
+        "{seen}"
+    );
+    assert!(
+        message["audio"]["transcript"]
+            .as_str()
+            .unwrap()
+            .contains("[EMAIL]"),
+        "{seen}"
+    );
+    assert_eq!(
+        message["audio"]["data"], "UklGRg==",
+        "inert data passes as it came"
+    );
+    let title = message["annotations"][0]["url_citation"]["title"]
+        .as_str()
+        .unwrap();
+    assert!(title.contains("[EMAIL]"), "{seen}");
+    assert_eq!(seen["railyard"]["rails"]["output"], "modify", "{seen}");
+}
+
+#[test]
+fn legacy_function_calls_are_calls_and_function_messages_results() {
+    let functions = json!([{"name": "lookup", "parameters": {"type": "object",
+        "properties": {"id": {"type": "string"}}}}]);
+    // A legacy call to a function nobody declared: the tool_call rail sees it, by its name.
+    let (d, backend, _cfg) = daemon(json!({"role": "assistant", "content": null,
+        "function_call": {"name": "delete_database", "arguments": "{}"}}));
+    let blocked = sdk(
+        &d,
+        json!({"model": "m", "functions": functions, "messages": [user("go")]}),
+    );
+    assert_eq!(blocked["finish"], "content_filter", "{blocked}");
+    assert_eq!(
+        blocked["railyard"]["blocked"]["policy"], "allowlist",
+        "{blocked}"
+    );
+    assert!(blocked["message"]["function_call"].is_null(), "{blocked}");
+
+    // A declared one goes back in its own shape.
+    backend.set(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null,
+        "function_call": {"name": "lookup", "arguments": "{\"id\": \"7\"}"}}),
+            "function_call",
+        ),
+    ));
+    let called = sdk(
+        &d,
+        json!({"model": "m", "functions": functions, "messages": [user("go")]}),
+    );
+    assert_eq!(
+        called["message"]["function_call"]["name"], "lookup",
+        "{called}"
+    );
+    assert!(called["message"]["tool_calls"].is_null(), "{called}");
+
+    // The history: the call and its `function` result, which the tool_result rail judges.
+    backend.set(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "done"}), "stop"),
+    ));
+    let before = backend.seen().len();
+    let r = post(
+        d.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "functions": functions,
+        "messages": [user("go"),
+            {"role": "assistant", "content": null, "function_call": {"name": "lookup", "arguments": "{\"id\": \"7\"}"}},
+            {"role": "function", "name": "lookup", "content": format!("owner: {PII}")}]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = &backend.seen()[before].body;
+    assert_eq!(sent["messages"][2]["role"], "function", "{sent}");
+    assert_eq!(sent["messages"][2]["content"], "owner: [EMAIL]", "{sent}");
+    assert!(sent["messages"][2].get("tool_call_id").is_none(), "{sent}");
+    assert_eq!(
+        sent["messages"][1]["function_call"]["name"], "lookup",
+        "{sent}"
+    );
+    assert!(sent["messages"][1].get("tool_calls").is_none(), "{sent}");
+    assert_eq!(
+        r.json()["railyard"]["rails"]["tool_result"],
+        "modify",
+        "{}",
+        r.body
+    );
+
+    // A tenant's allowlist hides a legacy function as it hides a tool.
+    let hidden = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &json!({"model": "m",
+        "functions": [{"name": "issue_refund"}, {"name": "lookup_order"}], "messages": [user("go")]}),
+    );
+    assert_eq!(hidden.status, 200, "{}", hidden.body);
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert_eq!(
+        sent["functions"],
+        json!([{"name": "lookup_order"}]),
+        "{sent}"
+    );
+}
+
+#[test]
+fn custom_tools_are_called_by_their_own_names() {
+    let tools = json!([{"type": "custom", "custom": {"name": "run_sql",
+        "description": "Run a query", "format": {"type": "text"}}}]);
+    let call = |name: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "custom", "custom": {"name": name, "input": "select 1"}}]})
+    };
+    let (d, backend, _cfg) = daemon(call("drop_everything"));
+    let blocked = sdk(
+        &d,
+        json!({"model": "m", "tools": tools, "messages": [user("go")]}),
+    );
+    assert_eq!(
+        blocked["railyard"]["blocked"]["policy"], "allowlist",
+        "{blocked}"
+    );
+    let reason = blocked["railyard"]["blocked"]["reason"].as_str().unwrap();
+    assert!(reason.contains("'drop_everything'"), "{reason}");
+
+    backend.set(Script::Json(200, completion(call("run_sql"), "tool_calls")));
+    let ok = sdk(
+        &d,
+        json!({"model": "m", "tools": tools, "messages": [user("go")]}),
+    );
+    let got = &ok["message"]["tool_calls"][0];
+    assert_eq!(got["type"], "custom", "{ok}");
+    assert_eq!(
+        got["custom"],
+        json!({"name": "run_sql", "input": "select 1"}),
+        "{ok}"
+    );
+    assert!(
+        got["id"].as_str().unwrap().starts_with("ry1_"),
+        "signed like a function call: {ok}"
+    );
+
+    // The support tenant's allowlist does not list run_sql: hidden from its model.
+    let r = post_as(
+        d.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &json!({"model": "m", "tools": tools, "messages": [user("go")]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert!(sent.get("tools").is_none_or(|t| t == &json!([])), "{sent}");
+}
+
+#[test]
+fn unknown_fields_can_be_refused() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let cfg = bundled_with(&[(
+        "allow_rail_overrides = false",
+        "allow_rail_overrides = false\nunknown_fields = \"refuse\"",
+    )]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let known = json!({"model": "m", "temperature": 0.2, "metadata": {"a": "b"}, "stop": ["x"],
+        "messages": [user("hi"), {"role": "assistant", "content": "yo", "refusal": null}]});
+    assert_eq!(post(d.addr, "/v1/chat/completions", &known).status, 200);
+    for (body, field) in [
+        (
+            json!({"model": "m", "x_vendor": "text", "messages": [user("hi")]}),
+            "x_vendor",
+        ),
+        (
+            json!({"model": "m", "messages": [user("hi"), {"role": "assistant", "content": "a", "thoughts": "t"}]}),
+            "messages[1].thoughts",
+        ),
+    ] {
+        let r = post(d.addr, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 400, "{}", r.body);
+        let error = &r.json()["error"];
+        assert_eq!(error["param"], field, "{error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown_fields"),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        backend.seen().len(),
+        1,
+        "no refused request reached the backend"
+    );
+}
+
+#[test]
+fn a_replys_own_fields_and_its_choices_are_judged_and_log_probabilities_follow_the_text() {
+    let mail = format!("mail {PII}");
+    let tokens = json!({"content": [{"token": "mail", "logprob": -0.1, "bytes": [109], "top_logprobs": []}]});
+    let reply = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "note": mail,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": mail}, "finish_reason": "stop",
+             "logprobs": tokens, "vendor_hint": mail},
+            {"index": 1, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop",
+             "logprobs": tokens},
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    });
+    let backend = MockBackend::start(Script::Json(200, reply));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let r = post(
+        d.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [user("hi")]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.contains(PII), "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["note"], "mail [EMAIL]", "{body}");
+    assert_eq!(body["choices"][0]["vendor_hint"], "mail [EMAIL]", "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "mail [EMAIL]",
+        "{body}"
+    );
+    // The edited choice's log-probabilities would spell out what was redacted: gone. The other
+    // choice's text is as the backend wrote it, and so are they.
+    assert!(body["choices"][0]["logprobs"].is_null(), "{body}");
+    assert_eq!(body["choices"][1]["logprobs"], tokens, "{body}");
+}
