@@ -278,10 +278,7 @@ fn unknown_fields_can_be_refused() {
         200,
         completion(json!({"role": "assistant", "content": "ok"}), "stop"),
     ));
-    let cfg = bundled_with(&[(
-        "allow_rail_overrides = false",
-        "allow_rail_overrides = false\nunknown_fields = \"refuse\"",
-    )]);
+    let cfg = bundled_with(&[("unknown_fields = \"judge\"", "unknown_fields = \"refuse\"")]);
     let d = Daemon::start(&cfg.path, &backend.url());
     let known = json!({"model": "m", "temperature": 0.2, "metadata": {"a": "b"}, "stop": ["x"],
         "messages": [user("hi"), {"role": "assistant", "content": "yo", "refusal": null}]});
@@ -351,4 +348,247 @@ fn a_replys_own_fields_and_its_choices_are_judged_and_log_probabilities_follow_t
     // choice's text is as the backend wrote it, and so are they.
     assert!(body["choices"][0]["logprobs"].is_null(), "{body}");
     assert_eq!(body["choices"][1]["logprobs"], tokens, "{body}");
+}
+
+/// A streamed chunk with `delta` for choice 0.
+fn delta(delta: Value) -> String {
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "mock",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    .to_string()
+}
+
+/// `text` cut into pieces of 5 bytes, each as `field` of a delta.
+fn pieces(field: &str, text: &str) -> Vec<String> {
+    text.as_bytes()
+        .chunks(5)
+        .map(|c| delta(json!({field: String::from_utf8_lossy(c)})))
+        .collect()
+}
+
+#[test]
+fn a_streamed_replys_every_text_is_judged_as_it_streams() {
+    let mail = format!("reach me at {PII} today");
+    let mut events = vec![delta(json!({"role": "assistant", "content": ""}))];
+    events.extend(pieces("reasoning_content", &mail));
+    events.extend(pieces("refusal", &mail));
+    events.push(delta(json!({"vendor_note": mail})));
+    events.extend(pieces("content", "Here you are."));
+    events.push(finish_chunk("stop"));
+    events.push("[DONE]".into());
+    let backend = MockBackend::start(Script::Sse(events, std::time::Duration::ZERO));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let seen = sdk(
+        &d,
+        json!({"model": "m", "stream": true, "messages": [user("hi")]}),
+    );
+    assert!(!seen.to_string().contains(PII), "{seen}");
+    let message = &seen["message"];
+    for field in ["reasoning_content", "refusal", "vendor_note"] {
+        let text = message[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field}: {seen}"));
+        assert_eq!(text, "reach me at [EMAIL] today", "{field}: {seen}");
+    }
+    assert_eq!(message["content"], "Here you are.", "{seen}");
+    assert_eq!(seen["finish"], "stop", "{seen}");
+}
+
+#[test]
+fn streamed_legacy_and_custom_calls_are_judged_by_name() {
+    let functions = json!([{"name": "lookup", "parameters": {"type": "object",
+        "properties": {"id": {"type": "string"}}}}]);
+    let legacy = |name: &str| {
+        vec![
+            delta(json!({"role": "assistant", "content": null,
+                "function_call": {"name": name, "arguments": ""}})),
+            delta(json!({"function_call": {"arguments": "{\"id\":"}})),
+            delta(json!({"function_call": {"arguments": " \"7\"}"}})),
+            finish_chunk("function_call"),
+            "[DONE]".into(),
+        ]
+    };
+    let backend = MockBackend::start(Script::Sse(
+        legacy("delete_database"),
+        std::time::Duration::ZERO,
+    ));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let request =
+        json!({"model": "m", "stream": true, "functions": functions, "messages": [user("go")]});
+    let blocked = sdk(&d, request.clone());
+    assert!(blocked["raised"].is_string(), "{blocked}");
+    assert!(
+        blocked["message"]
+            .as_str()
+            .unwrap()
+            .contains("delete_database"),
+        "{blocked}"
+    );
+
+    backend.set(Script::Sse(legacy("lookup"), std::time::Duration::ZERO));
+    let called = sdk(&d, request);
+    assert_eq!(
+        called["message"]["function_call"],
+        json!({"name": "lookup", "arguments": "{\"id\": \"7\"}"}),
+        "{called}"
+    );
+    assert_eq!(called["finish"], "function_call", "{called}");
+
+    let tools = json!([{"type": "custom", "custom": {"name": "run_sql"}}]);
+    let custom = |name: &str| {
+        vec![
+            delta(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "c1", "type": "custom",
+                "custom": {"name": name, "input": "select "}}]}),
+            ),
+            delta(json!({"tool_calls": [{"index": 0, "custom": {"input": "1"}}]})),
+            finish_chunk("tool_calls"),
+            "[DONE]".into(),
+        ]
+    };
+    backend.set(Script::Sse(custom("run_sql"), std::time::Duration::ZERO));
+    let request = json!({"model": "m", "stream": true, "tools": tools, "messages": [user("go")]});
+    let ok = sdk(&d, request.clone());
+    let call = &ok["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "custom", "{ok}");
+    assert_eq!(
+        call["custom"],
+        json!({"name": "run_sql", "input": "select 1"}),
+        "{ok}"
+    );
+    backend.set(Script::Sse(custom("drop_it"), std::time::Duration::ZERO));
+    let blocked = sdk(&d, request);
+    assert!(blocked["raised"].is_string(), "{blocked}");
+}
+
+#[test]
+fn a_streamed_error_event_is_judged_too() {
+    let events = vec![
+        delta(json!({"role": "assistant", "content": "Hi"})),
+        json!({"error": {"message": format!("upstream failed for {PII}"), "type": "server_error"}})
+            .to_string(),
+    ];
+    let backend = MockBackend::start(Script::Sse(events, std::time::Duration::ZERO));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let r = post(
+        d.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "stream": true, "messages": [user("hi")]}),
+    );
+    assert!(!r.body.contains(PII), "{}", r.body);
+    assert!(r.body.contains("upstream failed for [EMAIL]"), "{}", r.body);
+}
+
+/// The Responses door: input items the model does not map (reasoning, a hosted call, an item
+/// after the last message) and a reply's (reasoning, a hosted call's result) are judged as part
+/// of the message they ride in.
+#[test]
+fn responses_items_beside_the_messages_are_judged_both_ways() {
+    let mail = format!("mail {PII}");
+    let reply = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+    "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": mail}],
+         "encrypted_content": "gAAAAB"},
+        {"type": "mcp_call", "id": "mcp_1", "server_label": "crm", "name": "lookup",
+         "arguments": "{}", "output": mail},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "done", "annotations": []}]}
+    ]});
+    let backend = MockBackend::start(Script::Json(200, reply));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let r = post(
+        d.addr,
+        "/v1/responses",
+        &json!({"model": "m",
+            "tools": [{"type": "mcp", "server_label": "crm", "server_url": "https://crm.example/mcp"}],
+            "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": mail}],
+             "encrypted_content": "gAAAAB"},
+            {"type": "web_search_call", "id": "ws_0", "status": "completed",
+             "action": {"type": "search", "query": mail}},
+            {"role": "assistant", "content": "ok"},
+            {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": mail}]}
+        ]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = String::from_utf8_lossy(&backend.seen()[0].raw).into_owned();
+    assert!(!sent.contains(PII), "{sent}");
+    let sent = &backend.seen()[0].body;
+    assert_eq!(
+        sent["input"][1]["summary"][0]["text"], "mail [EMAIL]",
+        "{sent}"
+    );
+    assert_eq!(sent["input"][1]["encrypted_content"], "gAAAAB", "{sent}");
+    assert_eq!(
+        sent["input"][2]["action"]["query"], "mail [EMAIL]",
+        "{sent}"
+    );
+    assert_eq!(
+        sent["input"][4]["summary"][0]["text"], "mail [EMAIL]",
+        "{sent}"
+    );
+    assert!(!r.body.contains(PII), "{}", r.body);
+    let out = &r.json()["output"];
+    assert!(r.json()["railyard"]["blocked"].is_null(), "{}", r.body);
+    assert_eq!(out[0]["summary"][0]["text"], "mail [EMAIL]", "{out}");
+    assert_eq!(out[1]["output"], "mail [EMAIL]", "{out}");
+    assert_eq!(out[2]["content"][0]["text"], "done", "{out}");
+}
+
+/// The Messages door: blocks the model does not map (a thinking block in the history, a
+/// server tool's result and thinking in a reply) and a text document's data are judged.
+#[test]
+fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
+    let mail = format!("mail {PII}");
+    let reply = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [
+            {"type": "thinking", "thinking": mail, "signature": "sig"},
+            {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": mail}},
+            {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": [
+                {"type": "web_search_result", "url": "https://example.org", "title": mail,
+                 "encrypted_content": "EqQ"}]},
+            {"type": "text", "text": "done"}
+        ],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}});
+    let backend = MockBackend::start(Script::Json(200, reply));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let r = request(d.addr, "POST", "/v1/messages",
+        &[("x-api-key", "demo-key"), ("anthropic-version", "2023-06-01"), ("Authorization", "")],
+        json!({"model": "m", "max_tokens": 10, "messages": [
+            {"role": "user", "content": [{"type": "document", "source": {"type": "text",
+                "media_type": "text/plain", "data": mail}}, {"type": "text", "text": "read it"}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": mail, "signature": "sig"},
+                {"type": "text", "text": "ok"}]},
+            {"role": "user", "content": "go on"}
+        ]}).to_string().as_bytes());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = String::from_utf8_lossy(&backend.seen()[0].raw).into_owned();
+    assert!(!sent.contains(PII), "{sent}");
+    let sent = &backend.seen()[0].body;
+    assert_eq!(
+        sent["messages"][0]["content"][0]["source"]["data"], "mail [EMAIL]",
+        "{sent}"
+    );
+    assert_eq!(
+        sent["messages"][1]["content"][0]["thinking"], "mail [EMAIL]",
+        "{sent}"
+    );
+    assert_eq!(
+        sent["messages"][1]["content"][0]["signature"], "sig",
+        "{sent}"
+    );
+    assert!(!r.body.contains(PII), "{}", r.body);
+    let content = &r.json()["content"];
+    assert_eq!(content[0]["thinking"], "mail [EMAIL]", "{content}");
+    assert_eq!(content[1]["input"]["query"], "mail [EMAIL]", "{content}");
+    assert_eq!(
+        content[2]["content"][0]["title"], "mail [EMAIL]",
+        "{content}"
+    );
+    assert_eq!(content[3]["text"], "done", "{content}");
 }

@@ -47,8 +47,25 @@ impl Inert {
     }
 }
 
+/// What of a backend's error event is inert (its type and code); its message, and whatever
+/// else it carries, a client reads.
+pub const ERROR_EVENT: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("type", Inert::Word),
+        ("code", Inert::Word),
+        ("param", Inert::Word),
+        ("sequence_number", Inert::Word),
+        ("error.type", Inert::Word),
+        ("error.code", Inert::Word),
+        ("error.param", Inert::Word),
+        ("request_id", Inert::Id),
+    ],
+    known: &[],
+};
+
 /// A door's account of the fields of one kind of object (a request body, a message).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
     /// Keys the codec maps into the payload: not walked here.
     pub mapped: &'static [&'static str],

@@ -52,14 +52,28 @@ const REQUEST: Shape = Shape {
     ],
 };
 
-/// A message's (and a tool_result block's) fields beyond those the model maps.
+/// Where the blocks of an assistant message the model does not map ride in it.
+pub(crate) const BEFORE: &str = "railyard.before";
+
+/// A message's (and a tool_result block's) fields beyond those the model maps, and the blocks
+/// riding in it: their text is judged, their signatures, ids and encrypted parts are not.
 const MESSAGE: Shape = Shape {
     mapped: &[],
     inert: &[
         ("cache_control.type", Inert::Word),
         ("cache_control.ttl", Inert::Word),
+        ("railyard.before[].type", Inert::Word),
+        ("railyard.before[].id", Inert::Id),
+        ("railyard.before[].tool_use_id", Inert::Id),
+        ("railyard.before[].signature", Inert::Data),
+        ("railyard.before[].data", Inert::Data),
+        ("railyard.before[].cache_control.type", Inert::Word),
+        ("railyard.before[].content.type", Inert::Word),
+        ("railyard.before[].content[].type", Inert::Word),
+        ("railyard.before[].content[].encrypted_content", Inert::Data),
+        ("railyard.before[].content.encrypted_stdout", Inert::Data),
     ],
-    known: &["cache_control", "is_error"],
+    known: &["cache_control", "is_error", BEFORE],
 };
 
 /// A decoded Messages request.
@@ -185,7 +199,12 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
         m.tool_calls_present = !calls.is_empty();
         m.tool_calls = calls;
         m.extra = extra;
-        m.wire = json!({"message": i, "before": before});
+        // Blocks the model does not map (thinking, server tools) ride in the message, where the
+        // rails judge their text as part of it (`codec::closed`); written back before its own.
+        if !before.is_empty() {
+            m.extra.insert(BEFORE.into(), Value::Array(before));
+        }
+        m.wire = json!({"message": i, "before": true});
         out.push(m);
     }
     Ok(())
@@ -320,6 +339,7 @@ impl Codec for Messages {
                 .find(|m| m.role != "tool")
                 .map(|m| m.extra.clone())
                 .unwrap_or_default();
+            obj.remove(BEFORE);
             obj.insert("role".into(), json!(wire_role(first)));
             let single_text = group.len() == 1
                 && group[0].role != "tool"
@@ -367,6 +387,7 @@ impl Codec for Messages {
         };
         let mut texts = Vec::new();
         let mut calls = Vec::new();
+        let mut others = Vec::new();
         for block in content {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => texts.push(block.clone()),
@@ -379,11 +400,17 @@ impl Codec for Messages {
                         input.to_string(),
                     ));
                 }
-                _ => {}
+                _ => others.push(block.clone()),
             }
         }
         let content = (!texts.is_empty()).then(|| Content::Parts(Value::Array(texts)));
-        Ok((MessagesReply { body }, vec![Message::reply(content, calls)]))
+        let mut message = Message::reply(content, calls);
+        // Blocks the model does not map (thinking, server tools and their results, MCP blocks)
+        // ride in the reply, whose rails judge their text; written back as they left them.
+        if !others.is_empty() {
+            message.extra.insert(BEFORE.into(), Value::Array(others));
+        }
+        Ok((MessagesReply { body }, vec![message]))
     }
 
     fn encode_reply(reply: MessagesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {

@@ -77,15 +77,40 @@ const REQUEST: Shape = Shape {
     ],
 };
 
-/// An input item's fields beyond those the model maps (a message item's, a call's).
+/// Where the items the model does not map ride in the message after them (a request's) or in
+/// the reply (a reply's).
+pub(crate) const ITEMS: &str = "railyard.items";
+/// Where the items after a request's last message ride in it.
+const AFTER: &str = "railyard.after";
+
+/// An input item's fields beyond those the model maps (a message item's, a call's, a hosted
+/// call's whole item), and the items riding in a message: their text is judged, their ids,
+/// words and encrypted parts are not.
 const ITEM: Shape = Shape {
     mapped: &[],
     inert: &[
         ("type", Inert::Word),
         ("id", Inert::Id),
         ("status", Inert::Word),
+        ("call_id", Inert::Id),
+        ("railyard.items[].type", Inert::Word),
+        ("railyard.items[].id", Inert::Id),
+        ("railyard.items[].status", Inert::Word),
+        ("railyard.items[].call_id", Inert::Id),
+        ("railyard.items[].encrypted_content", Inert::Data),
+        ("railyard.items[].summary[].type", Inert::Word),
+        ("railyard.items[].content[].type", Inert::Word),
+        ("railyard.items[].approval_request_id", Inert::Id),
+        ("railyard.after[].type", Inert::Word),
+        ("railyard.after[].id", Inert::Id),
+        ("railyard.after[].status", Inert::Word),
+        ("railyard.after[].call_id", Inert::Id),
+        ("railyard.after[].encrypted_content", Inert::Data),
+        ("railyard.after[].summary[].type", Inert::Word),
+        ("railyard.after[].content[].type", Inert::Word),
+        ("railyard.after[].approval_request_id", Inert::Id),
     ],
-    known: &["type", "id", "status"],
+    known: &["type", "id", "status", ITEMS, AFTER],
 };
 
 /// A decoded Responses request.
@@ -106,15 +131,20 @@ const FROM_INSTRUCTIONS: &str = "instructions";
 const FROM_INPUT_STRING: &str = "input";
 const FROM_CALLS: &str = "function_call";
 
-fn wire(from: Option<&str>, attached: Vec<Value>) -> Value {
+fn wire(from: Option<&str>) -> Value {
     let mut w = Map::new();
     if let Some(from) = from {
         w.insert("from".into(), json!(from));
     }
-    if !attached.is_empty() {
-        w.insert("before".into(), Value::Array(attached));
-    }
     Value::Object(w)
+}
+
+/// Items before `m` the model does not map (reasoning, hosted calls, MCP items) ride in it,
+/// where the rails judge their text as part of it (`codec::closed`).
+fn attach(m: &mut Message, attached: Vec<Value>) {
+    if !attached.is_empty() {
+        m.extra.insert(ITEMS.into(), Value::Array(attached));
+    }
 }
 
 fn from(message: &Message) -> Option<&str> {
@@ -195,7 +225,8 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let mut m = Message::new(&role, content(obj.remove("content").unwrap_or_default()));
                 m.content_null = false;
                 m.extra = obj;
-                m.wire = wire(None, std::mem::take(&mut attached));
+                m.wire = wire(None);
+                attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
             Some("function_call") => {
@@ -211,7 +242,8 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                     messages.last_mut().expect("checked").tool_calls.push(call);
                 } else {
                     let mut m = Message::reply(None, vec![call]);
-                    m.wire = wire(Some(FROM_CALLS), std::mem::take(&mut attached));
+                    m.wire = wire(Some(FROM_CALLS));
+                    attach(&mut m, std::mem::take(&mut attached));
                     messages.push(m);
                 }
             }
@@ -220,7 +252,8 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let mut m = Message::new("tool", content(obj.remove("output").unwrap_or_default()));
                 m.tool_call_id = call_id;
                 m.extra = obj;
-                m.wire = wire(None, std::mem::take(&mut attached));
+                m.wire = wire(None);
+                attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
             _ => attached.push(item.clone()),
@@ -231,22 +264,30 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
 
 fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>) {
     for m in messages {
-        if let Some(Value::Array(before)) = m.wire.get("before") {
+        if let Some(Value::Array(before)) = m.extra.get(ITEMS) {
             input.extend(before.iter().cloned());
         }
+        let mut extra = m.extra.clone();
+        extra.remove(ITEMS);
+        extra.remove(AFTER);
+        let after = match m.extra.get(AFTER) {
+            Some(Value::Array(after)) => after.as_slice(),
+            _ => &[],
+        };
         if m.role == "tool" {
-            let mut item = m.extra.clone();
+            let mut item = extra.clone();
             item.insert("type".into(), json!("function_call_output"));
             item.insert("call_id".into(), json!(m.tool_call_id));
             item.insert("output".into(), content_json(&m.content));
             input.push(Value::Object(item));
+            input.extend(after.iter().cloned());
             continue;
         }
         if m.has_text() || from(m) != Some(FROM_CALLS) {
             let mut item = Map::new();
             item.insert("role".into(), json!(m.role));
             item.insert("content".into(), content_json(&m.content));
-            item.extend(m.extra.clone());
+            item.extend(extra.clone());
             input.push(Value::Object(item));
         }
         for call in &m.tool_calls {
@@ -257,6 +298,7 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
             item.insert("arguments".into(), json!(call.arguments));
             input.push(Value::Object(item));
         }
+        input.extend(after.iter().cloned());
     }
     input.extend(trailing.iter().cloned());
 }
@@ -294,7 +336,7 @@ impl Codec for Responses {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
                 let mut m = Message::new("system", Some(Content::Text(s.clone())));
-                m.wire = wire(Some(FROM_INSTRUCTIONS), Vec::new());
+                m.wire = wire(Some(FROM_INSTRUCTIONS));
                 messages.push(m);
             }
             Some(_) => return Err(PayloadError::new("instructions", "must be a string")),
@@ -303,13 +345,18 @@ impl Codec for Responses {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => {
                 let mut m = Message::new("user", Some(Content::Text(s.clone())));
-                m.wire = wire(Some(FROM_INPUT_STRING), Vec::new());
+                m.wire = wire(Some(FROM_INPUT_STRING));
                 messages.push(m);
                 Vec::new()
             }
             Some(Value::Array(items)) => {
-                let (more, trailing) = decode_items(items)?;
+                let (more, mut trailing) = decode_items(items)?;
                 messages.extend(more);
+                // Items after the last message ride in it too (after its own).
+                if let Some(last) = messages.last_mut().filter(|_| !trailing.is_empty()) {
+                    last.extra
+                        .insert(AFTER.into(), Value::Array(std::mem::take(&mut trailing)));
+                }
                 trailing
             }
             Some(_) => {
@@ -381,6 +428,7 @@ impl Codec for Responses {
         };
         let mut parts = Vec::new();
         let mut calls = Vec::new();
+        let mut others = Vec::new();
         for item in output {
             match item.get("type").and_then(Value::as_str) {
                 Some("message") => {
@@ -403,21 +451,22 @@ impl Codec for Responses {
                     call.extra = extra;
                     calls.push(call);
                 }
-                Some(t) => {
-                    if let Some(kind) = hosted_kind(t) {
-                        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                        let extra = item.as_object().cloned().unwrap_or_default();
-                        calls.push(ToolCall::hosted(id.into(), kind.into(), extra));
-                    }
+                Some(t) if hosted_kind(t).is_some() => {
+                    let kind = hosted_kind(t).unwrap_or(t);
+                    let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+                    let extra = item.as_object().cloned().unwrap_or_default();
+                    calls.push(ToolCall::hosted(id.into(), kind.into(), extra));
                 }
-                None => {}
+                _ => others.push(item.clone()),
             }
         }
         let content = (!parts.is_empty()).then(|| Content::Parts(Value::Array(parts)));
-        Ok((
-            ResponsesReply { body },
-            vec![Message::reply(content, calls)],
-        ))
+        let mut message = Message::reply(content, calls);
+        // Items the model does not map ride in the reply, whose rails judge their text.
+        if !others.is_empty() {
+            message.extra.insert(ITEMS.into(), Value::Array(others));
+        }
+        Ok((ResponsesReply { body }, vec![message]))
     }
 
     fn encode_reply(reply: ResponsesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {

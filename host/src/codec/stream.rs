@@ -54,7 +54,16 @@ pub enum Up {
         /// The backend's finish/stop reason.
         finish: Option<String>,
     },
-    /// The backend's own error event: passed on, the stream ends.
+    /// An event with text outside the reply's text parts (a field the door does not stream as
+    /// text, a reply's own fields): the relay has the output rail judge its strings (those
+    /// `shape` does not call inert) as one reply, then passes it on as they were left.
+    Judge {
+        /// The event.
+        frame: Frame,
+        /// What of it is inert.
+        shape: &'static crate::codec::closed::Shape,
+    },
+    /// The backend's own error event: its text judged, passed on, the stream ends.
     Error(Frame),
     /// The backend says the reply is complete.
     Done,

@@ -16,6 +16,7 @@
 
 use super::window::{Release, Window};
 use super::{Refusal, RequestScope};
+use crate::codec::closed;
 use crate::codec::sse::SseParser;
 use crate::codec::stream::{Down, Finish, Part, StreamCodec, Up};
 use crate::config::OnBlockStream;
@@ -47,6 +48,11 @@ struct PartialCall {
 impl PartialCall {
     fn call(self) -> ToolCall {
         match self.kind {
+            Some(kind) if kind == crate::model::CUSTOM => {
+                let mut call = ToolCall::custom(self.id, self.name, self.arguments);
+                call.extra = self.extra;
+                call
+            }
             // A hosted call: a type and no function fragments.
             Some(kind) if kind != FUNCTION && self.name.is_empty() => {
                 let mut call = ToolCall::hosted(self.id, kind, self.extra);
@@ -199,7 +205,15 @@ impl<C: StreamCodec> Relay<C> {
                 Flow::Go
             }
             Up::ChoiceEnd { choice, finish } => self.finish_choice(choice, finish).await,
-            Up::Error(frame) => {
+            Up::Judge { mut frame, shape } => match self.judge_frame(&mut frame.data, shape) {
+                Ok(()) => self.send(Down::Pass(frame)).await,
+                Err(refusal) => self.blocked(refusal).await,
+            },
+            Up::Error(mut frame) => {
+                // An error's message may echo what the model or the conversation said.
+                if let Err(refusal) = self.judge_frame(&mut frame.data, &closed::ERROR_EVENT) {
+                    return self.blocked(refusal).await;
+                }
                 let _ = self.send(Down::BackendError(frame)).await;
                 self.end(502, Outcome::BackendError);
                 Flow::Stop
@@ -209,6 +223,33 @@ impl<C: StreamCodec> Relay<C> {
                 Flow::Stop
             }
         }
+    }
+
+    /// Judge the strings of an event's `data` (what `shape` does not call inert) as one reply
+    /// on the output rail, and leave them as it left them; the refusal, if it blocked.
+    fn judge_frame(&mut self, data: &mut Value, shape: &closed::Shape) -> Result<(), Refusal> {
+        if !self.scope.runs(Rail::Output) {
+            return Ok(());
+        }
+        let Value::Object(fields) = std::mem::take(data) else {
+            return Ok(());
+        };
+        let mut message = Message::reply(None, Vec::new());
+        message.extra = fields;
+        closed::fold(&mut message, shape, shape, &[]);
+        if message.folded.is_none() {
+            *data = Value::Object(message.extra);
+            return Ok(());
+        }
+        let (eval, mut judged) =
+            self.scope
+                .judge(Rail::Output, &mut self.conversation, message, false);
+        if let Some(refusal) = Refusal::from_eval(&eval) {
+            return Err(refusal);
+        }
+        closed::unfold(&mut judged);
+        *data = Value::Object(judged.extra);
+        Ok(())
     }
 
     /// Judge a part's held text if it is due, and send what is safe.

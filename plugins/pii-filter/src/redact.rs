@@ -43,14 +43,23 @@ pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Str
             return Ok(None);
         }
         match site.key {
-            Some("type" | "detail" | "format" | "file_data" | "data" | "file_id" | "mime_type") => {
-                Ok(None)
-            }
+            Some("type" | "detail" | "format" | "file_data" | "file_id" | "mime_type") => Ok(None),
+            // Inline data is base64 (an image, a PDF), but a text document's `data` is its text
+            // (Anthropic's `{"type": "text", "data": "..."}` source): only base64 is skipped.
+            Some("data") if looks_base64(v) => Ok(None),
             Some("url") if v.starts_with("data:") => Ok(None),
             Some("text" | "refusal") => text_at(v, None, policy, counts, 1),
             key => text_at(v, key, policy, counts, 1),
         }
     })
+}
+
+/// Whether `s` looks like base64 data rather than text: long, and nothing but base64's
+/// alphabet (text has spaces and punctuation; a short value is scanned whatever it is).
+fn looks_base64(s: &str) -> bool {
+    s.len() >= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_'))
 }
 
 /// Redacts tool-call arguments (JSON text). Arguments that are not a JSON object or array can't
@@ -241,6 +250,23 @@ mod tests {
             Err(Blocked(PiiType::Email))
         );
         assert_eq!(arguments(r#"{"to":"nobody""#, &p, &mut c), Ok(None));
+    }
+
+    #[test]
+    fn a_text_documents_data_is_scanned_and_base64_is_not() {
+        let doc = r#"[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"write to bob@example.com"}}]"#;
+        let out = parts(doc, &Policy::default(), &mut [0; PiiType::COUNT])
+            .unwrap()
+            .unwrap();
+        assert!(out.contains("[EMAIL]") && !out.contains("bob@"), "{out}");
+        let image = format!(
+            r#"[{{"type":"image","source":{{"type":"base64","data":"{}"}}}}]"#,
+            "QUJD".repeat(40)
+        );
+        assert_eq!(
+            parts(&image, &Policy::default(), &mut [0; PiiType::COUNT]).unwrap(),
+            None
+        );
     }
 
     #[test]

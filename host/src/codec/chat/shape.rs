@@ -177,3 +177,23 @@ fn single(key: &str, value: &Value) -> Map<String, Value> {
     m.insert(key.to_string(), value.clone());
     m
 }
+
+/// A streamed chunk's fields that carry no text a client reads (what else a chunk carries, the
+/// relay has the output rail judge before it passes).
+pub const CHUNK: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("id", Inert::Id),
+        ("object", Inert::Word),
+        ("model", Inert::Word),
+        ("system_fingerprint", Inert::Id),
+        ("service_tier", Inert::Word),
+        ("choices[].finish_reason", Inert::Word),
+        ("choices[].delta.role", Inert::Word),
+        ("choices[].delta.audio.id", Inert::Id),
+        ("choices[].delta.audio.data", Inert::Data),
+        ("choices[].delta.tool_calls[].type", Inert::Word),
+        ("choices[].delta.tool_calls[].id", Inert::Id),
+    ],
+    known: &[],
+};

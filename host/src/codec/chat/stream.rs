@@ -7,7 +7,8 @@
 //! general way.
 
 use super::super::sse;
-use super::super::stream::{Down, Finish, Frame, StreamCodec, Up};
+use super::super::stream::{Down, Finish, Frame, Part, StreamCodec, Up};
+use super::shape;
 use serde_json::{json, Map, Value};
 
 /// Chat streaming: every chunk's choices are split into text, tool-call fragments, finish
@@ -19,6 +20,22 @@ pub struct ChatStream {
     /// The template as JSON text without its closing brace, made once: how our text chunks
     /// start.
     prefix: Option<String>,
+    /// Choices whose call came as the legacy `function_call`, and goes back as one.
+    legacy: std::collections::BTreeSet<u32>,
+}
+
+/// The text a delta carries beside its content, each streamed as a text part of its own
+/// (windowed and judged as the content is) and written back under its own key: the part is the
+/// choice's, plus the field's number times 2^32.
+const TEXT_FIELDS: [(u64, &str); 4] = [
+    (1, "refusal"),
+    (2, "reasoning_content"),
+    (3, "reasoning"),
+    (4, "audio.transcript"),
+];
+
+fn text_part(choice: u32, field: u64) -> Part {
+    choice as u64 | (field << 32)
 }
 
 /// A chunk of the common kind, borrowed from its text: choices carrying only text (or nothing)
@@ -170,10 +187,30 @@ impl ChatStream {
             _ => Vec::new(),
         };
         let usage = chunk.remove("usage");
-        if self.template.is_none() {
-            self.template = Some(chunk);
-        }
         let mut up = Vec::new();
+        if self.template.is_none() {
+            // The chunks' own fields repeat in every chunk Railyard writes: those a client reads
+            // no text in (id, model, ...) make the template; any other is judged, once.
+            let mut own = Map::new();
+            for (k, v) in std::mem::take(&mut chunk) {
+                if crate::codec::closed::fields(&single(&k, &v), &shape::CHUNK).is_empty() {
+                    self.template.get_or_insert_with(Map::new).insert(k, v);
+                } else {
+                    own.insert(k, v);
+                }
+            }
+            self.template.get_or_insert_with(Map::new);
+            if !own.is_empty() {
+                let mut data = self.chunk(Vec::new());
+                if let Some(obj) = data.as_object_mut() {
+                    obj.extend(own);
+                }
+                up.push(Up::Judge {
+                    frame: Frame { event: None, data },
+                    shape: &shape::CHUNK,
+                });
+            }
+        }
         for choice in choices {
             let Value::Object(mut choice) = choice else {
                 continue;
@@ -189,17 +226,82 @@ impl ChatStream {
             };
             let content = delta.remove("content");
             let fragments = delta.remove("tool_calls");
-            // Whatever else the delta carries (role, refusal, ...) passes at once.
+            let legacy = delta.remove("function_call");
+            let mut texts = Vec::new();
+            for (field, key) in TEXT_FIELDS {
+                let text = match key.split_once('.') {
+                    Some((outer, inner)) => delta
+                        .get_mut(outer)
+                        .and_then(Value::as_object_mut)
+                        .and_then(|o| o.remove(inner)),
+                    None => delta.remove(key),
+                };
+                match text {
+                    Some(Value::String(t)) => texts.push((field, t)),
+                    Some(Value::Null) | None => {}
+                    // Not a string: judged with the rest of the delta.
+                    Some(other) => {
+                        let (outer, inner) = key.split_once('.').unwrap_or((key, ""));
+                        match inner {
+                            "" => delta.insert(outer.into(), other),
+                            _ => delta
+                                .get_mut(outer)
+                                .and_then(Value::as_object_mut)
+                                .and_then(|o| o.insert(inner.into(), other)),
+                        };
+                    }
+                }
+            }
+            if delta
+                .get("audio")
+                .is_some_and(|a| a.as_object().is_some_and(Map::is_empty))
+            {
+                delta.remove("audio");
+            }
+            // Whatever else the delta carries passes once the output rail judged its text (the
+            // role and the rest that carry none pass at once).
             if !delta.is_empty() {
-                up.push(Up::Pass(Frame {
-                    event: None,
-                    data: self.chunk(vec![Self::choice(index, Value::Object(delta), Value::Null)]),
-                }));
+                let data = self.chunk(vec![Self::choice(index, Value::Object(delta), Value::Null)]);
+                let textless = data
+                    .as_object()
+                    .is_none_or(|d| crate::codec::closed::fields(d, &shape::CHUNK).is_empty());
+                let frame = Frame { event: None, data };
+                up.push(match textless {
+                    true => Up::Pass(frame),
+                    false => Up::Judge {
+                        frame,
+                        shape: &shape::CHUNK,
+                    },
+                });
+            }
+            for (field, text) in texts {
+                up.push(Up::Text {
+                    choice: index,
+                    part: text_part(index, field),
+                    text,
+                });
             }
             if let Some(Value::Array(fragments)) = fragments {
                 for f in fragments {
                     up.push(call_fragment(index, f));
                 }
+            }
+            if let Some(Value::Object(f)) = legacy {
+                // The legacy call: one per choice, its name and arguments in fragments.
+                self.legacy.insert(index);
+                up.push(Up::Call {
+                    choice: index,
+                    index: 0,
+                    id: None,
+                    name: f.get("name").and_then(Value::as_str).map(str::to_string),
+                    kind: Some(crate::model::FUNCTION.into()),
+                    arguments: f
+                        .get("arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    extra: Map::new(),
+                });
             }
             if let Some(Value::String(text)) = content {
                 up.push(Up::Text {
@@ -233,6 +335,17 @@ impl ChatStream {
     fn write(&mut self, down: Down, out: &mut Vec<u8>) {
         let data = match down {
             Down::Pass(frame) => frame.data,
+            Down::Text { choice, part, text } if part >> 32 != 0 => {
+                let key = TEXT_FIELDS
+                    .iter()
+                    .find(|(f, _)| *f == part >> 32)
+                    .map_or("content", |(_, k)| k);
+                let delta = match key.split_once('.') {
+                    Some((outer, inner)) => json!({outer: {inner: text}}),
+                    None => json!({key: text}),
+                };
+                self.chunk(vec![Self::choice(choice, delta, Value::Null)])
+            }
             Down::Text { choice, text, .. } => match self.text_chunk(choice, &text) {
                 Some(chunk) => return sse::write(out, None, &chunk),
                 None => self.chunk(vec![Self::choice(
@@ -242,6 +355,18 @@ impl ChatStream {
                 )]),
             },
             Down::PartEnd { .. } => return,
+            Down::Calls { choice, calls }
+                if self.legacy.contains(&choice)
+                    && calls.len() == 1
+                    && calls[0].kind == crate::model::FUNCTION =>
+            {
+                let call = &calls[0];
+                self.chunk(vec![Self::choice(
+                    choice,
+                    json!({"function_call": {"name": call.name, "arguments": call.arguments}}),
+                    Value::Null,
+                )])
+            }
             Down::Calls { choice, calls } => {
                 let calls: Vec<Value> = calls
                     .iter()
@@ -319,6 +444,12 @@ impl ChatStream {
     }
 }
 
+fn single(key: &str, value: &Value) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(key.to_string(), value.clone());
+    m
+}
+
 /// One `delta.tool_calls[]` fragment: a function call's pieces, or a hosted call (a `type` and
 /// no `function` object).
 fn call_fragment(choice: u32, f: Value) -> Up {
@@ -338,10 +469,12 @@ fn call_fragment(choice: u32, f: Value) -> Up {
     let kind = f
         .remove("type")
         .and_then(|v| v.as_str().map(str::to_string));
-    let (name, arguments) = match f.remove("function") {
+    // A function call's pieces are under `function`, a custom tool call's under `custom`.
+    let (name, arguments) = match f.remove("function").or_else(|| f.remove("custom")) {
         Some(func) => (
             func.get("name").and_then(Value::as_str).map(str::to_string),
             func.get("arguments")
+                .or_else(|| func.get("input"))
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),

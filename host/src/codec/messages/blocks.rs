@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 pub(super) fn encode_blocks(messages: &[&Message]) -> Value {
     let mut blocks = Vec::new();
     for m in messages {
-        if let Some(Value::Array(before)) = m.wire.get("before") {
+        if let Some(Value::Array(before)) = m.extra.get(super::BEFORE) {
             blocks.extend(before.iter().cloned());
         }
         if m.role == "tool" {
@@ -63,6 +63,10 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
         _ => Vec::new(),
     };
     texts.reverse();
+    let mut others = match judged.extra.get(super::BEFORE) {
+        Some(Value::Array(blocks)) => blocks.clone().into_iter(),
+        _ => Vec::new().into_iter(),
+    };
     let one_text = matches!(judged.content, Some(Content::Text(_)));
     let mut out = Vec::new();
     let mut placed = false;
@@ -92,7 +96,7 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
                     out.push(block);
                 }
             }
-            _ => out.push(block),
+            _ => out.push(others.next().unwrap_or(block)),
         }
     }
     if !placed {

@@ -45,6 +45,10 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
         _ => Vec::new(),
     };
     parts.reverse();
+    let mut others = match judged.extra.get(super::ITEMS) {
+        Some(Value::Array(items)) => items.clone().into_iter(),
+        _ => Vec::new().into_iter(),
+    };
     let mut out = Vec::new();
     let mut text_placed = false;
     for mut item in items {
@@ -82,15 +86,18 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
             }
             Some(t) if hosted_kind(t).is_some() => {
                 let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                if judged
+                // A hosted call's fields are the item's: written as the rails left them.
+                if let Some(call) = judged
                     .tool_calls
                     .iter()
-                    .any(|c| c.is_hosted() && c.id == id)
+                    .find(|c| c.is_hosted() && c.id == id)
                 {
-                    out.push(item);
+                    out.push(Value::Object(call.extra.clone()));
                 }
             }
-            _ => out.push(item),
+            // Every other item (reasoning, MCP listings and approvals) rode in the message as
+            // the rails judged it: written as they left it, in order.
+            _ => out.push(others.next().unwrap_or(item)),
         }
     }
     if !text_placed {
