@@ -85,11 +85,45 @@ impl Shape {
             || self.inert.iter().any(|(p, _)| first_key(p) == key)
     }
 
-    fn inert_at(&self, pattern: &str, value: &str) -> bool {
+    fn inert_at(&self, path: &[Step<'_>], value: &str) -> bool {
         self.inert
             .iter()
-            .any(|(p, kind)| *p == pattern && kind.holds(value))
+            .any(|(p, kind)| spells(p, path) && kind.holds(value))
     }
+}
+
+/// One step of a path being walked, borrowed from the value walked.
+#[derive(Debug, Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Whether the inert `pattern` (keys joined by `.`, `[]` for any index) names `path`; builds
+/// nothing (every request's top-level fields are checked against the lists).
+fn spells(pattern: &str, path: &[Step<'_>]) -> bool {
+    let mut rest = pattern;
+    for (i, step) in path.iter().enumerate() {
+        match step {
+            Step::Key(k) => {
+                if i > 0 {
+                    match rest.strip_prefix('.') {
+                        Some(r) => rest = r,
+                        None => return false,
+                    }
+                }
+                match rest.strip_prefix(k) {
+                    Some(r) if r.is_empty() || r.starts_with(['.', '[']) => rest = r,
+                    _ => return false,
+                }
+            }
+            Step::Index(_) => match rest.strip_prefix("[]") {
+                Some(r) => rest = r,
+                None => return false,
+            },
+        }
+    }
+    rest.is_empty()
 }
 
 fn first_key(pattern: &str) -> &str {
@@ -102,69 +136,60 @@ pub fn unknown<'a>(object: &'a Map<String, Value>, shape: &Shape) -> Option<&'a 
 }
 
 /// Every string leaf of `object`'s keys but the mapped ones, and the inert ones that look the
-/// part, with its path (under `prefix`, the object's own path, empty at the top).
-fn leaves(
-    object: &Map<String, Value>,
-    shape: &Shape,
-    prefix: &[Seg],
-    out: &mut Vec<(Vec<Seg>, String)>,
-) {
+/// part, with its path.
+fn leaves(object: &Map<String, Value>, shape: &Shape, out: &mut Vec<(Vec<Seg>, String)>) {
     for (key, value) in object {
         if shape.mapped.contains(&key.as_str()) {
             continue;
         }
-        let mut path = prefix.to_vec();
-        path.push(Seg::Key(key.clone()));
-        walk(value, shape, prefix.len(), &mut path, out);
+        match value {
+            // The common top-level field (a model's name, a number): no path is built.
+            Value::String(s) => {
+                if !shape.inert_at(&[Step::Key(key)], s) {
+                    out.push((vec![Seg::Key(key.clone())], s.clone()));
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            _ => walk(value, shape, &mut vec![Step::Key(key)], out),
+        }
     }
 }
 
-fn walk(
-    value: &Value,
+fn walk<'a>(
+    value: &'a Value,
     shape: &Shape,
-    skip: usize,
-    path: &mut Vec<Seg>,
+    path: &mut Vec<Step<'a>>,
     out: &mut Vec<(Vec<Seg>, String)>,
 ) {
     match value {
         Value::String(s) => {
-            if !shape.inert_at(&pattern(&path[skip..]), s) {
-                out.push((path.clone(), s.clone()));
+            if !shape.inert_at(path, s) {
+                let owned = path
+                    .iter()
+                    .map(|step| match step {
+                        Step::Key(k) => Seg::Key((*k).to_string()),
+                        Step::Index(i) => Seg::Index(*i),
+                    })
+                    .collect();
+                out.push((owned, s.clone()));
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                path.push(Seg::Index(i));
-                walk(item, shape, skip, path, out);
+                path.push(Step::Index(i));
+                walk(item, shape, path, out);
                 path.pop();
             }
         }
         Value::Object(map) => {
             for (k, v) in map {
-                path.push(Seg::Key(k.clone()));
-                walk(v, shape, skip, path, out);
+                path.push(Step::Key(k));
+                walk(v, shape, path, out);
                 path.pop();
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
-}
-
-/// A path as inert patterns spell it: indices as `[]`.
-fn pattern(path: &[Seg]) -> String {
-    let mut out = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            Seg::Index(_) => out.push_str("[]"),
-        }
-    }
-    out
 }
 
 /// A path as fields name it: `key`, `key.sub`, `key[0]`; a key that is not a plain word is
@@ -241,7 +266,7 @@ pub fn parse(path: &str) -> Option<Vec<Seg>> {
 /// mapped nor inert, by path.
 pub fn fields(body: &Map<String, Value>, shape: &Shape) -> Vec<Field> {
     let mut found = Vec::new();
-    leaves(body, shape, &[], &mut found);
+    leaves(body, shape, &mut found);
     found
         .into_iter()
         .map(|(path, value)| Field {
@@ -310,7 +335,7 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
     };
     if !message.extra.is_empty() {
         let mut list = Vec::new();
-        leaves(&message.extra, shape, &[], &mut list);
+        leaves(&message.extra, shape, &mut list);
         push(Root::Extra, list);
     }
     for (i, call) in message.tool_calls.iter().enumerate() {
@@ -319,7 +344,7 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
                 continue;
             }
             let mut list = Vec::new();
-            leaves(extra, calls, &[], &mut list);
+            leaves(extra, calls, &mut list);
             push(
                 Root::Call {
                     id: call.id.clone(),
@@ -333,8 +358,8 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
     for (n, (value, shape)) in outside.iter().enumerate() {
         let mut list = Vec::new();
         match value {
-            Value::Object(obj) => leaves(obj, shape, &[], &mut list),
-            other => walk(other, shape, 0, &mut Vec::new(), &mut list),
+            Value::Object(obj) => leaves(obj, shape, &mut list),
+            other => walk(other, shape, &mut Vec::new(), &mut list),
         }
         push(Root::Codec(n), list);
     }
@@ -527,6 +552,27 @@ mod tests {
         ],
         known: &["metadata", "stop"],
     };
+
+    #[test]
+    fn inert_patterns_name_paths() {
+        let path = [
+            Step::Key("choices"),
+            Step::Index(3),
+            Step::Key("delta"),
+            Step::Key("role"),
+        ];
+        assert!(spells("choices[].delta.role", &path));
+        assert!(!spells("choices[].delta", &path));
+        assert!(!spells("choices[].delta.roles", &path));
+        assert!(!spells("choices.delta.role", &path));
+        assert!(spells("model", &[Step::Key("model")]));
+        assert!(!spells("model", &[Step::Key("mode")]));
+        assert!(!spells("mode", &[Step::Key("model")]));
+        assert!(spells(
+            "modalities[]",
+            &[Step::Key("modalities"), Step::Index(0)]
+        ));
+    }
 
     #[test]
     fn paths_round_trip() {

@@ -217,10 +217,18 @@ impl<'de> Visitor<'de> for Textless {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut keys = Vec::new();
+        // Usage objects have a handful of keys: compared in place, no list built; an object
+        // with more is declined.
+        const FEW: usize = 8;
+        let mut keys: [Option<Key<'de>>; FEW] = Default::default();
+        let mut n = 0;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             map.next_value_seed(self)?;
-            seen(&mut keys, key)?;
+            if n == FEW || keys[..n].iter().any(|k| k.as_ref() == Some(&key)) {
+                return Err(decline());
+            }
+            keys[n] = Some(key);
+            n += 1;
         }
         Ok(())
     }
