@@ -417,9 +417,19 @@ pub fn unfold(message: &mut Message) -> (bool, Vec<(Leaf, Option<String>)>) {
     let parts = match message.content.take() {
         Some(Content::Parts(Value::Array(parts))) if parts.len() == own + leaves.len() => parts,
         // Replaced as a whole (a rejection's text) or restructured: the leaves go, and the
-        // content stays as the policies left it.
+        // content stays as the policies left it (the leaves' parts as plain text parts).
         other => {
-            message.content = other;
+            message.content = match other {
+                Some(Content::Parts(Value::Array(mut parts))) => {
+                    for part in &mut parts {
+                        if let Some(obj) = part.as_object_mut() {
+                            obj.remove("field");
+                        }
+                    }
+                    Some(Content::Parts(Value::Array(parts)))
+                }
+                other => other,
+            };
             let mut outside = Vec::new();
             for leaf in leaves {
                 if set_leaf(message, &leaf, None) {
@@ -725,7 +735,11 @@ mod tests {
         parts.remove(0);
         assert!(unfold(&mut m).0);
         assert_eq!(m.extra["refusal"], "");
-        assert!(matches!(&m.content, Some(Content::Parts(Value::Array(p))) if p.len() == 3));
+        let Some(Content::Parts(Value::Array(parts))) = &m.content else {
+            panic!()
+        };
+        assert_eq!(parts.len(), 3);
+        assert!(parts.iter().all(|p| p.get("field").is_none()), "{parts:?}");
     }
 
     #[test]
