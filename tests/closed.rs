@@ -10,7 +10,6 @@
 use crate::http::*;
 use crate::support::*;
 use serde_json::{json, Value};
-use std::process::Command;
 
 const PII: &str = "jane.doe@example.com";
 
@@ -24,18 +23,10 @@ fn daemon(reply: Value) -> (Daemon, MockBackend, TempConfig) {
 
 /// One request through the OpenAI SDK: what it made of the reply.
 fn sdk(d: &Daemon, request: Value) -> Value {
-    let out = Command::new(python())
-        .arg(root().join("tests/clients/one_chat.py"))
-        .arg(format!("http://{}/v1", d.addr))
-        .arg(request.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::doors::run(
+        "one_chat.py",
+        &[&format!("http://{}/v1", d.addr), &request.to_string()],
+    )
 }
 
 fn user(text: &str) -> Value {

@@ -30,7 +30,8 @@ fn daemon(on_block_stream: &str) -> (Daemon, TempConfig) {
     (daemon, cfg)
 }
 
-fn run(script: &str, args: &[&str]) -> Value {
+/// Run a client script from `tests/clients` and read the JSON it prints.
+pub(crate) fn run(script: &str, args: &[&str]) -> Value {
     let out = Command::new(python())
         .arg(root().join("tests/clients").join(script))
         .args(args)

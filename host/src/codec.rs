@@ -139,7 +139,10 @@ pub(crate) fn encode_body(
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-fn offered_tools(
+/// The declarations in `original` (the request's JSON) as the model is offered them: those a
+/// `tools`-rail plugin hid (in `tools`, the same declarations in order) left out, rewritten
+/// descriptions written in by `describe`.
+pub(crate) fn offered_tools(
     original: &[Value],
     tools: &[crate::model::ToolDef],
     describe: impl Fn(&mut Value, &str),

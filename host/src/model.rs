@@ -286,9 +286,6 @@ pub enum Root {
         /// `function_extra` rather than `extra`.
         function: bool,
     },
-    /// A value the codec keeps outside the message (a reply's choice, its top-level object),
-    /// by the number the codec gave it.
-    Codec(usize),
 }
 
 /// One step of a JSON path.

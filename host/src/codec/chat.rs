@@ -153,19 +153,9 @@ impl Codec for Chat {
         let functions = request.functions.min(payload.tools.len());
         let declared = &payload.tools[payload.tools.len() - functions..];
         if let Some(Value::Array(original)) = body.get_mut("functions") {
-            let offered = original
-                .iter()
-                .zip(declared)
-                .filter(|(_, t)| t.hidden_by.is_none())
-                .map(|(json, t)| {
-                    let mut json = json.clone();
-                    if let Some(d) = &t.description {
-                        json["description"] = json!(&**d);
-                    }
-                    json
-                })
-                .collect();
-            *original = offered;
+            *original = super::offered_tools(original, declared, |f, d| {
+                f["description"] = json!(d);
+            });
         }
         super::encode_body(body, payload, |t, d| {
             let at = if t["type"] == crate::model::CUSTOM {

@@ -262,6 +262,23 @@ pub fn parse(path: &str) -> Option<Vec<Seg>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// Whether the field `key` of an object `shape` describes carries text the rails must judge:
+/// a string leaf that is neither mapped nor inert.
+pub fn carries_text(key: &str, value: &Value, shape: &Shape) -> bool {
+    if shape.mapped.contains(&key) {
+        return false;
+    }
+    match value {
+        Value::String(s) => !shape.inert_at(&[Step::Key(key)], s),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        _ => {
+            let mut found = Vec::new();
+            walk(value, shape, &mut vec![Step::Key(key)], &mut found);
+            !found.is_empty()
+        }
+    }
+}
+
 /// The request's other text fields: every string leaf of its top-level keys that are neither
 /// mapped nor inert, by path.
 pub fn fields(body: &Map<String, Value>, shape: &Shape) -> Vec<Field> {
@@ -313,14 +330,10 @@ pub fn write_field(body: &mut Map<String, Value>, field: &Field) {
     }
 }
 
-/// The values a codec folds from outside a message (a reply's choice, its top-level object),
-/// numbered as `Root::Codec` numbers them.
-pub type Outside<'a> = &'a [(&'a Value, &'a Shape)];
-
 /// Fold into `message`'s content the string leaves of its fields outside the content: its
-/// `extra` (under `shape`), its calls' `extra` and `function_extra` (under `calls`), and the
-/// `outside` values the codec gives. Nothing changes when there are none.
-pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outside<'_>) {
+/// `extra` (under `shape`) and its calls' `extra` and `function_extra` (under `calls`).
+/// Nothing changes when there are none.
+pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape) {
     let mut found: Vec<(Leaf, String)> = Vec::new();
     let mut push = |root: Root, list: Vec<(Vec<Seg>, String)>| {
         found.extend(list.into_iter().map(|(path, text)| {
@@ -355,14 +368,6 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
             );
         }
     }
-    for (n, (value, shape)) in outside.iter().enumerate() {
-        let mut list = Vec::new();
-        match value {
-            Value::Object(obj) => leaves(obj, shape, &mut list),
-            other => walk(other, shape, &mut Vec::new(), &mut list),
-        }
-        push(Root::Codec(n), list);
-    }
     if found.is_empty() {
         return;
     }
@@ -389,7 +394,7 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
                 }
                 l
             }
-            _ => String::new(),
+            Root::Extra => String::new(),
         };
         let rest = render(&leaf.path);
         if !label.is_empty() && !rest.starts_with('[') {
@@ -407,11 +412,10 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape, outside: Outsid
 /// Put what [`fold`] folded back where it came from, as the rails left it: each leaf's text
 /// (or nothing, when a policy replaced the content as a whole or changed how many parts it
 /// has: the leaves' text then stays in the content, where it was judged), and the content as
-/// it was shaped. The leaves of `Root::Codec` values are returned for the codec to write: the
-/// new text of each (`None`: emptied). Returns whether any leaf changed.
-pub fn unfold(message: &mut Message) -> (bool, Vec<(Leaf, Option<String>)>) {
+/// it was shaped. Returns whether any leaf changed.
+pub fn unfold(message: &mut Message) -> bool {
     let Some(folded) = message.folded.take() else {
-        return (false, Vec::new());
+        return false;
     };
     let Folded { was, own, leaves } = *folded;
     let parts = match message.content.take() {
@@ -430,25 +434,17 @@ pub fn unfold(message: &mut Message) -> (bool, Vec<(Leaf, Option<String>)>) {
                 }
                 other => other,
             };
-            let mut outside = Vec::new();
-            for leaf in leaves {
-                if set_leaf(message, &leaf, None) {
-                    outside.push((leaf, None));
-                }
+            for leaf in &leaves {
+                set_leaf(message, leaf, None);
             }
-            return (true, outside);
+            return true;
         }
     };
     let mut own_parts = parts;
     let tail = own_parts.split_off(own);
     let mut changed = false;
-    let mut outside = Vec::new();
     for (leaf, part) in leaves.into_iter().zip(tail) {
         let text = part.get("text").and_then(Value::as_str).map(str::to_string);
-        if matches!(leaf.root, Root::Codec(_)) {
-            outside.push((leaf, text));
-            continue;
-        }
         let before = leaf_text(message, &leaf);
         if before.as_deref() != text.as_deref() {
             changed = true;
@@ -476,7 +472,7 @@ pub fn unfold(message: &mut Message) -> (bool, Vec<(Leaf, Option<String>)>) {
             Err(parts) => Some(Content::Parts(Value::Array(parts))),
         },
     };
-    (changed, outside)
+    changed
 }
 
 /// `{"type": "text", "text": ...}` and nothing else: a text content written as a part.
@@ -508,7 +504,6 @@ fn root_mut<'m>(message: &'m mut Message, leaf: &Leaf) -> Option<&'m mut Map<Str
                 &mut call.extra
             })
         }
-        Root::Codec(_) => None,
     }
 }
 
@@ -522,29 +517,16 @@ fn leaf_text(message: &mut Message, leaf: &Leaf) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Set a leaf's text (`None`: empty it); whether the leaf is the codec's to write.
-fn set_leaf(message: &mut Message, leaf: &Leaf, text: Option<String>) -> bool {
-    if matches!(leaf.root, Root::Codec(_)) {
-        return true;
-    }
+/// Set a leaf's text (`None`: empty it).
+fn set_leaf(message: &mut Message, leaf: &Leaf, text: Option<String>) {
     let Some((Seg::Key(first), rest)) = leaf.path.split_first() else {
-        return false;
+        return;
     };
     if let Some(v) = root_mut(message, leaf)
         .and_then(|root| root.get_mut(first))
         .and_then(|v| at_mut(v, rest))
     {
         *v = Value::String(text.unwrap_or_default());
-    }
-    false
-}
-
-/// Write a `Root::Codec` leaf's text into the codec's value (`None`: empty it).
-pub fn write_leaf(root: &mut Value, path: &[Seg], text: Option<String>) {
-    if let Some(v) = at_mut(root, path) {
-        if v.is_string() {
-            *v = Value::String(text.unwrap_or_default());
-        }
     }
 }
 
@@ -684,7 +666,7 @@ mod tests {
     fn text_outside_the_content_is_folded_in_and_back() {
         let mut m = message();
         let original = m.clone();
-        fold(&mut m, &MESSAGE, &CALL, &[]);
+        fold(&mut m, &MESSAGE, &CALL);
         let Some(Content::Parts(Value::Array(parts))) = &m.content else {
             panic!()
         };
@@ -699,7 +681,7 @@ mod tests {
         );
         // Unchanged: as it was.
         let mut same = m.clone();
-        assert!(!unfold(&mut same).0);
+        assert!(!unfold(&mut same));
         assert_eq!(same, original);
         // Edited: each leaf where it came from.
         let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
@@ -707,8 +689,7 @@ mod tests {
         };
         parts[0]["text"] = json!("hello!");
         parts[1]["text"] = json!("I won't tell [EMAIL]");
-        let (changed, outside) = unfold(&mut m);
-        assert!(changed && outside.is_empty());
+        assert!(unfold(&mut m));
         assert_eq!(m.content, Some(Content::Text("hello!".into())));
         assert_eq!(m.extra["refusal"], "I won't tell [EMAIL]");
         assert_eq!(
@@ -720,20 +701,20 @@ mod tests {
     #[test]
     fn a_content_replaced_whole_takes_the_leaves_with_it() {
         let mut m = message();
-        fold(&mut m, &MESSAGE, &CALL, &[]);
+        fold(&mut m, &MESSAGE, &CALL);
         m.content = Some(Content::Text("rejected".into()));
-        assert!(unfold(&mut m).0);
+        assert!(unfold(&mut m));
         assert_eq!(m.content, Some(Content::Text("rejected".into())));
         assert_eq!(m.extra["refusal"], "");
         assert_eq!(m.extra["audio"]["transcript"], "");
         // A part removed: the leaves cannot be told apart, so they go; the content stays.
         let mut m = message();
-        fold(&mut m, &MESSAGE, &CALL, &[]);
+        fold(&mut m, &MESSAGE, &CALL);
         let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
             panic!()
         };
         parts.remove(0);
-        assert!(unfold(&mut m).0);
+        assert!(unfold(&mut m));
         assert_eq!(m.extra["refusal"], "");
         let Some(Content::Parts(Value::Array(parts))) = &m.content else {
             panic!()
@@ -748,7 +729,7 @@ mod tests {
         let mut second = ToolCall::function("c2".into(), "g".into(), "{}".into());
         second.extra.insert("note".into(), json!("second"));
         m.tool_calls.push(second);
-        fold(&mut m, &MESSAGE, &CALL, &[]);
+        fold(&mut m, &MESSAGE, &CALL);
         m.tool_calls.remove(0);
         let Some(Content::Parts(Value::Array(parts))) = &mut m.content else {
             panic!()
@@ -763,7 +744,7 @@ mod tests {
     fn a_message_with_nothing_outside_is_left_as_it_is() {
         let mut m = Message::new("user", Some(Content::Text("hi".into())));
         let before = m.clone();
-        fold(&mut m, &MESSAGE, &CALL, &[]);
+        fold(&mut m, &MESSAGE, &CALL);
         assert_eq!(m, before);
         assert!(m.folded.is_none());
     }

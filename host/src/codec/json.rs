@@ -208,32 +208,54 @@ impl<'de> Visitor<'de> for Check<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        // Schemas are made of small objects: their keys are compared in place; past a few, they
-        // are sorted, so a large object costs n log n, not n².
-        const FEW: usize = 8;
-        let mut few: [Option<Key<'de>>; FEW] = Default::default();
-        let mut many: Vec<Key<'de>> = Vec::new();
-        let mut n = 0;
+        let mut keys = SeenKeys::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if n < FEW {
-                if few[..n].iter().flatten().any(|k| *k == key) {
-                    self.0.set(true);
-                }
-                few[n] = Some(key);
-            } else {
-                if n == FEW {
-                    many.extend(few.iter_mut().filter_map(Option::take));
-                }
-                many.push(key);
+            if keys.see(key) {
+                self.0.set(true);
             }
-            n += 1;
             map.next_value_seed(self)?;
         }
-        many.sort_unstable();
-        if many.windows(2).any(|w| w[0] == w[1]) {
+        if keys.repeated() {
             self.0.set(true);
         }
         Ok(())
+    }
+}
+
+/// The keys of one object read so far, to tell a repeated one without building a map. Objects
+/// here are small (schemas, usage): their keys are compared in place; past a few, they are
+/// kept and sorted at the end, so a large object costs n log n, not n².
+#[derive(Default)]
+pub(crate) struct SeenKeys<'de> {
+    few: [Option<Key<'de>>; 8],
+    many: Vec<Key<'de>>,
+    n: usize,
+}
+
+impl<'de> SeenKeys<'de> {
+    /// Note `key`: whether it repeats one of the first few (a repeat among more is told by
+    /// [`SeenKeys::repeated`]).
+    pub(crate) fn see(&mut self, key: Key<'de>) -> bool {
+        let few = self.few.len();
+        let mut repeat = false;
+        if self.n < few {
+            repeat = self.few[..self.n].iter().flatten().any(|k| *k == key);
+            self.few[self.n] = Some(key);
+        } else {
+            if self.n == few {
+                self.many
+                    .extend(self.few.iter_mut().filter_map(Option::take));
+            }
+            self.many.push(key);
+        }
+        self.n += 1;
+        repeat
+    }
+
+    /// Once the object is read: whether a key repeats among those past the first few.
+    pub(crate) fn repeated(mut self) -> bool {
+        self.many.sort_unstable();
+        self.many.windows(2).any(|w| w[0] == w[1])
     }
 }
 

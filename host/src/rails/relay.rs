@@ -236,7 +236,7 @@ impl<C: StreamCodec> Relay<C> {
         };
         let mut message = Message::reply(None, Vec::new());
         message.extra = fields;
-        closed::fold(&mut message, shape, shape, &[]);
+        closed::fold(&mut message, shape, shape);
         if message.folded.is_none() {
             *data = Value::Object(message.extra);
             return Ok(());

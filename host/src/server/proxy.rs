@@ -133,7 +133,7 @@ async fn serve<C: Codec>(
     }
     // Text outside the messages' contents is judged as part of them (`codec::closed`).
     for m in &mut payload.messages {
-        closed::fold(m, &C::MESSAGE, &C::CALL, &[]);
+        closed::fold(m, &C::MESSAGE, &C::CALL);
     }
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
@@ -148,7 +148,7 @@ async fn serve<C: Codec>(
     };
     // Folded text back where it came from, as the rails left it.
     for m in &mut conversation.messages {
-        if closed::unfold(m).0 {
+        if closed::unfold(m) {
             conversation.changes.other = true;
         }
     }
@@ -240,7 +240,7 @@ async fn serve<C: Codec>(
     let mut judged = Vec::with_capacity(messages.len());
     for mut message in messages {
         let had_calls = message.tool_calls.len();
-        closed::fold(&mut message, &C::MESSAGE, &C::CALL, &[]);
+        closed::fold(&mut message, &C::MESSAGE, &C::CALL);
         let before = message.content.clone();
         let mut message = match scope.reply(&mut conversation, message) {
             Ok(m) => m,

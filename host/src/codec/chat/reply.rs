@@ -8,7 +8,7 @@
 
 use super::read;
 use crate::codec::closed;
-use crate::codec::json::{whole, Key};
+use crate::codec::json::{whole, Key, SeenKeys};
 use crate::codec::ReadReply;
 use crate::model::Message;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -217,20 +217,17 @@ impl<'de> Visitor<'de> for Textless {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        // Usage objects have a handful of keys: compared in place, no list built; an object
-        // with more is declined.
-        const FEW: usize = 8;
-        let mut keys: [Option<Key<'de>>; FEW] = Default::default();
-        let mut n = 0;
+        let mut keys = SeenKeys::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             map.next_value_seed(self)?;
-            if n == FEW || keys[..n].iter().any(|k| k.as_ref() == Some(&key)) {
+            if keys.see(key) {
                 return Err(decline());
             }
-            keys[n] = Some(key);
-            n += 1;
         }
-        Ok(())
+        match keys.repeated() {
+            true => Err(decline()),
+            false => Ok(()),
+        }
     }
 }
 

@@ -154,10 +154,7 @@ pub const CHOICE_KEY: &str = "railyard.choice";
 pub fn take_outside(object: &mut Map<String, Value>, shape: &Shape) -> Option<Value> {
     let keys: Vec<String> = object
         .iter()
-        .filter(|(k, v)| {
-            !shape.mapped.contains(&k.as_str())
-                && !crate::codec::closed::fields(&single(k, v), shape).is_empty()
-        })
+        .filter(|(k, v)| crate::codec::closed::carries_text(k, v, shape))
         .map(|(k, _)| k.clone())
         .collect();
     if keys.is_empty() {
@@ -170,12 +167,6 @@ pub fn take_outside(object: &mut Map<String, Value>, shape: &Shape) -> Option<Va
         }
     }
     Some(Value::Object(out))
-}
-
-fn single(key: &str, value: &Value) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert(key.to_string(), value.clone());
-    m
 }
 
 /// A streamed chunk's fields that carry no text a client reads (what else a chunk carries, the

@@ -193,7 +193,7 @@ impl ChatStream {
             // no text in (id, model, ...) make the template; any other is judged, once.
             let mut own = Map::new();
             for (k, v) in std::mem::take(&mut chunk) {
-                if crate::codec::closed::fields(&single(&k, &v), &shape::CHUNK).is_empty() {
+                if !crate::codec::closed::carries_text(&k, &v, &shape::CHUNK) {
                     self.template.get_or_insert_with(Map::new).insert(k, v);
                 } else {
                     own.insert(k, v);
@@ -262,9 +262,10 @@ impl ChatStream {
             // role and the rest that carry none pass at once).
             if !delta.is_empty() {
                 let data = self.chunk(vec![Self::choice(index, Value::Object(delta), Value::Null)]);
-                let textless = data
-                    .as_object()
-                    .is_none_or(|d| crate::codec::closed::fields(d, &shape::CHUNK).is_empty());
+                let textless = data.as_object().is_none_or(|d| {
+                    d.iter()
+                        .all(|(k, v)| !crate::codec::closed::carries_text(k, v, &shape::CHUNK))
+                });
                 let frame = Frame { event: None, data };
                 up.push(match textless {
                     true => Up::Pass(frame),
@@ -442,12 +443,6 @@ impl ChatStream {
         };
         sse::write(out, None, &data.to_string());
     }
-}
-
-fn single(key: &str, value: &Value) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert(key.to_string(), value.clone());
-    m
 }
 
 /// One `delta.tool_calls[]` fragment: a function call's pieces, or a hosted call (a `type` and
