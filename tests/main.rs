@@ -28,7 +28,9 @@
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14);
 //! - `closed`: the closed world on the chat door: every field judged, every call kind a call
-//!   (#46).
+//!   (#46);
+//! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
+//!   and stream events longer than the window (#46).
 
 mod api;
 mod chain;
@@ -59,3 +61,4 @@ mod support;
 mod telemetry;
 mod tenants;
 mod tool_rules;
+mod whole_text;

@@ -213,6 +213,9 @@ pub struct ServerConfig {
     pub allow_rail_overrides: bool,
     /// Streaming: bytes of model text held back so a value split across chunks is judged whole.
     pub stream_window_bytes: usize,
+    /// Streaming: the most text a stream may hold without releasing any (a run with no place
+    /// to cut, or text a policy keeps holding back) before it is refused.
+    pub stream_hold_max_bytes: usize,
     /// What a request naming a field its door does not know gets.
     pub unknown_fields: UnknownFields,
 }

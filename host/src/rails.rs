@@ -7,6 +7,7 @@
 //! Exactly one decision record per request: the scope writes it when it is finished, or, if it
 //! is dropped unfinished (the client went away), as a disconnect.
 
+mod join;
 pub mod options;
 pub mod provenance;
 pub mod relay;
@@ -224,8 +225,12 @@ impl RequestScope {
     }
 
     /// [`RequestScope::check`]; `partial`: the reply is a streamed text so far.
-    pub fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
-        let eval = self.set.check_with(rail, payload, &self.ctx, partial);
+    pub fn check_with(&mut self, rail: Rail, mut payload: Payload, partial: bool) -> Evaluation {
+        let joined = join::join(&mut payload);
+        let mut eval = self.set.check_with(rail, payload, &self.ctx, partial);
+        if let Some(joined) = joined {
+            join::split(&mut eval.payload, joined);
+        }
         self.observe(&eval);
         eval
     }

@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 /// A text part of a reply: a chat choice, a Responses content part, an Anthropic text block.
 pub type Part = u64;
 
+/// The lane of a reply's main text, for codecs whose reply text comes in several parts that a
+/// client reads as one (see [`StreamCodec::lane`]).
+pub const TEXT_LANE: Part = u64::MAX - 1;
+
 /// What the backend said, neutrally.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Up {
@@ -161,6 +165,12 @@ pub trait StreamCodec: Send + 'static {
     fn decode(&mut self, event: super::sse::SseEvent) -> Result<Vec<Up>, String>;
     /// Write `down` in the door's shape.
     fn encode(&mut self, down: Down, out: &mut Vec<u8>);
+    /// The lane `part`'s text is held and judged in: parts in one lane are what a client reads
+    /// as one text (a Responses message's `output_text` parts, Anthropic text blocks), so a
+    /// value split across two of them is judged whole. Each part is its own lane by default.
+    fn lane(&self, part: Part) -> Part {
+        part
+    }
     /// Write the events that open a stream the daemon answers itself, before any backend
     /// event (a request refused before the model answered): the response `id` stands for, and
     /// the `model` asked for. What follows is read by an SDK as a stream of that door.

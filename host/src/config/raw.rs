@@ -77,6 +77,7 @@ pub(super) struct RawServer {
     pub(super) max_body_bytes: Option<Spanned<u64>>,
     pub(super) allow_rail_overrides: Option<bool>,
     pub(super) stream_window_bytes: Option<Spanned<u64>>,
+    pub(super) stream_hold_max_bytes: Option<Spanned<u64>>,
     pub(super) on_block_stream: Option<OnBlockStream>,
     pub(super) unknown_fields: Option<super::UnknownFields>,
     pub(super) max_connections: Option<Spanned<u64>>,

@@ -13,6 +13,10 @@ use std::path::Path;
 use std::time::Duration;
 use toml::Spanned;
 
+/// What a stream may hold without releasing any of it, by default: far more than any secret or
+/// value a policy looks for, little enough that judging it again as it grows stays cheap.
+const STREAM_HOLD_MAX_BYTES: usize = 64 << 10;
+
 /// `[server]`, `[backend]`, `[admin] listen` and `cache_dir`: the start-up settings and the
 /// reloadable server ones.
 pub(super) fn server(
@@ -38,6 +42,22 @@ pub(super) fn server(
         Some(v) => *v.get_ref() as usize,
         None => 256,
     };
+    let stream_hold_max_bytes = match &raw.server.stream_hold_max_bytes {
+        Some(v) if !(4 * stream_window_bytes as u64..=(16 << 20)).contains(v.get_ref()) => {
+            p.at(
+                v.span(),
+                "server.stream_hold_max_bytes",
+                format!(
+                    "must be between 4 times stream_window_bytes ({}) and 16777216, got {}",
+                    4 * stream_window_bytes,
+                    v.get_ref()
+                ),
+            );
+            STREAM_HOLD_MAX_BYTES
+        }
+        Some(v) => *v.get_ref() as usize,
+        None => STREAM_HOLD_MAX_BYTES.max(4 * stream_window_bytes),
+    };
     let server = ServerConfig {
         refusal: raw
             .server
@@ -49,6 +69,7 @@ pub(super) fn server(
         max_body_bytes,
         allow_rail_overrides: raw.server.allow_rail_overrides.unwrap_or(false),
         stream_window_bytes,
+        stream_hold_max_bytes,
         unknown_fields: raw.server.unknown_fields.unwrap_or_default(),
     };
     let timeout = Duration::from_millis(positive(

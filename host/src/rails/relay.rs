@@ -2,8 +2,11 @@
 //! turns backend events into neutral ones, the relay judges them and the codec writes the
 //! client's events.
 //!
-//! - **Text** goes through the `output` rail as it arrives, held back by a [`Window`] per text
-//!   part so a value split across events is judged whole.
+//! - **Text** goes through the `output` rail as it arrives, held back by a [`Window`] per lane
+//!   (a text part, or the parts a client reads as one text: `StreamCodec::lane`) so a value
+//!   split across events, or across parts, is judged whole. While a lane holds the end of a part
+//!   (its last text may yet be judged with the next part's first), whatever the client would
+//!   get next waits behind it, in order.
 //! - **Tool calls** are assembled from their fragments and judged by the `tool_call` rail when
 //!   their choice finishes; a blocked or rejected call never reaches the client.
 //! - **Block**: per `[server] on_block_stream`, an error event or the refusal text with the
@@ -14,7 +17,7 @@
 //! stops, and drops the backend stream, which closes the backend connection. Its request scope
 //! then writes the record as a disconnect.
 
-use super::window::{Release, Window};
+use super::window::{Out, Window};
 use super::{Refusal, RequestScope};
 use crate::codec::closed;
 use crate::codec::sse::SseParser;
@@ -86,7 +89,12 @@ pub struct Relay<C: StreamCodec> {
     tx: mpsc::Sender<Bytes>,
     idle: Duration,
     window: usize,
-    windows: BTreeMap<(u32, Part), Window>,
+    /// The most text a lane may hold without releasing any (`[server] stream_hold_max_bytes`).
+    hold_max: usize,
+    /// Held text by (choice, lane).
+    windows: BTreeMap<(u32, Part), Window<Down>>,
+    /// The lane whose held text the client's next events wait behind (it holds a part's end).
+    gate: Option<(u32, Part)>,
     choices: BTreeMap<u32, ChoiceState>,
 }
 
@@ -100,7 +108,8 @@ impl<C: StreamCodec> Relay<C> {
         tx: mpsc::Sender<Bytes>,
         idle: Duration,
     ) -> Relay<C> {
-        let window = scope.set().config().server.stream_window_bytes;
+        let server = &scope.set().config().server;
+        let (window, hold_max) = (server.stream_window_bytes, server.stream_hold_max_bytes);
         Relay {
             scope,
             conversation,
@@ -108,7 +117,9 @@ impl<C: StreamCodec> Relay<C> {
             tx,
             idle,
             window,
+            hold_max,
             windows: BTreeMap::new(),
+            gate: None,
             choices: BTreeMap::new(),
         }
     }
@@ -161,19 +172,36 @@ impl<C: StreamCodec> Relay<C> {
         match up {
             Up::Pass(frame) => self.send(Down::Pass(frame)).await,
             Up::Text { choice, part, text } => {
-                let window = self.window;
+                let (window, lane) = (self.window, self.codec.lane(part));
                 self.windows
-                    .entry((choice, part))
+                    .entry((choice, lane))
                     .or_insert_with(|| Window::new(window))
-                    .push(&text);
-                self.release(choice, part, false).await
+                    .push(part, &text);
+                self.release(choice, lane, false).await
             }
             Up::PartEnd { choice, part } => {
-                if let Flow::Stop = self.release(choice, part, true).await {
+                let lane = self.codec.lane(part);
+                let end = Down::PartEnd { choice, part };
+                let key = (choice, lane);
+                if lane != part && self.gate.is_none_or(|g| g == key) {
+                    // The part's held text may yet be judged with the next part's: its end,
+                    // and what comes after it, wait behind it.
+                    if let Some(window) = self.windows.get_mut(&key) {
+                        return match window.mark(end) {
+                            None => {
+                                self.gate = Some(key);
+                                Flow::Go
+                            }
+                            Some(end) => self.send(end).await,
+                        };
+                    }
+                    return self.send(end).await;
+                }
+                if let Flow::Stop = self.release(choice, lane, true).await {
                     return Flow::Stop;
                 }
-                self.windows.remove(&(choice, part));
-                self.send(Down::PartEnd { choice, part }).await
+                self.windows.remove(&key);
+                self.send(end).await
             }
             Up::Call {
                 choice,
@@ -214,7 +242,7 @@ impl<C: StreamCodec> Relay<C> {
                 if let Err(refusal) = self.judge_frame(&mut frame.data, &closed::ERROR_EVENT) {
                     return self.blocked(refusal).await;
                 }
-                let _ = self.send(Down::BackendError(frame)).await;
+                let _ = self.emit(Down::BackendError(frame)).await;
                 self.end(502, Outcome::BackendError);
                 Flow::Stop
             }
@@ -252,15 +280,17 @@ impl<C: StreamCodec> Relay<C> {
         Ok(())
     }
 
-    /// Judge a part's held text if it is due, and send what is safe.
-    async fn release(&mut self, choice: u32, part: Part, last: bool) -> Flow {
+    /// Judge a lane's held text if it is due (`last`: its choice is over), and send what is
+    /// safe.
+    async fn release(&mut self, choice: u32, lane: Part, last: bool) -> Flow {
         let runs = self.scope.runs(Rail::Output);
-        let Some(window) = self.windows.get_mut(&(choice, part)) else {
+        let Some(window) = self.windows.get_mut(&(choice, lane)) else {
             return Flow::Go;
         };
-        if !runs {
-            let text = window.take_all();
-            return self.text(choice, part, text).await;
+        if !runs || (last && !window.due(last)) {
+            // Unjudged, or only marks are left.
+            let outs = window.take_all();
+            return self.deliver(choice, lane, outs).await;
         }
         if !window.due(last) {
             return Flow::Go;
@@ -303,24 +333,62 @@ impl<C: StreamCodec> Relay<C> {
         };
         let window = self
             .windows
-            .get_mut(&(choice, part))
+            .get_mut(&(choice, lane))
             .expect("window exists");
-        match window.judged(judged, eval.verdict == Verdict::Reject, last) {
-            Release::Wait => Flow::Go,
-            Release::Send(text) => self.text(choice, part, text).await,
-            Release::Silenced(text) => {
-                self.choices.entry(choice).or_default().spoke = true;
-                self.text(choice, part, text).await
-            }
+        let outs = window.judged(judged, eval.verdict == Verdict::Reject, last);
+        if window.silenced() {
+            self.choices.entry(choice).or_default().spoke = true;
         }
+        if outs.is_empty() && window.pending().len() > self.hold_max {
+            // Held so long without a place to cut (a run with no break, or text a policy keeps
+            // holding back) that it would grow without bound: refused, never released unjudged.
+            let refusal = Refusal {
+                rail: Rail::Output,
+                policy: "stream_hold".into(),
+                reason: format!(
+                    "the streamed reply held more than {} bytes it could not release \
+                     ([server] stream_hold_max_bytes)",
+                    self.hold_max
+                ),
+                fault: false,
+            };
+            self.scope.refuse(&refusal);
+            return self.blocked(refusal).await;
+        }
+        self.deliver(choice, lane, outs).await
     }
 
-    async fn text(&mut self, choice: u32, part: Part, text: String) -> Flow {
-        if text.is_empty() {
-            return Flow::Go;
+    /// Send what a lane released, in order: its own marks go now (they were held in order), and
+    /// a lane's text waits behind the gate like any other event.
+    async fn deliver(&mut self, choice: u32, lane: Part, outs: Vec<Out<Down>>) -> Flow {
+        let gate = self.gate == Some((choice, lane));
+        for out in outs {
+            let down = match out {
+                Out::Text(_, text) if text.is_empty() => continue,
+                Out::Text(part, text) => {
+                    self.choices.entry(choice).or_default().spoke = true;
+                    Down::Text { choice, part, text }
+                }
+                Out::Mark(down) => down,
+            };
+            let flow = if gate {
+                self.emit(down).await
+            } else {
+                self.send(down).await
+            };
+            if let Flow::Stop = flow {
+                return Flow::Stop;
+            }
         }
-        self.choices.entry(choice).or_default().spoke = true;
-        self.send(Down::Text { choice, part, text }).await
+        if gate
+            && !self
+                .windows
+                .get(&(choice, lane))
+                .is_some_and(Window::holds_marks)
+        {
+            self.gate = None;
+        }
+        Flow::Go
     }
 
     /// Flush a choice's text, judge its tool calls, then end it.
@@ -328,17 +396,20 @@ impl<C: StreamCodec> Relay<C> {
         if self.choices.get(&choice).is_some_and(|c| c.finished) {
             return Flow::Go;
         }
-        let parts: Vec<Part> = self
+        let lanes: Vec<Part> = self
             .windows
             .keys()
             .filter(|(c, _)| *c == choice)
-            .map(|(_, p)| *p)
+            .map(|(_, l)| *l)
             .collect();
-        for part in parts {
-            if let Flow::Stop = self.release(choice, part, true).await {
+        for lane in lanes {
+            if let Flow::Stop = self.release(choice, lane, true).await {
                 return Flow::Stop;
             }
-            self.windows.remove(&(choice, part));
+            self.windows.remove(&(choice, lane));
+            if self.gate == Some((choice, lane)) {
+                self.gate = None;
+            }
         }
         let state = self.choices.entry(choice).or_default();
         state.finished = true;
@@ -419,7 +490,7 @@ impl<C: StreamCodec> Relay<C> {
             message: refusal.message(),
             railyard: self.scope.railyard(),
         };
-        let _ = self.send(down).await;
+        let _ = self.emit(down).await;
         self.end(200, Outcome::Refused);
         Flow::Stop
     }
@@ -428,7 +499,7 @@ impl<C: StreamCodec> Relay<C> {
     /// request would have had if the failure had come before the headers.
     async fn fail(mut self, message: &str, code: &str, status: u16) {
         let _ = self
-            .send(Down::Error {
+            .emit(Down::Error {
                 message: message.to_string(),
                 kind: "backend_error".into(),
                 code: code.into(),
@@ -441,7 +512,24 @@ impl<C: StreamCodec> Relay<C> {
         self.scope.finish(status, outcome);
     }
 
+    /// Send `down` after whatever the gate holds.
     async fn send(&mut self, down: Down) -> Flow {
+        if let Some(gate) = self.gate {
+            let down = match self.windows.get_mut(&gate) {
+                Some(window) => match window.mark(down) {
+                    None => return Flow::Go,
+                    Some(down) => down,
+                },
+                None => down,
+            };
+            self.gate = None;
+            return self.emit(down).await;
+        }
+        self.emit(down).await
+    }
+
+    /// Write `down` to the client now.
+    async fn emit(&mut self, down: Down) -> Flow {
         let mut out = Vec::new();
         self.codec.encode(down, &mut out);
         if out.is_empty() {

@@ -2,16 +2,52 @@
 //! `content_block_delta` (`text_delta`, `input_json_delta`, ...) and `content_block_stop`, then
 //! `message_delta` (the stop reason and usage) and `message_stop`.
 //!
-//! Text blocks go through the relay; `tool_use` blocks are held whole until the rails have judged
-//! them and then written as complete blocks (the input as one `input_json_delta`). Other blocks
-//! (thinking, server tools) pass. Block indices are renumbered in the order blocks are written,
-//! since some are held and some are Railyard's own.
+//! Text blocks go through the relay as one lane (what a client reads as the reply's text, so a
+//! value split across two blocks is judged whole), thinking blocks as text parts of their own;
+//! `tool_use` blocks are held whole until the rails have judged them and then written as
+//! complete blocks (the input as one `input_json_delta`). Every other event's strings are judged
+//! as it passes (`Up::Judge`): citations, server tools' blocks and their results. Block indices
+//! are renumbered in the order blocks are written, since some are held and some are Railyard's
+//! own.
 
+use crate::codec::closed::{Inert, Shape};
 use crate::codec::error;
 use crate::codec::sse::{self, SseEvent};
-use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up};
+use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up, TEXT_LANE};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
+
+/// A thinking block's part: its index with this bit set.
+const THINKING: Part = 1 << 56;
+
+/// The strings of the events that pass (`Up::Judge`) that carry no text.
+const EVENT: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("type", Inert::Word),
+        ("content_block.type", Inert::Word),
+        ("content_block.id", Inert::Id),
+        ("content_block.name", Inert::Word),
+        ("content_block.server_name", Inert::Word),
+        ("content_block.tool_use_id", Inert::Id),
+        ("content_block.signature", Inert::Data),
+        // Written empty by the codec: the text streams through the relay.
+        ("content_block.text", Inert::Data),
+        ("content_block.thinking", Inert::Data),
+        ("content_block.data", Inert::Data),
+        ("content_block.content.type", Inert::Word),
+        ("content_block.content.error_code", Inert::Word),
+        ("content_block.content[].type", Inert::Word),
+        ("content_block.content[].encrypted_content", Inert::Data),
+        ("content_block.content[].page_age", Inert::Word),
+        ("delta.type", Inert::Word),
+        ("delta.signature", Inert::Data),
+        ("delta.citation.type", Inert::Word),
+        ("delta.citation.file_id", Inert::Id),
+        ("delta.citation.encrypted_index", Inert::Data),
+    ],
+    known: &[],
+};
 
 /// The Messages stream codec.
 #[derive(Default)]
@@ -23,6 +59,10 @@ pub struct MessagesStream {
     open: HashSet<Part>,
     /// Backend blocks held (tool uses): their events are not passed.
     held: HashSet<u64>,
+    /// Backend text blocks: one lane.
+    texts: HashSet<u64>,
+    /// Backend thinking blocks: each a text part of its own.
+    thinking: HashSet<u64>,
     /// The backend's `message_delta` (stop reason, usage), written when the choice ends.
     delta: Option<Map<String, Value>>,
     /// The stop reason the judged choice ended with (it overrides the backend's).
@@ -119,6 +159,13 @@ impl StreamCodec for MessagesStream {
                 data: Value::Object(data),
             })
         };
+        let judge = |data: Map<String, Value>| Up::Judge {
+            frame: Frame {
+                event: None,
+                data: Value::Object(data),
+            },
+            shape: &EVENT,
+        };
         Ok(match kind.as_str() {
             "content_block_start" => {
                 let block = data.get("content_block").cloned().unwrap_or_default();
@@ -143,33 +190,51 @@ impl StreamCodec for MessagesStream {
                             extra: Map::new(),
                         }]
                     }
-                    Some("text") => {
-                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                        let mut up = vec![pass(data.clone())];
+                    Some(kind @ ("text" | "thinking")) => {
+                        let (part, key) = if kind == "text" {
+                            self.texts.insert(index);
+                            (index, "text")
+                        } else {
+                            self.thinking.insert(index);
+                            (THINKING | index, "thinking")
+                        };
+                        // The block starts empty (the codec writes it so): its text, and any
+                        // other string of it, through the relay.
+                        let text = block.get(key).and_then(Value::as_str).unwrap_or("");
+                        let mut up = vec![judge(data.clone())];
                         if !text.is_empty() {
                             up.push(Up::Text {
                                 choice: 0,
-                                part: index,
+                                part,
                                 text: text.to_string(),
                             });
                         }
                         up
                     }
-                    _ => vec![pass(data)],
+                    _ => vec![judge(data)],
                 }
             }
             "content_block_delta" => {
                 let delta = data.get("delta").cloned().unwrap_or_default();
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => vec![Up::Text {
-                        choice: 0,
-                        part: index,
-                        text: delta
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    }],
+                    Some(kind @ ("text_delta" | "thinking_delta")) => {
+                        let (part, key) = if kind == "text_delta" {
+                            (index, "text")
+                        } else {
+                            (THINKING | index, "thinking")
+                        };
+                        vec![Up::Text {
+                            choice: 0,
+                            part,
+                            text: delta
+                                .get(key)
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        }]
+                    }
+                    // A thinking block's signature: opaque.
+                    Some("signature_delta") => vec![pass(data)],
                     Some("input_json_delta") if self.held.contains(&index) => vec![Up::Call {
                         choice: 0,
                         index,
@@ -183,10 +248,15 @@ impl StreamCodec for MessagesStream {
                             .to_string(),
                         extra: Map::new(),
                     }],
-                    _ => vec![pass(data)],
+                    // Citations, server tools' input, anything else: judged as it passes.
+                    _ => vec![judge(data)],
                 }
             }
             "content_block_stop" if self.held.contains(&index) => Vec::new(),
+            "content_block_stop" if self.thinking.contains(&index) => vec![Up::PartEnd {
+                choice: 0,
+                part: THINKING | index,
+            }],
             "content_block_stop"
                 if self.blocks.contains_key(&index) || !self.held.contains(&index) =>
             {
@@ -211,8 +281,19 @@ impl StreamCodec for MessagesStream {
                 event: Some(kind),
                 data: Value::Object(data),
             })],
-            _ => vec![pass(data)],
+            // The message's content is written by the stream itself, never as the backend said.
+            "message_start" | "ping" => vec![pass(data)],
+            _ => vec![judge(data)],
         })
+    }
+
+    /// Text blocks are what a client reads as the reply's text.
+    fn lane(&self, part: Part) -> Part {
+        if self.texts.contains(&part) {
+            TEXT_LANE
+        } else {
+            part
+        }
     }
 
     fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
@@ -221,14 +302,39 @@ impl StreamCodec for MessagesStream {
                 let mut data = frame.data;
                 if let Some(i) = data.get("index").and_then(Value::as_u64) {
                     let kind = data.get("type").and_then(Value::as_str).unwrap_or("");
-                    if kind == "content_block_start" && data["content_block"]["type"] == "text" {
-                        self.open.insert(i);
-                        // The block starts empty: its text comes through the relay.
-                        data["content_block"]["text"] = json!("");
+                    if kind == "content_block_start" {
+                        match data["content_block"]["type"].as_str() {
+                            Some("text") => {
+                                self.open.insert(i);
+                                // The block starts empty: its text comes through the relay.
+                                data["content_block"]["text"] = json!("");
+                            }
+                            Some("thinking") => data["content_block"]["thinking"] = json!(""),
+                            _ => {}
+                        }
                     }
                     data["index"] = json!(self.index(i));
                 }
+                if data.get("type").and_then(Value::as_str) == Some("message_start") {
+                    if let Some(content) =
+                        data.get_mut("message").and_then(|m| m.get_mut("content"))
+                    {
+                        *content = json!([]);
+                    }
+                }
                 Self::write(out, data);
+            }
+            Down::Text { part, text, .. } if part & THINKING != 0 && part != u64::MAX => {
+                let index = self.index(part & !THINKING);
+                Self::write(
+                    out,
+                    json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": text}}),
+                );
+            }
+            Down::PartEnd { part, .. } if part & THINKING != 0 && part != u64::MAX => {
+                let index = self.index(part & !THINKING);
+                Self::write(out, json!({"type": "content_block_stop", "index": index}));
             }
             Down::Text { part, text, .. } => {
                 let index = if self.open.contains(&part) {

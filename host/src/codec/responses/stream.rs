@@ -1,39 +1,162 @@
 //! Responses streaming: semantic events (`event: response.output_text.delta`, ...), each with a
 //! `sequence_number`, ending with `response.completed` (no `[DONE]`).
 //!
-//! Text deltas and `output_text.done` go through the relay; function and hosted call items are
-//! held whole until the rails have judged them and then written as complete items
-//! (`output_item.added`, the arguments as one delta, `.done`s). Everything else passes, with
-//! its texts rewritten where an event repeats text a policy changed (`content_part.done`,
-//! `output_item.done`, the final `response.completed`, whose `output` is rebuilt from what the
-//! client was actually sent). Sequence numbers and output indices are renumbered in the order
-//! events are written, since some are held and some are Railyard's own.
+//! Every text a client reads streams through the relay as a text part: a message's
+//! `output_text` parts (one lane: a value split across two parts is judged whole) and its
+//! refusals, reasoning summaries and reasoning text, the audio transcript. Function and hosted
+//! call items are held whole until the rails have judged them and then written as complete
+//! items (`output_item.added`, the arguments as one delta, `.done`s). Events that repeat text
+//! (`content_part.done`, `output_item.done`, the final `response.completed`, whose `output` is
+//! rebuilt from what the client was actually sent) are written with the judged text; every other
+//! string an event carries is judged as it passes (`Up::Judge`). Sequence numbers and output
+//! indices are renumbered in the order events are written, since some are held and some are
+//! Railyard's own.
 
 mod decode;
 
 use super::{message_item, response_object};
+use crate::codec::closed::{Inert, Shape};
 use crate::codec::error;
-use crate::codec::sse::{self, SseEvent};
-use crate::codec::stream::{Down, Part, StreamCodec, Up};
+use crate::codec::sse;
+use crate::codec::stream::{Down, Part, StreamCodec, TEXT_LANE};
 use crate::model::{ToolCall, FUNCTION};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
-/// A part key from an output index and a content index.
-fn part_key(output: u64, content: u64) -> Part {
-    (output << 16) | content
+/// The kinds of text a Responses stream carries, each with its own events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    /// A message's `output_text` part.
+    Output,
+    /// A message's `refusal` part.
+    Refusal,
+    /// A reasoning item's summary part.
+    Summary,
+    /// A reasoning item's reasoning text.
+    Reasoning,
+    /// The audio's transcript.
+    Transcript,
+}
+
+impl TextKind {
+    fn of(part: Part) -> TextKind {
+        match part >> 56 {
+            1 => TextKind::Refusal,
+            2 => TextKind::Summary,
+            3 => TextKind::Reasoning,
+            4 => TextKind::Transcript,
+            _ => TextKind::Output,
+        }
+    }
+
+    fn bits(self) -> u64 {
+        (match self {
+            TextKind::Output => 0,
+            TextKind::Refusal => 1,
+            TextKind::Summary => 2,
+            TextKind::Reasoning => 3,
+            TextKind::Transcript => 4,
+        }) << 56
+    }
+
+    /// The event names of its deltas and its end.
+    fn events(self) -> (&'static str, &'static str) {
+        match self {
+            TextKind::Output => ("response.output_text.delta", "response.output_text.done"),
+            TextKind::Refusal => ("response.refusal.delta", "response.refusal.done"),
+            TextKind::Summary => (
+                "response.reasoning_summary_text.delta",
+                "response.reasoning_summary_text.done",
+            ),
+            TextKind::Reasoning => (
+                "response.reasoning_text.delta",
+                "response.reasoning_text.done",
+            ),
+            TextKind::Transcript => (
+                "response.audio.transcript.delta",
+                "response.audio.transcript.done",
+            ),
+        }
+    }
+
+    /// The key of its index in events (`content_index`, `summary_index`).
+    fn index_key(self) -> &'static str {
+        match self {
+            TextKind::Summary => "summary_index",
+            _ => "content_index",
+        }
+    }
+
+    /// The key of its whole text in its end event and its part (`text`, `refusal`).
+    fn text_key(self) -> &'static str {
+        match self {
+            TextKind::Refusal => "refusal",
+            _ => "text",
+        }
+    }
+}
+
+/// A part key: its kind, the backend's output index and the part's index in its list.
+fn part_key(kind: TextKind, output: u64, index: u64) -> Part {
+    kind.bits() | (output << 16) | index
 }
 
 struct PartState {
+    kind: TextKind,
     item_id: String,
     /// The output index the client sees (for the backend's parts: set once its item passed).
     output_index: u64,
     content_index: u64,
     /// The text sent so far (what the policies left).
     text: String,
+    /// Whether the backend streamed any of its text (text an item carries that never streamed
+    /// is streamed from the item, so it is judged like the rest).
+    streamed: bool,
     /// A part Railyard opened itself (for a refusal).
     synthetic: bool,
+    /// Whether its end was written.
+    closed: bool,
 }
+
+/// The strings of the events that pass (`Up::Judge`) that carry no text: ids, words, and the
+/// texts the codec writes itself from the judged parts (never passed as they came).
+const EVENT: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("type", Inert::Word),
+        ("item_id", Inert::Id),
+        ("obfuscation", Inert::Data),
+        ("partial_image_b64", Inert::Data),
+        ("output_format", Inert::Word),
+        ("part.type", Inert::Word),
+        ("part.text", Inert::Data),
+        ("part.refusal", Inert::Data),
+        ("part.annotations[].type", Inert::Word),
+        ("part.annotations[].file_id", Inert::Id),
+        ("part.annotations[].container_id", Inert::Id),
+        ("annotation.type", Inert::Word),
+        ("annotation.file_id", Inert::Id),
+        ("annotation.container_id", Inert::Id),
+        ("item.type", Inert::Word),
+        ("item.id", Inert::Id),
+        ("item.status", Inert::Word),
+        ("item.role", Inert::Word),
+        ("item.call_id", Inert::Id),
+        ("item.name", Inert::Word),
+        ("item.server_label", Inert::Word),
+        ("item.approval_request_id", Inert::Id),
+        ("item.encrypted_content", Inert::Data),
+        ("item.content[].type", Inert::Word),
+        ("item.content[].text", Inert::Data),
+        ("item.content[].refusal", Inert::Data),
+        ("item.content[].annotations[].type", Inert::Word),
+        ("item.content[].annotations[].file_id", Inert::Id),
+        ("item.summary[].type", Inert::Word),
+        ("item.summary[].text", Inert::Data),
+        ("item.tools[].name", Inert::Word),
+    ],
+    known: &[],
+};
 
 /// The Responses stream codec.
 pub struct ResponsesStream {
@@ -115,32 +238,51 @@ impl ResponsesStream {
         self.parts.insert(
             part,
             PartState {
+                kind: TextKind::Output,
                 item_id: id,
                 output_index: index,
                 content_index: 0,
                 text: String::new(),
+                streamed: true,
                 synthetic: true,
+                closed: false,
             },
         );
     }
 
+    /// The event about `part` of type `kind` with its ids, as the client sees them.
+    fn part_event(&self, p: &PartState, event: &str) -> Value {
+        let mut data = json!({"type": event});
+        if p.kind != TextKind::Transcript {
+            data["item_id"] = json!(p.item_id);
+            data["output_index"] = json!(p.output_index);
+            data[p.kind.index_key()] = json!(p.content_index);
+        }
+        data
+    }
+
     fn close_part(&mut self, part: Part, out: &mut Vec<u8>) {
-        let Some(p) = self.parts.get(&part) else {
+        let Some(p) = self.parts.get_mut(&part).filter(|p| !p.closed) else {
             return;
         };
-        let synthetic_item = p.synthetic;
-        let (id, index, ci, text) = (
+        p.closed = true;
+        let p = &self.parts[&part];
+        let mut done = self.part_event(p, p.kind.events().1);
+        if p.kind != TextKind::Transcript {
+            done[p.kind.text_key()] = json!(p.text);
+        }
+        if p.kind == TextKind::Output {
+            done["logprobs"] = json!([]);
+        }
+        let (synthetic, id, index, ci, text) = (
+            p.synthetic,
             p.item_id.clone(),
             p.output_index,
             p.content_index,
             p.text.clone(),
         );
-        self.write(
-            out,
-            json!({"type": "response.output_text.done", "item_id": id, "output_index": index,
-                "content_index": ci, "text": text, "logprobs": []}),
-        );
-        if synthetic_item {
+        self.write(out, done);
+        if synthetic {
             self.write(
                 out,
                 json!({"type": "response.content_part.done", "item_id": id,
@@ -156,34 +298,111 @@ impl ResponsesStream {
         }
     }
 
-    /// An event passed on: indices renumbered, texts policies changed put back in.
-    fn pass(&mut self, mut data: Value, out: &mut Vec<u8>) {
-        if let Some(i) = data.get("output_index").and_then(Value::as_u64) {
-            let mapped = self.output_index(i);
-            data["output_index"] = json!(mapped);
-            let ci = data
-                .get("content_index")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let text = self.parts.get(&part_key(i, ci)).map(|p| p.text.clone());
-            match data.get("type").and_then(Value::as_str) {
-                Some("response.content_part.done") => {
-                    if let Some(text) = text {
-                        data["part"]["text"] = json!(text);
-                    }
+    /// The judged text of the part of `kind` at `index` of the item `id` (none if it never
+    /// streamed).
+    fn text_of(&self, id: &str, kind: TextKind, index: usize) -> &str {
+        self.parts
+            .values()
+            .find(|p| p.kind == kind && p.item_id == id && p.content_index == index as u64)
+            .map_or("", |p| p.text.as_str())
+    }
+
+    /// An item's texts as the client was sent them: a message's parts (the parts of its text
+    /// that streamed, in order), a reasoning item's summary and text. A text that never
+    /// streamed is not the client's to read.
+    fn fill(&self, item: &mut Value) {
+        let id = item
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let Some(obj) = item.as_object_mut() else {
+            return;
+        };
+        let lists: &[(&str, TextKind)] = match obj.get("type").and_then(Value::as_str) {
+            Some("message") => &[("content", TextKind::Output)],
+            Some("reasoning") => &[
+                ("summary", TextKind::Summary),
+                ("content", TextKind::Reasoning),
+            ],
+            _ => return,
+        };
+        for &(key, kind) in lists {
+            let mut list = match obj.remove(key) {
+                Some(Value::Array(list)) => list,
+                Some(_) | None => Vec::new(),
+            };
+            // Parts that streamed but the item does not list (an item written before its text).
+            let belongs = |p: &PartState| {
+                p.item_id == id
+                    && (p.kind == kind || (kind == TextKind::Output && p.kind == TextKind::Refusal))
+            };
+            for p in self.parts.values().filter(|p| belongs(p)) {
+                while list.len() <= p.content_index as usize {
+                    list.push(json!({"type": part_type(p.kind)}));
                 }
-                Some("response.output_item.done") | Some("response.output_item.added") => {
-                    if let Some(Value::Array(content)) = data["item"].get_mut("content") {
-                        for (ci, part) in content.iter_mut().enumerate() {
-                            if let Some(p) = self.parts.get(&part_key(i, ci as u64)) {
-                                part["text"] = json!(p.text);
-                            }
-                        }
-                    }
-                    self.written.insert(mapped, data["item"].clone());
-                }
-                _ => {}
             }
+            for (i, entry) in list.iter_mut().enumerate() {
+                let refusal = entry.get("type").and_then(Value::as_str) == Some("refusal");
+                let kind = if refusal { TextKind::Refusal } else { kind };
+                if !entry.is_object() {
+                    *entry = json!({"type": part_type(kind)});
+                }
+                entry[kind.text_key()] = json!(self.text_of(&id, kind, i));
+            }
+            obj.insert(key.into(), Value::Array(list));
+        }
+    }
+
+    /// An event passed on: indices renumbered, texts put back as the client was sent them.
+    fn pass(&mut self, mut data: Value, out: &mut Vec<u8>) {
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if let Some(i) = data.get("output_index").and_then(Value::as_u64) {
+            data["output_index"] = json!(self.output_index(i));
+        }
+        match kind.as_str() {
+            "response.content_part.added"
+            | "response.content_part.done"
+            | "response.reasoning_summary_part.added"
+            | "response.reasoning_summary_part.done" => {
+                let id = data.get("item_id").and_then(Value::as_str).unwrap_or("");
+                let summary = kind.starts_with("response.reasoning_summary_part");
+                let index_key = if summary {
+                    "summary_index"
+                } else {
+                    "content_index"
+                };
+                let index = data.get(index_key).and_then(Value::as_u64).unwrap_or(0);
+                let text_kind = match data["part"].get("type").and_then(Value::as_str) {
+                    _ if summary => TextKind::Summary,
+                    Some("refusal") => TextKind::Refusal,
+                    Some("reasoning_text") => TextKind::Reasoning,
+                    _ => TextKind::Output,
+                };
+                let text = self.text_of(id, text_kind, index as usize).to_string();
+                if data["part"].is_object() {
+                    data["part"][text_kind.text_key()] = json!(text);
+                }
+            }
+            "response.output_item.added" | "response.output_item.done" => {
+                let mut item = data["item"].take();
+                self.fill(&mut item);
+                if let Some(i) = data.get("output_index").and_then(Value::as_u64) {
+                    self.written.insert(i, item.clone());
+                }
+                data["item"] = item;
+            }
+            "response.created" | "response.in_progress" | "response.queued" => {
+                // The output so far is written by the stream itself, never as the backend said.
+                if let Some(output) = data.get_mut("response").and_then(|r| r.get_mut("output")) {
+                    *output = json!([]);
+                }
+            }
+            _ => {}
         }
         self.write(out, data);
     }
@@ -210,42 +429,10 @@ impl ResponsesStream {
         response["status"] = json!(status);
         let mut output: Vec<Value> = self.written.values().cloned().collect();
         for item in &mut output {
-            if item.get("type").and_then(Value::as_str) != Some("message") {
-                continue;
+            self.fill(item);
+            if item.get("type").and_then(Value::as_str) == Some("message") {
+                item["status"] = json!("completed");
             }
-            let id = item
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let mut texts: Vec<(u64, &str)> = self
-                .parts
-                .values()
-                .filter(|p| p.item_id == id)
-                .map(|p| (p.content_index, p.text.as_str()))
-                .collect();
-            if texts.is_empty() {
-                continue;
-            }
-            texts.sort();
-            let old = item
-                .get("content")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let content: Vec<Value> = texts
-                .into_iter()
-                .map(|(ci, text)| {
-                    let mut part = old
-                        .get(ci as usize)
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "output_text", "annotations": []}));
-                    part["text"] = json!(text);
-                    part
-                })
-                .collect();
-            item["content"] = Value::Array(content);
-            item["status"] = json!("completed");
         }
         response["output"] = Value::Array(output);
         if let Some(railyard) = railyard {
@@ -255,6 +442,16 @@ impl ResponsesStream {
             out,
             json!({"type": "response.completed", "response": response}),
         );
+    }
+}
+
+/// The `type` of a part that holds text of `kind`.
+fn part_type(kind: TextKind) -> &'static str {
+    match kind {
+        TextKind::Refusal => "refusal",
+        TextKind::Summary => "summary_text",
+        TextKind::Reasoning => "reasoning_text",
+        TextKind::Output | TextKind::Transcript => "output_text",
     }
 }
 
@@ -273,8 +470,16 @@ impl StreamCodec for ResponsesStream {
         );
     }
 
-    fn decode(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
+    fn decode(&mut self, event: sse::SseEvent) -> Result<Vec<crate::codec::stream::Up>, String> {
         self.decode_event(event)
+    }
+
+    /// A message's `output_text` parts are what a client reads as the reply's text.
+    fn lane(&self, part: Part) -> Part {
+        match TextKind::of(part) {
+            TextKind::Output if part != u64::MAX => TEXT_LANE,
+            _ => part,
+        }
     }
 
     fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
@@ -284,21 +489,22 @@ impl StreamCodec for ResponsesStream {
                 if !self.parts.contains_key(&part) {
                     self.open_part(part, out);
                 }
-                let mapped = self.outputs.get(&(part >> 16)).copied();
+                let mapped = self.outputs.get(&((part >> 16) & 0xff_ffff_ffff)).copied();
                 let p = self.parts.get_mut(&part).expect("opened");
                 if !p.synthetic {
                     p.output_index = mapped.unwrap_or(p.output_index);
                 }
                 p.text.push_str(&text);
-                let (id, index, ci) = (p.item_id.clone(), p.output_index, p.content_index);
-                self.write(
-                    out,
-                    json!({"type": "response.output_text.delta", "item_id": id,
-                    "output_index": index, "content_index": ci, "delta": text, "logprobs": []}),
-                );
+                let p = &self.parts[&part];
+                let mut delta = self.part_event(p, p.kind.events().0);
+                delta["delta"] = json!(text);
+                if p.kind == TextKind::Output {
+                    delta["logprobs"] = json!([]);
+                }
+                self.write(out, delta);
             }
             Down::PartEnd { part, .. } => {
-                let mapped = self.outputs.get(&(part >> 16)).copied();
+                let mapped = self.outputs.get(&((part >> 16) & 0xff_ffff_ffff)).copied();
                 if let Some(p) = self.parts.get_mut(&part) {
                     if !p.synthetic {
                         p.output_index = mapped.unwrap_or(p.output_index);
@@ -351,7 +557,6 @@ impl StreamCodec for ResponsesStream {
                     .collect();
                 for part in own {
                     self.close_part(part, out);
-                    self.parts.remove(&part);
                 }
             }
             Down::Done { railyard } => self.completed(railyard, "completed", out),
@@ -372,7 +577,6 @@ impl StreamCodec for ResponsesStream {
                     out,
                 );
                 self.close_part(part, out);
-                self.parts.remove(&part);
                 self.completed(Some(railyard), "completed", out);
             }
             Down::Refused {

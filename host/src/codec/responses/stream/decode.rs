@@ -1,13 +1,86 @@
 //! Backend events → neutral ones.
 
-use super::{part_key, PartState, ResponsesStream};
+use super::{part_key, PartState, ResponsesStream, TextKind, EVENT};
 use crate::codec::responses::hosted_kind;
 use crate::codec::sse::SseEvent;
 use crate::codec::stream::{Frame, Up};
 use crate::model::FUNCTION;
 use serde_json::{Map, Value};
 
+/// The text events: their kind, and whether the event ends the part.
+fn text_event(kind: &str) -> Option<(TextKind, bool)> {
+    Some(match kind {
+        "response.output_text.delta" => (TextKind::Output, false),
+        "response.output_text.done" => (TextKind::Output, true),
+        "response.refusal.delta" => (TextKind::Refusal, false),
+        "response.refusal.done" => (TextKind::Refusal, true),
+        "response.reasoning_summary_text.delta" => (TextKind::Summary, false),
+        "response.reasoning_summary_text.done" => (TextKind::Summary, true),
+        "response.reasoning_text.delta" => (TextKind::Reasoning, false),
+        "response.reasoning_text.done" => (TextKind::Reasoning, true),
+        "response.audio.transcript.delta" => (TextKind::Transcript, false),
+        "response.audio.transcript.done" => (TextKind::Transcript, true),
+        _ => return None,
+    })
+}
+
 impl ResponsesStream {
+    /// The state of the part of `kind` at (`output`, `index`) of item `id`, made if new.
+    fn part(&mut self, kind: TextKind, output: u64, index: u64, id: &str) -> &mut PartState {
+        self.parts
+            .entry(part_key(kind, output, index))
+            .or_insert_with(|| PartState {
+                kind,
+                item_id: id.to_string(),
+                output_index: 0,
+                content_index: index,
+                text: String::new(),
+                streamed: false,
+                synthetic: false,
+                closed: false,
+            })
+    }
+
+    /// The texts an item carries that never streamed (a backend that sends an item whole):
+    /// streamed from it, so they are judged and sent like the rest, before the item.
+    fn unstreamed(&mut self, item: &Value, output: u64, up: &mut Vec<Up>) {
+        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+        let lists: &[(&str, TextKind)] = match item.get("type").and_then(Value::as_str) {
+            Some("message") => &[("content", TextKind::Output)],
+            Some("reasoning") => &[
+                ("summary", TextKind::Summary),
+                ("content", TextKind::Reasoning),
+            ],
+            _ => return,
+        };
+        for &(key, kind) in lists {
+            let Some(Value::Array(list)) = item.get(key) else {
+                continue;
+            };
+            for (i, entry) in list.iter().enumerate() {
+                let kind = match entry.get("type").and_then(Value::as_str) {
+                    Some("refusal") => TextKind::Refusal,
+                    _ => kind,
+                };
+                let Some(text) = entry.get(kind.text_key()).and_then(Value::as_str) else {
+                    continue;
+                };
+                let state = self.part(kind, output, i as u64, id);
+                if state.streamed || text.is_empty() {
+                    continue;
+                }
+                state.streamed = true;
+                let part = part_key(kind, output, i as u64);
+                up.push(Up::Text {
+                    choice: 0,
+                    part,
+                    text: text.to_string(),
+                });
+                up.push(Up::PartEnd { choice: 0, part });
+            }
+        }
+    }
+
     /// Decode one backend event (see the module docs for what is held and what passes).
     pub(super) fn decode_event(&mut self, event: SseEvent) -> Result<Vec<Up>, String> {
         let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
@@ -23,29 +96,69 @@ impl ResponsesStream {
             .get("output_index")
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        let content = data
-            .get("content_index")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let pass = |data: Map<String, Value>| {
-            Up::Pass(Frame {
+        let judge = |data: Map<String, Value>| Up::Judge {
+            frame: Frame {
                 event: None,
                 data: Value::Object(data),
-            })
+            },
+            shape: &EVENT,
         };
+        if let Some((text_kind, end)) = text_event(&kind) {
+            let index = data
+                .get(text_kind.index_key())
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let (output, index) = match text_kind {
+                TextKind::Transcript => (0, 0),
+                _ => (output, index),
+            };
+            let id = data.get("item_id").and_then(Value::as_str).unwrap_or("");
+            let part = part_key(text_kind, output, index);
+            let state = self.part(text_kind, output, index, id);
+            if end {
+                // The end's own copy of the text is not passed: the codec writes it from what
+                // the client was sent. Text that never streamed is streamed from it first.
+                let mut up = Vec::new();
+                let whole = data.get(text_kind.text_key()).and_then(Value::as_str);
+                if let Some(text) = whole.filter(|t| !state.streamed && !t.is_empty()) {
+                    state.streamed = true;
+                    up.push(Up::Text {
+                        choice: 0,
+                        part,
+                        text: text.to_string(),
+                    });
+                }
+                up.push(Up::PartEnd { choice: 0, part });
+                return Ok(up);
+            }
+            state.streamed = true;
+            let text = data
+                .get("delta")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            return Ok(vec![Up::Text {
+                choice: 0,
+                part,
+                text,
+            }]);
+        }
         Ok(match kind.as_str() {
             "response.output_item.added" | "response.output_item.done" => {
                 let item = data.get("item").cloned().unwrap_or_default();
                 let t = item.get("type").and_then(Value::as_str).unwrap_or("");
                 if t == "function_call" || hosted_kind(t).is_some() {
-                    if let Some(id) = item.get("id").and_then(Value::as_str) {
-                        self.held_items.insert(id.to_string());
-                    }
-                    if kind.ends_with(".done") {
+                    // Whether its `added` came (an item the backend sends whole has no other).
+                    let seen = match item.get("id").and_then(Value::as_str) {
+                        Some(id) => !self.held_items.insert(id.to_string()),
+                        None => false,
+                    };
+                    let function = t == "function_call";
+                    if function && seen && kind.ends_with(".done") {
+                        // Its arguments came as deltas.
                         return Ok(Vec::new());
                     }
                     let mut extra = item.as_object().cloned().unwrap_or_default();
-                    let function = t == "function_call";
                     let mut take = |k: &str| {
                         if function {
                             extra.remove(k).and_then(|v| v.as_str().map(str::to_string))
@@ -57,6 +170,8 @@ impl ResponsesStream {
                     extra.remove("status");
                     let id = if function {
                         id
+                    } else if seen {
+                        None
                     } else {
                         item.get("id").and_then(Value::as_str).map(str::to_string)
                     };
@@ -65,6 +180,8 @@ impl ResponsesStream {
                     } else {
                         hosted_kind(t).unwrap_or(t).to_string()
                     };
+                    // A hosted item is whole only when done: its fields then replace those it
+                    // was added with.
                     vec![Up::Call {
                         choice: 0,
                         index: output,
@@ -75,51 +192,14 @@ impl ResponsesStream {
                         extra,
                     }]
                 } else {
-                    if t == "message" {
-                        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                        let parts = item
-                            .get("content")
-                            .and_then(Value::as_array)
-                            .map_or(0, Vec::len);
-                        for ci in 0..parts.max(1) as u64 {
-                            self.parts.entry(part_key(output, ci)).or_insert(PartState {
-                                item_id: id.to_string(),
-                                output_index: 0,
-                                content_index: ci,
-                                text: String::new(),
-                                synthetic: false,
-                            });
-                        }
+                    let mut up = Vec::new();
+                    if kind.ends_with(".done") {
+                        self.unstreamed(&item, output, &mut up);
                     }
-                    vec![pass(data)]
+                    up.push(judge(data));
+                    up
                 }
             }
-            "response.content_part.added" => {
-                let id = data.get("item_id").and_then(Value::as_str).unwrap_or("");
-                self.parts
-                    .entry(part_key(output, content))
-                    .or_insert(PartState {
-                        item_id: id.to_string(),
-                        output_index: 0,
-                        content_index: content,
-                        text: String::new(),
-                        synthetic: false,
-                    });
-                vec![pass(data)]
-            }
-            "response.output_text.delta" => vec![Up::Text {
-                choice: 0,
-                part: part_key(output, content),
-                text: data
-                    .get("delta")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            }],
-            "response.output_text.done" => vec![Up::PartEnd {
-                choice: 0,
-                part: part_key(output, content),
-            }],
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
                 if kind.ends_with(".done") {
                     return Ok(Vec::new());
@@ -152,6 +232,19 @@ impl ResponsesStream {
                 event: Some(kind),
                 data: Value::Object(data),
             })],
+            // Lifecycle: what they carry is the request as the backend took it, and an output
+            // the codec empties.
+            "response.created" | "response.in_progress" | "response.queued" => {
+                vec![Up::Pass(Frame {
+                    event: None,
+                    data: Value::Object(data),
+                })]
+            }
+            // Audio itself carries no text (its transcript streams as a text part).
+            "response.audio.delta" | "response.audio.done" => vec![Up::Pass(Frame {
+                event: None,
+                data: Value::Object(data),
+            })],
             _ => {
                 let held = data
                     .get("item_id")
@@ -161,7 +254,9 @@ impl ResponsesStream {
                     // Progress of a call the client sees only once the rails have judged it.
                     return Ok(Vec::new());
                 }
-                vec![pass(data)]
+                // Parts' lifecycles (their texts written by the codec), annotations, and
+                // whatever else: its strings judged as it passes.
+                vec![judge(data)]
             }
         })
     }
