@@ -506,6 +506,7 @@ fn responses_items_beside_the_messages_are_judged_both_ways() {
         ]}),
     );
     assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!backend.seen().is_empty(), "{}", r.body);
     let sent = String::from_utf8_lossy(&backend.seen()[0].raw).into_owned();
     assert!(!sent.contains(PII), "{sent}");
     let sent = &backend.seen()[0].body;
@@ -550,7 +551,9 @@ fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
     let d = Daemon::start(&cfg.path, &backend.url());
     let r = request(d.addr, "POST", "/v1/messages",
         &[("x-api-key", "demo-key"), ("anthropic-version", "2023-06-01"), ("Authorization", "")],
-        json!({"model": "m", "max_tokens": 10, "messages": [
+        json!({"model": "m", "max_tokens": 10,
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+            "messages": [
             {"role": "user", "content": [{"type": "document", "source": {"type": "text",
                 "media_type": "text/plain", "data": mail}}, {"type": "text", "text": "read it"}]},
             {"role": "assistant", "content": [{"type": "thinking", "thinking": mail, "signature": "sig"},

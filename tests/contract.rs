@@ -228,7 +228,20 @@ fn a_reply_without_call_markup_is_not_shown_to_text_tool_calls() {
     );
     let pii = listed("pii");
     assert!(pii["triggers"].is_null(), "{pii}");
-    assert_eq!(listed("flow")["triggers"], json!(["tool"]));
+    // flow's: a tool result's role, and the untrusted tools' names (a hosted call to one in
+    // the reply itself counts too).
+    assert_eq!(
+        listed("flow")["triggers"],
+        json!([
+            "tool",
+            "web_fetch",
+            "web_search",
+            "fetch_url",
+            "browse",
+            "read_email",
+            "read_file"
+        ])
+    );
 }
 
 /// flow refuses only after a tool result, so it gives `tool` (the role of every result) as

@@ -29,6 +29,8 @@
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14);
 //! - `closed`: the closed world on the chat door: every field judged, every call kind a call
 //!   (#46);
+//! - `hosted`: every call kind a call, every result kind a result: provider-run tools, MCP
+//!   tools and custom tools on the Responses and Messages doors (#46);
 //! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
 //!   and stream events longer than the window (#46).
 
@@ -46,6 +48,7 @@ mod flow;
 mod fuzz;
 mod grpc;
 mod hardening;
+mod hosted;
 mod http;
 mod mcp;
 mod policies;

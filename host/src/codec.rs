@@ -1,6 +1,6 @@
 //! Wire formats at the edge: one codec per door, each turning its requests, replies and stream
-//! events into the model (`crate::model`) and back. Fields Railyard does not know pass through
-//! untouched, both ways.
+//! events into the model (`crate::model`) and back. Every field is accounted for, both ways:
+//! mapped, inert, or its strings judged as text (`closed`).
 //!
 //! - `chat`: OpenAI Chat Completions (and the check API's payload shape);
 //! - `responses`: OpenAI Responses;
@@ -249,6 +249,11 @@ pub trait Codec: Send + Sync + 'static {
     /// Its account of a message's fields outside what the model maps (in a request or a
     /// reply): the string leaves of those not inert are folded into the message's content.
     const MESSAGE: closed::Shape;
+    /// The shape of a message that is not shaped like the door's messages (a tool result made
+    /// of a block of another kind); `None` for the door's own.
+    fn own_shape(_message: &Message) -> Option<&'static closed::Shape> {
+        None
+    }
     /// Likewise for a tool call's fields outside what the model maps.
     const CALL: closed::Shape;
 

@@ -2,14 +2,24 @@
 //!
 //! Request → model: `system` is a system message; a user message's `tool_result` blocks become
 //! tool results (the `tool_result` rail links them to the `tool_use` blocks of the assistant
-//! turn before), its other blocks (text, images, documents) one user message; an assistant
-//! message's text blocks are its content, its `tool_use` blocks its calls (`input` as argument
-//! JSON), its other blocks (thinking, server tools) ride along and are written back in place.
+//! turn before), its other blocks (text, images, documents) one user message. An assistant
+//! message is cut into turns at its server tools' results, so every call comes before the result
+//! answering it: a turn's text blocks are its content, its `tool_use`, `server_tool_use` and
+//! `mcp_tool_use` blocks its calls (`input` as argument JSON), and a server or MCP tool's result
+//! block (`web_fetch_tool_result`, `mcp_tool_result`, ...) is a tool result of its own, which the
+//! `tool_result` rail judges and `flow` counts like any other. Other blocks (thinking) ride in the
+//! turn they start and are written back in place.
+//!
+//! A server tool's call is named as the tool is (`web_search`, `web_fetch`: its kind is that
+//! name too); an MCP tool's `mcp__<server>__<tool>` (kind `mcp`), which a declared toolset
+//! (`{"type": "mcp_toolset", "mcp_server_name": "crm"}`, declared as `mcp__crm`) covers.
 //! Tools are function tools whose `input_schema` is the declared schema; server tools (with a
 //! `type`) are declared by type.
 //!
 //! Reply → model: text blocks are the reply's content (as content parts, so a policy edits each
-//! block), `tool_use` blocks its calls. Streaming: `stream`.
+//! block), `tool_use`, `server_tool_use` and `mcp_tool_use` blocks its calls; the results of
+//! server tools ride in it (judged as its text) and are dropped with a call a policy removed.
+//! Streaming: `stream`.
 
 mod blocks;
 mod stream;
@@ -76,6 +86,126 @@ const MESSAGE: Shape = Shape {
     known: &["cache_control", "is_error", BEFORE],
 };
 
+/// A call's fields beyond those the model maps: an MCP tool's server is a word.
+const CALL: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("server_name", Inert::Word),
+        ("cache_control.type", Inert::Word),
+        ("cache_control.ttl", Inert::Word),
+        ("caller.type", Inert::Word),
+        ("caller.tool_id", Inert::Id),
+    ],
+    known: &["cache_control", "caller"],
+};
+
+/// A server tool's result block, as a tool result: its result's words, ids and encrypted parts
+/// carry no text; everything else it holds (titles, urls, fetched pages, outputs) is judged.
+const RESULT: Shape = Shape {
+    mapped: &[],
+    inert: &[
+        ("railyard.block", Inert::Word),
+        ("cache_control.type", Inert::Word),
+        ("content.type", Inert::Word),
+        ("content.error_code", Inert::Word),
+        ("content.retrieved_at", Inert::Word),
+        ("content.encrypted_stdout", Inert::Data),
+        ("content.content.type", Inert::Word),
+        ("content.content.source.type", Inert::Word),
+        ("content.content.source.media_type", Inert::Word),
+        ("content.content.source.data", Inert::Data),
+        ("content.content[].type", Inert::Word),
+        ("content[].type", Inert::Word),
+        ("content[].encrypted_content", Inert::Data),
+        ("content[].page_age", Inert::Word),
+        ("content[].tool_name", Inert::Word),
+    ],
+    known: &["content", "cache_control", BLOCK],
+};
+
+/// Where a server tool's result block keeps its own type, in the tool result made of it.
+const BLOCK: &str = "railyard.block";
+
+/// The kind of an MCP tool's call.
+const MCP: &str = "mcp";
+
+/// The name an MCP tool's call goes by: `mcp__<server>__<tool>`.
+fn mcp_name(server: &str, tool: &str) -> String {
+    format!("mcp__{server}__{tool}")
+}
+
+/// A call block (`tool_use`, `server_tool_use`, `mcp_tool_use`) as a call; `None` for another
+/// block. `Err`: an input that is not an object (what the rails would judge is not what the
+/// backend would get back).
+pub(super) fn call_of(block: &Value) -> Option<Result<ToolCall, ()>> {
+    let kind = block.get("type").and_then(Value::as_str)?;
+    if !matches!(kind, "tool_use" | "server_tool_use" | "mcp_tool_use") {
+        return None;
+    }
+    let mut b = block.as_object().cloned().unwrap_or_default();
+    let text = |b: &mut Map<String, Value>, k: &str| {
+        b.remove(k)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let id = text(&mut b, "id");
+    let name = text(&mut b, "name");
+    let input = match b.remove("input") {
+        None => json!({}),
+        Some(input @ Value::Object(_)) => input,
+        Some(_) => return Some(Err(())),
+    };
+    b.remove("type");
+    let mut call = ToolCall::function(id, name, input.to_string());
+    match kind {
+        "server_tool_use" => call.kind = call.name.clone(),
+        "mcp_tool_use" => {
+            let server = b.get("server_name").and_then(Value::as_str).unwrap_or("");
+            call.name = mcp_name(server, &call.name);
+            call.kind = MCP.into();
+        }
+        _ => {}
+    }
+    call.extra = b;
+    Some(Ok(call))
+}
+
+/// A call as the block it came from.
+pub(super) fn call_block(call: &ToolCall) -> Map<String, Value> {
+    let mut b = Map::new();
+    let (kind, name) = match call.kind.as_str() {
+        FUNCTION | crate::model::CUSTOM => ("tool_use", call.name.as_str()),
+        MCP => {
+            let server = call
+                .extra
+                .get("server_name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let prefix = format!("mcp__{server}__");
+            (
+                "mcp_tool_use",
+                call.name.strip_prefix(&prefix).unwrap_or(&call.name),
+            )
+        }
+        _ => ("server_tool_use", call.name.as_str()),
+    };
+    b.insert("type".into(), json!(kind));
+    b.insert("id".into(), json!(call.id));
+    b.insert("name".into(), json!(name));
+    let input = serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or(json!({}));
+    b.insert("input".into(), input);
+    b.extend(call.extra.clone());
+    b
+}
+
+/// Whether a block of an assistant message is a server tool's result.
+fn is_result(kind: &str) -> bool {
+    kind.ends_with("_tool_result")
+}
+
 /// A decoded Messages request.
 pub struct MessagesRequest {
     body: Map<String, Value>,
@@ -132,11 +262,12 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
         return Err(PayloadError::new(format!("{path}.content"), "is required"));
     }
     let blocks = blocks_of(content.as_ref(), &format!("{path}.content"))?;
+    if role == "assistant" {
+        return decode_turns(i, &path, blocks, extra, out);
+    }
     let no_blocks = blocks.is_empty();
     let mut rest = Vec::new();
-    let mut calls = Vec::new();
-    let mut before = Vec::new();
-    for (k, block) in blocks.into_iter().enumerate() {
+    for block in blocks {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
         match (role, kind) {
             ("user", "tool_result") => {
@@ -156,62 +287,108 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
                 m.wire = wire.clone();
                 out.push(m);
             }
-            ("assistant", "tool_use") => {
-                let mut b = block.as_object().cloned().unwrap_or_default();
-                let text = |b: &mut Map<String, Value>, k: &str| {
-                    b.remove(k)
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                };
-                let id = text(&mut b, "id");
-                let name = text(&mut b, "name");
-                let input = match b.remove("input") {
-                    None => json!({}),
-                    Some(input @ Value::Object(_)) => input,
-                    // What the rails would judge is not what the backend would get back.
-                    Some(_) => {
-                        return Err(PayloadError::new(
-                            format!("{path}.content[{k}].input"),
-                            "must be an object",
-                        ))
-                    }
-                };
-                b.remove("type");
-                let mut call = ToolCall::function(id, name, input.to_string());
-                call.extra = b;
-                calls.push(call);
-            }
-            ("assistant", "text") => rest.push(block),
-            ("assistant", _) if rest.is_empty() && calls.is_empty() => before.push(block),
-            ("assistant", _) => {
-                return Err(PayloadError::new(
-                    format!("{path}.content[{k}]"),
-                    format!("a '{kind}' block after text or tool_use blocks is not supported"),
-                ))
-            }
             _ => rest.push(block),
         }
     }
-    if no_blocks || !rest.is_empty() || !calls.is_empty() || !before.is_empty() || role != "user" {
-        let content = (no_blocks || !rest.is_empty()).then(|| Content::Parts(Value::Array(rest)));
-        let mut m = Message::new(role, content);
+    if no_blocks || !rest.is_empty() || role != "user" {
+        let mut m = Message::new(role, Some(Content::Parts(Value::Array(rest))));
         m.content_null = false;
-        m.tool_calls_present = !calls.is_empty();
-        m.tool_calls = calls;
         m.extra = extra;
-        // Blocks the model does not map (thinking, server tools) ride in the message, where the
-        // rails judge their text as part of it (`codec::closed`); written back before its own.
-        if !before.is_empty() {
-            m.extra.insert(BEFORE.into(), Value::Array(before));
-        }
         m.wire = json!({"message": i, "before": true});
         out.push(m);
     }
     Ok(())
 }
 
+/// An assistant message's blocks as turns: each turn's leading other blocks (thinking), its
+/// text and its calls, in that order; a server tool's result a tool result after the turn
+/// holding its call. A block that would come out of order (text after a call, thinking after
+/// text) starts a new turn, so the blocks go back exactly where they were.
+fn decode_turns(
+    i: usize,
+    path: &str,
+    blocks: Vec<Value>,
+    extra: Map<String, Value>,
+    out: &mut Vec<Message>,
+) -> Result<(), PayloadError> {
+    #[derive(Default)]
+    struct Turn {
+        before: Vec<Value>,
+        text: Vec<Value>,
+        calls: Vec<ToolCall>,
+    }
+    let mut extra = Some(extra);
+    let mut turn = Turn::default();
+    let mut any = false;
+    let mut flush = |turn: &mut Turn, out: &mut Vec<Message>, last: bool| {
+        let turn = std::mem::take(turn);
+        let empty = turn.before.is_empty() && turn.text.is_empty() && turn.calls.is_empty();
+        if empty && (any || !last) {
+            return;
+        }
+        any = true;
+        let content =
+            (!turn.text.is_empty() || empty).then(|| Content::Parts(Value::Array(turn.text)));
+        let mut m = Message::new("assistant", content);
+        m.content_null = false;
+        m.tool_calls_present = !turn.calls.is_empty();
+        m.tool_calls = turn.calls;
+        // The wire message's own keys ride on its first turn.
+        m.extra = extra.take().unwrap_or_default();
+        // Blocks the model does not map (thinking) ride in the turn, where the rails judge
+        // their text as part of it (`codec::closed`); written back before its own.
+        if !turn.before.is_empty() {
+            m.extra.insert(BEFORE.into(), Value::Array(turn.before));
+        }
+        m.wire = json!({"message": i, "before": true});
+        out.push(m);
+    };
+    for (k, block) in blocks.into_iter().enumerate() {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        if let Some(call) = call_of(&block) {
+            let call = call.map_err(|()| {
+                PayloadError::new(format!("{path}.content[{k}].input"), "must be an object")
+            })?;
+            turn.calls.push(call);
+        } else if is_result(kind) {
+            flush(&mut turn, out, false);
+            let mut b = block.as_object().cloned().unwrap_or_default();
+            let id = b
+                .remove("tool_use_id")
+                .and_then(|v| v.as_str().map(str::to_string));
+            b.remove("type");
+            b.insert(BLOCK.into(), json!(kind));
+            // Its content is judged as the result's fields (`RESULT`), whatever its shape.
+            let mut m = Message::new("tool", Some(Content::Parts(json!([]))));
+            m.tool_call_id = id;
+            m.extra = b;
+            m.wire = json!({"message": i, "server": true});
+            out.push(m);
+        } else if kind == "text" {
+            if !turn.calls.is_empty() {
+                flush(&mut turn, out, false);
+            }
+            turn.text.push(block);
+        } else {
+            if !turn.text.is_empty() || !turn.calls.is_empty() {
+                flush(&mut turn, out, false);
+            }
+            turn.before.push(block);
+        }
+    }
+    flush(&mut turn, out, true);
+    Ok(())
+}
+
+/// Whether a tool result is a server tool's, from an assistant message.
+fn server_result(m: &Message) -> bool {
+    m.role == "tool" && m.wire.get("server").is_some()
+}
+
 fn wire_role(m: &Message) -> &str {
-    if m.role == "tool" {
+    if server_result(m) {
+        "assistant"
+    } else if m.role == "tool" {
         "user"
     } else {
         &m.role
@@ -229,7 +406,11 @@ impl Codec for Messages {
 
     const SHAPE: Shape = REQUEST;
     const MESSAGE: Shape = MESSAGE;
-    const CALL: Shape = MESSAGE;
+    const CALL: Shape = CALL;
+
+    fn own_shape(message: &Message) -> Option<&'static Shape> {
+        server_result(message).then_some(&RESULT)
+    }
 
     fn parse_request(bytes: &[u8], _scope: &str) -> serde_json::Result<Option<super::Parsed<()>>> {
         super::parse_object(bytes)
@@ -280,6 +461,20 @@ impl Codec for Messages {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
+                    if t.get("type").and_then(Value::as_str) == Some("mcp_toolset") {
+                        // An MCP server's tools, called as `mcp__<server>__<tool>`.
+                        let server = t
+                            .get("mcp_server_name")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                PayloadError::new(
+                                    format!("tools[{i}].mcp_server_name"),
+                                    "is required",
+                                )
+                            })?;
+                        let name = format!("mcp__{server}");
+                        return Ok(ToolDef::declared(MCP, Some(&name), None, None));
+                    }
                     let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
                         PayloadError::new(format!("tools[{i}].name"), "is required")
                     })?;
@@ -389,17 +584,12 @@ impl Codec for Messages {
         let mut calls = Vec::new();
         let mut others = Vec::new();
         for block in content {
+            if let Some(call) = call_of(block) {
+                calls.push(call.map_err(|()| "a tool use's input is not an object".to_string())?);
+                continue;
+            }
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => texts.push(block.clone()),
-                Some("tool_use") => {
-                    let field = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or("");
-                    let input = block.get("input").cloned().unwrap_or(json!({}));
-                    calls.push(ToolCall::function(
-                        field("id").into(),
-                        field("name").into(),
-                        input.to_string(),
-                    ));
-                }
                 _ => others.push(block.clone()),
             }
         }

@@ -1,15 +1,21 @@
 //! OpenAI Responses: `POST /v1/responses`.
 //!
 //! Request → model: `instructions` is a system message; `input` (a string, or a list of items)
-//! becomes messages: message items as they are, consecutive `function_call` items one assistant
-//! message with those calls (a turn), `function_call_output` items tool results. Items the model
-//! does not know (reasoning, references, hosted calls in history) ride along with the next message
-//! and are written back in place. Tools: function tools are flat (`{"type": "function", "name",
-//! "parameters"}`); hosted tools are declared by type (a `_preview` suffix dropped, so
-//! `web_search_preview` allows the `web_search_call` items it produces).
+//! becomes messages: message items as they are; consecutive call items one assistant message
+//! with those calls (a turn): `function_call`s, `custom_tool_call`s (custom calls, by their own
+//! names) and hosted calls (`web_search_call`, `mcp_call`, ...: a call of the hosted tool's type,
+//! followed by a tool result holding what the item returned, so the `tool_result` rail judges it
+//! and `flow` counts the read); `function_call_output` and the other `*_output` items tool
+//! results. Items the model does not know (reasoning, references, approvals) ride along with the
+//! next message and are written back in place. Tools: function tools are flat (`{"type":
+//! "function", "name", "parameters"}`); hosted tools are declared by type (a `_preview` suffix
+//! dropped, so `web_search_preview` allows the `web_search_call` items it produces); an MCP
+//! server (`{"type": "mcp", "server_label": "crm"}`) as `mcp__crm`, whose tools are called as
+//! `mcp__crm__<tool>`.
 //!
 //! Reply → model: the message items' text parts are the reply's content (as content parts, so a
-//! policy edits each part), `function_call` items its calls, other `*_call` items hosted calls.
+//! policy edits each part), `function_call` and `custom_tool_call` items its calls, other
+//! `*_call` items hosted calls (what they returned rides in them, judged as the reply's text).
 //! Streaming: `stream`.
 
 mod output;
@@ -109,8 +115,26 @@ const ITEM: Shape = Shape {
         ("railyard.after[].summary[].type", Inert::Word),
         ("railyard.after[].content[].type", Inert::Word),
         ("railyard.after[].approval_request_id", Inert::Id),
+        // What a hosted call returned, in the tool result made of it.
+        ("result", Inert::Data),
+        ("outputs[].type", Inert::Word),
+        ("results[].file_id", Inert::Id),
+        ("error.type", Inert::Word),
+        ("error.code", Inert::Word),
     ],
-    known: &["type", "id", "status", ITEMS, AFTER],
+    known: &[
+        "type",
+        "id",
+        "status",
+        ITEMS,
+        AFTER,
+        "output",
+        "outputs",
+        "results",
+        "result",
+        "error",
+        "acknowledged_safety_checks",
+    ],
 };
 
 /// A decoded Responses request.
@@ -151,11 +175,76 @@ fn from(message: &Message) -> Option<&str> {
     message.wire.get("from").and_then(Value::as_str)
 }
 
-/// The kind of hosted call an output item type names (`web_search_call` → `web_search`).
+/// The kind of hosted call an output item type names (`web_search_call` → `web_search`); a
+/// custom tool's call is the client's, not a hosted one.
 pub(crate) fn hosted_kind(item_type: &str) -> Option<&str> {
     item_type
         .strip_suffix("_call")
-        .filter(|k| *k != FUNCTION && !k.is_empty())
+        .filter(|k| *k != FUNCTION && *k != "custom_tool" && !k.is_empty())
+}
+
+/// The fields of a hosted call item that are what it returned (the rest is the call).
+const RETURNED: [&str; 5] = ["output", "outputs", "results", "result", "error"];
+
+/// A hosted call item as a call: of the tool's type, named as the tool is (an MCP tool
+/// `mcp__<server>__<tool>`), its arguments what the item says it was asked (an MCP call's own
+/// arguments, else its other fields as JSON), the whole item kept to be written back.
+pub(crate) fn hosted_call(kind: &str, item: &Map<String, Value>) -> ToolCall {
+    let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+    let mut call = ToolCall::hosted(id.into(), kind.into(), item.clone());
+    let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
+    if kind == "mcp" {
+        call.name = format!("mcp__{}__{}", field("server_label"), field("name"));
+    }
+    call.arguments = match item.get("arguments") {
+        Some(Value::String(a)) => a.clone(),
+        _ => {
+            let asked: Map<String, Value> = item
+                .iter()
+                .filter(|(k, _)| {
+                    !RETURNED.contains(&k.as_str())
+                        && !matches!(k.as_str(), "type" | "id" | "status" | "call_id")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Value::Object(asked).to_string()
+        }
+    };
+    call
+}
+
+/// A custom tool's call item (`custom_tool_call`) as a custom call.
+pub(crate) fn custom_call(item: &Map<String, Value>) -> ToolCall {
+    let mut extra = item.clone();
+    let mut take = |k: &str| {
+        extra
+            .remove(k)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let (id, name, input) = (take("call_id"), take("name"), take("input"));
+    extra.remove("type");
+    let mut call = ToolCall::custom(id, name, input);
+    call.extra = extra;
+    call
+}
+
+/// A custom call as its item.
+pub(crate) fn custom_item(call: &ToolCall) -> Value {
+    let mut item = call.extra.clone();
+    item.insert("type".into(), json!("custom_tool_call"));
+    item.insert("call_id".into(), json!(call.id));
+    item.insert("name".into(), json!(call.name));
+    item.insert("input".into(), json!(call.arguments));
+    Value::Object(item)
+}
+
+/// Where a tool result came from, when not a `function_call_output`: its item type.
+const OUTPUT_TYPE: &str = "output";
+
+/// Items that answer a call the client ran: their `call_id` (or `id`) is the call's.
+fn is_output(kind: &str) -> bool {
+    kind.ends_with("_call_output") && kind != "function_call_output"
 }
 
 fn content(value: Value) -> Option<Content> {
@@ -190,10 +279,17 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                 .get("type")
                 .and_then(Value::as_str)
                 .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
+            if kind == "mcp" {
+                // An MCP server's tools, called as `mcp__<server>__<tool>`.
+                let server = t.get("server_label").and_then(Value::as_str).unwrap_or("");
+                let name = format!("mcp__{server}");
+                return Ok(ToolDef::declared(kind, Some(&name), None, None));
+            }
             if kind != FUNCTION {
                 let kind = kind.strip_suffix("_preview").unwrap_or(kind);
                 let name = t.get("name").and_then(Value::as_str);
-                return Ok(ToolDef::declared(kind, name, None, None));
+                let description = t.get("description").and_then(Value::as_str);
+                return Ok(ToolDef::declared(kind, name, description, None));
             }
             let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
                 PayloadError::new(format!("{path}.name"), "is required and must be a string")
@@ -206,6 +302,24 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
             ))
         })
         .collect()
+}
+
+/// Where a hosted call's result came from (its call's item, in the message before).
+const FROM_HOSTED: &str = "hosted";
+
+/// A call of the history: it joins the turn before it when nothing came between, else starts
+/// one (with the items that came between riding in it).
+fn push_call(messages: &mut Vec<Message>, attached: &mut Vec<Value>, call: ToolCall) {
+    let continues =
+        attached.is_empty() && messages.last().is_some_and(|m| from(m) == Some(FROM_CALLS));
+    if continues {
+        messages.last_mut().expect("checked").tool_calls.push(call);
+    } else {
+        let mut m = Message::reply(None, vec![call]);
+        m.wire = wire(Some(FROM_CALLS));
+        attach(&mut m, std::mem::take(attached));
+        messages.push(m);
+    }
 }
 
 /// `input` items → messages; returns the messages and the items after the last one.
@@ -229,23 +343,51 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
-            Some("function_call") => {
-                let call_id = opt_string(&mut obj, "call_id", &path)?.unwrap_or_default();
-                let name = opt_string(&mut obj, "name", &path)?
-                    .ok_or_else(|| PayloadError::new(format!("{path}.name"), "is required"))?;
-                let arguments = opt_string(&mut obj, "arguments", &path)?.unwrap_or_default();
-                let mut call = ToolCall::function(call_id, name, arguments);
-                call.extra = obj;
-                let continues = attached.is_empty()
-                    && messages.last().is_some_and(|m| from(m) == Some(FROM_CALLS));
-                if continues {
-                    messages.last_mut().expect("checked").tool_calls.push(call);
+            Some(t @ "function_call") | Some(t @ "custom_tool_call") => {
+                let call = if t == "custom_tool_call" {
+                    custom_call(&obj)
                 } else {
-                    let mut m = Message::reply(None, vec![call]);
-                    m.wire = wire(Some(FROM_CALLS));
-                    attach(&mut m, std::mem::take(&mut attached));
-                    messages.push(m);
+                    let call_id = opt_string(&mut obj, "call_id", &path)?.unwrap_or_default();
+                    let name = opt_string(&mut obj, "name", &path)?
+                        .ok_or_else(|| PayloadError::new(format!("{path}.name"), "is required"))?;
+                    let arguments = opt_string(&mut obj, "arguments", &path)?.unwrap_or_default();
+                    let mut call = ToolCall::function(call_id, name, arguments);
+                    call.extra = obj;
+                    call
+                };
+                push_call(&mut messages, &mut attached, call);
+            }
+            Some(t) if hosted_kind(t).is_some() => {
+                // The provider ran it: a call, and what it returned a result of it.
+                let kind = hosted_kind(t).unwrap_or(t);
+                let mut call = hosted_call(kind, &obj);
+                let mut returned = Map::new();
+                for k in RETURNED {
+                    if let Some(v) = call.extra.remove(k) {
+                        returned.insert(k.into(), v);
+                    }
                 }
+                let id = call.id.clone();
+                push_call(&mut messages, &mut attached, call);
+                // Its own content is what it returned, folded in (`codec::closed`).
+                let mut m = Message::new("tool", Some(Content::Parts(json!([]))));
+                m.tool_call_id = Some(id);
+                m.extra = returned;
+                m.wire = json!({"from": FROM_HOSTED});
+                messages.push(m);
+            }
+            Some(t) if is_output(t) => {
+                // What a call the client ran (a custom tool, a shell, a computer) returned.
+                let call_id = match opt_string(&mut obj, "call_id", &path)? {
+                    Some(id) => Some(id),
+                    None => obj.get("id").and_then(Value::as_str).map(str::to_string),
+                };
+                let mut m = Message::new("tool", content(obj.remove("output").unwrap_or_default()));
+                m.tool_call_id = call_id;
+                m.extra = obj;
+                m.wire = json!({OUTPUT_TYPE: t});
+                attach(&mut m, std::mem::take(&mut attached));
+                messages.push(m);
             }
             Some("function_call_output") => {
                 let call_id = opt_string(&mut obj, "call_id", &path)?;
@@ -263,7 +405,7 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
 }
 
 fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>) {
-    for m in messages {
+    for (i, m) in messages.iter().enumerate() {
         if let Some(Value::Array(before)) = m.extra.get(ITEMS) {
             input.extend(before.iter().cloned());
         }
@@ -275,9 +417,17 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
             _ => &[],
         };
         if m.role == "tool" {
+            if from(m) == Some(FROM_HOSTED) {
+                // Written back inside its call's item.
+                input.extend(after.iter().cloned());
+                continue;
+            }
             let mut item = extra.clone();
-            item.insert("type".into(), json!("function_call_output"));
-            item.insert("call_id".into(), json!(m.tool_call_id));
+            let kind = m.wire.get(OUTPUT_TYPE).and_then(Value::as_str);
+            item.insert("type".into(), json!(kind.unwrap_or("function_call_output")));
+            if kind.is_none() || item.contains_key("call_id") || !item.contains_key("id") {
+                item.insert("call_id".into(), json!(m.tool_call_id));
+            }
             item.insert("output".into(), content_json(&m.content));
             input.push(Value::Object(item));
             input.extend(after.iter().cloned());
@@ -291,16 +441,38 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
             input.push(Value::Object(item));
         }
         for call in &m.tool_calls {
+            input.push(call_input_item(call, &messages[i + 1..]));
+        }
+        input.extend(after.iter().cloned());
+    }
+    input.extend(trailing.iter().cloned());
+}
+
+/// A call of the history as its input item: a hosted call's item with what it returned (the
+/// tool result after it) put back in.
+fn call_input_item(call: &ToolCall, later: &[Message]) -> Value {
+    match call.kind.as_str() {
+        FUNCTION => {
             let mut item = call.extra.clone();
             item.insert("type".into(), json!("function_call"));
             item.insert("call_id".into(), json!(call.id));
             item.insert("name".into(), json!(call.name));
             item.insert("arguments".into(), json!(call.arguments));
-            input.push(Value::Object(item));
+            Value::Object(item)
         }
-        input.extend(after.iter().cloned());
+        crate::model::CUSTOM => custom_item(call),
+        _ => {
+            let mut item = call.extra.clone();
+            item.insert("id".into(), json!(call.id));
+            let result = later.iter().find(|r| {
+                from(r) == Some(FROM_HOSTED) && r.tool_call_id.as_deref() == Some(&call.id)
+            });
+            if let Some(result) = result {
+                item.extend(result.extra.clone());
+            }
+            Value::Object(item)
+        }
     }
-    input.extend(trailing.iter().cloned());
 }
 
 impl Codec for Responses {
@@ -451,11 +623,12 @@ impl Codec for Responses {
                     call.extra = extra;
                     calls.push(call);
                 }
+                Some("custom_tool_call") => {
+                    calls.push(custom_call(item.as_object().unwrap_or(&Map::new())));
+                }
                 Some(t) if hosted_kind(t).is_some() => {
                     let kind = hosted_kind(t).unwrap_or(t);
-                    let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-                    let extra = item.as_object().cloned().unwrap_or_default();
-                    calls.push(ToolCall::hosted(id.into(), kind.into(), extra));
+                    calls.push(hosted_call(kind, item.as_object().unwrap_or(&Map::new())));
                 }
                 _ => others.push(item.clone()),
             }

@@ -51,6 +51,15 @@ pub enum Up {
         /// Wire fields of the call to keep (on its first fragment).
         extra: Map<String, Value>,
     },
+    /// A call the client sees as it streams (a server tool the provider runs: its block
+    /// passes as it comes, judged as text), whole: judged with the choice's calls, so the
+    /// rails see every call of the reply in order; a verdict that would remove it blocks.
+    Shown {
+        /// The choice.
+        choice: u32,
+        /// The call.
+        call: ToolCall,
+    },
     /// The choice is finished (with the backend's finish reason, if it gave one).
     ChoiceEnd {
         /// The choice.

@@ -56,9 +56,12 @@ impl PartialCall {
                 call.extra = self.extra;
                 call
             }
-            // A hosted call: a type and no function fragments.
-            Some(kind) if kind != FUNCTION && self.name.is_empty() => {
+            // A hosted call: a type (and the name the codec gave it, if any).
+            Some(kind) if kind != FUNCTION => {
                 let mut call = ToolCall::hosted(self.id, kind, self.extra);
+                if !self.name.is_empty() {
+                    call.name = self.name;
+                }
                 call.arguments = self.arguments;
                 call
             }
@@ -74,6 +77,8 @@ impl PartialCall {
 #[derive(Default)]
 struct ChoiceState {
     calls: BTreeMap<u64, PartialCall>,
+    /// Calls the client saw as they streamed (`Up::Shown`).
+    shown: Vec<ToolCall>,
     /// Whether any text of the choice reached the client (or a rejection replaced it).
     spoke: bool,
     /// Whether the output rail found calls written in the text.
@@ -230,6 +235,10 @@ impl<C: StreamCodec> Relay<C> {
                 }
                 call.arguments.push_str(&arguments);
                 call.extra.extend(extra);
+                Flow::Go
+            }
+            Up::Shown { choice, call } => {
+                self.choices.entry(choice).or_default().shown.push(call);
                 Flow::Go
             }
             Up::ChoiceEnd { choice, finish } => self.finish_choice(choice, finish).await,
@@ -415,17 +424,59 @@ impl<C: StreamCodec> Relay<C> {
         state.finished = true;
         let spoke = state.spoke;
         let found_calls = state.found_calls;
-        let calls: Vec<ToolCall> = std::mem::take(&mut state.calls)
-            .into_values()
-            .map(PartialCall::call)
+        let shown = std::mem::take(&mut state.shown);
+        let shown_ids: Vec<String> = shown.iter().map(|c| c.id.clone()).collect();
+        // Those the client saw come first: they streamed before the held ones were sent.
+        let calls: Vec<ToolCall> = shown
+            .into_iter()
+            .chain(
+                std::mem::take(&mut state.calls)
+                    .into_values()
+                    .map(PartialCall::call),
+            )
             .collect();
         let mut ending = Finish::Backend(finish);
         if !calls.is_empty() {
             let reply = Message::reply(None, calls);
-            let judged = match self.scope.reply(&mut self.conversation, reply) {
+            let mut judged = match self.scope.reply(&mut self.conversation, reply) {
                 Ok(m) => m,
                 Err(refusal) => return self.blocked(refusal).await,
             };
+            // A call the client already has cannot be taken back: a verdict removing one
+            // refuses the reply.
+            let kept = |id: &str| {
+                judged
+                    .tool_calls
+                    .iter()
+                    .any(|c| crate::model::model_id(&c.id) == id)
+            };
+            if let Some(gone) = shown_ids.iter().find(|id| !kept(id)) {
+                let refusal = Refusal {
+                    rail: Rail::ToolCall,
+                    policy: "stream".into(),
+                    reason: format!(
+                        "a policy removed call {} after the client had seen it stream",
+                        crate::policy::record::quoted(gone)
+                    ),
+                    fault: false,
+                };
+                self.scope.refuse(&refusal);
+                return self.blocked(refusal).await;
+            }
+            judged.tool_calls.retain(|c| {
+                !shown_ids
+                    .iter()
+                    .any(|id| id == crate::model::model_id(&c.id))
+            });
+            if judged.tool_calls.is_empty() && !shown_ids.is_empty() {
+                // Only calls the client has seen: nothing more to send.
+                return self
+                    .send(Down::ChoiceEnd {
+                        choice,
+                        finish: ending,
+                    })
+                    .await;
+            }
             if judged.tool_calls.is_empty() {
                 if !spoke {
                     let text = self.scope.set().config().server.refusal.clone();

@@ -133,7 +133,10 @@ async fn serve<C: Codec>(
     }
     // Text outside the messages' contents is judged as part of them (`codec::closed`).
     for m in &mut payload.messages {
-        closed::fold(m, &C::MESSAGE, &C::CALL);
+        match C::own_shape(m) {
+            Some(shape) => closed::fold(m, shape, &C::CALL),
+            None => closed::fold(m, &C::MESSAGE, &C::CALL),
+        }
     }
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
@@ -481,7 +484,11 @@ fn unknown_field(path: String) -> ApiError {
 /// The first field of a message or call the door does not know, by its path.
 fn unknown_in_messages<C: Codec>(payload: &Payload) -> Option<String> {
     for (i, m) in payload.messages.iter().enumerate() {
-        if let Some(k) = closed::unknown(&m.extra, &C::MESSAGE) {
+        let unknown = match C::own_shape(m) {
+            Some(shape) => closed::unknown(&m.extra, shape),
+            None => closed::unknown(&m.extra, &C::MESSAGE),
+        };
+        if let Some(k) = unknown {
             return Some(format!("messages[{i}].{k}"));
         }
         for (c, call) in m.tool_calls.iter().enumerate() {

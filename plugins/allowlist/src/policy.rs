@@ -28,6 +28,10 @@
 //! `function` object) reaches plugins as a call named after its type. The allowlist cannot tell
 //! it from a function call of that name, and need not: either way the name must be declared, and
 //! the lists above apply to it.
+//!
+//! MCP toolsets: a provider's MCP server is declared as one tool, `mcp__<server>`, and its tools
+//! are called as `mcp__<server>__<tool>`. Such a call is declared (and hidden) when its toolset
+//! is, and a list entry naming the toolset covers each of its tools.
 
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{Edit, Modification, Rail, Request, ToolDef, Verdict, FUNCTION};
@@ -138,9 +142,11 @@ pub fn judge_calls(config: &Config, request: &Request) -> Verdict {
 
     let mut problems: Vec<String> = Vec::new();
     for call in &reply.tool_calls {
-        let why = if !declared.contains(call.name.as_str()) {
+        let set = toolset(&call.name);
+        let named = |name: &str| name == call.name || Some(name) == set;
+        let why = if !declared.iter().any(|d| named(d)) {
             Some("it is not declared in the request's tools".to_string())
-        } else if let Some(by) = hidden.get(call.name.as_str()) {
+        } else if let Some(by) = hidden.iter().find(|(d, _)| named(d)).map(|(_, by)| *by) {
             Some(format!(
                 "the tool was hidden from the model by policy {}",
                 quote(by)
@@ -300,7 +306,17 @@ fn why_not_allowed(config: &Config, rule: &PrincipalRule<'_>, name: &str) -> Opt
 }
 
 fn listed(list: &[String], name: &str) -> bool {
-    list.iter().any(|entry| entry == ANY || entry == name)
+    let set = toolset(name);
+    list.iter()
+        .any(|entry| entry == ANY || entry == name || Some(entry.as_str()) == set)
+}
+
+/// The MCP toolset (`mcp__<server>`) a call to one of its tools (`mcp__<server>__<tool>`)
+/// belongs to.
+fn toolset(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("mcp__")?;
+    let end = rest.find("__")?;
+    Some(&name[..5 + end])
 }
 
 fn join_problems(mut problems: Vec<String>, more: &str) -> String {
@@ -470,6 +486,27 @@ mod tests {
         assert_allow(evaluate(&support, &req));
         let payments = config(r#"{"allow":["get_time","lookup_order","refund","transfer"]}"#);
         assert!(block_reason(evaluate(&payments, &req)).contains("allow list"));
+    }
+
+    #[test]
+    fn an_mcp_toolset_covers_its_tools() {
+        let crm = ToolDef {
+            name: Some("mcp__crm".into()),
+            ..hosted("mcp")
+        };
+        let req = reply(&["mcp__crm__lookup"], vec![crm.clone()]);
+        assert_allow(evaluate(&config("{}"), &req));
+        // Another server's tool, or a name that only starts like the toolset's, is not.
+        for name in ["mcp__billing__pay", "mcp__crmx__lookup", "mcp_crm__lookup"] {
+            let other = reply(&[name], vec![crm.clone()]);
+            let why = block_reason(evaluate(&config("{}"), &other));
+            assert!(why.contains("not declared"), "{name}: {why}");
+        }
+        // A list entry naming the toolset covers its tools; one naming a tool, that tool.
+        assert!(block_reason(evaluate(&config(r#"{"deny":["mcp__crm"]}"#), &req)).contains("deny"));
+        assert_allow(evaluate(&config(r#"{"allow":["mcp__crm__lookup"]}"#), &req));
+        let only_other = config(r#"{"allow":["mcp__crm__update"]}"#);
+        assert!(block_reason(evaluate(&only_other, &req)).contains("allow list"));
     }
 
     #[test]

@@ -38,7 +38,7 @@ impl PolicyPlugin for Flow {
     }
 
     fn triggers(&self) -> Option<Vec<String>> {
-        Some(policy::TRIGGERS.map(String::from).to_vec())
+        policy::triggers(&self.config)
     }
 }
 

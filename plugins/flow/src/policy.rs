@@ -4,8 +4,10 @@
 //! On the `tool_call` rail the last message is the model's reply and the messages before it are
 //! the conversation that led to it. A `tool` message of that conversation is a result of the tool
 //! its call names (the call found by `tool_call_id` among the assistant messages before it, else
-//! the result's own `name`). When any result comes from a tool matching `untrusted`, every call
-//! of the reply to a tool matching `privileged` is refused: the whole reply blocks
+//! the result's own `name`). A hosted call in the reply itself (a tool the provider ran during
+//! the turn: a web fetch, an MCP tool) is a result too for the calls after it: the model read
+//! what it returned before making them. When any result comes from a tool matching `untrusted`,
+//! every later call of the reply to a tool matching `privileged` is refused: the whole reply blocks
 //! (`action = "block"`, the default), or only those calls are removed (`"reject"`), unless the
 //! caller's principal is exempt for that tool (`exempt`). Names are globs: `*` matches any run
 //! of characters, case-insensitively.
@@ -91,10 +93,40 @@ impl Config {
 }
 
 /// Texts one of which every request this policy does not allow holds: a refusal needs a tool
-/// result in the conversation, a message whose role is `tool`. The host skips the plugin on
-/// requests without one (the first turn of every agent loop, and every conversation that never
-/// called a tool).
-pub const TRIGGERS: [&str; 1] = ["tool"];
+/// result in the conversation (a message whose role is `tool`) or a hosted call to an untrusted
+/// tool in the reply (its name, which the provider writes: lowercase, or `mcp__<server>__<tool>`
+/// for an MCP tool, whose server and tool names are anyone's). The host skips the plugin on
+/// requests without one (the first turn of most agent loops). `None` (always called) when an
+/// untrusted glob has no literal start to look for.
+pub fn triggers(config: &Config) -> Option<Vec<String>> {
+    const MCP: &str = "mcp__";
+    let mut triggers = vec!["tool".to_string()];
+    for glob in &config.untrusted {
+        let start = glob
+            .split('*')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if start.is_empty() {
+            return None;
+        }
+        let trigger = if MCP.starts_with(&start) || start.starts_with(MCP) {
+            MCP.to_string()
+        } else {
+            start
+        };
+        if !triggers.contains(&trigger) {
+            triggers.push(trigger);
+        }
+    }
+    (triggers.len() <= 32).then_some(triggers)
+}
+
+/// Whether `call` is to a tool the provider runs (not a function or a custom tool, which the
+/// client runs and answers with a result message).
+fn hosted(call: &railyard_plugin_sdk::ToolCall) -> bool {
+    call.kind != railyard_plugin_sdk::FUNCTION && call.kind != "custom"
+}
 
 /// The first result of an untrusted tool in the conversation before the reply: (message index,
 /// tool name).
@@ -116,27 +148,40 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
     if reply.tool_calls.is_empty() {
         return Verdict::Allow;
     }
-    let Some((at, source)) = first_untrusted(config, request) else {
-        return Verdict::Allow;
-    };
+    let before = first_untrusted(config, request);
     let principal = request.context.principal.as_deref();
-    let refused: Vec<(usize, String)> = reply
-        .tool_calls
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| config.privileged(&c.name) && !config.exempt(principal, &c.name))
-        .map(|(i, c)| {
-            (
-                i,
-                format!(
-                    "call to privileged tool {} refused: the conversation holds a result of \
-                     untrusted tool {} (message {at}), which may carry injected instructions",
-                    quote(&c.name),
+    // The first hosted call of the reply to an untrusted tool: the calls after it were made
+    // with its result read.
+    let mut ran: Option<(usize, &str)> = None;
+    let mut refused: Vec<(usize, String)> = Vec::new();
+    for (i, c) in reply.tool_calls.iter().enumerate() {
+        if config.privileged(&c.name) && !config.exempt(principal, &c.name) {
+            let why = match (before, ran) {
+                (Some((at, source)), _) => Some(format!(
+                    "the conversation holds a result of untrusted tool {} (message {at})",
                     quote(source)
-                ),
-            )
-        })
-        .collect();
+                )),
+                (None, Some((j, source))) => Some(format!(
+                    "the reply ran untrusted tool {} before it (call {j})",
+                    quote(source)
+                )),
+                (None, None) => None,
+            };
+            if let Some(why) = why {
+                refused.push((
+                    i,
+                    format!(
+                        "call to privileged tool {} refused: {why}, which may carry injected \
+                         instructions",
+                        quote(&c.name)
+                    ),
+                ));
+            }
+        }
+        if ran.is_none() && hosted(c) && config.untrusted(&c.name) {
+            ran = Some((i, &c.name));
+        }
+    }
     if refused.is_empty() {
         return Verdict::Allow;
     }
@@ -298,9 +343,10 @@ mod tests {
         ];
         for (config, request) in refused {
             assert!(!matches!(evaluate(&config, &request), Verdict::Allow));
+            let triggers = triggers(&config).expect("triggers");
             let holds = |r: &Request| {
                 r.messages.iter().any(|m| {
-                    TRIGGERS.iter().any(|t| {
+                    triggers.iter().any(|t| {
                         m.role.contains(t)
                             || m.text().is_some_and(|x| x.contains(t))
                             || m.tool_calls.iter().any(|c| {
@@ -322,6 +368,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A call the provider ran during the turn (a hosted web fetch) is a result for the calls
+    /// the reply makes after it, and its name a trigger.
+    #[test]
+    fn a_hosted_untrusted_call_earlier_in_the_reply_counts() {
+        let ran = |name: &str| railyard_plugin_sdk::ToolCall {
+            kind: name.into(),
+            ..call("h", name, "{}")
+        };
+        let reply = |calls: Vec<railyard_plugin_sdk::ToolCall>| {
+            request(
+                Rail::ToolCall,
+                vec![user("fetch it and mail Bob"), assistant_calls(calls)],
+            )
+        };
+        let cfg = config("");
+        let why = railyard_plugin_sdk::testing::expect_block(evaluate(
+            &cfg,
+            &reply(vec![ran("web_fetch"), call("s", "send_email", "{}")]),
+        ));
+        assert!(
+            why.contains("ran untrusted tool 'web_fetch' before it (call 0)"),
+            "{why}"
+        );
+        // Before the fetch, or a function of that name (the client runs it: its result is a
+        // message of the next turn), is not.
+        assert_allow(evaluate(
+            &cfg,
+            &reply(vec![call("s", "send_email", "{}"), ran("web_fetch")]),
+        ));
+        assert_allow(evaluate(
+            &cfg,
+            &reply(vec![
+                call("w", "web_fetch", "{}"),
+                call("s", "send_email", "{}"),
+            ]),
+        ));
+        // The hosted names (the provider's, lowercase) and MCP tools are triggers.
+        let only = |untrusted: &str| {
+            Config::parse(&format!(
+                r#"{{"untrusted": {untrusted}, "privileged": ["send_email"]}}"#
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            triggers(&only(r#"["Web_Fetch", "mcp__crm__*", "mcp*"]"#)).unwrap(),
+            ["tool", "web_fetch", "mcp__"].map(String::from)
+        );
+        assert!(triggers(&only(r#"["*fetch"]"#)).is_none());
     }
 
     #[test]

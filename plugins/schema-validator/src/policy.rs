@@ -10,7 +10,8 @@
 //!    name) is, the call is allowed without a schema check: its shape belongs to the provider and
 //!    `request.tools` does not describe it. Its arguments need only be empty (a hosted call
 //!    without a `function` object reaches plugins with empty arguments) or a JSON object. With
-//!    `allow_hosted_tools: false` such calls block instead.
+//!    `allow_hosted_tools: false` such calls block instead. A provider's MCP server is declared as
+//!    one hosted tool, `mcp__<server>`, and covers calls to its tools, `mcp__<server>__<tool>`.
 //! 3. Arguments are either absent (the empty string, which is also what the host passes when
 //!    the model sent none) or a well-formed JSON object without duplicate keys (a duplicate key
 //!    means the application may read another value than the one validated). `null`, arrays,
@@ -295,9 +296,17 @@ pub fn check_call(
     let def = match functions.as_slice() {
         [def] => *def,
         [] => {
+            // An MCP toolset (`mcp__<server>`) declares its server's tools
+            // (`mcp__<server>__<tool>`).
             let hosted = tools.iter().any(|def| {
+                let name = def.name.as_deref().unwrap_or(def.kind.as_str());
                 def.kind != "function"
-                    && def.name.as_deref().unwrap_or(def.kind.as_str()) == call.name
+                    && (name == call.name
+                        || (def.kind == "mcp"
+                            && call
+                                .name
+                                .strip_prefix(name)
+                                .is_some_and(|rest| rest.starts_with("__"))))
             });
             if !hosted {
                 return Err(format!(

@@ -11,6 +11,17 @@ pub(super) fn encode_blocks(messages: &[&Message]) -> Value {
         if let Some(Value::Array(before)) = m.extra.get(super::BEFORE) {
             blocks.extend(before.iter().cloned());
         }
+        if super::server_result(m) {
+            // A server tool's result, in its own block type.
+            let mut b = m.extra.clone();
+            let kind = b.remove(super::BLOCK).unwrap_or(json!("tool_result"));
+            let mut block = Map::new();
+            block.insert("type".into(), kind);
+            block.insert("tool_use_id".into(), json!(m.tool_call_id));
+            block.extend(b);
+            blocks.push(Value::Object(block));
+            continue;
+        }
         if m.role == "tool" {
             let mut b = Map::new();
             b.insert("type".into(), json!("tool_result"));
@@ -35,17 +46,7 @@ pub(super) fn encode_blocks(messages: &[&Message]) -> Value {
             None => {}
         }
         for call in &m.tool_calls {
-            let mut b = Map::new();
-            b.insert("type".into(), json!("tool_use"));
-            b.insert("id".into(), json!(call.id));
-            b.insert("name".into(), json!(call.name));
-            let input = serde_json::from_str::<Value>(&call.arguments)
-                .ok()
-                .filter(Value::is_object)
-                .unwrap_or(json!({}));
-            b.insert("input".into(), input);
-            b.extend(call.extra.clone());
-            blocks.push(Value::Object(b));
+            blocks.push(Value::Object(super::call_block(call)));
         }
     }
     Value::Array(blocks)
@@ -68,6 +69,13 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
         _ => Vec::new().into_iter(),
     };
     let one_text = matches!(judged.content, Some(Content::Text(_)));
+    // The judged call answering a model's call id (its id may be the daemon's signed form).
+    let judged_call = |id: &str| {
+        judged
+            .tool_calls
+            .iter()
+            .find(|c| crate::model::model_id(&c.id) == id)
+    };
     let mut out = Vec::new();
     let mut placed = false;
     for mut block in blocks {
@@ -81,14 +89,9 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
                     out.push(t);
                 }
             }
-            Some("tool_use") => {
+            Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
                 let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                // The judged call's id may be the daemon's signed form of the model's.
-                if let Some(call) = judged
-                    .tool_calls
-                    .iter()
-                    .find(|c| crate::model::model_id(&c.id) == id)
-                {
+                if let Some(call) = judged_call(id) {
                     if let Ok(input) = serde_json::from_str::<Value>(&call.arguments) {
                         block["input"] = input;
                     }
@@ -96,7 +99,22 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
                     out.push(block);
                 }
             }
-            _ => out.push(others.next().unwrap_or(block)),
+            _ => {
+                let mut block = others.next().unwrap_or(block);
+                // A server tool's result goes with its call: under its signed id, or not at all
+                // when a policy removed the call.
+                let answers = block
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                if let Some(id) = answers {
+                    match judged_call(&id) {
+                        Some(call) => block["tool_use_id"] = json!(call.id),
+                        None => continue,
+                    }
+                }
+                out.push(block);
+            }
         }
     }
     if !placed {

@@ -14,6 +14,7 @@ use crate::codec::closed::{Inert, Shape};
 use crate::codec::error;
 use crate::codec::sse::{self, SseEvent};
 use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up, TEXT_LANE};
+use crate::model::ToolCall;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -63,6 +64,8 @@ pub struct MessagesStream {
     texts: HashSet<u64>,
     /// Backend thinking blocks: each a text part of its own.
     thinking: HashSet<u64>,
+    /// Server and MCP tools' calls, as they stream (they pass; judged whole at their end).
+    shown: BTreeMap<u64, (ToolCall, String)>,
     /// The backend's `message_delta` (stop reason, usage), written when the choice ends.
     delta: Option<Map<String, Value>>,
     /// The stop reason the judged choice ended with (it overrides the backend's).
@@ -190,6 +193,14 @@ impl StreamCodec for MessagesStream {
                             extra: Map::new(),
                         }]
                     }
+                    Some("server_tool_use" | "mcp_tool_use") => {
+                        // A tool the provider runs: it passes as it comes (and its result after
+                        // it), and is judged with the reply's calls once whole.
+                        if let Some(Ok(call)) = super::call_of(&block) {
+                            self.shown.insert(index, (call, String::new()));
+                        }
+                        vec![judge(data)]
+                    }
                     Some(kind @ ("text" | "thinking")) => {
                         let (part, key) = if kind == "text" {
                             self.texts.insert(index);
@@ -235,6 +246,15 @@ impl StreamCodec for MessagesStream {
                     }
                     // A thinking block's signature: opaque.
                     Some("signature_delta") => vec![pass(data)],
+                    Some("input_json_delta") if self.shown.contains_key(&index) => {
+                        if let (Some((_, input)), Some(more)) = (
+                            self.shown.get_mut(&index),
+                            delta.get("partial_json").and_then(Value::as_str),
+                        ) {
+                            input.push_str(more);
+                        }
+                        vec![judge(data)]
+                    }
                     Some("input_json_delta") if self.held.contains(&index) => vec![Up::Call {
                         choice: 0,
                         index,
@@ -257,6 +277,19 @@ impl StreamCodec for MessagesStream {
                 choice: 0,
                 part: THINKING | index,
             }],
+            "content_block_stop" if self.shown.contains_key(&index) => {
+                let (mut call, input) = self.shown.remove(&index).expect("checked");
+                if !input.is_empty() {
+                    call.arguments = input;
+                }
+                vec![
+                    Up::Shown { choice: 0, call },
+                    Up::PartEnd {
+                        choice: 0,
+                        part: index,
+                    },
+                ]
+            }
             "content_block_stop"
                 if self.blocks.contains_key(&index) || !self.held.contains(&index) =>
             {

@@ -84,6 +84,16 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                     out.push(item);
                 }
             }
+            Some("custom_tool_call") => {
+                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+                if let Some(call) = judged
+                    .tool_calls
+                    .iter()
+                    .find(|c| c.kind == crate::model::CUSTOM && model_id(&c.id) == call_id)
+                {
+                    out.push(super::custom_item(call));
+                }
+            }
             Some(t) if hosted_kind(t).is_some() => {
                 let id = item.get("id").and_then(Value::as_str).unwrap_or("");
                 // A hosted call's fields are the item's: written as the rails left them.
@@ -113,7 +123,7 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                 || (call.is_hosted()
                     && i.get("id").and_then(Value::as_str) == Some(call.id.as_str()))
         });
-        if !known && !call.is_hosted() {
+        if !known && call.kind == crate::model::FUNCTION {
             out.push(
                 json!({"type": "function_call", "id": format!("fc_{}", model_id(&call.id)),
                 "call_id": call.id, "name": call.name, "arguments": call.arguments,

@@ -408,6 +408,15 @@ impl ResponsesStream {
     }
 
     fn call_item(&mut self, call: &ToolCall) -> Value {
+        if call.kind == crate::model::CUSTOM {
+            let mut item = super::custom_item(call);
+            item.as_object_mut()
+                .expect("an object")
+                .entry("id")
+                .or_insert_with(|| json!(format!("ctc_{}", crate::model::model_id(&call.id))));
+            item["status"] = json!("completed");
+            return item;
+        }
         let mut item = call.extra.clone();
         if call.kind == FUNCTION {
             item.insert("type".into(), json!("function_call"));

@@ -1,10 +1,10 @@
 //! Backend events → neutral ones.
 
 use super::{part_key, PartState, ResponsesStream, TextKind, EVENT};
-use crate::codec::responses::hosted_kind;
+use crate::codec::responses::{custom_call, hosted_call, hosted_kind};
 use crate::codec::sse::SseEvent;
 use crate::codec::stream::{Frame, Up};
-use crate::model::FUNCTION;
+use crate::model::{CUSTOM, FUNCTION};
 use serde_json::{Map, Value};
 
 /// The text events: their kind, and whether the event ends the part.
@@ -147,47 +147,63 @@ impl ResponsesStream {
             "response.output_item.added" | "response.output_item.done" => {
                 let item = data.get("item").cloned().unwrap_or_default();
                 let t = item.get("type").and_then(Value::as_str).unwrap_or("");
-                if t == "function_call" || hosted_kind(t).is_some() {
+                if t == "function_call" || t == "custom_tool_call" || hosted_kind(t).is_some() {
                     // Whether its `added` came (an item the backend sends whole has no other).
                     let seen = match item.get("id").and_then(Value::as_str) {
                         Some(id) => !self.held_items.insert(id.to_string()),
                         None => false,
                     };
-                    let function = t == "function_call";
-                    if function && seen && kind.ends_with(".done") {
+                    let done = kind.ends_with(".done");
+                    let obj = item.as_object().cloned().unwrap_or_default();
+                    if t == "custom_tool_call" {
+                        // Whole only when done (its input streams as deltas of its own).
+                        if !done {
+                            return Ok(Vec::new());
+                        }
+                        let call = custom_call(&obj);
+                        return Ok(vec![Up::Call {
+                            choice: 0,
+                            index: output,
+                            id: Some(call.id),
+                            name: Some(call.name),
+                            kind: Some(CUSTOM.into()),
+                            arguments: call.arguments,
+                            extra: call.extra,
+                        }]);
+                    }
+                    if t != "function_call" {
+                        // A hosted item: its id and kind when added; when done, whole: its
+                        // name, its arguments and its fields (which replace those it was added
+                        // with).
+                        let kind = hosted_kind(t).unwrap_or(t);
+                        let call = hosted_call(kind, &obj);
+                        let mut extra = obj;
+                        extra.remove("status");
+                        return Ok(vec![Up::Call {
+                            choice: 0,
+                            index: output,
+                            id: (!seen).then_some(call.id),
+                            name: done.then_some(call.name),
+                            kind: Some(kind.to_string()),
+                            arguments: if done { call.arguments } else { String::new() },
+                            extra,
+                        }]);
+                    }
+                    if seen && done {
                         // Its arguments came as deltas.
                         return Ok(Vec::new());
                     }
-                    let mut extra = item.as_object().cloned().unwrap_or_default();
-                    let mut take = |k: &str| {
-                        if function {
-                            extra.remove(k).and_then(|v| v.as_str().map(str::to_string))
-                        } else {
-                            None
-                        }
-                    };
+                    let mut extra = obj;
+                    let mut take =
+                        |k: &str| extra.remove(k).and_then(|v| v.as_str().map(str::to_string));
                     let (id, name, arguments) = (take("call_id"), take("name"), take("arguments"));
                     extra.remove("status");
-                    let id = if function {
-                        id
-                    } else if seen {
-                        None
-                    } else {
-                        item.get("id").and_then(Value::as_str).map(str::to_string)
-                    };
-                    let kind = if function {
-                        FUNCTION.to_string()
-                    } else {
-                        hosted_kind(t).unwrap_or(t).to_string()
-                    };
-                    // A hosted item is whole only when done: its fields then replace those it
-                    // was added with.
                     vec![Up::Call {
                         choice: 0,
                         index: output,
                         id,
                         name,
-                        kind: Some(kind),
+                        kind: Some(FUNCTION.to_string()),
                         arguments: arguments.unwrap_or_default(),
                         extra,
                     }]
