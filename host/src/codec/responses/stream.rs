@@ -319,14 +319,7 @@ impl ResponsesStream {
         let Some(obj) = item.as_object_mut() else {
             return;
         };
-        let lists: &[(&str, TextKind)] = match obj.get("type").and_then(Value::as_str) {
-            Some("message") => &[("content", TextKind::Output)],
-            Some("reasoning") => &[
-                ("summary", TextKind::Summary),
-                ("content", TextKind::Reasoning),
-            ],
-            _ => return,
-        };
+        let lists = text_lists(obj.get("type").and_then(Value::as_str));
         for &(key, kind) in lists {
             let mut list = match obj.remove(key) {
                 Some(Value::Array(list)) => list,
@@ -451,6 +444,19 @@ impl ResponsesStream {
             out,
             json!({"type": "response.completed", "response": response}),
         );
+    }
+}
+
+/// An output item's lists of text parts, by its type, and the kind of text each holds (a
+/// message's refusal parts say so themselves).
+fn text_lists(item_type: Option<&str>) -> &'static [(&'static str, TextKind)] {
+    match item_type {
+        Some("message") => &[("content", TextKind::Output)],
+        Some("reasoning") => &[
+            ("summary", TextKind::Summary),
+            ("content", TextKind::Reasoning),
+        ],
+        _ => &[],
     }
 }
 

@@ -1,6 +1,6 @@
 //! Backend events → neutral ones.
 
-use super::{part_key, PartState, ResponsesStream, TextKind, EVENT};
+use super::{part_key, text_lists, PartState, ResponsesStream, TextKind, EVENT};
 use crate::codec::responses::{custom_call, hosted_call, hosted_kind};
 use crate::codec::sse::SseEvent;
 use crate::codec::stream::{Frame, Up};
@@ -45,15 +45,7 @@ impl ResponsesStream {
     /// streamed from it, so they are judged and sent like the rest, before the item.
     fn unstreamed(&mut self, item: &Value, output: u64, up: &mut Vec<Up>) {
         let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-        let lists: &[(&str, TextKind)] = match item.get("type").and_then(Value::as_str) {
-            Some("message") => &[("content", TextKind::Output)],
-            Some("reasoning") => &[
-                ("summary", TextKind::Summary),
-                ("content", TextKind::Reasoning),
-            ],
-            _ => return,
-        };
-        for &(key, kind) in lists {
+        for &(key, kind) in text_lists(item.get("type").and_then(Value::as_str)) {
             let Some(Value::Array(list)) = item.get(key) else {
                 continue;
             };
