@@ -101,6 +101,27 @@ pub const FUNCTION: &str = "function";
 /// The `type` of a custom tool (free-text input, run by the client) and of a call to one.
 pub const CUSTOM: &str = "custom";
 
+/// The kind of a call to a provider's MCP tool, and of the server declared as a tool.
+pub const MCP: &str = "mcp";
+
+/// The name a provider's MCP server goes by as a declared tool: `mcp__<server>`.
+pub fn mcp_toolset(server: &str) -> String {
+    format!("mcp__{server}")
+}
+
+/// The name a call to a provider's MCP tool goes by: `mcp__<server>__<tool>`.
+pub fn mcp_tool(server: &str, tool: &str) -> String {
+    format!("mcp__{server}__{tool}")
+}
+
+/// The tool's own name in `name` (an [`mcp_tool`] name for `server`), or `name` itself.
+pub fn mcp_tool_name<'a>(name: &'a str, server: &str) -> &'a str {
+    name.strip_prefix("mcp__")
+        .and_then(|rest| rest.strip_prefix(server))
+        .and_then(|rest| rest.strip_prefix("__"))
+        .unwrap_or(name)
+}
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -644,5 +665,21 @@ impl Default for Limits {
             isolation: Isolation::Pooled,
             max_idle_instances: 16,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mcp_tools_name_goes_back_to_the_tools_own() {
+        let name = mcp_tool("crm", "lookup__by_id");
+        assert_eq!(name, "mcp__crm__lookup__by_id");
+        assert_eq!(mcp_tool_name(&name, "crm"), "lookup__by_id");
+        // Another server's, or a name not made so, stays as it is.
+        assert_eq!(mcp_tool_name(&name, "cr"), name);
+        assert_eq!(mcp_tool_name("lookup", "crm"), "lookup");
+        assert_eq!(mcp_toolset("crm"), "mcp__crm");
     }
 }

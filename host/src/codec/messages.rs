@@ -26,7 +26,9 @@ mod stream;
 
 use super::closed::{Inert, Shape};
 use super::{stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
+use crate::model::{
+    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION, MCP,
+};
 use blocks::{encode_blocks, rewrite_content};
 use serde_json::{json, Map, Value};
 pub use stream::MessagesStream;
@@ -126,14 +128,6 @@ const RESULT: Shape = Shape {
 /// Where a server tool's result block keeps its own type, in the tool result made of it.
 const BLOCK: &str = "railyard.block";
 
-/// The kind of an MCP tool's call.
-const MCP: &str = "mcp";
-
-/// The name an MCP tool's call goes by: `mcp__<server>__<tool>`.
-fn mcp_name(server: &str, tool: &str) -> String {
-    format!("mcp__{server}__{tool}")
-}
-
 /// A call block (`tool_use`, `server_tool_use`, `mcp_tool_use`) as a call; `None` for another
 /// block. `Err`: an input that is not an object (what the rails would judge is not what the
 /// backend would get back).
@@ -161,7 +155,7 @@ pub(super) fn call_of(block: &Value) -> Option<Result<ToolCall, ()>> {
         "server_tool_use" => call.kind = call.name.clone(),
         "mcp_tool_use" => {
             let server = b.get("server_name").and_then(Value::as_str).unwrap_or("");
-            call.name = mcp_name(server, &call.name);
+            call.name = crate::model::mcp_tool(server, &call.name);
             call.kind = MCP.into();
         }
         _ => {}
@@ -181,10 +175,9 @@ pub(super) fn call_block(call: &ToolCall) -> Map<String, Value> {
                 .get("server_name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let prefix = format!("mcp__{server}__");
             (
                 "mcp_tool_use",
-                call.name.strip_prefix(&prefix).unwrap_or(&call.name),
+                crate::model::mcp_tool_name(&call.name, server),
             )
         }
         _ => ("server_tool_use", call.name.as_str()),
@@ -472,7 +465,7 @@ impl Codec for Messages {
                                     "is required",
                                 )
                             })?;
-                        let name = format!("mcp__{server}");
+                        let name = crate::model::mcp_toolset(server);
                         return Ok(ToolDef::declared(MCP, Some(&name), None, None));
                     }
                     let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {

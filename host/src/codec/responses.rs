@@ -193,8 +193,8 @@ pub(crate) fn hosted_call(kind: &str, item: &Map<String, Value>) -> ToolCall {
     let id = item.get("id").and_then(Value::as_str).unwrap_or("");
     let mut call = ToolCall::hosted(id.into(), kind.into(), item.clone());
     let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
-    if kind == "mcp" {
-        call.name = format!("mcp__{}__{}", field("server_label"), field("name"));
+    if kind == crate::model::MCP {
+        call.name = crate::model::mcp_tool(field("server_label"), field("name"));
     }
     call.arguments = match item.get("arguments") {
         Some(Value::String(a)) => a.clone(),
@@ -279,10 +279,10 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
                 .get("type")
                 .and_then(Value::as_str)
                 .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
-            if kind == "mcp" {
+            if kind == crate::model::MCP {
                 // An MCP server's tools, called as `mcp__<server>__<tool>`.
                 let server = t.get("server_label").and_then(Value::as_str).unwrap_or("");
-                let name = format!("mcp__{server}");
+                let name = crate::model::mcp_toolset(server);
                 return Ok(ToolDef::declared(kind, Some(&name), None, None));
             }
             if kind != FUNCTION {

@@ -351,18 +351,12 @@ impl<C: StreamCodec> Relay<C> {
         if outs.is_empty() && window.pending().len() > self.hold_max {
             // Held so long without a place to cut (a run with no break, or text a policy keeps
             // holding back) that it would grow without bound: refused, never released unjudged.
-            let refusal = Refusal {
-                rail: Rail::Output,
-                policy: "stream_hold".into(),
-                reason: format!(
-                    "the streamed reply held more than {} bytes it could not release \
-                     ([server] stream_hold_max_bytes)",
-                    self.hold_max
-                ),
-                fault: false,
-            };
-            self.scope.refuse(&refusal);
-            return self.blocked(refusal).await;
+            let reason = format!(
+                "the streamed reply held more than {} bytes it could not release \
+                 ([server] stream_hold_max_bytes)",
+                self.hold_max
+            );
+            return self.refused(Rail::Output, "stream_hold", reason).await;
         }
         self.deliver(choice, lane, outs).await
     }
@@ -451,17 +445,11 @@ impl<C: StreamCodec> Relay<C> {
                     .any(|c| crate::model::model_id(&c.id) == id)
             };
             if let Some(gone) = shown_ids.iter().find(|id| !kept(id)) {
-                let refusal = Refusal {
-                    rail: Rail::ToolCall,
-                    policy: "stream".into(),
-                    reason: format!(
-                        "a policy removed call {} after the client had seen it stream",
-                        crate::policy::record::quoted(gone)
-                    ),
-                    fault: false,
-                };
-                self.scope.refuse(&refusal);
-                return self.blocked(refusal).await;
+                let reason = format!(
+                    "a policy removed call {} after the client had seen it stream",
+                    crate::policy::record::quoted(gone)
+                );
+                return self.refused(Rail::ToolCall, "stream", reason).await;
             }
             judged.tool_calls.retain(|c| {
                 !shown_ids
@@ -544,6 +532,18 @@ impl<C: StreamCodec> Relay<C> {
         let _ = self.emit(down).await;
         self.end(200, Outcome::Refused);
         Flow::Stop
+    }
+
+    /// The relay refuses the reply itself (`policy` names why, as the record shows it).
+    async fn refused(&mut self, rail: Rail, policy: &str, reason: String) -> Flow {
+        let refusal = Refusal {
+            rail,
+            policy: policy.into(),
+            reason,
+            fault: false,
+        };
+        self.scope.refuse(&refusal);
+        self.blocked(refusal).await
     }
 
     /// The stream fails: an error event in the door's shape; the record keeps the status the

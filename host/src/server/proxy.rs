@@ -133,10 +133,7 @@ async fn serve<C: Codec>(
     }
     // Text outside the messages' contents is judged as part of them (`codec::closed`).
     for m in &mut payload.messages {
-        match C::own_shape(m) {
-            Some(shape) => closed::fold(m, shape, &C::CALL),
-            None => closed::fold(m, &C::MESSAGE, &C::CALL),
-        }
+        closed::fold(m, C::own_shape(m).unwrap_or(&C::MESSAGE), &C::CALL);
     }
     scope.set_model(C::model(&request));
     for note in C::notes(&request) {
@@ -484,11 +481,7 @@ fn unknown_field(path: String) -> ApiError {
 /// The first field of a message or call the door does not know, by its path.
 fn unknown_in_messages<C: Codec>(payload: &Payload) -> Option<String> {
     for (i, m) in payload.messages.iter().enumerate() {
-        let unknown = match C::own_shape(m) {
-            Some(shape) => closed::unknown(&m.extra, shape),
-            None => closed::unknown(&m.extra, &C::MESSAGE),
-        };
-        if let Some(k) = unknown {
+        if let Some(k) = closed::unknown(&m.extra, C::own_shape(m).unwrap_or(&C::MESSAGE)) {
             return Some(format!("messages[{i}].{k}"));
         }
         for (c, call) in m.tool_calls.iter().enumerate() {

@@ -34,7 +34,9 @@
 //! is, and a list entry naming the toolset covers each of its tools.
 
 use railyard_plugin_sdk::reason::quote;
-use railyard_plugin_sdk::{Edit, Modification, Rail, Request, ToolDef, Verdict, FUNCTION};
+use railyard_plugin_sdk::{
+    mcp_toolset, Edit, Modification, Rail, Request, ToolDef, Verdict, FUNCTION,
+};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -142,7 +144,7 @@ pub fn judge_calls(config: &Config, request: &Request) -> Verdict {
 
     let mut problems: Vec<String> = Vec::new();
     for call in &reply.tool_calls {
-        let set = toolset(&call.name);
+        let set = mcp_toolset(&call.name);
         let named = |name: &str| name == call.name || Some(name) == set;
         let why = if !declared.iter().any(|d| named(d)) {
             Some("it is not declared in the request's tools".to_string())
@@ -306,17 +308,9 @@ fn why_not_allowed(config: &Config, rule: &PrincipalRule<'_>, name: &str) -> Opt
 }
 
 fn listed(list: &[String], name: &str) -> bool {
-    let set = toolset(name);
+    let set = mcp_toolset(name);
     list.iter()
         .any(|entry| entry == ANY || entry == name || Some(entry.as_str()) == set)
-}
-
-/// The MCP toolset (`mcp__<server>`) a call to one of its tools (`mcp__<server>__<tool>`)
-/// belongs to.
-fn toolset(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix("mcp__")?;
-    let end = rest.find("__")?;
-    Some(&name[..5 + end])
 }
 
 fn join_problems(mut problems: Vec<String>, more: &str) -> String {

@@ -99,7 +99,6 @@ impl Config {
 /// requests without one (the first turn of most agent loops). `None` (always called) when an
 /// untrusted glob has no literal start to look for.
 pub fn triggers(config: &Config) -> Option<Vec<String>> {
-    const MCP: &str = "mcp__";
     let mut triggers = vec!["tool".to_string()];
     for glob in &config.untrusted {
         let start = glob
@@ -110,8 +109,9 @@ pub fn triggers(config: &Config) -> Option<Vec<String>> {
         if start.is_empty() {
             return None;
         }
-        let trigger = if MCP.starts_with(&start) || start.starts_with(MCP) {
-            MCP.to_string()
+        let mcp = railyard_plugin_sdk::MCP_PREFIX;
+        let trigger = if mcp.starts_with(&start) || start.starts_with(mcp) {
+            mcp.to_string()
         } else {
             start
         };
@@ -125,7 +125,7 @@ pub fn triggers(config: &Config) -> Option<Vec<String>> {
 /// Whether `call` is to a tool the provider runs (not a function or a custom tool, which the
 /// client runs and answers with a result message).
 fn hosted(call: &railyard_plugin_sdk::ToolCall) -> bool {
-    call.kind != railyard_plugin_sdk::FUNCTION && call.kind != "custom"
+    call.kind != railyard_plugin_sdk::FUNCTION && call.kind != railyard_plugin_sdk::CUSTOM
 }
 
 /// The first result of an untrusted tool in the conversation before the reply: (message index,

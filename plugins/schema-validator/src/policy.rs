@@ -303,10 +303,7 @@ pub fn check_call(
                 def.kind != "function"
                     && (name == call.name
                         || (def.kind == "mcp"
-                            && call
-                                .name
-                                .strip_prefix(name)
-                                .is_some_and(|rest| rest.starts_with("__"))))
+                            && railyard_plugin_sdk::mcp_toolset(&call.name) == Some(name)))
             });
             if !hosted {
                 return Err(format!(

@@ -96,6 +96,21 @@ pub const CONTRACT_VERSION: &str = "0.2.0";
 /// `kind` of a function call and of a function tool.
 pub const FUNCTION: &str = "function";
 
+/// `kind` of a call to a custom tool (free-text input, run by the client).
+pub const CUSTOM: &str = "custom";
+
+/// How the host names a provider's MCP tools: the server as a declared tool `mcp__<server>`,
+/// a call to one of its tools `mcp__<server>__<tool>`.
+pub const MCP_PREFIX: &str = "mcp__";
+
+/// The MCP toolset (`mcp__<server>`) a call to one of its tools (`mcp__<server>__<tool>`)
+/// belongs to.
+pub fn mcp_toolset(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(MCP_PREFIX)?;
+    let end = rest.find("__")?;
+    Some(&name[..MCP_PREFIX.len() + end])
+}
+
 /// Write a line to the daemon's log (tagged with the plugin's name by the host).
 pub fn log(level: Level, message: &str) {
     railyard::policy::host::log(level, message);
