@@ -247,7 +247,7 @@ fn custom_tools_are_called_by_their_own_names() {
         "{ok}"
     );
     assert!(
-        got["id"].as_str().unwrap().starts_with("ry1_"),
+        got["id"].as_str().unwrap().starts_with("ry2_"),
         "signed like a function call: {ok}"
     );
 

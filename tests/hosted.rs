@@ -267,7 +267,7 @@ fn a_custom_tools_call_and_output_are_a_call_and_a_result() {
     assert_eq!(item["type"], "custom_tool_call", "{item}");
     assert_eq!(item["input"], "select 1", "{item}");
     let signed = item["call_id"].as_str().unwrap().to_string();
-    assert!(signed.starts_with("ry1_"), "{item}");
+    assert!(signed.starts_with("ry2_"), "{item}");
 
     backend.set(Script::Json(
         200,

@@ -508,7 +508,7 @@ fn tool_call_reject_removes_that_call_and_says_so() {
     assert_eq!(calls.len(), 1);
     assert_eq!(model_id(calls[0]["id"].as_str().unwrap()), "c1");
     assert!(
-        calls[0]["id"].as_str().unwrap().starts_with("ry1_"),
+        calls[0]["id"].as_str().unwrap().starts_with("ry2_"),
         "signed"
     );
     assert_eq!(body["railyard"]["rejections"][0]["tool_call_id"], "c2");

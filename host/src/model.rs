@@ -145,16 +145,87 @@ pub struct ToolCall {
     pub provenance: Option<Provenance>,
 }
 
-/// How a tool-call id the daemon signed starts (see `rails::provenance`).
-pub const SIGNED_ID_PREFIX: &str = "ry1_";
+/// How a tool-call id the daemon signs starts (see `rails::provenance`).
+pub const SIGNED_ID_PREFIX: &str = "ry2_";
+/// How the ids it signed before they carried the tool's name start (still verified).
+pub const LEGACY_SIGNED_ID_PREFIX: &str = "ry1_";
+/// The longest tool name a signed id carries (Anthropic's limit on a tool's name).
+pub const SIGNED_NAME_MAX: usize = 128;
 
-/// The model's own id inside a tool-call id the daemon signed (`ry1_<key>_<time>_<mac>_<id>`),
-/// or `id` itself. Codecs that derive other ids from a call's (Responses item ids) use it, so no
-/// signed id ends up where the backend would see it again.
+/// A tool-call id the daemon signed, taken apart: `ry2_<key>_<time>_<macs>_<n>_<name>_<id>`
+/// (`n` the name's length; `ry1_<key>_<time>_<macs>_<id>` before names were carried).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignedId<'a> {
+    /// The signing key's id.
+    pub kid: &'a str,
+    /// Unix seconds when it was signed.
+    pub ts: &'a str,
+    /// The macs, hex.
+    pub macs: &'a str,
+    /// The called tool's name (empty when it was not one an id can carry); `None` in a legacy id.
+    pub name: Option<&'a str>,
+    /// The model's own id.
+    pub original: &'a str,
+}
+
+/// Whether a tool's name fits in a signed id: letters, digits, `_` and `-`, as every door's
+/// function names are.
+pub fn carriable_name(name: &str) -> bool {
+    name.len() <= SIGNED_NAME_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl<'a> SignedId<'a> {
+    /// `id` taken apart, when it is shaped like a signed id (its macs are not checked here).
+    pub fn parse(id: &'a str) -> Option<SignedId<'a>> {
+        let (rest, legacy) = match id.strip_prefix(SIGNED_ID_PREFIX) {
+            Some(rest) => (rest, false),
+            None => (id.strip_prefix(LEGACY_SIGNED_ID_PREFIX)?, true),
+        };
+        let mut parts = rest.splitn(if legacy { 4 } else { 5 }, '_');
+        let (kid, ts, macs) = (parts.next()?, parts.next()?, parts.next()?);
+        let (name, original) = if legacy {
+            (None, parts.next()?)
+        } else {
+            let len = parts.next()?;
+            let tail = parts.next()?;
+            if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let len: usize = len.parse().ok()?;
+            let name = tail.get(..len)?;
+            let original = tail.get(len..)?.strip_prefix('_')?;
+            (len <= SIGNED_NAME_MAX && carriable_name(name)).then_some(())?;
+            (Some(name), original)
+        };
+        let well_formed = !kid.is_empty()
+            && !ts.is_empty()
+            && ts.len() <= 12
+            && ts.bytes().all(|b| b.is_ascii_digit())
+            && !macs.is_empty()
+            && macs.bytes().all(|b| b.is_ascii_hexdigit());
+        well_formed.then_some(SignedId {
+            kid,
+            ts,
+            macs,
+            name,
+            original,
+        })
+    }
+
+    /// Whether `id` starts as a signed id does (well formed or not).
+    pub fn looks_signed(id: &str) -> bool {
+        id.starts_with(SIGNED_ID_PREFIX) || id.starts_with(LEGACY_SIGNED_ID_PREFIX)
+    }
+}
+
+/// The model's own id inside a tool-call id the daemon signed, or `id` itself. Codecs that
+/// derive other ids from a call's (Responses item ids) use it, so no signed id ends up where the
+/// backend would see it again.
 pub fn model_id(id: &str) -> &str {
-    id.strip_prefix(SIGNED_ID_PREFIX)
-        .and_then(|rest| rest.splitn(4, '_').nth(3))
-        .unwrap_or(id)
+    SignedId::parse(id).map_or(id, |s| s.original)
 }
 
 /// Where a tool call in the history came from, by its id (see `rails::provenance`).
@@ -256,6 +327,10 @@ pub struct Message {
     /// Text from outside the content the codec folded into it for the rails to judge, and how
     /// to put it back (`codec::closed`); private to that codec.
     pub folded: Option<Box<Folded>>,
+    /// An assistant turn the backend keeps and the request only answers (a Responses
+    /// continuation): its calls are known by the results' ids alone (their names from the ids
+    /// the daemon signed). Judged like any turn, never written back.
+    pub unseen: bool,
 }
 
 /// Text a codec folded into a message's content: string leaves of fields outside it.
@@ -332,6 +407,7 @@ impl Message {
             extra: Map::new(),
             wire: Value::Null,
             folded: None,
+            unseen: false,
         }
     }
 

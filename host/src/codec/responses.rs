@@ -322,6 +322,11 @@ fn push_call(messages: &mut Vec<Message>, attached: &mut Vec<Value>, call: ToolC
     }
 }
 
+/// Whether the request continues a response the backend stored.
+fn continues(body: &Map<String, Value>) -> bool {
+    matches!(body.get("previous_response_id"), Some(Value::String(id)) if !id.is_empty())
+}
+
 /// `input` items → messages; returns the messages and the items after the last one.
 fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadError> {
     let mut messages: Vec<Message> = Vec::new();
@@ -404,8 +409,58 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
     Ok((messages, attached))
 }
 
+/// A continuation (`previous_response_id`): the backend keeps the turn whose calls the first
+/// results answer, and the request carries only the results. Each run of results answering
+/// calls the request does not show gets a turn of its own before it, its calls known by the
+/// results' ids (provenance names them from the ids the daemon signed), so the results are
+/// judged as results of that turn; the turn is never written back.
+fn link_unseen(messages: Vec<Message>) -> Vec<Message> {
+    let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len() + 1);
+    for m in messages {
+        shown.extend(m.tool_calls.iter().map(|c| c.id.clone()));
+        let answers_unseen = m.role == "tool"
+            && from(&m) != Some(FROM_HOSTED)
+            && m.tool_call_id
+                .as_deref()
+                .is_some_and(|id| !id.is_empty() && !shown.contains(id));
+        if answers_unseen {
+            let id = m.tool_call_id.clone().unwrap_or_default();
+            let call = match m.wire.get(OUTPUT_TYPE).and_then(Value::as_str) {
+                None => ToolCall::function(id.clone(), String::new(), String::new()),
+                Some("custom_tool_call_output") => {
+                    ToolCall::custom(id.clone(), String::new(), String::new())
+                }
+                Some(t) => {
+                    let kind = t.strip_suffix("_output").and_then(hosted_kind).unwrap_or(t);
+                    ToolCall::hosted(id.clone(), kind.into(), Map::new())
+                }
+            };
+            // Results follow their turn: a run of results gets one unseen turn at its head. A
+            // run after a turn the request shows is left as it stands, for linkage to judge.
+            let in_run = out.last().is_some_and(|o| o.role == "tool");
+            let head = out.iter().rposition(|o| o.role != "tool");
+            match head.filter(|&i| out[i].unseen) {
+                Some(i) if in_run => out[i].tool_calls.push(call),
+                _ if in_run => {}
+                _ => {
+                    let mut turn = Message::reply(None, vec![call]);
+                    turn.unseen = true;
+                    out.push(turn);
+                }
+            }
+            shown.insert(id);
+        }
+        out.push(m);
+    }
+    out
+}
+
 fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>) {
     for (i, m) in messages.iter().enumerate() {
+        if m.unseen {
+            continue;
+        }
         if let Some(Value::Array(before)) = m.extra.get(ITEMS) {
             input.extend(before.iter().cloned());
         }
@@ -522,7 +577,10 @@ impl Codec for Responses {
                 Vec::new()
             }
             Some(Value::Array(items)) => {
-                let (more, mut trailing) = decode_items(items)?;
+                let (mut more, mut trailing) = decode_items(items)?;
+                if continues(&body) {
+                    more = link_unseen(more);
+                }
                 messages.extend(more);
                 // Items after the last message ride in it too (after its own).
                 if let Some(last) = messages.last_mut().filter(|_| !trailing.is_empty()) {
@@ -671,11 +729,12 @@ impl Codec for Responses {
     }
 
     fn notes(request: &ResponsesRequest) -> Vec<&'static str> {
-        match request.body.get("previous_response_id") {
-            Some(Value::String(_)) => vec![
-                "previous_response_id: the backend keeps the earlier turns, so tool-result linkage covered only the items this request carried",
-            ],
-            _ => Vec::new(),
+        if continues(&request.body) {
+            vec![
+                "previous_response_id: the backend keeps the earlier turns; results answering them were linked to the calls by their signed ids, and the rails saw only the items this request carried",
+            ]
+        } else {
+            Vec::new()
         }
     }
 

@@ -4,16 +4,22 @@
 //! checked (and the model's own ids restored before the history goes to the backend, which
 //! never sees a signed id).
 //!
-//! A signed id is `ry1_<key id>_<unix seconds>_<mac>_<the model's id>`: only letters, digits,
-//! `_` and `-` besides the model's own id, so it fits every door's id rules. The mac is two
-//! truncated HMAC-SHA256s under the key: one over the key id, time, tenant and the model's id
-//! (which call, for whom: 64 bits), one over those and the tool name and a digest of the
-//! arguments (what was called: 96 bits). The first failing tells a forged id (or one signed for
-//! another tenant) from an altered call. Arguments are digested in canonical JSON (keys sorted,
+//! A signed id is `ry2_<key id>_<unix seconds>_<mac>_<n>_<tool name>_<the model's id>` (`n` the
+//! name's length; the name is left empty when it is not letters, digits, `_` and `-`): only
+//! those characters besides the model's own id, so it fits every door's id rules. The mac is two
+//! truncated HMAC-SHA256s under the key: one over the key id, time, tenant, the model's id and
+//! the name the id carries (which call, for whom: 64 bits), one over those and the tool name and
+//! a digest of the arguments (what was called: 96 bits). The first failing tells a forged id (or
+//! one signed for another tenant) from an altered call. The name rides in the id so that a result
+//! answering a turn the daemon cannot see (a Responses continuation, `previous_response_id`) is
+//! still linked to a call it signed, and known as that tool's. Ids signed as `ry1_...`, before
+//! names were carried, still verify. Arguments are digested in canonical JSON (keys sorted,
 //! no whitespace) when they parse, so a client that re-serialises them is not "altering" them.
 
 use crate::config::{ProvenanceConfig, SigningKey};
-use crate::model::{Payload, Provenance, ToolCall, SIGNED_ID_PREFIX as PREFIX};
+use crate::model::{
+    carriable_name, Payload, Provenance, SignedId, ToolCall, SIGNED_ID_PREFIX as PREFIX,
+};
 use crate::util::hex;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
@@ -56,8 +62,16 @@ fn keyed(key: &SigningKey) -> Hmac<Sha256> {
     })
 }
 
-fn identity(key: &SigningKey, ts: &str, tenant: &str, id: &str) -> String {
-    mac(key, &["ry1-id", &key.id, ts, tenant, id], IDENTITY_HEX)
+/// The identity mac: which call, for whom (and, in an id that carries it, to which tool).
+fn identity(key: &SigningKey, ts: &str, tenant: &str, id: &str, name: Option<&str>) -> String {
+    match name {
+        Some(name) => mac(
+            key,
+            &["ry2-id", &key.id, ts, tenant, id, name],
+            IDENTITY_HEX,
+        ),
+        None => mac(key, &["ry1-id", &key.id, ts, tenant, id], IDENTITY_HEX),
+    }
 }
 
 fn content(key: &SigningKey, ts: &str, tenant: &str, call: &ToolCall, id: &str) -> String {
@@ -133,53 +147,114 @@ fn write_canonical(v: &Value, out: &mut Hasher<'_>) {
     }
 }
 
-/// Replace `call`'s id by one signed with the first key, for `tenant`, at `ts`.
+/// Replace `call`'s id by one signed with the first key, for `tenant`, at `ts`. The id carries
+/// the tool's name when it can (see [`carriable_name`]), so a result answering a turn the
+/// daemon cannot see (a Responses continuation) is still known as that tool's.
 pub fn sign(keys: &[SigningKey], tenant: &str, call: &mut ToolCall, ts: u64) {
     let Some(key) = keys.first() else { return };
     let ts = ts.to_string();
     let id = std::mem::take(&mut call.id);
-    let m1 = identity(key, &ts, tenant, &id);
+    let name = carried(&call.name);
+    let m1 = identity(key, &ts, tenant, &id, Some(name));
     let m2 = content(key, &ts, tenant, call, &id);
+    let len = name.len().to_string();
     let mut signed = String::with_capacity(
-        PREFIX.len() + key.id.len() + ts.len() + m1.len() + m2.len() + id.len() + 3,
+        PREFIX.len()
+            + key.id.len()
+            + ts.len()
+            + m1.len()
+            + m2.len()
+            + len.len()
+            + name.len()
+            + id.len()
+            + 5,
     );
-    for part in [PREFIX, &key.id, "_", &ts, "_", &m1, &m2, "_", &id] {
+    for part in [
+        PREFIX, &key.id, "_", &ts, "_", &m1, &m2, "_", &len, "_", name, "_", &id,
+    ] {
         signed.push_str(part);
     }
     call.id = signed;
 }
 
-/// A signed id, taken apart.
+/// The name an id signed for a call to `name` carries.
+fn carried(name: &str) -> &str {
+    if carriable_name(name) {
+        name
+    } else {
+        ""
+    }
+}
+
+/// A signed id, taken apart, its macs split.
 struct Signed<'a> {
-    kid: &'a str,
-    ts: &'a str,
+    id: SignedId<'a>,
     identity: &'a str,
     content: &'a str,
-    original: &'a str,
 }
 
 fn parse(id: &str) -> Option<Signed<'_>> {
-    let rest = id.strip_prefix(PREFIX)?;
-    let mut parts = rest.splitn(4, '_');
-    let (kid, ts, macs, original) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let well_formed = !kid.is_empty()
-        && !ts.is_empty()
-        && ts.len() <= 12
-        && ts.bytes().all(|b| b.is_ascii_digit())
-        && macs.len() == IDENTITY_HEX + CONTENT_HEX
-        && macs.bytes().all(|b| b.is_ascii_hexdigit());
-    well_formed.then(|| Signed {
-        kid,
-        ts,
-        identity: &macs[..IDENTITY_HEX],
-        content: &macs[IDENTITY_HEX..],
-        original,
+    let id = SignedId::parse(id)?;
+    (id.macs.len() == IDENTITY_HEX + CONTENT_HEX).then(|| Signed {
+        identity: &id.macs[..IDENTITY_HEX],
+        content: &id.macs[IDENTITY_HEX..],
+        id,
     })
 }
 
 /// The model's id inside `id`, when `id` is shaped like a signed id.
 pub fn original(id: &str) -> Option<&str> {
-    parse(id).map(|s| s.original)
+    parse(id).map(|s| s.id.original)
+}
+
+fn eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && constant_eq(a.as_bytes(), b.as_bytes())
+}
+
+/// Whether `id` was signed by a key held, for `tenant`: the key, or why not.
+fn identify<'k>(
+    config: &'k ProvenanceConfig,
+    tenants: &[&str],
+    tenant: &str,
+    s: &Signed<'_>,
+) -> Result<&'k SigningKey, Provenance> {
+    let Some(key) = config.keys.iter().find(|k| k.id == s.id.kid) else {
+        return Err(Provenance::Forged);
+    };
+    let mac = |t: &str| identity(key, s.id.ts, t, s.id.original, s.id.name);
+    if eq(&mac(tenant), s.identity) {
+        return Ok(key);
+    }
+    let elsewhere = tenants
+        .iter()
+        .filter(|t| **t != tenant)
+        .any(|t| eq(&mac(t), s.identity));
+    Err(if elsewhere {
+        Provenance::OtherTenant
+    } else {
+        Provenance::Forged
+    })
+}
+
+/// Whether a signature made at `ts` still holds at `now`.
+fn in_time(config: &ProvenanceConfig, ts: &str, now: u64) -> Provenance {
+    let ts: u64 = ts.parse().unwrap_or(u64::MAX);
+    if ts > now.saturating_add(FUTURE_SKEW_S) {
+        return Provenance::Forged;
+    }
+    if now.saturating_sub(ts) > config.max_age.as_secs() {
+        return Provenance::Expired;
+    }
+    Provenance::Valid
+}
+
+/// Not a well-formed signed id: made up if it starts as one, else simply the model's own.
+fn unparsed(id: &str) -> Provenance {
+    if SignedId::looks_signed(id) {
+        Provenance::Forged
+    } else {
+        Provenance::Unsigned
+    }
 }
 
 /// Check one call's id for `tenant` (`tenants`: every tenant the config knows, to tell a replay
@@ -192,39 +267,41 @@ pub fn verify(
     now: u64,
 ) -> Provenance {
     let Some(s) = parse(&call.id) else {
-        // Shaped like ours but not well formed: someone wrote it by hand.
-        return if call.id.starts_with(PREFIX) {
-            Provenance::Forged
-        } else {
-            Provenance::Unsigned
-        };
+        return unparsed(&call.id);
     };
-    let Some(key) = config.keys.iter().find(|k| k.id == s.kid) else {
-        return Provenance::Forged;
+    let key = match identify(config, tenants, tenant, &s) {
+        Ok(key) => key,
+        Err(p) => return p,
     };
-    let eq = |a: &str, b: &str| a.len() == b.len() && constant_eq(a.as_bytes(), b.as_bytes());
-    if !eq(&identity(key, s.ts, tenant, s.original), s.identity) {
-        let elsewhere = tenants
-            .iter()
-            .filter(|t| **t != tenant)
-            .any(|t| eq(&identity(key, s.ts, t, s.original), s.identity));
-        return if elsewhere {
-            Provenance::OtherTenant
-        } else {
-            Provenance::Forged
-        };
-    }
-    if !eq(&content(key, s.ts, tenant, call, s.original), s.content) {
+    let renamed = s.id.name.is_some_and(|n| n != carried(&call.name));
+    if renamed
+        || !eq(
+            &content(key, s.id.ts, tenant, call, s.id.original),
+            s.content,
+        )
+    {
         return Provenance::Altered;
     }
-    let ts: u64 = s.ts.parse().unwrap_or(u64::MAX);
-    if ts > now.saturating_add(FUTURE_SKEW_S) {
-        return Provenance::Forged;
+    in_time(config, s.id.ts, now)
+}
+
+/// Check the id of a call the request does not show (its result answers a turn the backend
+/// keeps): who it was signed for and when, and the tool it names when it carries one.
+pub fn verify_unseen<'i>(
+    config: &ProvenanceConfig,
+    tenants: &[&str],
+    tenant: &str,
+    id: &'i str,
+    now: u64,
+) -> (Provenance, Option<&'i str>) {
+    let Some(s) = parse(id) else {
+        return (unparsed(id), None);
+    };
+    if let Err(p) = identify(config, tenants, tenant, &s) {
+        return (p, None);
     }
-    if now.saturating_sub(ts) > config.max_age.as_secs() {
-        return Provenance::Expired;
-    }
-    Provenance::Valid
+    let name = s.id.name.filter(|n| !n.is_empty());
+    (in_time(config, s.id.ts, now), name)
 }
 
 fn constant_eq(a: &[u8], b: &[u8]) -> bool {
@@ -262,7 +339,15 @@ pub fn check_history(
             if call.is_hosted() {
                 continue;
             }
-            let p = verify(config, tenants, tenant, call, now);
+            let p = if message.unseen {
+                let (p, name) = verify_unseen(config, tenants, tenant, &call.id, now);
+                if let Some(name) = name {
+                    call.name = name.to_string();
+                }
+                p
+            } else {
+                verify(config, tenants, tenant, call, now)
+            };
             call.provenance = Some(p);
             if p != Provenance::Valid {
                 unproven.push(Unproven {
@@ -338,7 +423,7 @@ mod tests {
         let cfg = config(vec![key("k1", 1)]);
         let c = signed(&cfg.keys, "support", 1000);
         assert!(
-            c.id.starts_with("ry1_k1_1000_") && c.id.ends_with("_call_abc"),
+            c.id.starts_with("ry2_k1_1000_") && c.id.ends_with("_10_send_email_call_abc"),
             "{}",
             c.id
         );
@@ -420,6 +505,68 @@ mod tests {
     }
 
     #[test]
+    fn the_name_an_id_carries_is_its_own_and_known_without_the_call() {
+        let cfg = config(vec![key("k1", 1)]);
+        let c = signed(&cfg.keys, "support", 1000);
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", &c.id, 1010),
+            (Provenance::Valid, Some("send_email"))
+        );
+        // The carried name swapped for another of the same length: no key signed that.
+        let swapped = c.id.replace("_10_send_email_", "_10_read_files_");
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", &swapped, 1010),
+            (Provenance::Forged, None)
+        );
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "payments", &c.id, 1010).0,
+            Provenance::OtherTenant
+        );
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", &c.id, 1000 + 3601).0,
+            Provenance::Expired
+        );
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", "call_abc", 1010),
+            (Provenance::Unsigned, None)
+        );
+        // A name an id cannot carry is left out, and the call still verifies.
+        let mut dotted = call();
+        dotted.name = "mail.send".into();
+        sign(&cfg.keys, "support", &mut dotted, 1000);
+        assert!(dotted.id.contains("_0__call_abc"), "{}", dotted.id);
+        assert_eq!(
+            verify(&cfg, &TENANTS, "support", &dotted, 1010),
+            Provenance::Valid
+        );
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", &dotted.id, 1010),
+            (Provenance::Valid, None)
+        );
+    }
+
+    #[test]
+    fn an_id_signed_before_names_were_carried_still_verifies() {
+        let cfg = config(vec![key("k1", 1)]);
+        let k = &cfg.keys[0];
+        let c = call();
+        let m1 = identity(k, "1000", "support", "call_abc", None);
+        let m2 = content(k, "1000", "support", &c, "call_abc");
+        let mut legacy = c.clone();
+        legacy.id = format!("ry1_k1_1000_{m1}{m2}_call_abc");
+        assert_eq!(
+            verify(&cfg, &TENANTS, "support", &legacy, 1010),
+            Provenance::Valid
+        );
+        assert_eq!(original(&legacy.id), Some("call_abc"));
+        assert_eq!(crate::model::model_id(&legacy.id), "call_abc");
+        assert_eq!(
+            verify_unseen(&cfg, &TENANTS, "support", &legacy.id, 1010),
+            (Provenance::Valid, None)
+        );
+    }
+
+    #[test]
     fn a_rotated_keyring_still_verifies_the_old_key_until_it_is_dropped() {
         let old = config(vec![key("k1", 1)]);
         let c = signed(&old.keys, "default", 1000);
@@ -429,7 +576,7 @@ mod tests {
             Provenance::Valid
         );
         let fresh = signed(&rotated.keys, "default", 1000);
-        assert!(fresh.id.starts_with("ry1_k2_"));
+        assert!(fresh.id.starts_with("ry2_k2_"));
         let dropped = config(vec![key("k2", 2)]);
         assert_eq!(
             verify(&dropped, &TENANTS, "default", &c, 1010),

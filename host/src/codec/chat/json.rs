@@ -419,6 +419,7 @@ impl Fields {
             extra: self.extra,
             wire: Value::Null,
             folded: None,
+            unseen: false,
         };
         legacy(&mut message, &path)?;
         Ok(message)
