@@ -639,3 +639,77 @@ fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
         }
     }
 }
+
+/// Issue #46: a resource's contents and a prompt's messages reach a model as a tool's result
+/// does, so they are judged as results (PII redacted, SSE and JSON answers, the session era and
+/// the stateless one), and a read counts for `flow` under its method's name: with
+/// `resources/read` called untrusted, a session's privileged call after it is refused. The
+/// stock client talking to the server directly reads the raw address (the control).
+#[test]
+fn resources_and_prompts_are_judged_as_results() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let text = std::fs::read_to_string(&cfg.path).unwrap().replace(
+        "untrusted = [\"web_fetch\"",
+        "untrusted = [\"resources/read\", \"web_fetch\"",
+    );
+    assert!(text.contains("\"resources/read\""));
+    std::fs::write(&cfg.path, text).unwrap();
+    let d = Daemon::start_logged(&cfg.path, &[]);
+    let steps = [
+        "read:crm://customers/c-17",
+        r#"prompt:draft_reply:{"customer_id": "c-17"}"#,
+        r#"issue_refund:{"order_id": "o-666", "amount": 10}"#,
+    ];
+    let direct = client(
+        &format!("http://127.0.0.1:{}/mcp", up.json),
+        "demo-key",
+        "legacy",
+        &steps[..2],
+    );
+    for step in direct["steps"].as_array().unwrap() {
+        assert!(
+            step["text"].as_str().unwrap().contains("ada.lovelace@"),
+            "{step}"
+        );
+    }
+    for (server, mode) in [
+        ("sse", "legacy"),
+        ("json", "legacy"),
+        ("json", "2026-07-28"),
+    ] {
+        let seen = client(&url(&d, server), "demo-key", mode, &steps);
+        let got = seen["steps"].as_array().unwrap();
+        for step in &got[..2] {
+            let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
+            assert!(
+                text.contains("[EMAIL]") && text.contains("[CREDIT_CARD]"),
+                "{server} {mode}: {step}"
+            );
+            assert!(!step.to_string().contains("ada.lovelace@"), "{step}");
+            assert_eq!(
+                step["meta"]["dev.railyard/decision"]["rails"]["tool_result"], "modify",
+                "{step}"
+            );
+        }
+        if mode == "legacy" {
+            // Only a session has a history (a stateless request belongs to no conversation the
+            // door can see).
+            let refund = &got[2]["error"];
+            assert_eq!(refund["code"], -32050, "{server} {mode}: {seen}");
+            assert!(
+                refund["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("resources/read"),
+                "{refund}"
+            );
+        }
+    }
+    let records = records(&d);
+    let read = records
+        .iter()
+        .find(|r| r["target"]["method"] == "resources/read")
+        .unwrap_or_else(|| panic!("{records:?}"));
+    assert_eq!(read["rails"]["tool_result"], "modify", "{read}");
+}

@@ -2,7 +2,8 @@
 transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
-or `auto`. Each STEP is a tool call `name:{json arguments}`, or `list`. Prints one JSON object:
+or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
+or `prompt:<name>:{json arguments}`. Prints one JSON object:
 what each step returned, as the SDK's own objects say it, the session id the upstream issued,
 the content types of the answers, and whether a request in the ended session still works."""
 
@@ -71,6 +72,20 @@ async def main() -> None:
                         {"tools": sorted(t.name for t in tools),
                          "output_schemas": sorted(t.name for t in tools if t.output_schema),
                          "descriptions": {t.name: t.description for t in tools}})
+                    continue
+                kind, _, rest = step.partition(":")
+                if kind in ("read", "prompt"):
+                    try:
+                        if kind == "read":
+                            r = await client.read_resource(rest)
+                            texts = [getattr(c, "text", "") for c in r.contents]
+                        else:
+                            name, _, args = rest.partition(":")
+                            r = await client.get_prompt(name, json.loads(args or "{}"))
+                            texts = [getattr(m.content, "text", "") for m in r.messages]
+                        seen["steps"].append({"text": "\n".join(texts), "meta": plain(r.meta)})
+                    except MCPError as e:
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
                     continue
                 name, _, args = step.partition(":")
                 try:

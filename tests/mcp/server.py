@@ -5,7 +5,10 @@ streams (the SDK's default), one with JSON. Usage: server.py PORT_SSE PORT_JSON.
 Tools: `add` (an input schema), `get_weather` (an output schema), `lookup_customer` (returns an
 email address and a card number), `issue_refund` (not allowed to every principal),
 `web_fetch` (untrusted text), `quarterly_report` (declares an output schema its results do not match: a server out of step
-with its own declaration), `announce_tools` (tells the session its tool list changed)."""
+with its own declaration), `announce_tools` (tells the session its tool list changed).
+
+A resource, `crm://customers/c-17` (a customer's details: an email address and a card number),
+and a prompt, `draft_reply` (a message quoting the customer's address)."""
 
 import sys
 
@@ -77,6 +80,18 @@ async def announce_tools(ctx: Context) -> str:
     """Tell the session that the tool list changed."""
     await ctx.session.send_tool_list_changed()
     return "announced"
+
+
+@server.resource("crm://customers/c-17", mime_type="text/plain")
+def customer_record() -> str:
+    """A customer's record."""
+    return "Ada Lovelace, ada.lovelace@example.com, card 4111 1111 1111 1111"
+
+
+@server.prompt()
+def draft_reply(customer_id: str) -> str:
+    """Draft a reply to a customer."""
+    return f"Write to customer {customer_id} at ada.lovelace@example.com, card 4111 1111 1111 1111."
 
 
 async def main() -> None:

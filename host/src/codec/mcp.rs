@@ -189,6 +189,21 @@ pub fn rewrite_tools(result: &mut Value, judged: &[ToolDef]) {
     });
 }
 
+/// Requests whose answers reach a model though no tool made them: a resource's contents and a
+/// prompt's messages. Each answer is judged as the result of a call named after its method.
+pub const READS: [&str; 2] = ["resources/read", "prompts/get"];
+
+/// A `resources/read` or `prompts/get` request as the call its answer is the result of: named
+/// after the method, its params but `_meta` as the arguments.
+pub fn read_of(id: &Value, method: &str, params: Option<&Value>) -> ToolCall {
+    let mut args = params
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    args.remove("_meta");
+    ToolCall::function(id_text(id), method.into(), Value::Object(args).to_string())
+}
+
 /// The call a `tools/call` request makes: its id, the tool's name and its arguments as JSON
 /// text (`{}` when absent).
 pub fn call_of(id: &Value, params: Option<&Value>) -> Result<ToolCall, String> {

@@ -12,10 +12,13 @@
 //!   hidden tool is unknown to the caller (`-32602`); a rejected call is answered as a tool
 //!   error (`isError`, the reason as its text: MCP clients hand that to the model, which can
 //!   correct itself); a block is a JSON-RPC error (`-32050`). Neither reaches the upstream.
-//! - its result goes through the `tool_result` rail before the caller (and so the model) sees it.
+//! - its result goes through the `tool_result` rail before the caller (and so the model) sees it;
+//! - so does the answer to a `resources/read` or `prompts/get` (a resource's contents, a
+//!   prompt's messages: text a client hands its model), as the result of a call named after the
+//!   method, which the session's later calls count as read (`flow`).
 //!
-//! Everything else (initialize, notifications, server requests and the caller's answers to
-//! them, GET streams, DELETE) passes through untouched. One decision record per HTTP request.
+//! Everything else (initialize, the other lists, notifications, server requests and the
+//! caller's answers to them, GET streams, DELETE) passes through untouched. One decision record per HTTP request.
 
 mod answer;
 mod headers;
@@ -184,6 +187,10 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
                         .pointer("/params/cursor")
                         .is_some_and(Value::is_string);
                     forward(ex, scope, Method::POST, bytes, Watch::List { id, paged }).await
+                }
+                m if codec::READS.contains(&m) => {
+                    let read = codec::read_of(&id, m, message.get("params"));
+                    forward(ex, scope, Method::POST, bytes, Watch::read(id, read)).await
                 }
                 _ => forward(ex, scope, Method::POST, bytes, Watch::None).await,
             }

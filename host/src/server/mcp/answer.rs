@@ -1,5 +1,6 @@
 //! What the caller gets back: the upstream's answer, JSON or an SSE stream, passed on as it came
-//! except for the one response the rails judge (a `tools/list` or `tools/call` result) and the
+//! except for the one response the rails judge (the answer to a `tools/list`, a `tools/call`, a
+//! `resources/read` or a `prompts/get`) and the
 //! `notifications/tools/list_changed` that drop a cached tool list on the way; and the daemon's
 //! own answers (errors, refusals). Every path finishes the request's scope exactly once.
 //!
@@ -46,17 +47,35 @@ pub(in crate::server) enum Watch {
     Call(Box<CallWatch>),
 }
 
-/// A `tools/call` on its way: the call as the upstream got it, and the tools it was judged by.
+/// A `tools/call` on its way: the call as the upstream got it, and the tools it was judged by;
+/// or a read (`resources/read`, `prompts/get`) as the call its answer is the result of.
 pub(in crate::server) struct CallWatch {
     id: Value,
     call: ToolCall,
     tools: Vec<ToolDef>,
+    /// A tool's call, answered with a tool result (a read's answer is refused with an error).
+    tool: bool,
 }
 
 impl Watch {
     /// Watch for the result of `call`.
     pub fn call(id: Value, call: ToolCall, tools: Vec<ToolDef>) -> Watch {
-        Watch::Call(Box::new(CallWatch { id, call, tools }))
+        Watch::Call(Box::new(CallWatch {
+            id,
+            call,
+            tools,
+            tool: true,
+        }))
+    }
+
+    /// Watch for the answer to a read, judged as the result of `read` (`codec::read_of`).
+    pub fn read(id: Value, read: ToolCall) -> Watch {
+        Watch::Call(Box::new(CallWatch {
+            id,
+            call: read,
+            tools: Vec::new(),
+            tool: false,
+        }))
     }
 
     /// The JSON-RPC id of the request (null for none).
@@ -497,15 +516,28 @@ fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message:
     };
     let decision = scope.railyard();
     let result = &mut message["result"];
-    if let Some(r) = eval.rejections.first() {
-        *result = refusal_result(&r.reason, ex.routed);
-    } else if let Err(e) = edited(&eval, c).and_then(|m| codec::apply_result_edit(result, m)) {
-        *result = refusal_result(
-            &format!("the tool result could not be passed on: {e}"),
-            ex.routed,
-        );
+    let failed = match eval.rejections.first() {
+        Some(r) => Some(r.reason.clone()),
+        None => edited(&eval, c)
+            .and_then(|m| codec::apply_result_edit(result, m))
+            .err()
+            .map(|e| format!("the tool result could not be passed on: {e}")),
+    };
+    match failed {
+        Some(reason) if c.tool => *result = refusal_result(&reason, ex.routed),
+        // A read's answer has no error flag a client would heed: it is refused as a whole.
+        Some(reason) => {
+            *message = codec::error(
+                &c.id,
+                codec::POLICY_VIOLATION,
+                &reason,
+                Some(json!({"type": "policy_violation", "railyard": decision})),
+            );
+            return;
+        }
+        None => {}
     }
-    annotate(result, decision);
+    annotate(&mut message["result"], decision);
 }
 
 /// A JSON-RPC error answering the call: its message and data reach the model as a failed
