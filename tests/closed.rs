@@ -586,3 +586,104 @@ fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
     );
     assert_eq!(content[3]["text"], "done", "{content}");
 }
+
+/// Issue #46: a tool declaration's own strings beyond its name, description and schema (an
+/// unknown field of a function or a custom tool, Anthropic's `input_examples`, a
+/// Responses MCP server's description) reach the backend judged, on every door; a declaration a
+/// tenant's allowlist hides takes its place with it, so the fields of the ones after it are
+/// written where they belong; an MCP server's credentials pass untouched. The chat request is
+/// sent twice: the second reads its tools from the thread's kept ones.
+#[test]
+fn a_declarations_own_fields_reach_the_backend_judged() {
+    let (d, backend, _cfg) = daemon(json!({"role": "assistant", "content": "ok"}));
+    let mail = format!("mail {PII}");
+    let chat = json!({"model": "m", "messages": [user("hello")], "tools": [
+        {"type": "function", "function": {"name": "send_email", "parameters": {"type": "object"},
+            "x_examples": [mail]}},
+        {"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"},
+            "strict": true, "x_examples": [mail]}, "x_note": mail},
+        {"type": "custom", "custom": {"name": "get_time", "format": {"type": "grammar",
+            "grammar": {"syntax": "regex", "definition": "[0-9]+"}}, "x_note": mail}},
+    ]});
+    for _ in 0..2 {
+        let r = post_as(
+            d.addr,
+            "/v1/chat/completions",
+            Some("demo-support-key"),
+            &chat,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.json()["railyard"]["blocked"].is_null(), "{}", r.body);
+        let sent = backend.seen().last().unwrap().body.clone();
+        assert!(!sent.to_string().contains(PII), "{sent}");
+        let tools = sent["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 2, "send_email is hidden from support: {sent}");
+        assert_eq!(tools[0]["function"]["name"], "lookup_order");
+        assert_eq!(
+            tools[0]["function"]["x_examples"][0], "mail [EMAIL]",
+            "{sent}"
+        );
+        assert_eq!(tools[0]["function"]["strict"], true);
+        assert_eq!(tools[0]["x_note"], "mail [EMAIL]", "{sent}");
+        assert_eq!(
+            tools[1]["custom"]["format"]["grammar"]["definition"],
+            "[0-9]+"
+        );
+        assert_eq!(tools[1]["custom"]["x_note"], "mail [EMAIL]", "{sent}");
+    }
+
+    backend.set(Script::Json(
+        200,
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
+    ));
+    let token = "Bearer sk-live-0123456789abcdef0123456789abcdef";
+    let responses = json!({"model": "m", "input": "hello", "tools": [
+        {"type": "mcp", "server_label": "crm", "server_url": "https://crm.test/mcp",
+         "server_description": format!("Customer records; escalations to {PII}"),
+         "headers": {"Authorization": token}, "require_approval": "never"},
+        {"type": "function", "name": "lookup_order", "parameters": {"type": "object"},
+         "x_examples": [mail]},
+    ]});
+    let r = post(d.addr, "/v1/responses", &responses);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert!(!sent.to_string().contains(PII), "{sent}");
+    assert_eq!(
+        sent["tools"][0]["server_description"],
+        "Customer records; escalations to [EMAIL]"
+    );
+    assert_eq!(sent["tools"][0]["headers"]["Authorization"], token);
+    assert_eq!(sent["tools"][1]["x_examples"][0], "mail [EMAIL]");
+
+    backend.set(Script::Json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1}}),
+    ));
+    let messages = json!({"model": "m", "max_tokens": 50, "messages": [user("hello")], "tools": [
+        {"name": "send_email", "input_schema": {"type": "object"},
+         "input_examples": [{"to": PII}], "cache_control": {"type": "ephemeral"}},
+    ]});
+    let r = request(
+        d.addr,
+        "POST",
+        "/v1/messages",
+        &[
+            ("x-api-key", "demo-key"),
+            ("anthropic-version", "2023-06-01"),
+            ("Authorization", ""),
+        ],
+        messages.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert!(!sent.to_string().contains(PII), "{sent}");
+    assert_eq!(
+        sent["tools"][0]["input_examples"][0]["to"], "[EMAIL]",
+        "{sent}"
+    );
+    assert_eq!(sent["tools"][0]["cache_control"]["type"], "ephemeral");
+}

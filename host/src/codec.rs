@@ -131,11 +131,21 @@ pub(crate) fn encode_body(
     payload: &crate::model::Payload,
     describe: impl Fn(&mut Value, &str),
 ) -> Vec<u8> {
+    // Fields first: a declaration's are addressed by its place among all declared.
+    write_fields(&mut body, &payload.fields);
+    encode_offered(body, payload, describe)
+}
+
+/// [`encode_body`] for a body whose fields are written already.
+pub(crate) fn encode_offered(
+    mut body: Map<String, Value>,
+    payload: &crate::model::Payload,
+    describe: impl Fn(&mut Value, &str),
+) -> Vec<u8> {
     if let Some(Value::Array(tools)) = body.get("tools") {
         let offered = offered_tools(tools, &payload.tools, describe);
         body.insert("tools".into(), Value::Array(offered));
     }
-    write_fields(&mut body, &payload.fields);
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
@@ -174,7 +184,7 @@ pub(crate) fn body_for_edit(body: &Map<String, Value>, fresh: &str) -> Map<Strin
 }
 
 /// Write the request's text fields back into `body`, each at its path.
-fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
+pub(crate) fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
     for f in fields {
         closed::write_field(body, f);
     }

@@ -35,6 +35,18 @@ pub struct ReadMessages {
     messages: Option<Result<Vec<Message>, PayloadError>>,
     contents: Vec<Option<std::ops::Range<usize>>>,
     tools: Option<read::Tools>,
+    /// The strings of the tools' declarations the door does not map (`shape::TOOL`).
+    tool_fields: Vec<crate::model::Field>,
+}
+
+/// The strings of the request's declarations the door does not map, as its fields: the
+/// legacy `functions`', and with `tools` (when the body still holds them), the tools'.
+fn declaration_fields(body: &Map<String, Value>, tools: bool) -> Vec<crate::model::Field> {
+    let mut fields = super::closed::tool_fields(body, "functions", &shape::FUNCTION);
+    if tools {
+        fields.extend(super::closed::tool_fields(body, "tools", &shape::TOOL));
+    }
+    fields
 }
 
 impl ChatRequest {
@@ -75,6 +87,7 @@ impl Codec for Chat {
                 messages: r.messages,
                 contents: r.contents,
                 tools: r.tools,
+                tool_fields: r.tool_fields,
             },
             repeats: r.repeats,
         }))
@@ -101,6 +114,8 @@ impl Codec for Chat {
         };
         let functions = legacy_functions(&body, &mut payload)?;
         payload.fields = super::closed::fields(&body, &Self::SHAPE);
+        payload.fields.extend(read.tool_fields);
+        payload.fields.extend(declaration_fields(&body, false));
         let request = ChatRequest {
             body,
             stream,
@@ -121,6 +136,7 @@ impl Codec for Chat {
         let mut payload = Payload::from_openai_parts(messages, body.get("tools"))?;
         let functions = legacy_functions(&body, &mut payload)?;
         payload.fields = super::closed::fields(&body, &Self::SHAPE);
+        payload.fields.extend(declaration_fields(&body, true));
         let request = ChatRequest {
             body,
             stream,
@@ -149,6 +165,8 @@ impl Codec for Chat {
         if request.tools {
             body.insert("tools".into(), read::tools_value(original));
         }
+        // Fields first: a declaration's are addressed by its place among all declared.
+        super::write_fields(&mut body, &payload.fields);
         // The legacy `functions` as the model is offered them, as `tools` are below.
         let functions = request.functions.min(payload.tools.len());
         let declared = &payload.tools[payload.tools.len() - functions..];
@@ -157,7 +175,7 @@ impl Codec for Chat {
                 f["description"] = json!(d);
             });
         }
-        super::encode_body(body, payload, |t, d| {
+        super::encode_offered(body, payload, |t, d| {
             let at = if t["type"] == crate::model::CUSTOM {
                 "custom"
             } else {

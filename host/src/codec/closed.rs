@@ -70,7 +70,7 @@ pub struct Shape {
     /// Keys the codec maps into the payload: not walked here.
     pub mapped: &'static [&'static str],
     /// Paths whose strings carry no text when they look the part: `key`, `key.sub`, `key[]`
-    /// for any element of an array.
+    /// for any element of an array, `key.*` for any key of an object.
     pub inert: &'static [(&'static str, Inert)],
     /// Other keys the door knows (their strings are judged); with the mapped keys and the
     /// inert paths' first keys, what `unknown` does not count as unknown.
@@ -111,6 +111,14 @@ fn spells(pattern: &str, path: &[Step<'_>]) -> bool {
                         Some(r) => rest = r,
                         None => return false,
                     }
+                }
+                // `*`: any key (a map of headers, say).
+                let any = rest
+                    .strip_prefix('*')
+                    .filter(|r| r.is_empty() || r.starts_with(['.', '[']));
+                if let Some(r) = any {
+                    rest = r;
+                    continue;
                 }
                 match rest.strip_prefix(k) {
                     Some(r) if r.is_empty() || r.starts_with(['.', '[']) => rest = r,
@@ -291,6 +299,60 @@ pub fn fields(body: &Map<String, Value>, shape: &Shape) -> Vec<Field> {
             value,
         })
         .collect()
+}
+
+/// What of a tool declaration its door maps (into the tools the rails see: names, descriptions,
+/// schemas) or holds inert. The declaration's other strings (an unknown field, Anthropic's
+/// `input_examples`, an MCP server's description, a grammar) reach the backend too, so they are
+/// the request's fields, judged on the input rail and edited by path.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolShape {
+    /// The declaration's own keys (the inner objects' keys among its mapped ones).
+    pub tool: Shape,
+    /// Objects inside it whose keys the door reads (chat's `function`, `custom`), each with its
+    /// own account.
+    pub inner: &'static [(&'static str, Shape)],
+}
+
+/// The string leaves of the declarations in `body[key]` the door neither maps nor holds inert,
+/// as the request's fields (`tools[2].function.examples[0]`).
+pub fn tool_fields(body: &Map<String, Value>, key: &str, shape: &ToolShape) -> Vec<Field> {
+    match body.get(key) {
+        Some(tools) => tool_fields_of(tools, key, shape),
+        None => Vec::new(),
+    }
+}
+
+/// [`tool_fields`] of the declarations `tools` (a body's `body[key]`).
+pub fn tool_fields_of(tools: &Value, key: &str, shape: &ToolShape) -> Vec<Field> {
+    let Value::Array(tools) = tools else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, tool) in tools.iter().enumerate() {
+        let Value::Object(obj) = tool else { continue };
+        let mut found = Vec::new();
+        leaves(obj, &shape.tool, &mut found);
+        for (inner, inner_shape) in shape.inner {
+            if let Some(Value::Object(o)) = obj.get(*inner) {
+                let mut within = Vec::new();
+                leaves(o, inner_shape, &mut within);
+                found.extend(within.into_iter().map(|(mut path, v)| {
+                    path.insert(0, Seg::Key((*inner).to_string()));
+                    (path, v)
+                }));
+            }
+        }
+        out.extend(found.into_iter().map(|(path, value)| {
+            let mut full = vec![Seg::Key(key.to_string()), Seg::Index(i)];
+            full.extend(path);
+            Field {
+                path: render(&full),
+                value,
+            }
+        }));
+    }
+    out
 }
 
 /// Whether `value` holds a string anywhere.
@@ -534,6 +596,52 @@ fn set_leaf(message: &mut Message, leaf: &Leaf, text: Option<String>) {
 mod tests {
     use super::*;
     use crate::model::ToolCall;
+
+    #[test]
+    fn a_declarations_unmapped_strings_are_fields_by_their_place_and_any_key_can_be_inert() {
+        const TOOL: ToolShape = ToolShape {
+            tool: Shape {
+                mapped: &["function"],
+                inert: &[("type", Inert::Word), ("headers.*", Inert::Data)],
+                known: &[],
+            },
+            inner: &[(
+                "function",
+                Shape {
+                    mapped: &["name", "description"],
+                    inert: &[],
+                    known: &[],
+                },
+            )],
+        };
+        let body = json!({"tools": [
+            {"type": "function", "function": {"name": "a", "description": "d", "x": ["one"]}},
+            {"type": "a sentence, not a word", "headers": {"Authorization": "Bearer s3cret"},
+             "note": {"deep": "two"}, "function": {"name": "b", "strict": true}},
+        ]});
+        let fields = tool_fields(body.as_object().unwrap(), "tools", &TOOL);
+        let got: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|f| (f.path.as_str(), f.value.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("tools[0].function.x[0]", "one"),
+                ("tools[1].type", "a sentence, not a word"),
+                ("tools[1].note.deep", "two"),
+            ]
+        );
+        let mut written = body.as_object().unwrap().clone();
+        write_field(
+            &mut written,
+            &Field {
+                path: "tools[1].note.deep".into(),
+                value: "2".into(),
+            },
+        );
+        assert_eq!(written["tools"][1]["note"]["deep"], "2");
+    }
 
     const TOP: Shape = Shape {
         mapped: &["messages", "tools"],

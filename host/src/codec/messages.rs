@@ -24,7 +24,7 @@
 mod blocks;
 mod stream;
 
-use super::closed::{Inert, Shape};
+use super::closed::{Inert, Shape, ToolShape};
 use super::{stream_flag, Codec, Door, Judged, Route};
 use crate::model::{
     Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION, MCP,
@@ -37,6 +37,29 @@ pub use stream::MessagesStream;
 pub struct Messages;
 
 /// A request's top-level fields (`codec::closed`), from Anthropic's SDK types.
+/// A `tools` declaration: its name, description and `input_schema` are mapped; the words of
+/// server tools' settings are inert; every other string (`input_examples`, an unknown field) is
+/// the request's field.
+const TOOL: ToolShape = ToolShape {
+    tool: Shape {
+        mapped: &["name", "description", "input_schema"],
+        inert: &[
+            ("type", Inert::Word),
+            ("cache_control.type", Inert::Word),
+            ("cache_control.ttl", Inert::Word),
+            ("mcp_server_name", Inert::Word),
+            ("allowed_domains[]", Inert::Word),
+            ("blocked_domains[]", Inert::Word),
+            ("allowed_callers[]", Inert::Word),
+            ("user_location.type", Inert::Word),
+            ("user_location.country", Inert::Word),
+            ("user_location.timezone", Inert::Word),
+        ],
+        known: &[],
+    },
+    inner: &[],
+};
+
 const REQUEST: Shape = Shape {
     mapped: &["messages", "system", "tools"],
     inert: &[
@@ -488,7 +511,8 @@ impl Codec for Messages {
                 .collect::<Result<_, PayloadError>>()?,
             Some(_) => return Err(PayloadError::new("tools", "must be an array of tools")),
         };
-        let fields = super::closed::fields(&body, &Self::SHAPE);
+        let mut fields = super::closed::fields(&body, &Self::SHAPE);
+        fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
         Ok((
             MessagesRequest { body, stream },
             Payload {

@@ -21,7 +21,7 @@
 mod output;
 mod stream;
 
-use super::closed::{Inert, Shape};
+use super::closed::{Inert, Shape, ToolShape};
 use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
 use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
 use output::rewrite_output;
@@ -34,6 +34,51 @@ pub struct Responses;
 
 /// A request's top-level fields (`codec::closed`), from OpenAI's API reference (openapi.json
 /// 2.3.0).
+/// A `tools` declaration: a function's or custom tool's name, description and parameters are
+/// mapped (a hosted tool's description too); the words and ids of hosted tools' settings are
+/// inert, and an MCP server's credentials (`headers`, `authorization`) opaque; every other
+/// string (an MCP server's description, a grammar, an unknown field) is the request's field.
+const TOOL: ToolShape = ToolShape {
+    tool: Shape {
+        mapped: &["name", "description", "parameters"],
+        inert: &[
+            ("type", Inert::Word),
+            ("format.type", Inert::Word),
+            ("format.syntax", Inert::Word),
+            ("server_label", Inert::Word),
+            ("server_url", Inert::Id),
+            ("connector_id", Inert::Id),
+            ("headers.*", Inert::Data),
+            ("authorization", Inert::Data),
+            ("require_approval", Inert::Word),
+            ("require_approval.always.tool_names[]", Inert::Word),
+            ("require_approval.never.tool_names[]", Inert::Word),
+            ("allowed_tools[]", Inert::Word),
+            ("allowed_tools.tool_names[]", Inert::Word),
+            ("vector_store_ids[]", Inert::Id),
+            ("ranking_options.ranker", Inert::Word),
+            ("search_context_size", Inert::Word),
+            ("user_location.type", Inert::Word),
+            ("user_location.country", Inert::Word),
+            ("user_location.timezone", Inert::Word),
+            ("filters.allowed_domains[]", Inert::Word),
+            ("container", Inert::Id),
+            ("container.type", Inert::Word),
+            ("container.file_ids[]", Inert::Id),
+            ("environment", Inert::Word),
+            ("model", Inert::Word),
+            ("quality", Inert::Word),
+            ("size", Inert::Word),
+            ("output_format", Inert::Word),
+            ("background", Inert::Word),
+            ("moderation", Inert::Word),
+            ("input_fidelity", Inert::Word),
+        ],
+        known: &[],
+    },
+    inner: &[],
+};
+
 const REQUEST: Shape = Shape {
     mapped: &["input", "instructions", "tools"],
     inert: &[
@@ -597,7 +642,8 @@ impl Codec for Responses {
             }
         };
         let tools = decode_tools(&body)?;
-        let fields = super::closed::fields(&body, &Self::SHAPE);
+        let mut fields = super::closed::fields(&body, &Self::SHAPE);
+        fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
         let request = ResponsesRequest {
             body,
             stream,

@@ -69,6 +69,8 @@ pub(super) struct Read {
     pub contents: Vec<Option<Range<usize>>>,
     /// The tools (left out of `body`, a null in its place); `None`: the body has none.
     pub tools: Option<tools::Tools>,
+    /// The strings of the tools' declarations the door does not map, as request fields.
+    pub tool_fields: Vec<crate::model::Field>,
     /// Whether an object in the body repeats a key.
     pub repeats: bool,
 }
@@ -100,6 +102,10 @@ fn read_with(bytes: &[u8], scope: Option<&str>) -> serde_json::Result<Option<Rea
     };
     Ok(read.map(|mut r| {
         r.repeats = repeated.get();
+        if scope.is_none() && r.tools.is_some() {
+            // Read in place, not kept: their fields come from their value, read again.
+            r.tool_fields = tools::fields(&tools_value(bytes));
+        }
         r
     }))
 }
@@ -197,6 +203,7 @@ impl<'de> Visitor<'de> for Top<'_> {
             messages: None,
             contents: Vec::new(),
             tools: None,
+            tool_fields: Vec::new(),
             repeats: false,
         };
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -205,9 +212,10 @@ impl<'de> Visitor<'de> for Top<'_> {
                 read.tools = Some(match self.scope {
                     Some(scope) => {
                         let raw: &'de RawValue = map.next_value()?;
-                        let (tools, repeats) =
+                        let (tools, repeats, fields) =
                             tools::kept(scope, raw.get()).map_err(serde::de::Error::custom)?;
                         self.note(repeats);
+                        read.tool_fields = fields;
                         tools
                     }
                     None => map.next_value_seed(tools::List(self))?,

@@ -3,7 +3,7 @@
 //! its id, type and function. From OpenAI's API reference (openapi.json 2.3.0) and the fields
 //! OpenAI-compatible servers add (vLLM, DeepSeek, OpenRouter).
 
-use crate::codec::closed::{Inert, Shape};
+use crate::codec::closed::{Inert, Shape, ToolShape};
 use serde_json::{Map, Value};
 
 /// A request's top-level fields.
@@ -187,4 +187,43 @@ pub const CHUNK: Shape = Shape {
         ("choices[].delta.tool_calls[].id", Inert::Id),
     ],
     known: &[],
+};
+
+/// A `tools` declaration: a function's name, description and parameters and a custom tool's
+/// name, description and format are mapped; its other strings are the request's fields.
+pub const TOOL: ToolShape = ToolShape {
+    tool: Shape {
+        mapped: &["function", "custom"],
+        inert: &[("type", Inert::Word), ("name", Inert::Word)],
+        known: &[],
+    },
+    inner: &[
+        (
+            "function",
+            Shape {
+                mapped: &["name", "description", "parameters"],
+                inert: &[],
+                known: &[],
+            },
+        ),
+        (
+            "custom",
+            Shape {
+                // `format` is the tool's parameters (a grammar the tools rail sees).
+                mapped: &["name", "description", "format"],
+                inert: &[],
+                known: &[],
+            },
+        ),
+    ],
+};
+
+/// A legacy `functions` declaration.
+pub const FUNCTION: ToolShape = ToolShape {
+    tool: Shape {
+        mapped: &["name", "description", "parameters"],
+        inert: &[],
+        known: &[],
+    },
+    inner: &[],
 };

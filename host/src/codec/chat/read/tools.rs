@@ -6,7 +6,7 @@
 
 use super::{none, Parameters, Top};
 use crate::codec::json::{whole, Check, Key, Seed};
-use crate::model::{PayloadError, Schema, ToolDef, CUSTOM};
+use crate::model::{Field, PayloadError, Schema, ToolDef, CUSTOM};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -31,30 +31,41 @@ pub(super) struct Kept {
     text: Box<str>,
     tools: Tools,
     repeats: bool,
+    fields: Vec<Field>,
+}
+
+/// The strings of the declarations `tools` (a body's `tools` value) the door does not map, as
+/// the request's fields.
+pub(super) fn fields(tools: &Value) -> Vec<Field> {
+    crate::codec::closed::tool_fields_of(tools, "tools", &crate::codec::chat::shape::TOOL)
 }
 
 thread_local! {
+    /// Set while reading when a declaration holds a key the door does not map (see [`fields`]).
+    static OTHER_KEYS: Cell<bool> = const { Cell::new(false) };
     /// This thread's kept tools, and where the next one goes when all places are taken.
     pub(super) static KEPT_TOOLS: RefCell<(Vec<Kept>, usize)> = const { RefCell::new((Vec::new(), 0)) };
 }
 
-/// The declarations `text` (a body's `tools` value) holds, and whether an object in it repeats
-/// a key: as [`List`] reads them in place, taken from this thread's kept ones when `scope` read
+/// The declarations `text` (a body's `tools` value) holds, whether an object in it repeats a
+/// key, and the strings of them the door does not map ([`fields`]): as [`List`] reads them in
+/// place, taken from this thread's kept ones when `scope` read
 /// the same text lately. A text is read nested one level, as in a body, so that the depth
 /// limit falls where it does for the body; an error here is not the body's (its position is
 /// the text's), and the caller reads the body again for it.
-pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)> {
+pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, Vec<Field>)> {
     let hit = KEPT_TOOLS.with(|kept| {
         let kept = kept.borrow();
         kept.0
             .iter()
             .find(|k| *k.text == *text && *k.scope == *scope)
-            .map(|k| (k.tools.clone(), k.repeats))
+            .map(|k| (k.tools.clone(), k.repeats, k.fields.clone()))
     });
     if let Some(hit) = hit {
         return Ok(hit);
     }
     let repeated = Cell::new(false);
+    OTHER_KEYS.with(|o| o.set(false));
     let wrapped = format!("[{text}]");
     let top = Top {
         repeated: &repeated,
@@ -66,6 +77,15 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)>
         serde_json::Deserializer::from_str(&wrapped),
     )?;
     let repeats = repeated.get();
+    // A declaration's strings beyond what is read above are rare: only a text holding a key the
+    // door does not map is read again as a value.
+    let fields = if tools.is_ok() && OTHER_KEYS.with(|o| o.replace(false)) {
+        serde_json::from_str(text)
+            .map(|v| fields(&v))
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     if text.len() <= KEPT_TEXT {
         KEPT_TOOLS.with(|kept| {
             let (kept, next) = &mut *kept.borrow_mut();
@@ -74,6 +94,7 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)>
                 text: text.into(),
                 tools: tools.clone(),
                 repeats,
+                fields: fields.clone(),
             };
             if kept.len() < KEPT {
                 kept.push(entry);
@@ -83,7 +104,7 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool)>
             }
         });
     }
-    Ok((tools, repeats))
+    Ok((tools, repeats, fields))
 }
 
 /// `[tools]`: the one element read by [`List`].
@@ -185,6 +206,11 @@ impl<'de> Visitor<'de> for List<'_> {
     }
 }
 
+/// A declaration holds a key the door does not map.
+fn other_key() {
+    OTHER_KEYS.with(|o| o.set(true));
+}
+
 /// One element of `tools`.
 struct Tool<'a> {
     top: Top<'a>,
@@ -225,7 +251,10 @@ impl<'de> Visitor<'de> for Tool<'_> {
                 "name" => name = map.next_value_seed(Text(top))?,
                 "function" => function = Some(map.next_value_seed(FunctionSeed(top))?),
                 "custom" => custom = Some(map.next_value_seed(Seed(top.repeated))?),
-                _ => map.next_value_seed(Check(top.repeated))?,
+                _ => {
+                    other_key();
+                    map.next_value_seed(Check(top.repeated))?
+                }
             }
         }
         let path = || format!("tools[{}]", self.index);
@@ -236,6 +265,16 @@ impl<'de> Visitor<'de> for Tool<'_> {
         };
         if kind == CUSTOM {
             let mut obj = serde_json::Map::new();
+            let beyond = |(k, _): (&String, &Value)| {
+                !matches!(k.as_str(), "name" | "description" | "format")
+            };
+            if custom
+                .as_ref()
+                .and_then(Value::as_object)
+                .is_some_and(|c| c.iter().any(beyond))
+            {
+                other_key();
+            }
             if let Some(custom) = custom {
                 obj.insert("custom".into(), custom);
             }
@@ -381,7 +420,11 @@ impl<'de> Visitor<'de> for FunctionSeed<'_> {
                         (_, None) => Parameter::Other,
                     }
                 }
-                _ => map.next_value_seed(Check(top.repeated))?,
+                "strict" => map.next_value_seed(Check(top.repeated))?,
+                _ => {
+                    other_key();
+                    map.next_value_seed(Check(top.repeated))?
+                }
             }
         }
         Ok(Some(function))
