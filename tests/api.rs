@@ -46,6 +46,39 @@ fn check_api_runs_one_rail_without_a_model() {
     assert!(backend.seen().is_empty());
 }
 
+/// Issue #46: the check API judges what it is given as the chat door judges a request: a
+/// message's fields beside its content with it, and the body's other strings (its own keys, a
+/// declaration's unknown fields) as the payload's fields, answered by path.
+#[test]
+fn the_check_api_judges_every_string_it_is_given() {
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&bundled(), &backend.url());
+    let mail = "jane.doe@example.com";
+    let reply = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "input", "model": "m", "metadata": {"who": mail},
+            "messages": [{"role": "user", "content": "hi", "reasoning_content": mail}],
+            "tools": [{"type": "function", "function": {"name": "f", "x_note": mail}}]}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!reply.body.contains(mail), "{}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["verdict"], "modify", "{body}");
+    let payload = &body["payload"];
+    assert_eq!(
+        payload["messages"][0]["reasoning_content"], "[EMAIL]",
+        "{payload}"
+    );
+    assert_eq!(payload["messages"][0]["content"], "hi", "{payload}");
+    assert_eq!(
+        payload["fields"],
+        json!([{"path": "metadata.who", "value": "[EMAIL]"},
+            {"path": "tools[0].function.x_note", "value": "[EMAIL]"}]),
+        "{payload}"
+    );
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_the_daemon_keeps_serving() {
     let backend = MockBackend::start(Script::Json(

@@ -515,7 +515,7 @@ impl ToolDef {
 }
 
 /// Another text field of the request that reaches the model (e.g. the top-level `user`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Field {
     /// Its JSON path, e.g. `user` or `metadata.user_id`.
     pub path: String,

@@ -41,7 +41,10 @@ pub struct ReadMessages {
 
 /// The strings of the request's declarations the door does not map, as its fields: the
 /// legacy `functions`', and with `tools` (when the body still holds them), the tools'.
-fn declaration_fields(body: &Map<String, Value>, tools: bool) -> Vec<crate::model::Field> {
+pub(crate) fn declaration_fields(
+    body: &Map<String, Value>,
+    tools: bool,
+) -> Vec<crate::model::Field> {
     let mut fields = super::closed::tool_fields(body, "functions", &shape::FUNCTION);
     if tools {
         fields.extend(super::closed::tool_fields(body, "tools", &shape::TOOL));

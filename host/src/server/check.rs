@@ -1,11 +1,15 @@
 //! `POST /v1/check`: run one rail on `{"rail", "messages", "tools"}` without a model. The same
 //! way in and the same chains as the proxy; answers the verdict, the edited payload and each
-//! plugin's decision with its duration.
+//! plugin's decision with its duration. Nothing in the body goes unjudged: a message's other
+//! fields are judged with it, and any other string of the body is one of the payload's
+//! `fields` (answered by path).
 
 use super::error::ApiError;
 use super::ingress::{self, Admitted};
 use super::{App, RequestId, TenantLabel};
-use crate::codec::Door;
+use crate::codec::chat::{self, Chat};
+use crate::codec::closed::{self, Shape};
+use crate::codec::{Codec, Door};
 use crate::model::{Payload, Rail};
 use crate::policy::record::Outcome;
 use crate::rails::RequestScope;
@@ -16,6 +20,13 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
 use std::sync::Arc;
+
+/// The body's keys the check maps; the rest are judged as the payload's fields.
+const CHECK: Shape = Shape {
+    mapped: &["messages", "tools"],
+    inert: &[("model", closed::Inert::Word)],
+    known: &[],
+};
 
 /// The handler.
 pub(crate) async fn check(
@@ -74,10 +85,24 @@ async fn handle(scope: &mut RequestScope, body: Body) -> Result<Value, ApiError>
             ))
         }
     };
-    let payload = Payload::from_openai(&Value::Object(body))
+    let mut payload = Payload::from_openai(&Value::Object(body.clone()))
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
-    let eval = scope.check(rail, payload);
+    // Judged as the chat door judges a request (`codec::closed`): a message's text outside its
+    // content as part of it, and the body's other strings (top-level keys, declarations' own
+    // fields) as its fields.
+    payload.fields = closed::fields(&body, &CHECK);
+    payload.fields.extend(chat::declaration_fields(&body, true));
+    for m in &mut payload.messages {
+        closed::fold(m, &Chat::MESSAGE, &Chat::CALL);
+    }
+    let mut eval = scope.check(rail, payload);
+    for m in &mut eval.payload.messages {
+        closed::unfold(m);
+    }
     let mut out = eval.to_json();
+    if !eval.payload.fields.is_empty() {
+        out["payload"]["fields"] = serde_json::to_value(&eval.payload.fields).unwrap_or_default();
+    }
     out["request_id"] = Value::String(scope.request_id().to_string());
     out["caller"] = serde_json::json!({
         "principal": scope.ctx().principal,
