@@ -59,8 +59,8 @@ impl Door {
         }
     }
 
-    /// Its HTTP method and route (trace span names).
-    pub fn route(self) -> (&'static str, &'static str) {
+    /// Its HTTP method and route: where the router serves it, and its trace span's name.
+    pub const fn route(self) -> (&'static str, &'static str) {
         match self {
             Door::Chat => ("POST", "/v1/chat/completions"),
             Door::Responses => ("POST", "/v1/responses"),
@@ -328,6 +328,75 @@ pub trait Codec: Send + Sync + 'static {
     ) -> Option<Vec<u8>> {
         None
     }
+    /// The body for the backend, as the door decides: the caller's own bytes when the rails
+    /// changed nothing and `as_it_came` (no repeated key, no `railyard` options taken out); with
+    /// only replaced contents spliced in when the door can; else written anew from the payload.
+    fn upstream(
+        request: &Self::Request,
+        payload: &Payload,
+        edited: bool,
+        original: &bytes::Bytes,
+        as_it_came: bool,
+    ) -> bytes::Bytes {
+        if !as_it_came {
+            return Self::encode_request(request, payload, edited, original).into();
+        }
+        if !edited {
+            return original.clone();
+        }
+        let spliced = payload
+            .changes
+            .contents_only()
+            .then(|| Self::splice_contents(request, original, payload))
+            .flatten();
+        spliced
+            .unwrap_or_else(|| Self::encode_request(request, payload, edited, original))
+            .into()
+    }
+    /// Read a whole reply: its assistant messages (one per choice), and how it was read (in one
+    /// pass when the door can and the reply has its common shape, else decoded).
+    fn read_whole(bytes: &[u8]) -> Result<(WholeReply<Self::Reply>, Vec<Message>), String> {
+        if let Some(read) = Self::read_reply(bytes) {
+            return Ok((WholeReply::Read(read.spans), read.messages));
+        }
+        decode_whole::<Self>(bytes)
+    }
+    /// The reply for the client written over the backend's own bytes, when the door can: those
+    /// bytes as they came when `unchanged` (no rail changed a message, none has a call to sign)
+    /// and the reply came in the common shape, or with the judged messages written in place.
+    /// `None`: [`Codec::write_whole`] writes it anew.
+    fn write_in_place(
+        bytes: &bytes::Bytes,
+        read: &WholeReply<Self::Reply>,
+        judged: &[Judged],
+        unchanged: bool,
+    ) -> Option<bytes::Bytes> {
+        match read {
+            WholeReply::Decoded { as_it_came, .. } if unchanged && *as_it_came => {
+                Some(bytes.clone())
+            }
+            WholeReply::Decoded { .. } => None,
+            WholeReply::Read(_) if unchanged => Some(bytes.clone()),
+            WholeReply::Read(spans) => Self::splice_reply(bytes, spans, judged).map(Into::into),
+        }
+    }
+    /// The reply for the client written anew, with the judged messages and the `railyard`
+    /// object (a reply read in one pass is decoded again for it).
+    fn write_whole(
+        bytes: &[u8],
+        read: WholeReply<Self::Reply>,
+        judged: Vec<Judged>,
+        railyard: Option<Value>,
+    ) -> Result<Value, String> {
+        let read = match read {
+            WholeReply::Read(_) => decode_whole::<Self>(bytes)?.0,
+            decoded => decoded,
+        };
+        match read {
+            WholeReply::Decoded { reply, .. } => Ok(Self::encode_reply(reply, judged, railyard)),
+            WholeReply::Read(_) => Err("the reply could not be decoded".into()),
+        }
+    }
     /// A whole reply that stands for a refusal (`on_block = "refuse"`).
     fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
     /// A stream codec for this request.
@@ -338,6 +407,33 @@ pub trait Codec: Send + Sync + 'static {
     fn notes(_request: &Self::Request) -> Vec<&'static str> {
         Vec::new()
     }
+}
+
+/// How a whole reply was read (see [`Codec::read_whole`]).
+pub enum WholeReply<R> {
+    /// In one pass: where each message's value sits in the bytes.
+    Read(Vec<std::ops::Range<usize>>),
+    /// Decoded the general way.
+    Decoded {
+        /// The door's reply.
+        reply: R,
+        /// It repeats no key and has no `railyard` key of its own: it may go back as it came.
+        as_it_came: bool,
+    },
+}
+
+/// A whole reply decoded the general way: the door's reply and its messages, and whether it
+/// could go back as it came.
+fn decode_whole<C: Codec + ?Sized>(
+    bytes: &[u8],
+) -> Result<(WholeReply<C::Reply>, Vec<Message>), String> {
+    let (reply, repeats) = match json::parse_noting_repeats(bytes) {
+        Ok((Value::Object(reply), repeats)) => (reply, repeats),
+        _ => return Err("the body is not a JSON object".into()),
+    };
+    let as_it_came = !repeats && !reply.contains_key("railyard");
+    let (reply, messages) = C::decode_reply(reply)?;
+    Ok((WholeReply::Decoded { reply, as_it_came }, messages))
 }
 
 /// Refuse a history whose tool-call arguments repeat a key: parsers differ on which member

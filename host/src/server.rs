@@ -35,6 +35,7 @@ use crate::backend::Backend;
 use crate::codec::chat::Chat;
 use crate::codec::messages::Messages;
 use crate::codec::responses::Responses;
+use crate::codec::Door;
 use crate::config::StartupConfig;
 use crate::metrics::Metrics;
 use crate::policy::chain::Evaluation;
@@ -334,13 +335,14 @@ pub(crate) struct RequestId(pub String);
 /// The router: the doors and the check API, health, and the admin endpoints unless they have a
 /// listener of their own (`[admin] listen`).
 pub fn router(app: Arc<App>, with_admin: bool) -> Router {
+    let path = |door: Door| door.route().1;
     let api = Router::new()
-        .route("/v1/chat/completions", post(proxy::door::<Chat>))
-        .route("/v1/responses", post(proxy::door::<Responses>))
-        .route("/v1/messages", post(proxy::door::<Messages>))
-        .route("/v1/models", get(models::models))
-        .route("/v1/check", post(check::check))
-        .route("/mcp/{name}", any(mcp::door));
+        .route(path(Door::Chat), post(proxy::door::<Chat>))
+        .route(path(Door::Responses), post(proxy::door::<Responses>))
+        .route(path(Door::Messages), post(proxy::door::<Messages>))
+        .route(path(Door::Models), get(models::models))
+        .route(path(Door::Check), post(check::check))
+        .route(path(Door::Mcp), any(mcp::door));
     let mut router = Router::new().merge(api).merge(health());
     if with_admin {
         router = router.merge(admin(app.clone()));
@@ -359,17 +361,24 @@ pub fn admin_router(app: Arc<App>) -> Router {
     finish(Router::new().merge(admin(app.clone())).merge(health()), app)
 }
 
+/// Health and admin paths (the doors' are their routes, `Door::route`).
+const HEALTHZ: &str = "/healthz";
+const READYZ: &str = "/readyz";
+const POLICIES: &str = "/v1/policies";
+const RELOAD: &str = "/v1/admin/reload";
+const METRICS: &str = "/metrics";
+
 fn health() -> Router<Arc<App>> {
     Router::new()
-        .route("/healthz", get(admin::healthz))
-        .route("/readyz", get(admin::readyz))
+        .route(HEALTHZ, get(admin::healthz))
+        .route(READYZ, get(admin::readyz))
 }
 
 fn admin(app: Arc<App>) -> Router<Arc<App>> {
     Router::new()
-        .route("/v1/policies", get(admin::policies))
-        .route("/v1/admin/reload", post(admin::reload))
-        .route("/metrics", get(admin::metrics))
+        .route(POLICIES, get(admin::policies))
+        .route(RELOAD, post(admin::reload))
+        .route(METRICS, get(admin::metrics))
         .layer(axum::middleware::from_fn_with_state(app, require_admin))
 }
 
@@ -409,15 +418,15 @@ async fn not_found(request: Request) -> ApiError {
 
 /// The paths counted under their own name in the request metrics (others: `/mcp`, `other`).
 const ENDPOINTS: [&str; 9] = [
-    "/v1/chat/completions",
-    "/v1/responses",
-    "/v1/messages",
-    "/v1/models",
-    "/v1/check",
-    "/v1/policies",
-    "/healthz",
-    "/readyz",
-    "/metrics",
+    Door::Chat.route().1,
+    Door::Responses.route().1,
+    Door::Messages.route().1,
+    Door::Models.route().1,
+    Door::Check.route().1,
+    POLICIES,
+    HEALTHZ,
+    READYZ,
+    METRICS,
 ];
 
 /// Give every request an id (the caller's `x-request-id` when it is sane), echo it on the

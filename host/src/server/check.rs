@@ -5,8 +5,8 @@
 //! `fields` (answered by path).
 
 use super::error::ApiError;
-use super::ingress::{self, Admitted};
-use super::{App, RequestId, TenantLabel};
+use super::ingress;
+use super::{App, RequestId};
 use crate::codec::chat::{self, Chat};
 use crate::codec::closed::{self, Shape};
 use crate::codec::{Codec, Door};
@@ -35,31 +35,26 @@ pub(crate) async fn check(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let auth = ingress::authorization(&headers, Door::Check);
-    let Admitted { mut scope, permit } = match ingress::admit(
+    ingress::routed(
         &app,
         Door::Check,
         request_id,
-        auth.as_deref(),
-        Some(&headers),
-    ) {
-        Ok(admitted) => admitted,
-        Err(refused) => return ingress::refuse(Door::Check, *refused),
-    };
-    let tenant = TenantLabel(scope.tenant_name().to_string());
-    let mut response = match handle(&mut scope, body).await {
-        Ok(out) => {
-            scope.finish(200, Outcome::Served);
-            super::json_response(StatusCode::OK, out)
-        }
-        Err(error) => {
-            let (status, _, _) = error.parts();
-            scope.finish(status.as_u16(), error.outcome());
-            error.into_response_for(Door::Check)
-        }
-    };
-    response.extensions_mut().insert(tenant);
-    ingress::hold(permit, response)
+        &headers,
+        |mut scope| async move {
+            match handle(&mut scope, body).await {
+                Ok(out) => {
+                    scope.finish(200, Outcome::Served);
+                    super::json_response(StatusCode::OK, out)
+                }
+                Err(error) => {
+                    let (status, _, _) = error.parts();
+                    scope.finish(status.as_u16(), error.outcome());
+                    error.into_response_for(Door::Check)
+                }
+            }
+        },
+    )
+    .await
 }
 
 async fn handle(scope: &mut RequestScope, body: Body) -> Result<Value, ApiError> {

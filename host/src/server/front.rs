@@ -9,6 +9,7 @@ use super::{proxy, App};
 use crate::codec::chat::Chat;
 use crate::codec::messages::Messages;
 use crate::codec::responses::Responses;
+use crate::codec::Door;
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::Response;
@@ -39,31 +40,16 @@ impl Front {
     }
 }
 
-/// A model door.
-#[derive(Clone, Copy)]
-enum Door {
-    Chat,
-    Responses,
-    Messages,
-}
+/// The model doors (each at its route's path, also the name its requests are counted under).
+const DOORS: [Door; 3] = [Door::Chat, Door::Responses, Door::Messages];
 
-/// The model doors' paths (each also the name its requests are counted under).
-const DOORS: [(&str, Door); 3] = [
-    ("/v1/chat/completions", Door::Chat),
-    ("/v1/responses", Door::Responses),
-    ("/v1/messages", Door::Messages),
-];
-
-/// The model door a request is for, if it is a `POST` to one, and its path.
-fn door_of(request: &Request<Incoming>) -> Option<(Door, &'static str)> {
+/// The model door a request is for, if it is a `POST` to one.
+fn door_of(request: &Request<Incoming>) -> Option<Door> {
     if request.method() != Method::POST {
         return None;
     }
     let path = request.uri().path();
-    DOORS
-        .iter()
-        .find(|(p, _)| *p == path)
-        .map(|&(p, door)| (door, p))
+    DOORS.into_iter().find(|d| d.route().1 == path)
 }
 
 impl Service<Request<Incoming>> for Front {
@@ -73,7 +59,7 @@ impl Service<Request<Incoming>> for Front {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         match door_of(&request) {
-            Some((door, endpoint)) => Box::pin(direct(self.app.clone(), door, endpoint, request)),
+            Some(door) => Box::pin(direct(self.app.clone(), door, request)),
             None => Box::pin(self.router.call(request)),
         }
     }
@@ -84,7 +70,6 @@ impl Service<Request<Incoming>> for Front {
 async fn direct(
     app: Arc<App>,
     door: Door,
-    endpoint: &'static str,
     request: Request<Incoming>,
 ) -> Result<Response, Infallible> {
     let (parts, body) = request.into_parts();
@@ -93,8 +78,9 @@ async fn direct(
     let (mut response, tenant) = match door {
         Door::Chat => proxy::handle::<Chat>(&app, id, &parts.headers, body).await,
         Door::Responses => proxy::handle::<Responses>(&app, id, &parts.headers, body).await,
-        Door::Messages => proxy::handle::<Messages>(&app, id, &parts.headers, body).await,
+        // `DOORS` holds no other.
+        _ => proxy::handle::<Messages>(&app, id, &parts.headers, body).await,
     };
-    app.answered(endpoint, echo, &tenant.0, &mut response);
+    app.answered(door.route().1, echo, &tenant.0, &mut response);
     Ok(response)
 }

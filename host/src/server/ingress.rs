@@ -1,12 +1,12 @@
 //! The way in, written once for every door, the check API and gRPC: take the policy snapshot,
 //! open the request's scope (so even a refused request gets its decision record), authenticate
 //! the caller, admit it under its tenant's concurrency limit, and read the body within the
-//! tenant's size limit. The permit travels with the response body and is released when the
+//! tenant's size limit; for the HTTP doors, the whole envelope around a request ([`envelope`]). The permit travels with the response body and is released when the
 //! body ends (a whole stream counts for its whole length).
 
 use super::error::ApiError;
 use super::limits::Permit;
-use super::App;
+use super::{App, TenantLabel};
 use crate::codec::Door;
 use crate::rails::RequestScope;
 use axum::body::Body;
@@ -81,6 +81,51 @@ pub(crate) fn admit(
     }
 }
 
+/// A door's envelope, written once for every HTTP door: authenticate and admit the caller (a
+/// refusal answered in the door's shape, its record written), `serve` the request in its scope
+/// (which finishes it), and send the response with the tenant's permit held. The tenant it was
+/// served for comes back with it, for the request metrics.
+pub(crate) async fn envelope<F, Fut>(
+    app: &Arc<App>,
+    door: Door,
+    request_id: String,
+    headers: &HeaderMap,
+    serve: F,
+) -> (Response, TenantLabel)
+where
+    F: FnOnce(RequestScope) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
+    let auth = authorization(headers, door);
+    match admit(app, door, request_id, auth.as_deref(), Some(headers)) {
+        Ok(Admitted { scope, permit }) => {
+            let tenant = TenantLabel(scope.tenant_name().to_string());
+            (hold(permit, serve(scope).await), tenant)
+        }
+        Err(refused) => {
+            let tenant = TenantLabel(refused.0.record().tenant.clone());
+            (refuse(door, *refused), tenant)
+        }
+    }
+}
+
+/// [`envelope`] for a handler under the router: the tenant rides in the response.
+pub(crate) async fn routed<F, Fut>(
+    app: &Arc<App>,
+    door: Door,
+    request_id: String,
+    headers: &HeaderMap,
+    serve: F,
+) -> Response
+where
+    F: FnOnce(RequestScope) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
+    let (mut response, tenant) = envelope(app, door, request_id, headers, serve).await;
+    response.extensions_mut().insert(tenant);
+    response
+}
+
 /// Read a request body up to the caller's tenant's limit (413 past it).
 pub(crate) async fn read_body(scope: &RequestScope, body: Body) -> Result<Bytes, ApiError> {
     let limit = scope.set().max_body_bytes(scope.ctx().tenant.as_deref());
@@ -103,19 +148,15 @@ pub(crate) async fn read_body(scope: &RequestScope, body: Body) -> Result<Bytes,
 }
 
 /// Answer a refused request on `door`: its record gets the error's status.
-pub(crate) fn refuse(door: Door, refused: Refused) -> Response {
+fn refuse(door: Door, refused: Refused) -> Response {
     let (mut scope, error) = refused;
     let (status, _, _) = error.parts();
     scope.finish(status.as_u16(), error.outcome());
-    let mut response = error.into_response_for(door);
-    response
-        .extensions_mut()
-        .insert(super::TenantLabel(scope.record().tenant.clone()));
-    response
+    error.into_response_for(door)
 }
 
 /// Send `response` with `permit` held until its body has been sent (or dropped).
-pub(crate) fn hold(permit: Option<Permit>, response: Response) -> Response {
+fn hold(permit: Option<Permit>, response: Response) -> Response {
     match permit {
         None => response,
         Some(permit) => response.map(|body| {

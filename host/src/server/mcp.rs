@@ -29,8 +29,8 @@ pub(crate) use history::History;
 pub(crate) use tools::ToolCache;
 
 use super::error::ApiError;
-use super::ingress::{self, Admitted};
-use super::{App, RequestId, TenantLabel};
+use super::ingress;
+use super::{App, RequestId};
 use crate::codec::mcp::{self as codec, Kind};
 use crate::codec::Door;
 use crate::config::McpServer;
@@ -71,17 +71,18 @@ pub(crate) async fn door(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let auth = ingress::authorization(&headers, Door::Mcp);
-    let Admitted { mut scope, permit } =
-        match ingress::admit(&app, Door::Mcp, request_id, auth.as_deref(), Some(&headers)) {
-            Ok(admitted) => admitted,
-            Err(refused) => return ingress::refuse(Door::Mcp, *refused),
-        };
-    scope.set_target(target(&name, method.as_str(), None));
-    let tenant = TenantLabel(scope.tenant_name().to_string());
-    let mut response = serve(app, scope, name, method, headers, body).await;
-    response.extensions_mut().insert(tenant);
-    ingress::hold(permit, response)
+    let (app, headers) = (&app, &headers);
+    ingress::routed(
+        app,
+        Door::Mcp,
+        request_id,
+        headers,
+        |mut scope| async move {
+            scope.set_target(target(&name, method.as_str(), None));
+            serve(app.clone(), scope, name, method, headers.clone(), body).await
+        },
+    )
+    .await
 }
 
 /// The record's target: names as the caller wrote them only when they are shaped like names.

@@ -2,8 +2,8 @@
 //! door, so an unknown caller learns nothing about the backend).
 
 use super::error::ApiError;
-use super::ingress::{self, Admitted};
-use super::{App, RequestId, TenantLabel};
+use super::ingress;
+use super::{App, RequestId};
 use crate::codec::Door;
 use crate::policy::record::Outcome;
 use axum::body::Body;
@@ -19,51 +19,47 @@ pub(crate) async fn models(
     Extension(RequestId(request_id)): Extension<RequestId>,
     headers: HeaderMap,
 ) -> Response {
-    let auth = ingress::authorization(&headers, Door::Models);
-    let Admitted { mut scope, permit } = match ingress::admit(
-        &app,
+    let app = &app;
+    ingress::routed(
+        app,
         Door::Models,
         request_id,
-        auth.as_deref(),
-        Some(&headers),
-    ) {
-        Ok(admitted) => admitted,
-        Err(refused) => return ingress::refuse(Door::Models, *refused),
-    };
-    let tenant = TenantLabel(scope.tenant_name().to_string());
-    let result = async {
-        let response = app.backend.models().await?;
-        let status = response.status();
-        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-        let bytes = app
-            .backend
-            .read_body(response.into_body(), app.backend.timeout())
-            .await?;
-        Ok::<_, ApiError>((status, content_type, bytes))
-    }
-    .await;
-    let mut response = match result {
-        Ok((status, content_type, bytes)) => {
-            let outcome = if status.is_success() {
-                Outcome::Served
-            } else {
-                Outcome::BackendError
-            };
-            scope.finish(status.as_u16(), outcome);
-            let mut r = Response::new(Body::from(bytes));
-            *r.status_mut() = status;
-            if let Some(ct) = content_type {
-                r.headers_mut().insert(header::CONTENT_TYPE, ct);
+        &headers,
+        |mut scope| async move {
+            let result = async {
+                let response = app.backend.models().await?;
+                let status = response.status();
+                let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+                let bytes = app
+                    .backend
+                    .read_body(response.into_body(), app.backend.timeout())
+                    .await?;
+                Ok::<_, ApiError>((status, content_type, bytes))
             }
-            r
-        }
-        Err(error) => {
-            app.metrics().backend_error(error.parts().2);
-            let (status, _, _) = error.parts();
-            scope.finish(status.as_u16(), error.outcome());
-            error.into_response_for(Door::Models)
-        }
-    };
-    response.extensions_mut().insert(tenant);
-    ingress::hold(permit, response)
+            .await;
+            match result {
+                Ok((status, content_type, bytes)) => {
+                    let outcome = if status.is_success() {
+                        Outcome::Served
+                    } else {
+                        Outcome::BackendError
+                    };
+                    scope.finish(status.as_u16(), outcome);
+                    let mut r = Response::new(Body::from(bytes));
+                    *r.status_mut() = status;
+                    if let Some(ct) = content_type {
+                        r.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    r
+                }
+                Err(error) => {
+                    app.metrics().backend_error(error.parts().2);
+                    let (status, _, _) = error.parts();
+                    scope.finish(status.as_u16(), error.outcome());
+                    error.into_response_for(Door::Models)
+                }
+            }
+        },
+    )
+    .await
 }

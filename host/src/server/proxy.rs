@@ -4,11 +4,11 @@
 //! scope, which writes its one decision record.
 
 use super::error::ApiError;
-use super::ingress::{self, Admitted};
+use super::ingress;
 use super::{App, RequestId, TenantLabel};
 use crate::codec::{closed, Codec, Judged, Parsed};
 use crate::config::{OnBlock, UnknownFields};
-use crate::model::{Content, Message, Payload};
+use crate::model::{Content, Payload};
 use crate::policy::record::Outcome;
 use crate::rails::relay::Relay;
 use crate::rails::{Inbound, Refusal, RequestOptions, RequestScope};
@@ -51,34 +51,25 @@ pub(crate) async fn handle<C: Codec>(
     headers: &HeaderMap,
     body: Body,
 ) -> (Response, TenantLabel) {
-    let auth = ingress::authorization(headers, C::DOOR);
-    let Admitted { mut scope, permit } =
-        match ingress::admit(app, C::DOOR, request_id, auth.as_deref(), Some(headers)) {
-            Ok(admitted) => admitted,
-            Err(refused) => {
-                let mut response = ingress::refuse(C::DOOR, *refused);
-                let tenant = response.extensions_mut().remove::<TenantLabel>();
-                return (response, tenant.unwrap_or_default());
+    ingress::envelope(app, C::DOOR, request_id, headers, |mut scope| async move {
+        match serve::<C>(app, &mut scope, headers, body).await {
+            Ok(Served::Whole(response)) => response,
+            Ok(Served::Stream {
+                conversation,
+                request,
+                response,
+            }) => stream::<C>(app, scope, conversation, &request, response),
+            Err(error) => {
+                if matches!(error, ApiError::Backend(_) | ApiError::Upstream { .. }) {
+                    app.metrics().backend_error(error.parts().2);
+                }
+                let (status, _, _) = error.parts();
+                scope.finish(status.as_u16(), error.outcome());
+                error.into_response_for(C::DOOR)
             }
-        };
-    let tenant = TenantLabel(scope.tenant_name().to_string());
-    let response = match serve::<C>(app, &mut scope, headers, body).await {
-        Ok(Served::Whole(response)) => response,
-        Ok(Served::Stream {
-            conversation,
-            request,
-            response,
-        }) => stream::<C>(app, scope, conversation, &request, response),
-        Err(error) => {
-            if matches!(error, ApiError::Backend(_) | ApiError::Upstream { .. }) {
-                app.metrics().backend_error(error.parts().2);
-            }
-            let (status, _, _) = error.parts();
-            scope.finish(status.as_u16(), error.outcome());
-            error.into_response_for(C::DOOR)
         }
-    };
-    (ingress::hold(permit, response), tenant)
+    })
+    .await
 }
 
 /// How far [`serve`] got: a whole answer, or a stream for the relay.
@@ -155,20 +146,7 @@ async fn serve<C: Codec>(
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
-    let upstream = if !as_it_came {
-        Bytes::from(C::encode_request(&request, &conversation, edited, &bytes))
-    } else if !edited {
-        bytes
-    } else {
-        let spliced = conversation
-            .changes
-            .contents_only()
-            .then(|| C::splice_contents(&request, &bytes, &conversation))
-            .flatten();
-        Bytes::from(
-            spliced.unwrap_or_else(|| C::encode_request(&request, &conversation, edited, &bytes)),
-        )
-    };
+    let upstream = C::upstream(&request, &conversation, edited, &bytes, as_it_came);
 
     let started = Instant::now();
     let startup = app.startup();
@@ -230,13 +208,7 @@ async fn serve<C: Codec>(
     }
     // The common shape is read in one pass, its messages found in place; anything else (and a
     // body with repeated keys or our own key, never forwarded as it came) the general way.
-    let (general, spans, messages) = match C::read_reply(&bytes) {
-        Some(read) => (None, read.spans, read.messages),
-        None => {
-            let (reply, messages, as_it_came) = decode_reply::<C>(&bytes)?;
-            (Some((reply, as_it_came)), Vec::new(), messages)
-        }
-    };
+    let (read, messages) = C::read_whole(&bytes).map_err(ApiError::BadBackendResponse)?;
     let mut judged = Vec::with_capacity(messages.len());
     for mut message in messages {
         let had_calls = message.tool_calls.len();
@@ -260,21 +232,11 @@ async fn serve<C: Codec>(
             edited,
         });
     }
-    let as_it_came = general.as_ref().is_none_or(|(_, as_it_came)| *as_it_came);
     // A reply no rail changed (and with no calls, whose ids get signed) goes back as the
     // backend's own bytes; one whose messages changed, with those written in place (when the
     // door can); either with the `railyard` object spliced in when there is one.
-    let unchanged = as_it_came
-        && !scope.reply_edited()
-        && judged.iter().all(|j| j.message.tool_calls.is_empty());
-    let spliced = if unchanged {
-        Some(bytes.clone())
-    } else if general.is_none() {
-        C::splice_reply(&bytes, &spans, &judged).map(Bytes::from)
-    } else {
-        None
-    };
-    if let Some(out) = spliced {
+    let unchanged = !scope.reply_edited() && judged.iter().all(|j| j.message.tool_calls.is_empty());
+    if let Some(out) = C::write_in_place(&bytes, &read, &judged, unchanged) {
         let out = if scope.acted() {
             splice_railyard(&out, &scope.railyard_text())
         } else {
@@ -285,25 +247,11 @@ async fn serve<C: Codec>(
             return Ok(Served::Whole(super::json_bytes(StatusCode::OK, out)));
         }
     }
-    let reply = match general {
-        Some((reply, _)) => reply,
-        // Read in one pass but not written in place (a finish_reason changes): decoded again.
-        None => decode_reply::<C>(&bytes)?.0,
-    };
     let railyard = scope.acted().then(|| scope.railyard());
-    let out = C::encode_reply(reply, judged, railyard);
+    let out =
+        C::write_whole(&bytes, read, judged, railyard).map_err(ApiError::BadBackendResponse)?;
     scope.finish(200, Outcome::Served);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
-}
-
-/// A whole reply decoded the general way: the door's reply, its messages, and whether it could
-/// go back as it came (no repeated key, no `railyard` key of its own).
-fn decode_reply<C: Codec>(bytes: &[u8]) -> Result<(C::Reply, Vec<Message>, bool), ApiError> {
-    let (reply, repeats) = parse_object_noting_repeats(bytes)
-        .map_err(|_| ApiError::BadBackendResponse("the body is not a JSON object".into()))?;
-    let as_it_came = !repeats && !reply.contains_key("railyard");
-    let (reply, messages) = C::decode_reply(reply).map_err(ApiError::BadBackendResponse)?;
-    Ok((reply, messages, as_it_came))
 }
 
 /// `object` (a JSON object's text, holding at least one key) with `"railyard": railyard` (JSON
