@@ -687,3 +687,72 @@ fn a_declarations_own_fields_reach_the_backend_judged() {
     );
     assert_eq!(sent["tools"][0]["cache_control"]["type"], "ephemeral");
 }
+
+/// Issue #46: a Responses reply echoes the request (instructions, metadata, tool declarations)
+/// in its own fields, in a whole reply and in a stream's lifecycle events and final response;
+/// a backend can write anything there. Those fields reach the client judged, whole and streamed
+/// (the OpenAI SDK reading the stream).
+#[test]
+fn a_responses_echo_of_the_request_reaches_the_client_judged() {
+    let said = format!("write to {PII}");
+    let response = |status: &str, output: Value| {
+        json!({"id": "resp_1", "object": "response", "status": status, "model": "m",
+            "instructions": said, "metadata": {"owner": PII}, "output": output,
+            "tools": [{"type": "function", "name": "lookup", "description": said,
+                "parameters": {"type": "object"}}]})
+    };
+    let item = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "status": "completed", "content": [{"type": "output_text", "text": "ok", "annotations": []}]});
+    let backend = MockBackend::start(Script::Json(200, response("completed", json!([item]))));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let request = json!({"model": "m", "input": "hello"});
+    let r = post(d.addr, "/v1/responses", &request);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.contains(PII), "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["instructions"], "write to [EMAIL]", "{body}");
+    assert_eq!(body["metadata"]["owner"], "[EMAIL]", "{body}");
+    assert_eq!(
+        body["tools"][0]["description"], "write to [EMAIL]",
+        "{body}"
+    );
+    assert_eq!(body["output"][0]["content"][0]["text"], "ok", "{body}");
+
+    let events: Vec<String> = [
+        json!({"type": "response.created", "response": response("in_progress", json!([]))}),
+        json!({"type": "response.in_progress", "response": response("in_progress", json!([]))}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress",
+                "content": []}}),
+        json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": "ok"}),
+        json!({"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "text": "ok"}),
+        json!({"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": "ok", "annotations": []}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": response("completed", json!([item]))}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect();
+    backend.set(Script::Sse(events, std::time::Duration::from_millis(1)));
+    let seen = crate::doors::run(
+        "read_stream.py",
+        &[
+            &format!("http://{}/v1", d.addr),
+            "responses",
+            &json!({"model": "m", "input": "hello"}).to_string(),
+        ],
+    );
+    assert!(!seen.to_string().contains(PII), "{seen}");
+    assert_eq!(seen["output_text"], "ok", "{seen}");
+    for at in ["response.created", "response.in_progress", "final"] {
+        let echo = &seen["echo"][at];
+        assert_eq!(echo["instructions"], "write to [EMAIL]", "{at}: {seen}");
+        assert_eq!(echo["metadata"]["owner"], "[EMAIL]", "{at}: {seen}");
+    }
+}

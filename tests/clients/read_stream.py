@@ -1,5 +1,7 @@
 """One streamed reply through a real SDK; prints what a client reads of it as JSON: every text
-the SDK's events carried, by kind, and the SDK's own final message (or the error it raised).
+the SDK's events carried, by kind, and the SDK's own final message (or the error it raised);
+for a Responses stream, also the request echo (instructions, metadata) its lifecycle events and
+final response carry.
 Usage: read_stream.py BASE_URL DOOR REQUEST_JSON, DOOR `responses` (the OpenAI SDK's
 `responses.stream`) or `messages` (the Anthropic SDK's `messages.stream`)."""
 
@@ -22,15 +24,20 @@ try:
         client = openai.OpenAI(base_url=base, api_key="demo-key", max_retries=0)
         request.pop("stream", None)
         with client.responses.stream(**request) as stream:
+            echo = {}
             for e in stream:
+                if e.type in ("response.created", "response.in_progress"):
+                    echo[e.type] = {"instructions": e.response.instructions,
+                                    "metadata": e.response.metadata}
                 if e.type.endswith(".delta") and isinstance(getattr(e, "delta", None), str):
                     add(e.type, e.delta)
                 elif e.type == "response.output_text.annotation.added":
                     add(e.type, json.dumps(e.annotation if isinstance(e.annotation, dict)
                                            else e.annotation.model_dump()))
             final = stream.get_final_response()
+        echo["final"] = {"instructions": final.instructions, "metadata": final.metadata}
         print(json.dumps({"events": seen, "output_text": final.output_text,
-                          "output": [i.model_dump() for i in final.output]}))
+                          "output": [i.model_dump() for i in final.output], "echo": echo}))
     else:
         import anthropic
 

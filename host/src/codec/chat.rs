@@ -234,7 +234,7 @@ impl Codec for Chat {
     fn decode_reply(mut body: Map<String, Value>) -> Result<(ChatReply, Vec<Message>), String> {
         // The reply's own fields a client reads as text ride in its first message, its
         // choices' in theirs, for the output rail to judge with the message (`shape::REPLY`).
-        let top = shape::take_outside(&mut body, &shape::REPLY);
+        let top = super::closed::take_outside(&mut body, &shape::REPLY);
         let Some(Value::Array(choices)) = body.get_mut("choices") else {
             return Err("'choices' is missing or not an array".into());
         };
@@ -253,7 +253,7 @@ impl Codec for Chat {
                 return Err("a message holds a field of Railyard's own name".into());
             }
             if let Some(obj) = choice.as_object_mut() {
-                if let Some(fields) = shape::take_outside(obj, &shape::CHOICE) {
+                if let Some(fields) = super::closed::take_outside(obj, &shape::CHOICE) {
                     message.extra.insert(shape::CHOICE_KEY.into(), fields);
                 }
             }

@@ -355,6 +355,26 @@ pub fn tool_fields_of(tools: &Value, key: &str, shape: &ToolShape) -> Vec<Field>
     out
 }
 
+/// The fields of `object` whose strings the rails must judge (neither mapped nor inert), taken
+/// out of it; `None` when there are none.
+pub fn take_outside(object: &mut Map<String, Value>, shape: &Shape) -> Option<Value> {
+    let keys: Vec<String> = object
+        .iter()
+        .filter(|(k, v)| carries_text(k, v, shape))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let mut out = Map::new();
+    for k in keys {
+        if let Some(v) = object.remove(&k) {
+            out.insert(k, v);
+        }
+    }
+    Some(Value::Object(out))
+}
+
 /// Whether `value` holds a string anywhere.
 pub fn has_text(value: &Value) -> bool {
     match value {

@@ -79,6 +79,56 @@ const TOOL: ToolShape = ToolShape {
     inner: &[],
 };
 
+/// Where a reply's own fields ride in its message, judged as its text.
+const REPLY_KEY: &str = "railyard.reply";
+
+/// A response object's own fields: `output` is mapped; its ids, words and settings are inert;
+/// the rest (what it echoes of the request: instructions, metadata, tool declarations; an
+/// error's message; anything unknown) is judged as the reply's text, in a whole reply and in a
+/// stream's lifecycle events alike.
+pub(crate) const REPLY: Shape = Shape {
+    mapped: &["output"],
+    inert: &[
+        ("id", Inert::Id),
+        ("object", Inert::Word),
+        ("status", Inert::Word),
+        ("model", Inert::Word),
+        ("previous_response_id", Inert::Id),
+        ("tool_choice", Inert::Word),
+        ("tool_choice.type", Inert::Word),
+        ("tool_choice.name", Inert::Word),
+        ("tool_choice.mode", Inert::Word),
+        ("truncation", Inert::Word),
+        ("service_tier", Inert::Word),
+        ("reasoning.effort", Inert::Word),
+        ("reasoning.summary", Inert::Word),
+        ("reasoning.generate_summary", Inert::Word),
+        ("text.format.type", Inert::Word),
+        ("text.format.name", Inert::Word),
+        ("text.verbosity", Inert::Word),
+        ("tools[].type", Inert::Word),
+        ("tools[].name", Inert::Word),
+        ("tools[].server_label", Inert::Word),
+        ("tools[].server_url", Inert::Id),
+        ("tools[].connector_id", Inert::Id),
+        ("tools[].headers.*", Inert::Data),
+        ("tools[].authorization", Inert::Data),
+        ("tools[].require_approval", Inert::Word),
+        ("tools[].vector_store_ids[]", Inert::Id),
+        ("tools[].search_context_size", Inert::Word),
+        ("tools[].environment", Inert::Word),
+        ("conversation.id", Inert::Id),
+        ("prompt.id", Inert::Id),
+        ("prompt.version", Inert::Word),
+        ("prompt_cache_retention", Inert::Word),
+        ("incomplete_details.reason", Inert::Word),
+        ("error.code", Inert::Word),
+        ("include[]", Inert::Word),
+        ("billing.payer", Inert::Word),
+    ],
+    known: &[],
+};
+
 const REQUEST: Shape = Shape {
     mapped: &["input", "instructions", "tools"],
     inert: &[
@@ -698,7 +748,9 @@ impl Codec for Responses {
         })
     }
 
-    fn decode_reply(body: Map<String, Value>) -> Result<(ResponsesReply, Vec<Message>), String> {
+    fn decode_reply(
+        mut body: Map<String, Value>,
+    ) -> Result<(ResponsesReply, Vec<Message>), String> {
         let Some(Value::Array(output)) = body.get("output") else {
             return Err("'output' is missing or not an array".into());
         };
@@ -743,14 +795,21 @@ impl Codec for Responses {
         if !others.is_empty() {
             message.extra.insert(ITEMS.into(), Value::Array(others));
         }
+        // So do the response's own fields that carry text (what it echoes of the request).
+        if let Some(fields) = super::closed::take_outside(&mut body, &REPLY) {
+            message.extra.insert(REPLY_KEY.into(), fields);
+        }
         Ok((ResponsesReply { body }, vec![message]))
     }
 
     fn encode_reply(reply: ResponsesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
         let mut body = reply.body;
-        if let Some(judged) = judged.into_iter().next() {
+        if let Some(mut judged) = judged.into_iter().next() {
             if let Some(output) = body.get_mut("output") {
                 *output = rewrite_output(std::mem::take(output), &judged.message);
+            }
+            if let Some(Value::Object(fields)) = judged.message.extra.remove(REPLY_KEY) {
+                body.extend(fields);
             }
         }
         if let Some(railyard) = railyard {

@@ -4,7 +4,6 @@
 //! OpenAI-compatible servers add (vLLM, DeepSeek, OpenRouter).
 
 use crate::codec::closed::{Inert, Shape, ToolShape};
-use serde_json::{Map, Value};
 
 /// A request's top-level fields.
 pub const REQUEST: Shape = Shape {
@@ -148,26 +147,6 @@ pub const CHOICE: Shape = Shape {
 pub const REPLY_KEY: &str = "railyard.reply";
 /// Where a choice's fields ride in its message.
 pub const CHOICE_KEY: &str = "railyard.choice";
-
-/// The fields of `object` whose strings the rails must judge (neither mapped nor inert), taken
-/// out of it; `None` when there are none.
-pub fn take_outside(object: &mut Map<String, Value>, shape: &Shape) -> Option<Value> {
-    let keys: Vec<String> = object
-        .iter()
-        .filter(|(k, v)| crate::codec::closed::carries_text(k, v, shape))
-        .map(|(k, _)| k.clone())
-        .collect();
-    if keys.is_empty() {
-        return None;
-    }
-    let mut out = Map::new();
-    for k in keys {
-        if let Some(v) = object.remove(&k) {
-            out.insert(k, v);
-        }
-    }
-    Some(Value::Object(out))
-}
 
 /// A streamed chunk's fields that carry no text a client reads (what else a chunk carries, the
 /// relay has the output rail judge before it passes).

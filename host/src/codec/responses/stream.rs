@@ -389,12 +389,6 @@ impl ResponsesStream {
                 }
                 data["item"] = item;
             }
-            "response.created" | "response.in_progress" | "response.queued" => {
-                // The output so far is written by the stream itself, never as the backend said.
-                if let Some(output) = data.get_mut("response").and_then(|r| r.get_mut("output")) {
-                    *output = json!([]);
-                }
-            }
             _ => {}
         }
         self.write(out, data);
@@ -421,6 +415,16 @@ impl ResponsesStream {
         }
         item.insert("status".into(), json!("completed"));
         Value::Object(item)
+    }
+
+    /// A lifecycle event, its response judged (see `decode::lifecycle`): written with an empty
+    /// output, or, for the last one, kept for the end.
+    fn lifecycle(&mut self, kind: String, response: Value, out: &mut Vec<u8>) {
+        if kind == "response.completed" || kind == "response.incomplete" {
+            self.completed = Some(response);
+            return;
+        }
+        self.write(out, json!({"type": kind, "response": response}));
     }
 
     fn completed(&mut self, railyard: Option<Value>, status: &str, out: &mut Vec<u8>) {
@@ -499,7 +503,10 @@ impl StreamCodec for ResponsesStream {
 
     fn encode(&mut self, down: Down, out: &mut Vec<u8>) {
         match down {
-            Down::Pass(frame) => self.pass(frame.data, out),
+            Down::Pass(frame) => match frame.event {
+                Some(kind) => self.lifecycle(kind, frame.data, out),
+                None => self.pass(frame.data, out),
+            },
             Down::Text { part, text, .. } => {
                 if !self.parts.contains_key(&part) {
                     self.open_part(part, out);

@@ -7,6 +7,24 @@ use crate::codec::stream::{Frame, Up};
 use crate::model::{CUSTOM, FUNCTION};
 use serde_json::{Map, Value};
 
+/// A lifecycle event's response object, to be judged as a reply's own fields are, its output
+/// left out (the codec writes it); the event's kind rides as the frame's event name.
+fn lifecycle(kind: String, mut data: Map<String, Value>) -> Up {
+    let mut response = data
+        .remove("response")
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(output) = response.get_mut("output") {
+        *output = Value::Array(Vec::new());
+    }
+    Up::Judge {
+        frame: Frame {
+            event: Some(kind),
+            data: response,
+        },
+        shape: &crate::codec::responses::REPLY,
+    }
+}
+
 /// The text events: their kind, and whether the event ends the part.
 fn text_event(kind: &str) -> Option<(TextKind, bool)> {
     Some(match kind {
@@ -226,27 +244,24 @@ impl ResponsesStream {
                     extra: Map::new(),
                 }]
             }
-            "response.completed" | "response.incomplete" => {
-                self.completed = data.get("response").cloned();
-                vec![
-                    Up::ChoiceEnd {
-                        choice: 0,
-                        finish: None,
-                    },
-                    Up::Done,
-                ]
-            }
+            "response.completed" | "response.incomplete" => vec![
+                Up::ChoiceEnd {
+                    choice: 0,
+                    finish: None,
+                },
+                // What it echoes of the request, judged; the codec writes the event itself at
+                // the end, its output rebuilt from what the client was sent.
+                lifecycle(kind, data),
+                Up::Done,
+            ],
             "response.failed" | "error" => vec![Up::Error(Frame {
                 event: Some(kind),
                 data: Value::Object(data),
             })],
-            // Lifecycle: what they carry is the request as the backend took it, and an output
-            // the codec empties.
+            // Lifecycle: what they carry is the request as the backend took it (judged), and
+            // an output the codec empties.
             "response.created" | "response.in_progress" | "response.queued" => {
-                vec![Up::Pass(Frame {
-                    event: None,
-                    data: Value::Object(data),
-                })]
+                vec![lifecycle(kind, data)]
             }
             // Audio itself carries no text (its transcript streams as a text part).
             "response.audio.delta" | "response.audio.done" => vec![Up::Pass(Frame {
