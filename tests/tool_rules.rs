@@ -155,7 +155,9 @@ fn rule_2_hosted_calls_pass_by_type_streamed_and_not_and_are_never_a_502() {
         .collect();
     assert_eq!(calls.len(), 1, "{}", streamed.body);
     assert_eq!(calls[0]["type"], "web_search");
-    assert_eq!(calls[0]["id"], "ws_1");
+    // Signed like any call the daemon relays.
+    let id = calls[0]["id"].as_str().unwrap();
+    assert!(id.starts_with("ry2_") && model_id(id) == "ws_1", "{id}");
     assert!(calls[0].get("function").is_none(), "{}", calls[0]);
 }
 

@@ -16,7 +16,7 @@
 //! `[server] unknown_fields = "refuse"`, a request naming a field its door does not know is
 //! refused instead (see [`unknown`]).
 
-use crate::model::{Content, Field, Folded, FoldedContent, Leaf, Message, Root, Seg};
+use crate::model::{model_id, Content, Field, Folded, FoldedContent, Leaf, Message, Root, Seg};
 use serde_json::{json, Map, Value};
 
 /// What an inert field's string must look like to go unjudged.
@@ -574,10 +574,12 @@ fn root_mut<'m>(message: &'m mut Message, leaf: &Leaf) -> Option<&'m mut Map<Str
             index,
             function,
         } => {
-            // The call it came from, by its id (a policy may have removed calls before it).
+            // The call it came from, by its id as the model made it (a policy may have removed
+            // calls before it; the daemon has since signed it).
+            let same = |c: &crate::model::ToolCall| model_id(&c.id) == model_id(id);
             let call = match message.tool_calls.get(*index) {
-                Some(c) if &c.id == id => Some(*index),
-                _ => message.tool_calls.iter().position(|c| &c.id == id),
+                Some(c) if same(c) => Some(*index),
+                _ => message.tool_calls.iter().position(same),
             }?;
             let call = &mut message.tool_calls[call];
             Some(if *function {

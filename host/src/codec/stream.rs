@@ -167,6 +167,10 @@ pub struct Frame {
     pub data: Value,
 }
 
+/// Gives a tool call the provider runs the id the daemon signs it with: from its own id and the
+/// tool's name (see `rails::provenance::hosted_signer`).
+pub type HostedSigner = Box<dyn Fn(&str, &str) -> String + Send + Sync>;
+
 /// A door's streaming codec: one per stream, so it can keep what it needs between events
 /// (item ids, block indices, sequence numbers, the judged text of parts).
 pub trait StreamCodec: Send + 'static {
@@ -184,4 +188,8 @@ pub trait StreamCodec: Send + 'static {
     /// event (a request refused before the model answered): the response `id` stands for, and
     /// the `model` asked for. What follows is read by an SDK as a stream of that door.
     fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>);
+    /// Sign the ids of the calls the provider runs that the door passes as they stream, before
+    /// the rails see them whole (Anthropic's server tools), with `signer`. Other doors hold
+    /// every call until the rails sign it.
+    fn sign_hosted(&mut self, _signer: HostedSigner) {}
 }

@@ -74,8 +74,15 @@ fn identity(key: &SigningKey, ts: &str, tenant: &str, id: &str, name: Option<&st
     }
 }
 
+/// The content mac: what was called. A call the provider runs is signed for its tool alone: it
+/// ran before any client could act on it, and a streamed one leaves before its input is whole.
 fn content(key: &SigningKey, ts: &str, tenant: &str, call: &ToolCall, id: &str) -> String {
-    let digest = arguments_digest(&call.arguments);
+    let arguments = if call.is_hosted() {
+        ""
+    } else {
+        &call.arguments
+    };
+    let digest = arguments_digest(arguments);
     mac(
         key,
         &["ry1-call", &key.id, ts, tenant, id, &call.name, &digest],
@@ -335,10 +342,6 @@ pub fn check_history(
     let mut unproven = Vec::new();
     for (m, message) in payload.messages.iter_mut().enumerate() {
         for (c, call) in message.tool_calls.iter_mut().enumerate() {
-            // Hosted tools run at the provider: no result ever comes from the client.
-            if call.is_hosted() {
-                continue;
-            }
             let p = if message.unseen {
                 let (p, name) = verify_unseen(config, tenants, tenant, &call.id, now);
                 if let Some(name) = name {
@@ -372,12 +375,31 @@ pub fn check_history(
     (restored, unproven)
 }
 
-/// Sign every call of a reply the daemon relays.
+/// Sign every call of a reply the daemon relays (a provider's tool a stream signed as it
+/// passed is signed already).
 pub fn sign_reply(config: &ProvenanceConfig, tenant: &str, calls: &mut [ToolCall]) {
     let ts = crate::util::unix_secs();
-    for call in calls.iter_mut().filter(|c| !c.is_hosted()) {
+    for call in calls
+        .iter_mut()
+        .filter(|c| !(c.is_hosted() && SignedId::looks_signed(&c.id)))
+    {
         sign(&config.keys, tenant, call, ts);
     }
+}
+
+/// What signs a provider's tool as a stream passes it (`StreamCodec::sign_hosted`): its id,
+/// for `tenant`, now.
+pub fn hosted_signer(
+    config: &ProvenanceConfig,
+    tenant: &str,
+) -> crate::codec::stream::HostedSigner {
+    let (keys, tenant) = (config.keys.clone(), tenant.to_string());
+    Box::new(move |id: &str, name: &str| {
+        // A hosted call is signed for its tool alone (see `content`).
+        let mut call = ToolCall::hosted(id.to_string(), name.to_string(), Default::default());
+        sign(&keys, &tenant, &mut call, crate::util::unix_secs());
+        call.id
+    })
 }
 
 #[cfg(test)]

@@ -438,12 +438,10 @@ impl<C: StreamCodec> Relay<C> {
             };
             // A call the client already has cannot be taken back: a verdict removing one
             // refuses the reply.
-            let kept = |id: &str| {
-                judged
-                    .tool_calls
-                    .iter()
-                    .any(|c| crate::model::model_id(&c.id) == id)
-            };
+            // Ids as the model made them: a shown call's was signed as it passed, the others'
+            // by the rails.
+            let same = |a: &str, b: &str| crate::model::model_id(a) == crate::model::model_id(b);
+            let kept = |id: &str| judged.tool_calls.iter().any(|c| same(&c.id, id));
             if let Some(gone) = shown_ids.iter().find(|id| !kept(id)) {
                 let reason = format!(
                     "a policy removed call {} after the client had seen it stream",
@@ -451,11 +449,9 @@ impl<C: StreamCodec> Relay<C> {
                 );
                 return self.refused(Rail::ToolCall, "stream", reason).await;
             }
-            judged.tool_calls.retain(|c| {
-                !shown_ids
-                    .iter()
-                    .any(|id| id == crate::model::model_id(&c.id))
-            });
+            judged
+                .tool_calls
+                .retain(|c| !shown_ids.iter().any(|id| same(id, &c.id)));
             if judged.tool_calls.is_empty() && !shown_ids.is_empty() {
                 // Only calls the client has seen: nothing more to send.
                 return self

@@ -381,14 +381,15 @@ fn stream<C: Codec>(
     request: &C::Request,
     response: hyper::Response<hyper::body::Incoming>,
 ) -> Response {
+    use crate::codec::stream::StreamCodec;
     let (tx, rx) = mpsc::channel::<Bytes>(32);
-    let relay = Relay::new(
-        scope,
-        conversation,
-        C::stream(request),
-        tx,
-        app.backend.timeout(),
-    );
+    let mut codec = C::stream(request);
+    let provenance = &scope.set().config().provenance;
+    codec.sign_hosted(crate::rails::provenance::hosted_signer(
+        provenance,
+        scope.tenant_name(),
+    ));
+    let relay = Relay::new(scope, conversation, codec, tx, app.backend.timeout());
     let backend = response
         .into_body()
         .into_data_stream()

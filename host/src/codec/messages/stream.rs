@@ -13,10 +13,10 @@
 use crate::codec::closed::{Inert, Shape};
 use crate::codec::error;
 use crate::codec::sse::{self, SseEvent};
-use crate::codec::stream::{Down, Finish, Frame, Part, StreamCodec, Up, TEXT_LANE};
+use crate::codec::stream::{Down, Finish, Frame, HostedSigner, Part, StreamCodec, Up, TEXT_LANE};
 use crate::model::ToolCall;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A thinking block's part: its index with this bit set.
 const THINKING: Part = 1 << 56;
@@ -72,6 +72,10 @@ pub struct MessagesStream {
     stop: Option<String>,
     /// Whether the stop reason was written.
     ended: bool,
+    /// Signs the provider's tools as they pass (`StreamCodec::sign_hosted`).
+    signer: Option<HostedSigner>,
+    /// Their ids as the backend sent them → as signed (their results name them).
+    signed: HashMap<String, String>,
 }
 
 impl MessagesStream {
@@ -171,6 +175,16 @@ impl StreamCodec for MessagesStream {
         };
         Ok(match kind.as_str() {
             "content_block_start" => {
+                let mut data = data;
+                // A server tool's result answers its call under the id the client was given.
+                let answers = data
+                    .get("content_block")
+                    .and_then(|b| b.get("tool_use_id"))
+                    .and_then(Value::as_str)
+                    .and_then(|id| self.signed.get(id));
+                if let Some(signed) = answers {
+                    data["content_block"]["tool_use_id"] = json!(signed);
+                }
                 let block = data.get("content_block").cloned().unwrap_or_default();
                 match block.get("type").and_then(Value::as_str) {
                     Some("tool_use") => {
@@ -196,7 +210,14 @@ impl StreamCodec for MessagesStream {
                     Some("server_tool_use" | "mcp_tool_use") => {
                         // A tool the provider runs: it passes as it comes (and its result after
                         // it), and is judged with the reply's calls once whole.
-                        if let Some(Ok(call)) = super::call_of(&block) {
+                        if let Some(Ok(mut call)) = super::call_of(&block) {
+                            // Signed now: the client has its id before the rails see it whole.
+                            if let Some(sign) = &self.signer {
+                                let signed = sign(&call.id, &call.name);
+                                data["content_block"]["id"] = json!(signed);
+                                self.signed.insert(call.id.clone(), signed.clone());
+                                call.id = signed;
+                            }
                             self.shown.insert(index, (call, String::new()));
                         }
                         vec![judge(data)]
@@ -318,6 +339,10 @@ impl StreamCodec for MessagesStream {
             "message_start" | "ping" => vec![pass(data)],
             _ => vec![judge(data)],
         })
+    }
+
+    fn sign_hosted(&mut self, signer: HostedSigner) {
+        self.signer = Some(signer);
     }
 
     /// Text blocks are what a client reads as the reply's text.

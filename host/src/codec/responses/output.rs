@@ -100,9 +100,12 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                 if let Some(call) = judged
                     .tool_calls
                     .iter()
-                    .find(|c| c.is_hosted() && c.id == id)
+                    .find(|c| c.is_hosted() && model_id(&c.id) == id)
                 {
-                    out.push(Value::Object(call.extra.clone()));
+                    // Under the id the daemon signed it with.
+                    let mut item = call.extra.clone();
+                    item.insert("id".into(), json!(call.id));
+                    out.push(Value::Object(item));
                 }
             }
             // Every other item (reasoning, MCP listings and approvals) rode in the message as

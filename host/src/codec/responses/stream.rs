@@ -412,6 +412,9 @@ impl ResponsesStream {
             item.insert("arguments".into(), json!(call.arguments));
             item.entry("id")
                 .or_insert_with(|| json!(format!("fc_{}", crate::model::model_id(&call.id))));
+        } else if call.is_hosted() {
+            // Under the id the daemon signed it with.
+            item.insert("id".into(), json!(call.id));
         }
         item.insert("status".into(), json!("completed"));
         Value::Object(item)
