@@ -549,9 +549,9 @@ fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
     let backend = MockBackend::start(Script::Json(200, reply));
     let cfg = bundled_with(&[]);
     let d = Daemon::start(&cfg.path, &backend.url());
-    let r = request(d.addr, "POST", "/v1/messages",
-        &[("x-api-key", "demo-key"), ("anthropic-version", "2023-06-01"), ("Authorization", "")],
-        json!({"model": "m", "max_tokens": 10,
+    let r = post_anthropic(
+        d.addr,
+        &json!({"model": "m", "max_tokens": 10,
             "tools": [{"type": "web_search_20250305", "name": "web_search"}],
             "messages": [
             {"role": "user", "content": [{"type": "document", "source": {"type": "text",
@@ -559,7 +559,8 @@ fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
             {"role": "assistant", "content": [{"type": "thinking", "thinking": mail, "signature": "sig"},
                 {"type": "text", "text": "ok"}]},
             {"role": "user", "content": "go on"}
-        ]}).to_string().as_bytes());
+        ]}),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let sent = String::from_utf8_lossy(&backend.seen()[0].raw).into_owned();
     assert!(!sent.contains(PII), "{sent}");
@@ -667,17 +668,7 @@ fn a_declarations_own_fields_reach_the_backend_judged() {
         {"name": "send_email", "input_schema": {"type": "object"},
          "input_examples": [{"to": PII}], "cache_control": {"type": "ephemeral"}},
     ]});
-    let r = request(
-        d.addr,
-        "POST",
-        "/v1/messages",
-        &[
-            ("x-api-key", "demo-key"),
-            ("anthropic-version", "2023-06-01"),
-            ("Authorization", ""),
-        ],
-        messages.to_string().as_bytes(),
-    );
+    let r = post_anthropic(d.addr, &messages);
     assert_eq!(r.status, 200, "{}", r.body);
     let sent = backend.seen().last().unwrap().body.clone();
     assert!(!sent.to_string().contains(PII), "{sent}");

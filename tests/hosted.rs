@@ -21,17 +21,7 @@ fn daemon(script: Script) -> (Daemon, MockBackend, TempConfig) {
 }
 
 fn anthropic(d: &Daemon, body: &Value) -> Reply {
-    request(
-        d.addr,
-        "POST",
-        "/v1/messages",
-        &[
-            ("x-api-key", "demo-key"),
-            ("anthropic-version", "2023-06-01"),
-            ("Authorization", ""),
-        ],
-        body.to_string().as_bytes(),
-    )
+    post_anthropic(d.addr, body)
 }
 
 fn send_email_tool() -> Value {

@@ -199,6 +199,21 @@ pub fn post(addr: SocketAddr, path: &str, body: &Value) -> Reply {
     )
 }
 
+/// POST JSON to `/v1/messages` as the Anthropic SDK does (the demo key as `x-api-key`).
+pub fn post_anthropic(addr: SocketAddr, body: &Value) -> Reply {
+    request(
+        addr,
+        "POST",
+        "/v1/messages",
+        &[
+            ("x-api-key", "demo-key"),
+            ("anthropic-version", "2023-06-01"),
+            ("Authorization", ""),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
 /// POST JSON presenting `key` as the bearer token (`None`: no Authorization header at all).
 pub fn post_as(addr: SocketAddr, path: &str, key: Option<&str>, body: &Value) -> Reply {
     let auth = key.map(|k| format!("Bearer {k}")).unwrap_or_default();

@@ -220,7 +220,7 @@ fn a_value_split_across_a_streamed_replys_blocks_is_judged_whole_on_the_messages
     let (d, _b, _cfg) = daemon(Script::Sse(anthropic_events(), Duration::ZERO));
     let request = json!({"model": "m", "max_tokens": 50, "stream": true,
         "messages": [{"role": "user", "content": "hi"}]});
-    let raw = request_json(&d, "/v1/messages", &request);
+    let raw = post_anthropic(d.addr, &request);
     assert_eq!(raw.status, 200, "{}", raw.body);
     no_piece_of(&raw.body, PII);
     let read = sdk(&d, "messages", request);
@@ -241,19 +241,6 @@ fn a_value_split_across_a_streamed_replys_blocks_is_judged_whole_on_the_messages
 }
 
 /// A POST with the Anthropic SDK's headers.
-fn request_json(d: &Daemon, path: &str, body: &Value) -> Reply {
-    request(
-        d.addr,
-        "POST",
-        path,
-        &[
-            ("x-api-key", "demo-key"),
-            ("anthropic-version", "2023-06-01"),
-            ("Authorization", ""),
-        ],
-        body.to_string().as_bytes(),
-    )
-}
 
 #[test]
 fn a_value_split_across_a_whole_replys_parts_or_blocks_is_judged_whole() {
@@ -280,9 +267,8 @@ fn a_value_split_across_a_whole_replys_parts_or_blocks_is_judged_whole() {
                 {"type": "text", "text": "e@example.com today."}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
     ));
-    let r = request_json(
-        &d,
-        "/v1/messages",
+    let r = post_anthropic(
+        d.addr,
         &json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
     );
     assert_eq!(r.status, 200, "{}", r.body);

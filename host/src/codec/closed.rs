@@ -619,6 +619,13 @@ mod tests {
     use super::*;
     use crate::model::ToolCall;
 
+    fn by_path(fields: &[Field]) -> Vec<(&str, &str)> {
+        fields
+            .iter()
+            .map(|f| (f.path.as_str(), f.value.as_str()))
+            .collect()
+    }
+
     #[test]
     fn a_declarations_unmapped_strings_are_fields_by_their_place_and_any_key_can_be_inert() {
         const TOOL: ToolShape = ToolShape {
@@ -642,10 +649,7 @@ mod tests {
              "note": {"deep": "two"}, "function": {"name": "b", "strict": true}},
         ]});
         let fields = tool_fields(body.as_object().unwrap(), "tools", &TOOL);
-        let got: Vec<(&str, &str)> = fields
-            .iter()
-            .map(|f| (f.path.as_str(), f.value.as_str()))
-            .collect();
+        let got = by_path(&fields);
         assert_eq!(
             got,
             [
@@ -726,10 +730,7 @@ mod tests {
             "modalities": ["text", "not a word at all"], "audio": {"id": "audio_1"},
             "vendor": {"deep": [{"x": "y"}]}, "temperature": 0.5});
         let fields = fields(body.as_object().unwrap(), &TOP);
-        let got: Vec<(&str, &str)> = fields
-            .iter()
-            .map(|f| (f.path.as_str(), f.value.as_str()))
-            .collect();
+        let got = by_path(&fields);
         assert_eq!(
             got,
             [
