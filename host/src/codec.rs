@@ -335,22 +335,22 @@ pub trait Codec: Send + Sync + 'static {
         request: &Self::Request,
         payload: &Payload,
         edited: bool,
-        original: &bytes::Bytes,
+        original: bytes::Bytes,
         as_it_came: bool,
     ) -> bytes::Bytes {
         if !as_it_came {
-            return Self::encode_request(request, payload, edited, original).into();
+            return Self::encode_request(request, payload, edited, &original).into();
         }
         if !edited {
-            return original.clone();
+            return original;
         }
         let spliced = payload
             .changes
             .contents_only()
-            .then(|| Self::splice_contents(request, original, payload))
+            .then(|| Self::splice_contents(request, &original, payload))
             .flatten();
         spliced
-            .unwrap_or_else(|| Self::encode_request(request, payload, edited, original))
+            .unwrap_or_else(|| Self::encode_request(request, payload, edited, &original))
             .into()
     }
     /// Read a whole reply: its assistant messages (one per choice), and how it was read (in one

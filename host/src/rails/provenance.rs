@@ -164,7 +164,8 @@ pub fn sign(keys: &[SigningKey], tenant: &str, call: &mut ToolCall, ts: u64) {
     let name = carried(&call.name);
     let m1 = identity(key, &ts, tenant, &id, Some(name));
     let m2 = content(key, &ts, tenant, call, &id);
-    let len = name.len().to_string();
+    let mut digits = itoa::Buffer::new();
+    let len = digits.format(name.len());
     let mut signed = String::with_capacity(
         PREFIX.len()
             + key.id.len()
@@ -177,7 +178,7 @@ pub fn sign(keys: &[SigningKey], tenant: &str, call: &mut ToolCall, ts: u64) {
             + 5,
     );
     for part in [
-        PREFIX, &key.id, "_", &ts, "_", &m1, &m2, "_", &len, "_", name, "_", &id,
+        PREFIX, &key.id, "_", &ts, "_", &m1, &m2, "_", len, "_", name, "_", &id,
     ] {
         signed.push_str(part);
     }

@@ -146,7 +146,7 @@ async fn serve<C: Codec>(
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
-    let upstream = C::upstream(&request, &conversation, edited, &bytes, as_it_came);
+    let upstream = C::upstream(&request, &conversation, edited, bytes, as_it_came);
 
     let started = Instant::now();
     let startup = app.startup();
