@@ -109,7 +109,8 @@ pub(crate) fn splice<T>(
     pieces: impl IntoIterator<Item = (std::ops::Range<usize>, T)>,
     mut write: impl FnMut(&mut Vec<u8>, T) -> Option<()>,
 ) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(original.len() + 64);
+    // Room for what grows: a reply's call ids become signed ones (about 100 bytes each).
+    let mut out = Vec::with_capacity(original.len() + 256);
     let mut at = 0;
     for (span, piece) in pieces {
         out.extend_from_slice(original.get(at..span.start)?);
