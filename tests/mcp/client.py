@@ -3,7 +3,8 @@ transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
 or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
-or `prompt:<name>:{json arguments}`. Prints one JSON object:
+or `prompt:<name>:{json arguments}`. Its sampling callback answers with what its "model" was shown, its elicitation callback with
+the message its "user" was shown. Prints one JSON object:
 what each step returned, as the SDK's own objects say it, the session id the upstream issued,
 the content types of the answers, and whether a request in the ended session still works."""
 
@@ -62,8 +63,22 @@ async def main() -> None:
         event_hooks={"response": [on_response]},
         timeout=30,
     )
+    async def sampling(context, params):
+        # The client's "model" answers with what it was shown: the system prompt and the texts.
+        from mcp.types import CreateMessageResult, TextContent
+        shown = [params.system_prompt or ""] + [getattr(m.content, "text", "") for m in params.messages]
+        return CreateMessageResult(role="assistant", model="echo",
+                                   content=TextContent(type="text", text=" | ".join(shown)))
+
+    async def elicitation(context, params):
+        # The "user" accepts, answering with the message it was shown.
+        from mcp.types import ElicitResult
+        return ElicitResult(action="accept", content={"reference": params.message})
+
     try:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode,
+                          sampling_callback=sampling,
+                          elicitation_callback=elicitation) as client:
             seen["protocol"] = client.protocol_version
             for step in steps:
                 if step == "list":

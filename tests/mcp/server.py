@@ -7,7 +7,9 @@ email address and a card number), `issue_refund` (not allowed to every principal
 `web_fetch` (untrusted text), `quarterly_report` (declares an output schema its results do not match: a server out of step
 with its own declaration), `announce_tools` (tells the session its tool list changed).
 
-A resource, `crm://customers/c-17` (a customer's details: an email address and a card number),
+`summarise_ticket` asks the client's model (sampling) to summarise a ticket, and answers with
+what the model was shown; `confirm_contact` asks the user (elicitation), and answers with what
+the user was shown. A resource, `crm://customers/c-17` (a customer's details: an email address and a card number),
 and a prompt, `draft_reply` (a message quoting the customer's address)."""
 
 import sys
@@ -80,6 +82,33 @@ async def announce_tools(ctx: Context) -> str:
     """Tell the session that the tool list changed."""
     await ctx.session.send_tool_list_changed()
     return "announced"
+
+
+@server.tool()
+async def summarise_ticket(ticket: str, ctx: Context) -> str:
+    """Summarise a ticket with the client's model (sampling): the ticket's text goes to it."""
+    from mcp.types import SamplingMessage
+    try:
+        result = await ctx.session.create_message(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=ticket))],
+            max_tokens=50,
+            system_prompt="Summarise for the support team; the reporter is ada.lovelace@example.com.",
+        )
+    except Exception as e:  # the client (or the gateway) declined
+        return f"declined: {e}"
+    return getattr(result.content, "text", "")
+
+
+class Confirm(BaseModel):
+    reference: str
+
+
+@server.tool()
+async def confirm_contact(ctx: Context) -> str:
+    """Ask the user (elicitation) to confirm a contact: answers with what the user was shown."""
+    result = await ctx.elicit(
+        message="Is ada.lovelace@example.com still the right contact?", schema=Confirm)
+    return getattr(getattr(result, "data", None), "reference", "") or result.action
 
 
 @server.resource("crm://customers/c-17", mime_type="text/plain")

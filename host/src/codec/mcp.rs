@@ -14,6 +14,9 @@
 #[cfg(test)]
 mod tests;
 
+pub mod elicitation;
+pub mod sampling;
+
 use crate::model::{Content, Message, Schema, ToolCall, ToolDef, FUNCTION};
 use serde_json::{json, Map, Value};
 

@@ -17,8 +17,12 @@
 //!   prompt's messages: text a client hands its model), as the result of a call named after the
 //!   method, which the session's later calls count as read (`flow`).
 //!
-//! Everything else (initialize, the other lists, notifications, server requests and the
-//! caller's answers to them, GET streams, DELETE) passes through untouched. One decision record per HTTP request.
+//! - a server's requests of the client, on any stream: a sampling request (what the client's
+//!   model will read) through the `input` rail, an elicitation (what its user will read) through
+//!   the `output` rail; refused, the server is answered with the door's error.
+//!
+//! Everything else (initialize, the other lists, notifications, the caller's answers to the
+//! server's requests, DELETE) passes through untouched. One decision record per HTTP request.
 
 mod answer;
 mod headers;

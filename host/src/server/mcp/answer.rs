@@ -15,7 +15,7 @@
 
 use super::{headers, offered, Exchange};
 use crate::backend::BackendError;
-use crate::codec::mcp::{self as codec, Kind};
+use crate::codec::mcp::{self as codec, elicitation, sampling, Kind};
 use crate::codec::sse::{self, SseParser};
 use crate::model::{Payload, Rail, ToolCall, ToolDef, Verdict};
 use crate::policy::record::Outcome;
@@ -305,6 +305,7 @@ async fn pump(
                 }
                 Step::Replace(rewritten) => out.extend_from_slice(rewritten.as_bytes()),
                 Step::Drop => {}
+                Step::Decline(answer) => decline(&ex, answer),
             }
         }
         if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
@@ -329,6 +330,8 @@ enum Step {
     Replace(String),
     /// Left out.
     Drop,
+    /// A server's request refused: left out, and answered to the server with this error.
+    Decline(Value),
 }
 
 /// One SSE block: a tool-list change forgets the cached list; in the answer to a judged
@@ -353,6 +356,13 @@ fn inspect(
         if matches!(codec::kind(message), Kind::Notification { ref method } if method == "notifications/tools/list_changed")
         {
             ex.app.mcp_tools().forget(&ex.key);
+        }
+    }
+    if let Ok(message) = &parsed {
+        if let Kind::Request { method, .. } = codec::kind(message) {
+            if method == sampling::METHOD || method == elicitation::METHOD {
+                return asked(scope, block, message.clone(), &method);
+            }
         }
     }
     if !watch.judges() {
@@ -390,6 +400,72 @@ fn inspect(
         judge(ex, scope, watch, &mut message);
     }
     Step::Replace(sse::replace_data(block, &message.to_string()))
+}
+
+/// A server's request of the client, on any stream, judged before the client sees it: what a
+/// sampling request asks the client's model to read on the input rail, what an elicitation
+/// shows the user on the output rail. Refused, the server gets the door's error.
+fn asked(scope: &mut RequestScope, block: &str, mut message: Value, method: &str) -> Step {
+    let sampling = method == sampling::METHOD;
+    let rail = if sampling { Rail::Input } else { Rail::Output };
+    if !scope.runs(rail) {
+        return Step::Pass;
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return Step::Pass;
+    };
+    let payload = if sampling {
+        sampling::payload(params)
+    } else {
+        elicitation::payload(params)
+    };
+    let eval = scope.check(rail, payload);
+    let refused = match Refusal::from_eval(&eval) {
+        Some(refusal) => refusal.message(),
+        None if eval.verdict == Verdict::Allow => return Step::Pass,
+        None => {
+            let applied = if sampling {
+                sampling::apply(params, &eval.payload)
+            } else {
+                elicitation::apply(params, &eval.payload)
+            };
+            match applied {
+                Ok(()) => return Step::Replace(sse::replace_data(block, &message.to_string())),
+                Err(e) => format!("the server's request could not be passed on: {e}"),
+            }
+        }
+    };
+    Step::Decline(codec::error(
+        &id,
+        codec::POLICY_VIOLATION,
+        &refused,
+        Some(json!({"type": "policy_violation"})),
+    ))
+}
+
+/// Answer a server's request the daemon refused (see [`asked`]), in the caller's session.
+fn decline(ex: &Exchange, answer: Value) {
+    let mut headers = ex.headers.clone();
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let (app, server) = (ex.app.clone(), ex.server.clone());
+    tokio::spawn(async move {
+        let body = Bytes::from(answer.to_string());
+        let sent = app
+            .mcp_upstream()
+            .send(&server, axum::http::Method::POST, headers, body)
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!(server = %server.name, error = %e, "declining a server's request failed");
+        }
+    });
 }
 
 /// Judge `message`, a response in the answer to the watched request, in place: it answers the
