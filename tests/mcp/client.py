@@ -3,7 +3,7 @@ transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
 or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
-or `prompt:<name>:{json arguments}`. Its sampling callback answers with what its "model" was shown, its elicitation callback with
+`prompt:<name>:{json arguments}`, or `resources` / `prompts` (the lists' descriptions). Its sampling callback answers with what its "model" was shown, its elicitation callback with
 the message its "user" was shown. Prints one JSON object:
 what each step returned, as the SDK's own objects say it, the session id the upstream issued,
 the content types of the answers, and whether a request in the ended session still works."""
@@ -87,6 +87,14 @@ async def main() -> None:
                         {"tools": sorted(t.name for t in tools),
                          "output_schemas": sorted(t.name for t in tools if t.output_schema),
                          "descriptions": {t.name: t.description for t in tools}})
+                    continue
+                if step in ("resources", "prompts"):
+                    try:
+                        listed = (await client.list_resources()).resources if step == "resources" \
+                            else (await client.list_prompts()).prompts
+                        seen["steps"].append({"text": "\n".join(i.description or "" for i in listed)})
+                    except MCPError as e:
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
                     continue
                 kind, _, rest = step.partition(":")
                 if kind in ("read", "prompt"):

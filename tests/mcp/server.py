@@ -113,13 +113,13 @@ async def confirm_contact(ctx: Context) -> str:
 
 @server.resource("crm://customers/c-17", mime_type="text/plain")
 def customer_record() -> str:
-    """A customer's record."""
+    """A customer's record (owner: ada.lovelace@example.com)."""
     return "Ada Lovelace, ada.lovelace@example.com, card 4111 1111 1111 1111"
 
 
 @server.prompt()
 def draft_reply(customer_id: str) -> str:
-    """Draft a reply to a customer."""
+    """Draft a reply to a customer (escalations: ada.lovelace@example.com)."""
     return f"Write to customer {customer_id} at ada.lovelace@example.com, card 4111 1111 1111 1111."
 
 

@@ -192,9 +192,16 @@ pub fn rewrite_tools(result: &mut Value, judged: &[ToolDef]) {
     });
 }
 
-/// Requests whose answers reach a model though no tool made them: a resource's contents and a
-/// prompt's messages. Each answer is judged as the result of a call named after its method.
-pub const READS: [&str; 2] = ["resources/read", "prompts/get"];
+/// Requests whose answers reach a model though no tool made them: a resource's contents, a
+/// prompt's messages, and the lists of them a client shows its model or its user (their names
+/// and descriptions). Each answer is judged as the result of a call named after its method.
+pub const READS: [&str; 5] = [
+    "resources/read",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+];
 
 /// A `resources/read` or `prompts/get` request as the call its answer is the result of: named
 /// after the method, its params but `_meta` as the arguments.
