@@ -640,8 +640,9 @@ fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
     }
 }
 
-/// Issue #46: a resource's contents and a prompt's messages (and the lists' descriptions) reach
-/// a model as a tool's result does, so they are judged as results (PII redacted, SSE and JSON answers, the session era and
+/// Issue #46: a resource's contents and a prompt's messages (and the lists' descriptions, and
+/// the completions offered for a prompt's argument) reach a model or a user as a tool's result
+/// does, so they are judged as results (PII redacted, SSE and JSON answers, the session era and
 /// the stateless one), and a read counts for `flow` under its method's name: with
 /// `resources/read` called untrusted, a session's privileged call after it is refused. The
 /// stock client talking to the server directly reads the raw address (the control).
@@ -661,13 +662,14 @@ fn resources_and_prompts_are_judged_as_results() {
         r#"prompt:draft_reply:{"customer_id": "c-17"}"#,
         "resources",
         "prompts",
+        "complete",
         r#"issue_refund:{"order_id": "o-666", "amount": 10}"#,
     ];
     let direct = client(
         &format!("http://127.0.0.1:{}/mcp", up.json),
         "demo-key",
         "legacy",
-        &steps[..4],
+        &steps[..5],
     );
     for step in direct["steps"].as_array().unwrap() {
         assert!(
@@ -694,8 +696,9 @@ fn resources_and_prompts_are_judged_as_results() {
                 "{step}"
             );
         }
-        // The lists' descriptions, which a client shows its model or its user.
-        for step in &got[2..4] {
+        // The lists' descriptions and the completions, which a client shows its model or its
+        // user.
+        for step in &got[2..5] {
             let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
             assert!(
                 text.contains("[EMAIL]") && !text.contains("ada.lovelace@"),
@@ -705,7 +708,7 @@ fn resources_and_prompts_are_judged_as_results() {
         if mode == "legacy" {
             // Only a session has a history (a stateless request belongs to no conversation the
             // door can see).
-            let refund = &got[4]["error"];
+            let refund = &got[5]["error"];
             assert_eq!(refund["code"], -32050, "{server} {mode}: {seen}");
             assert!(
                 refund["message"]

@@ -3,7 +3,8 @@ transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
 or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
-`prompt:<name>:{json arguments}`, or `resources` / `prompts` (the lists' descriptions). Its sampling callback answers with what its "model" was shown, its elicitation callback with
+`prompt:<name>:{json arguments}`, `resources` / `prompts` (the lists' descriptions), or
+`complete` (the completions for draft_reply's argument). Its sampling callback answers with what its "model" was shown, its elicitation callback with
 the message its "user" was shown. Prints one JSON object:
 what each step returned, as the SDK's own objects say it, the session id the upstream issued,
 the content types of the answers, and whether a request in the ended session still works."""
@@ -87,6 +88,15 @@ async def main() -> None:
                         {"tools": sorted(t.name for t in tools),
                          "output_schemas": sorted(t.name for t in tools if t.output_schema),
                          "descriptions": {t.name: t.description for t in tools}})
+                    continue
+                if step == "complete":
+                    from mcp.types import PromptReference
+                    try:
+                        done = await client.complete(PromptReference(type="ref/prompt", name="draft_reply"),
+                                                     {"name": "customer_id", "value": "c"})
+                        seen["steps"].append({"text": "\n".join(done.completion.values)})
+                    except MCPError as e:
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
                     continue
                 if step in ("resources", "prompts"):
                     try:

@@ -10,7 +10,8 @@ with its own declaration), `announce_tools` (tells the session its tool list cha
 `summarise_ticket` asks the client's model (sampling) to summarise a ticket, and answers with
 what the model was shown; `confirm_contact` asks the user (elicitation), and answers with what
 the user was shown. A resource, `crm://customers/c-17` (a customer's details: an email address and a card number),
-and a prompt, `draft_reply` (a message quoting the customer's address)."""
+and a prompt, `draft_reply` (a message quoting the customer's address), with completions for its
+argument (one quoting the address)."""
 
 import sys
 
@@ -121,6 +122,13 @@ def customer_record() -> str:
 def draft_reply(customer_id: str) -> str:
     """Draft a reply to a customer (escalations: ada.lovelace@example.com)."""
     return f"Write to customer {customer_id} at ada.lovelace@example.com, card 4111 1111 1111 1111."
+
+
+@server.completion()
+async def complete_customer(ref, argument, context):
+    """Suggestions for draft_reply's customer: one quotes an address."""
+    from mcp.types import Completion
+    return Completion(values=["c-17", "c-18 (ada.lovelace@example.com)"])
 
 
 async def main() -> None:

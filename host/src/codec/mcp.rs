@@ -193,14 +193,16 @@ pub fn rewrite_tools(result: &mut Value, judged: &[ToolDef]) {
 }
 
 /// Requests whose answers reach a model though no tool made them: a resource's contents, a
-/// prompt's messages, and the lists of them a client shows its model or its user (their names
-/// and descriptions). Each answer is judged as the result of a call named after its method.
-pub const READS: [&str; 5] = [
+/// prompt's messages, the lists of them a client shows its model or its user (their names and
+/// descriptions), and the completions it offers for a prompt's arguments. Each answer is judged
+/// as the result of a call named after its method.
+pub const READS: [&str; 6] = [
     "resources/read",
     "prompts/get",
     "resources/list",
     "resources/templates/list",
     "prompts/list",
+    "completion/complete",
 ];
 
 /// A `resources/read` or `prompts/get` request as the call its answer is the result of: named

@@ -14,14 +14,14 @@
 //!   correct itself); a block is a JSON-RPC error (`-32050`). Neither reaches the upstream.
 //! - its result goes through the `tool_result` rail before the caller (and so the model) sees it;
 //! - so does the answer to a `resources/read` or `prompts/get` (a resource's contents, a
-//!   prompt's messages: text a client hands its model) and to the lists of them (their
-//!   descriptions), as the result of a call named after the method, which the session's later
-//!   calls count as read (`flow`);
+//!   prompt's messages: text a client hands its model), to the lists of them (their
+//!   descriptions) and to a completion (suggestions a client shows its user), as the result of a
+//!   call named after the method, which the session's later calls count as read (`flow`);
 //! - a server's requests of the client, on any stream: a sampling request (what the client's
 //!   model will read) through the `input` rail, an elicitation (what its user will read) through
 //!   the `output` rail; refused, the server is answered with the door's error.
 //!
-//! Everything else (initialize, completions, notifications, the caller's answers to the
+//! Everything else (initialize, notifications, the caller's answers to the
 //! server's requests, DELETE) passes through untouched. One decision record per HTTP request.
 
 mod answer;
