@@ -21,8 +21,8 @@
 //!   model will read) through the `input` rail, an elicitation (what its user will read) through
 //!   the `output` rail; refused, the server is answered with the door's error.
 //!
-//! Everything else (initialize, notifications, the caller's answers to the
-//! server's requests, DELETE) passes through untouched. One decision record per HTTP request.
+//! Everything else (initialize, notifications, the caller's answers to the server's requests,
+//! DELETE) passes through untouched. One decision record per HTTP request.
 
 mod answer;
 mod headers;
