@@ -360,7 +360,12 @@ pub trait Codec: Send + Sync + 'static {
         if let Some(read) = Self::read_reply(bytes) {
             return Ok((WholeReply::Read(read.spans), read.messages));
         }
-        decode_whole::<Self>(bytes)
+        let d = decode_whole::<Self>(bytes)?;
+        let decoded = WholeReply::Decoded {
+            reply: d.reply,
+            as_it_came: d.as_it_came,
+        };
+        Ok((decoded, d.messages))
     }
     /// The reply for the client written over the backend's own bytes, when the door can: those
     /// bytes as they came when `unchanged` (no rail changed a message, none has a call to sign)
@@ -389,14 +394,11 @@ pub trait Codec: Send + Sync + 'static {
         judged: Vec<Judged>,
         railyard: Option<Value>,
     ) -> Result<Value, String> {
-        let read = match read {
-            WholeReply::Read(_) => decode_whole::<Self>(bytes)?.0,
-            decoded => decoded,
+        let reply = match read {
+            WholeReply::Decoded { reply, .. } => reply,
+            WholeReply::Read(_) => decode_whole::<Self>(bytes)?.reply,
         };
-        match read {
-            WholeReply::Decoded { reply, .. } => Ok(Self::encode_reply(reply, judged, railyard)),
-            WholeReply::Read(_) => Err("the reply could not be decoded".into()),
-        }
+        Ok(Self::encode_reply(reply, judged, railyard))
     }
     /// A whole reply that stands for a refusal (`on_block = "refuse"`).
     fn refusal(request: &Self::Request, id: &str, text: &str, railyard: Value) -> Value;
@@ -423,18 +425,26 @@ pub enum WholeReply<R> {
     },
 }
 
-/// A whole reply decoded the general way: the door's reply and its messages, and whether it
-/// could go back as it came.
-fn decode_whole<C: Codec + ?Sized>(
-    bytes: &[u8],
-) -> Result<(WholeReply<C::Reply>, Vec<Message>), String> {
+/// A whole reply decoded the general way.
+struct Decoded<R> {
+    reply: R,
+    messages: Vec<Message>,
+    /// No repeated key and no `railyard` key of its own.
+    as_it_came: bool,
+}
+
+fn decode_whole<C: Codec + ?Sized>(bytes: &[u8]) -> Result<Decoded<C::Reply>, String> {
     let (reply, repeats) = match json::parse_noting_repeats(bytes) {
         Ok((Value::Object(reply), repeats)) => (reply, repeats),
         _ => return Err("the body is not a JSON object".into()),
     };
     let as_it_came = !repeats && !reply.contains_key("railyard");
     let (reply, messages) = C::decode_reply(reply)?;
-    Ok((WholeReply::Decoded { reply, as_it_came }, messages))
+    Ok(Decoded {
+        reply,
+        messages,
+        as_it_came,
+    })
 }
 
 /// Refuse a history whose tool-call arguments repeat a key: parsers differ on which member

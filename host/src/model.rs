@@ -197,7 +197,7 @@ impl<'a> SignedId<'a> {
             let len: usize = len.parse().ok()?;
             let name = tail.get(..len)?;
             let original = tail.get(len..)?.strip_prefix('_')?;
-            (len <= SIGNED_NAME_MAX && carriable_name(name)).then_some(())?;
+            carriable_name(name).then_some(())?;
             (Some(name), original)
         };
         let well_formed = !kid.is_empty()

@@ -39,17 +39,14 @@ pub struct ReadMessages {
     tool_fields: Vec<crate::model::Field>,
 }
 
-/// The strings of the request's declarations the door does not map, as its fields: the
-/// legacy `functions`', and with `tools` (when the body still holds them), the tools'.
-pub(crate) fn declaration_fields(
-    body: &Map<String, Value>,
-    tools: bool,
-) -> Vec<crate::model::Field> {
-    let mut fields = super::closed::tool_fields(body, "functions", &shape::FUNCTION);
-    if tools {
-        fields.extend(super::closed::tool_fields(body, "tools", &shape::TOOL));
-    }
-    fields
+/// The strings of the request's `tools` declarations the door does not map, as its fields.
+pub(crate) fn tool_fields(body: &Map<String, Value>) -> Vec<crate::model::Field> {
+    super::closed::tool_fields(body, "tools", &shape::TOOL)
+}
+
+/// Likewise for the legacy `functions`.
+fn function_fields(body: &Map<String, Value>) -> Vec<crate::model::Field> {
+    super::closed::tool_fields(body, "functions", &shape::FUNCTION)
 }
 
 impl ChatRequest {
@@ -117,8 +114,9 @@ impl Codec for Chat {
         };
         let functions = legacy_functions(&body, &mut payload)?;
         payload.fields = super::closed::fields(&body, &Self::SHAPE);
+        // The tools were read apart (the body holds a null in their place).
         payload.fields.extend(read.tool_fields);
-        payload.fields.extend(declaration_fields(&body, false));
+        payload.fields.extend(function_fields(&body));
         let request = ChatRequest {
             body,
             stream,
@@ -139,7 +137,8 @@ impl Codec for Chat {
         let mut payload = Payload::from_openai_parts(messages, body.get("tools"))?;
         let functions = legacy_functions(&body, &mut payload)?;
         payload.fields = super::closed::fields(&body, &Self::SHAPE);
-        payload.fields.extend(declaration_fields(&body, true));
+        payload.fields.extend(tool_fields(&body));
+        payload.fields.extend(function_fields(&body));
         let request = ChatRequest {
             body,
             stream,

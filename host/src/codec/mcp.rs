@@ -17,6 +17,37 @@ mod tests;
 pub mod elicitation;
 pub mod sampling;
 
+/// A server's request of the client the rails judge before the client sees it: the rail it
+/// passes, how its params become the payload, and how the judged payload goes back into them.
+pub struct Asked {
+    /// The rail.
+    pub rail: crate::model::Rail,
+    /// The params → the payload.
+    pub payload: fn(&Map<String, Value>) -> crate::model::Payload,
+    /// The judged payload → the params.
+    pub apply: fn(&mut Map<String, Value>, &crate::model::Payload) -> Result<(), String>,
+}
+
+/// How the rails judge a server's request `method`, if they do: a sampling request (what the
+/// client's model will read) on the input rail, an elicitation (what its user will read) on the
+/// output rail.
+pub fn asked(method: &str) -> Option<Asked> {
+    use crate::model::Rail;
+    match method {
+        sampling::METHOD => Some(Asked {
+            rail: Rail::Input,
+            payload: sampling::payload,
+            apply: sampling::apply,
+        }),
+        elicitation::METHOD => Some(Asked {
+            rail: Rail::Output,
+            payload: elicitation::payload,
+            apply: elicitation::apply,
+        }),
+        _ => None,
+    }
+}
+
 use crate::model::{Content, Message, Schema, ToolCall, ToolDef, FUNCTION};
 use serde_json::{json, Map, Value};
 

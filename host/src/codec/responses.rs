@@ -533,16 +533,15 @@ fn link_unseen(messages: Vec<Message>) -> Vec<Message> {
             };
             // Results follow their turn: a run of results gets one unseen turn at its head. A
             // run after a turn the request shows is left as it stands, for linkage to judge.
-            let in_run = out.last().is_some_and(|o| o.role == "tool");
-            let head = out.iter().rposition(|o| o.role != "tool");
-            match head.filter(|&i| out[i].unseen) {
-                Some(i) if in_run => out[i].tool_calls.push(call),
-                _ if in_run => {}
-                _ => {
-                    let mut turn = Message::reply(None, vec![call]);
-                    turn.unseen = true;
-                    out.push(turn);
+            if out.last().is_some_and(|o| o.role == "tool") {
+                let head = out.iter().rposition(|o| o.role != "tool");
+                if let Some(i) = head.filter(|&i| out[i].unseen) {
+                    out[i].tool_calls.push(call);
                 }
+            } else {
+                let mut turn = Message::reply(None, vec![call]);
+                turn.unseen = true;
+                out.push(turn);
             }
             shown.insert(id);
         }

@@ -80,13 +80,13 @@ async fn handle(scope: &mut RequestScope, body: Body) -> Result<Value, ApiError>
             ))
         }
     };
-    let mut payload = Payload::from_openai(&Value::Object(body.clone()))
+    let mut payload = Payload::from_openai_parts(body.get("messages").cloned(), body.get("tools"))
         .map_err(|e| ApiError::bad_request(e.to_string(), Some(e.path)))?;
     // Judged as the chat door judges a request (`codec::closed`): a message's text outside its
     // content as part of it, and the body's other strings (top-level keys, declarations' own
     // fields) as its fields.
     payload.fields = closed::fields(&body, &CHECK);
-    payload.fields.extend(chat::declaration_fields(&body, true));
+    payload.fields.extend(chat::tool_fields(&body));
     for m in &mut payload.messages {
         closed::fold(m, &Chat::MESSAGE, &Chat::CALL);
     }

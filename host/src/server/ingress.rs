@@ -1,8 +1,9 @@
 //! The way in, written once for every door, the check API and gRPC: take the policy snapshot,
 //! open the request's scope (so even a refused request gets its decision record), authenticate
 //! the caller, admit it under its tenant's concurrency limit, and read the body within the
-//! tenant's size limit; for the HTTP doors, the whole envelope around a request ([`envelope`]). The permit travels with the response body and is released when the
-//! body ends (a whole stream counts for its whole length).
+//! tenant's size limit; for the HTTP doors, the whole envelope around a request ([`envelope`]).
+//! The permit travels with the response body and is released when the body ends (a whole
+//! stream counts for its whole length).
 
 use super::error::ApiError;
 use super::limits::Permit;

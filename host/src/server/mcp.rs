@@ -427,23 +427,9 @@ async fn declared(
     if let Some(tools) = cache.get(&ex.key) {
         return Ok(tools);
     }
-    let mut headers = ex.headers.clone();
-    headers.insert(
-        "accept",
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    let mut headers = headers::own_message(&ex.headers);
     if ex.routed {
         headers.insert("mcp-method", HeaderValue::from_static("tools/list"));
-        headers.remove("mcp-name");
-        let params: Vec<_> = headers
-            .keys()
-            .filter(|k| k.as_str().starts_with("mcp-param-"))
-            .cloned()
-            .collect();
-        for k in params {
-            headers.remove(k);
-        }
     }
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;

@@ -15,7 +15,7 @@
 
 use super::{headers, offered, Exchange};
 use crate::backend::BackendError;
-use crate::codec::mcp::{self as codec, elicitation, sampling, Kind};
+use crate::codec::mcp::{self as codec, Kind};
 use crate::codec::sse::{self, SseParser};
 use crate::model::{Payload, Rail, ToolCall, ToolDef, Verdict};
 use crate::policy::record::Outcome;
@@ -360,8 +360,8 @@ fn inspect(
     }
     if let Ok(message) = &parsed {
         if let Kind::Request { method, .. } = codec::kind(message) {
-            if method == sampling::METHOD || method == elicitation::METHOD {
-                return asked(scope, block, message.clone(), &method);
+            if let Some(how) = codec::asked(&method) {
+                return asked(scope, block, message.clone(), &how);
             }
         }
     }
@@ -402,59 +402,31 @@ fn inspect(
     Step::Replace(sse::replace_data(block, &message.to_string()))
 }
 
-/// A server's request of the client, on any stream, judged before the client sees it: what a
-/// sampling request asks the client's model to read on the input rail, what an elicitation
-/// shows the user on the output rail. Refused, the server gets the door's error.
-fn asked(scope: &mut RequestScope, block: &str, mut message: Value, method: &str) -> Step {
-    let sampling = method == sampling::METHOD;
-    let rail = if sampling { Rail::Input } else { Rail::Output };
-    if !scope.runs(rail) {
+/// A server's request of the client, on any stream, judged before the client sees it (see
+/// `codec::mcp::asked`). Refused, the server gets the door's error.
+fn asked(scope: &mut RequestScope, block: &str, mut message: Value, how: &codec::Asked) -> Step {
+    if !scope.runs(how.rail) {
         return Step::Pass;
     }
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
         return Step::Pass;
     };
-    let payload = if sampling {
-        sampling::payload(params)
-    } else {
-        elicitation::payload(params)
-    };
-    let eval = scope.check(rail, payload);
+    let eval = scope.check(how.rail, (how.payload)(params));
     let refused = match Refusal::from_eval(&eval) {
         Some(refusal) => refusal.message(),
         None if eval.verdict == Verdict::Allow => return Step::Pass,
-        None => {
-            let applied = if sampling {
-                sampling::apply(params, &eval.payload)
-            } else {
-                elicitation::apply(params, &eval.payload)
-            };
-            match applied {
-                Ok(()) => return Step::Replace(sse::replace_data(block, &message.to_string())),
-                Err(e) => format!("the server's request could not be passed on: {e}"),
-            }
-        }
+        None => match (how.apply)(params, &eval.payload) {
+            Ok(()) => return Step::Replace(sse::replace_data(block, &message.to_string())),
+            Err(e) => format!("the server's request could not be passed on: {e}"),
+        },
     };
-    Step::Decline(codec::error(
-        &id,
-        codec::POLICY_VIOLATION,
-        &refused,
-        Some(json!({"type": "policy_violation"})),
-    ))
+    Step::Decline(violation(&id, &refused, None))
 }
 
 /// Answer a server's request the daemon refused (see [`asked`]), in the caller's session.
 fn decline(ex: &Exchange, answer: Value) {
-    let mut headers = ex.headers.clone();
-    headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let headers = headers::own_message(&ex.headers);
     let (app, server) = (ex.app.clone(), ex.server.clone());
     tokio::spawn(async move {
         let body = Bytes::from(answer.to_string());
@@ -603,12 +575,7 @@ fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message:
         Some(reason) if c.tool => *result = refusal_result(&reason, ex.routed),
         // A read's answer has no error flag a client would heed: it is refused as a whole.
         Some(reason) => {
-            *message = codec::error(
-                &c.id,
-                codec::POLICY_VIOLATION,
-                &reason,
-                Some(json!({"type": "policy_violation", "railyard": decision})),
-            );
+            *message = violation(&c.id, &reason, Some(decision));
             return;
         }
         None => {}
@@ -664,12 +631,17 @@ fn annotate(result: &mut Value, decision: Value) {
 }
 
 fn blocked_error(scope: &RequestScope, id: &Value, refusal: &Refusal) -> Value {
-    codec::error(
-        id,
-        codec::POLICY_VIOLATION,
-        &refusal.message(),
-        Some(json!({"type": "policy_violation", "railyard": scope.railyard()})),
-    )
+    violation(id, &refusal.message(), Some(scope.railyard()))
+}
+
+/// The door's policy error (`-32050`) answering `id`, with the decision when it goes to the
+/// caller (the upstream, answered in the caller's place, is not shown it).
+fn violation(id: &Value, message: &str, railyard: Option<Value>) -> Value {
+    let mut data = json!({"type": "policy_violation"});
+    if let Some(railyard) = railyard {
+        data["railyard"] = railyard;
+    }
+    codec::error(id, codec::POLICY_VIOLATION, message, Some(data))
 }
 
 fn json_answer(status: StatusCode, body: &Value) -> Response {

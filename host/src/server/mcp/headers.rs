@@ -58,6 +58,31 @@ pub fn downstream(upstream: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// The headers of a message the daemon sends the upstream itself in the caller's session (its
+/// own `tools/list`, an answer to a server's request it refused): the caller's upstream headers,
+/// a JSON body that may be answered either way, and none of the caller's request's routing
+/// headers (they describe that request, not this message).
+pub fn own_message(caller: &HeaderMap) -> HeaderMap {
+    let mut headers = caller.clone();
+    headers.insert(
+        "accept",
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    let routing: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| {
+            let k = k.as_str();
+            k == "mcp-method" || k == "mcp-name" || k.starts_with("mcp-param-")
+        })
+        .cloned()
+        .collect();
+    for k in routing {
+        headers.remove(k);
+    }
+    headers
+}
+
 /// Whether the request uses the stateless protocol's routing headers.
 pub fn routed(headers: &HeaderMap) -> bool {
     headers.contains_key("mcp-method")
