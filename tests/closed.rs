@@ -747,3 +747,183 @@ fn a_responses_echo_of_the_request_reaches_the_client_judged() {
         assert_eq!(echo["metadata"]["owner"], "[EMAIL]", "{at}: {seen}");
     }
 }
+
+/// A Responses namespace groups tools under a name the model calls them by (`crm` +
+/// `lookup_order`): its tools are declared, hidden and called as `crm.lookup_order`, so a
+/// namespace's tool is never taken for a top-level tool of the same name, and a tool the tenant
+/// may not call is hidden from inside its namespace. Through the OpenAI SDK, whole and streamed.
+#[test]
+fn a_namespaces_tools_are_judged_by_their_full_names() {
+    let cfg = bundled_with(&[(
+        r#"config = { allow = ["get_time", "lookup_order", "web_search"] }"#,
+        r#"config = { allow = ["get_time", "lookup_order", "web_search", "crm.lookup_order"] }"#,
+    )]);
+    let function = |name: &str| {
+        json!({"type": "function", "name": name,
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}}})
+    };
+    let namespace = |ns: &str| {
+        json!({"type": "namespace", "name": ns, "description": format!("{ns} records of {PII}"),
+            "tools": [function("lookup_order"), function("delete_all")]})
+    };
+    let tools = json!([
+        function("lookup_order"),
+        namespace("crm"),
+        namespace("billing")
+    ]);
+    let call = |ns: &str, name: &str| {
+        json!({"type": "function_call", "id": "fc_1", "call_id": "c1", "name": name,
+            "namespace": ns, "arguments": "{\"order\":\"A1\"}", "status": "completed"})
+    };
+    let response = |output: Value| {
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": output})
+    };
+    let backend = MockBackend::start(Script::Json(
+        200,
+        response(json!([call("crm", "lookup_order")])),
+    ));
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let ask = |request: Value| {
+        crate::doors::run(
+            "one_response.py",
+            &[
+                &format!("http://{}/v1", d.addr),
+                "demo-support-key",
+                &request.to_string(),
+            ],
+        )
+    };
+    let request = json!({"model": "m", "input": "look up A1", "tools": tools});
+
+    // Offered: the top-level tool and crm's allowed one; billing has none left, so it goes.
+    let seen = ask(request.clone());
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert_eq!(
+        sent["tools"],
+        json!([function("lookup_order"), {"type": "namespace", "name": "crm",
+            "description": "crm records of [EMAIL]", "tools": [function("lookup_order")]}]),
+        "{sent}"
+    );
+    // Allowed, the call reaches the client as the model spelled it, its id signed.
+    let got = &seen["output"][0];
+    assert_eq!(got["name"], "lookup_order", "{seen}");
+    assert_eq!(got["namespace"], "crm", "{seen}");
+    assert!(
+        got["call_id"].as_str().unwrap().starts_with("ry2_"),
+        "{seen}"
+    );
+
+    // The same name in another namespace, or a tool hidden inside one, is refused.
+    for (ns, name) in [("billing", "lookup_order"), ("crm", "delete_all")] {
+        backend.set(Script::Json(200, response(json!([call(ns, name)]))));
+        let seen = ask(request.clone());
+        assert!(
+            seen.to_string().contains("allowlist"),
+            "{ns}.{name}: {seen}"
+        );
+        assert!(
+            seen["output"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|i| i["type"] != "function_call"),
+            "{ns}.{name}: {seen}"
+        );
+    }
+
+    // Streamed: the call is named when it is added, and judged by its full name.
+    let stream = |ns: &str| -> Vec<String> {
+        let mut added = call(ns, "delete_all");
+        added["arguments"] = json!("");
+        added["status"] = json!("in_progress");
+        [
+            json!({"type": "response.created", "response": response(json!([]))}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                "output_index": 0, "delta": "{\"order\":\"A1\"}"}),
+            json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+                "output_index": 0, "arguments": "{\"order\":\"A1\"}"}),
+            json!({"type": "response.output_item.done", "output_index": 0,
+                "item": call(ns, "delete_all")}),
+            json!({"type": "response.completed", "response": response(json!([call(ns, "delete_all")]))}),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect()
+    };
+    backend.set(Script::Sse(stream("crm"), std::time::Duration::ZERO));
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let seen = ask(streamed);
+    // The default `on_block_stream` ends the stream with an error event: the SDK raises.
+    assert_eq!(seen["raised"], "APIError", "{seen}");
+    let message = seen["message"].as_str().unwrap();
+    assert!(message.contains("tool call 'crm.delete_all'"), "{seen}");
+
+    // History: a namespaced call goes back to the backend as it was spelled.
+    backend.set(Script::Json(200, response(json!([]))));
+    let signed = got["call_id"].clone();
+    let history = json!({"model": "m", "tools": tools, "input": [
+        {"role": "user", "content": "look up A1"},
+        {"type": "function_call", "call_id": signed, "name": "lookup_order", "namespace": "crm",
+         "arguments": "{\"order\":\"A1\"}"},
+        {"type": "function_call_output", "call_id": signed, "output": "shipped"}]});
+    let seen = ask(history);
+    assert!(seen.get("raised").is_none(), "{seen}");
+    let sent = backend.seen().last().unwrap().body.clone();
+    assert_eq!(sent["input"][1]["name"], "lookup_order", "{sent}");
+    assert_eq!(sent["input"][1]["namespace"], "crm", "{sent}");
+}
+
+/// `unknown_fields = "refuse"` looks inside tool declarations too, on every door, and in the
+/// chat door's tools the daemon keeps read from one request to the next.
+#[test]
+fn unknown_fields_in_declarations_can_be_refused() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let cfg = bundled_with(&[("unknown_fields = \"judge\"", "unknown_fields = \"refuse\"")]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let known = json!({"model": "m", "messages": [user("hi")], "tools": [
+        {"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"},
+         "strict": true}}]});
+    for _ in 0..2 {
+        let r = post(d.addr, "/v1/chat/completions", &known);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let mut unknown = known.clone();
+    unknown["tools"][0]["function"]["x_examples"] = json!(["one"]);
+    let responses = json!({"model": "m", "input": "hi", "tools": [
+        {"type": "function", "name": "a", "parameters": {"type": "object"}, "strict": true},
+        {"type": "namespace", "name": "crm", "description": "d", "tools": [
+            {"type": "function", "name": "b", "x_hint": "h"}]}]});
+    let messages = json!({"model": "m", "max_tokens": 5, "messages": [user("hi")], "tools": [
+        {"name": "a", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}},
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 2, "x_region": "eu"}]});
+    let seen_before = backend.seen().len();
+    for (path, body, field) in [
+        (
+            "/v1/chat/completions",
+            &unknown,
+            "tools[0].function.x_examples",
+        ),
+        (
+            "/v1/chat/completions",
+            &unknown,
+            "tools[0].function.x_examples",
+        ),
+        ("/v1/responses", &responses, "tools[1].tools[0].x_hint"),
+        ("/v1/messages", &messages, "tools[1].x_region"),
+    ] {
+        let r = post(d.addr, path, body);
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains(field), "{path}: {}", r.body);
+    }
+    assert_eq!(
+        backend.seen().len(),
+        seen_before,
+        "none reached the backend"
+    );
+}

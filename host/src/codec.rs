@@ -267,6 +267,19 @@ pub trait Codec: Send + Sync + 'static {
     }
     /// Likewise for a tool call's fields outside what the model maps.
     const CALL: closed::Shape;
+    /// The request's keys holding tool declarations, each with the door's account of them.
+    const DECLARATIONS: &'static [(&'static str, closed::ToolShape)];
+    /// The first key of a tool declaration the door does not know, by its path (for
+    /// `unknown_fields = "refuse"`), in a body [`Codec::parse_request`] read.
+    fn unknown_in_declarations(
+        body: &Map<String, Value>,
+        _decoded: &Self::Decoded,
+    ) -> Option<String> {
+        Self::DECLARATIONS.iter().find_map(|(key, shape)| {
+            body.get(*key)
+                .and_then(|tools| closed::unknown_in_tools(tools, key, shape))
+        })
+    }
 
     /// Read a request body (JSON text): `None` when it is JSON but not an object. `scope` (the
     /// caller's tenant) keys what a codec keeps from one request to the next (chat: the tools

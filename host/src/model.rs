@@ -4,6 +4,7 @@
 //! (`crate::engine::convert`).
 
 use serde_json::{Map, Value};
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,12 +170,12 @@ pub struct SignedId<'a> {
 }
 
 /// Whether a tool's name fits in a signed id: letters, digits, `_` and `-`, as every door's
-/// function names are.
+/// function names are, and `.` (a Responses namespace's tool, `<namespace>.<name>`).
 pub fn carriable_name(name: &str) -> bool {
     name.len() <= SIGNED_NAME_MAX
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
 }
 
 impl<'a> SignedId<'a> {
@@ -309,21 +310,17 @@ pub struct Message {
     pub role: String,
     /// The content; `None` when absent or null.
     pub content: Option<Content>,
-    /// Whether `content` was an explicit `null` (kept so it round-trips).
-    pub content_null: bool,
     /// `name`.
     pub name: Option<String>,
     /// For a tool result: the call it answers.
     pub tool_call_id: Option<String>,
     /// For an assistant message: the calls it made.
     pub tool_calls: Vec<ToolCall>,
-    /// Whether `tool_calls` was present (even if empty), so it round-trips.
-    pub tool_calls_present: bool,
     /// Fields of the wire message the model does not know, re-emitted by the codec that read it.
     pub extra: Map<String, Value>,
-    /// What the codec that read this message needs to write it back where it came from (items
-    /// it does not model, where the message came from); private to that codec.
-    pub wire: Value,
+    /// What the codec that read this message needs to write it back where it came from (where
+    /// in the wire body it was, how it was spelled); that codec's own type, read by no other.
+    pub wire: Wire,
     /// Text from outside the content the codec folded into it for the rails to judge, and how
     /// to put it back (`codec::closed`); private to that codec.
     pub folded: Option<Box<Folded>>,
@@ -331,6 +328,56 @@ pub struct Message {
     /// continuation): its calls are known by the results' ids alone (their names from the ids
     /// the daemon signed). Judged like any turn, never written back.
     pub unseen: bool,
+}
+
+/// A message's round-trip state, of the type its codec chose (`Wire::of`, `Wire::get`): the
+/// model names no door's spelling, and a message made elsewhere (by a policy, by another door)
+/// has none, so each codec writes it in its own default way.
+#[derive(Clone, Default)]
+pub struct Wire(Option<Arc<dyn WireState>>);
+
+/// What a codec's round-trip state must be: comparable (a door's fast and general readings of
+/// one body are checked equal), printable, shareable.
+trait WireState: Any + fmt::Debug + Send + Sync {
+    fn same(&self, other: &dyn WireState) -> bool;
+}
+
+impl<T: Any + fmt::Debug + PartialEq + Send + Sync> WireState for T {
+    fn same(&self, other: &dyn WireState) -> bool {
+        (other as &dyn Any).downcast_ref::<T>() == Some(self)
+    }
+}
+
+impl Wire {
+    /// `state`, kept for the codec whose type it is.
+    pub fn of<T: Any + fmt::Debug + PartialEq + Send + Sync>(state: T) -> Wire {
+        Wire(Some(Arc::new(state)))
+    }
+
+    /// The state, when it is of type `T` (the reading codec's).
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        let state: &dyn Any = self.0.as_deref()?;
+        state.downcast_ref()
+    }
+}
+
+impl PartialEq for Wire {
+    fn eq(&self, other: &Wire) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same(&**b),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Wire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            None => f.write_str("Wire(none)"),
+            Some(state) => state.fmt(f),
+        }
+    }
 }
 
 /// Text a codec folded into a message's content: string leaves of fields outside it.
@@ -347,10 +394,8 @@ pub struct Folded {
 /// A message's content before folding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FoldedContent {
-    /// Absent.
+    /// None (absent or `null`: the codec's round-trip state tells which).
     Absent,
-    /// An explicit `null`.
-    Null,
     /// A string.
     Text,
     /// An array of parts.
@@ -398,14 +443,12 @@ impl Message {
     pub fn new(role: &str, content: Option<Content>) -> Message {
         Message {
             role: role.to_string(),
-            content_null: content.is_none(),
             content,
             name: None,
             tool_call_id: None,
             tool_calls: Vec::new(),
-            tool_calls_present: false,
             extra: Map::new(),
-            wire: Value::Null,
+            wire: Wire::default(),
             folded: None,
             unseen: false,
         }
@@ -414,7 +457,6 @@ impl Message {
     /// An assistant reply.
     pub fn reply(content: Option<Content>, tool_calls: Vec<ToolCall>) -> Message {
         let mut m = Message::new("assistant", content);
-        m.tool_calls_present = !tool_calls.is_empty();
         m.tool_calls = tool_calls;
         m
     }

@@ -35,8 +35,8 @@ pub struct ReadMessages {
     messages: Option<Result<Vec<Message>, PayloadError>>,
     contents: Vec<Option<std::ops::Range<usize>>>,
     tools: Option<read::Tools>,
-    /// The strings of the tools' declarations the door does not map (`shape::TOOL`).
-    tool_fields: Vec<crate::model::Field>,
+    /// What the tools' declarations hold beyond what the door maps (`shape::TOOL`).
+    beyond: read::Beyond,
 }
 
 /// The strings of the request's `tools` declarations the door does not map, as its fields.
@@ -73,7 +73,17 @@ impl Codec for Chat {
     type Decoded = ReadMessages;
 
     const SHAPE: super::closed::Shape = shape::REQUEST;
+    const DECLARATIONS: &'static [(&'static str, super::closed::ToolShape)] =
+        &[("tools", shape::TOOL), ("functions", shape::FUNCTION)];
     const MESSAGE: super::closed::Shape = shape::MESSAGE;
+
+    /// The tools were read apart (the body holds a null in their place), what is unknown in
+    /// them found then.
+    fn unknown_in_declarations(body: &Map<String, Value>, read: &ReadMessages) -> Option<String> {
+        read.beyond.unknown.clone().or_else(|| {
+            super::closed::unknown_in_tools(body.get("functions")?, "functions", &shape::FUNCTION)
+        })
+    }
     const CALL: super::closed::Shape = shape::CALL;
 
     /// The messages are decoded as they are read, each content's place in the body noted.
@@ -87,7 +97,7 @@ impl Codec for Chat {
                 messages: r.messages,
                 contents: r.contents,
                 tools: r.tools,
-                tool_fields: r.tool_fields,
+                beyond: r.beyond,
             },
             repeats: r.repeats,
         }))
@@ -115,7 +125,7 @@ impl Codec for Chat {
         let functions = legacy_functions(&body, &mut payload)?;
         payload.fields = super::closed::fields(&body, &Self::SHAPE);
         // The tools were read apart (the body holds a null in their place).
-        payload.fields.extend(read.tool_fields);
+        payload.fields.extend(read.beyond.fields);
         payload.fields.extend(function_fields(&body));
         let request = ChatRequest {
             body,

@@ -312,6 +312,8 @@ pub struct ToolShape {
     /// Objects inside it whose keys the door reads (chat's `function`, `custom`), each with its
     /// own account.
     pub inner: &'static [(&'static str, Shape)],
+    /// A key holding declarations of the same shape (a Responses namespace's `tools`).
+    pub nested: Option<&'static str>,
 }
 
 /// The string leaves of the declarations in `body[key]` the door neither maps nor holds inert,
@@ -325,10 +327,15 @@ pub fn tool_fields(body: &Map<String, Value>, key: &str, shape: &ToolShape) -> V
 
 /// [`tool_fields`] of the declarations `tools` (a body's `body[key]`).
 pub fn tool_fields_of(tools: &Value, key: &str, shape: &ToolShape) -> Vec<Field> {
-    let Value::Array(tools) = tools else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
+    declarations_fields(tools, &[Seg::Key(key.to_string())], shape, &mut out);
+    out
+}
+
+fn declarations_fields(tools: &Value, at: &[Seg], shape: &ToolShape, out: &mut Vec<Field>) {
+    let Value::Array(tools) = tools else {
+        return;
+    };
     for (i, tool) in tools.iter().enumerate() {
         let Value::Object(obj) = tool else { continue };
         let mut found = Vec::new();
@@ -343,16 +350,50 @@ pub fn tool_fields_of(tools: &Value, key: &str, shape: &ToolShape) -> Vec<Field>
                 }));
             }
         }
+        let mut here = at.to_vec();
+        here.push(Seg::Index(i));
         out.extend(found.into_iter().map(|(path, value)| {
-            let mut full = vec![Seg::Key(key.to_string()), Seg::Index(i)];
+            let mut full = here.clone();
             full.extend(path);
             Field {
                 path: render(&full),
                 value,
             }
         }));
+        if let Some(nested) = shape.nested.and_then(|k| obj.get(k).map(|v| (k, v))) {
+            here.push(Seg::Key(nested.0.to_string()));
+            declarations_fields(nested.1, &here, shape, out);
+        }
     }
-    out
+}
+
+/// The first key of a declaration in `tools` its door does not know, by its path under `key`
+/// (for `unknown_fields = "refuse"`): the declaration's own keys, its inner objects', and those
+/// of the declarations nested in it.
+pub fn unknown_in_tools(tools: &Value, key: &str, shape: &ToolShape) -> Option<String> {
+    let Value::Array(tools) = tools else {
+        return None;
+    };
+    for (i, tool) in tools.iter().enumerate() {
+        let Value::Object(obj) = tool else { continue };
+        if let Some(k) = unknown(obj, &shape.tool) {
+            return Some(format!("{key}[{i}].{k}"));
+        }
+        for (inner, inner_shape) in shape.inner {
+            if let Some(Value::Object(o)) = obj.get(*inner) {
+                if let Some(k) = unknown(o, inner_shape) {
+                    return Some(format!("{key}[{i}].{inner}.{k}"));
+                }
+            }
+        }
+        if let Some(nested) = shape.nested.and_then(|k| obj.get(k).map(|v| (k, v))) {
+            let under = format!("{key}[{i}].{}", nested.0);
+            if let Some(found) = unknown_in_tools(nested.1, &under, shape) {
+                return Some(found);
+            }
+        }
+    }
+    None
 }
 
 /// The fields of `object` whose strings the rails must judge (neither mapped nor inert), taken
@@ -454,7 +495,6 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape) {
         return;
     }
     let (was, mut parts) = match message.content.take() {
-        None if message.content_null => (FoldedContent::Null, Vec::new()),
         None => (FoldedContent::Absent, Vec::new()),
         Some(Content::Text(t)) => (
             FoldedContent::Text,
@@ -487,7 +527,6 @@ pub fn fold(message: &mut Message, shape: &Shape, calls: &Shape) {
         leaves.push(leaf);
     }
     message.content = Some(Content::Parts(Value::Array(parts)));
-    message.content_null = false;
     message.folded = Some(Box::new(Folded { was, own, leaves }));
 }
 
@@ -535,11 +574,6 @@ pub fn unfold(message: &mut Message) -> bool {
     }
     message.content = match was {
         FoldedContent::Absent => {
-            message.content_null = false;
-            (!own_parts.is_empty()).then(|| Content::Parts(Value::Array(own_parts)))
-        }
-        FoldedContent::Null => {
-            message.content_null = own_parts.is_empty();
             (!own_parts.is_empty()).then(|| Content::Parts(Value::Array(own_parts)))
         }
         FoldedContent::Text => match own_parts.as_slice() {
@@ -630,9 +664,9 @@ mod tests {
     fn a_declarations_unmapped_strings_are_fields_by_their_place_and_any_key_can_be_inert() {
         const TOOL: ToolShape = ToolShape {
             tool: Shape {
-                mapped: &["function"],
+                mapped: &["function", "members"],
                 inert: &[("type", Inert::Word), ("headers.*", Inert::Data)],
-                known: &[],
+                known: &["headers"],
             },
             inner: &[(
                 "function",
@@ -642,11 +676,14 @@ mod tests {
                     known: &[],
                 },
             )],
+            nested: Some("members"),
         };
         let body = json!({"tools": [
             {"type": "function", "function": {"name": "a", "description": "d", "x": ["one"]}},
             {"type": "a sentence, not a word", "headers": {"Authorization": "Bearer s3cret"},
              "note": {"deep": "two"}, "function": {"name": "b", "strict": true}},
+            {"type": "group", "members": [{"type": "function", "function": {"name": "c"}},
+                                         {"type": "function", "hint": "three"}]},
         ]});
         let fields = tool_fields(body.as_object().unwrap(), "tools", &TOOL);
         let got = by_path(&fields);
@@ -656,7 +693,26 @@ mod tests {
                 ("tools[0].function.x[0]", "one"),
                 ("tools[1].type", "a sentence, not a word"),
                 ("tools[1].note.deep", "two"),
+                ("tools[2].members[1].hint", "three"),
             ]
+        );
+        // Refusing unknown keys looks at every level a declaration has.
+        let refused = |tools: Value| unknown_in_tools(&tools, "tools", &TOOL);
+        assert_eq!(
+            refused(body["tools"].clone()).as_deref(),
+            Some("tools[0].function.x")
+        );
+        assert_eq!(
+            refused(json!([{"type": "function", "note": 1}])).as_deref(),
+            Some("tools[0].note")
+        );
+        assert_eq!(
+            refused(json!([body["tools"][2].clone()])).as_deref(),
+            Some("tools[0].members[1].hint")
+        );
+        assert_eq!(
+            refused(json!([{"type": "function", "headers": {}, "function": {"name": "a"}}])),
+            None
         );
         let mut written = body.as_object().unwrap().clone();
         write_field(

@@ -27,7 +27,7 @@ mod stream;
 use super::closed::{Inert, Shape, ToolShape};
 use super::{stream_flag, Codec, Door, Judged, Route};
 use crate::model::{
-    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION, MCP,
+    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, Wire, FUNCTION, MCP,
 };
 use blocks::{encode_blocks, rewrite_content};
 use serde_json::{json, Map, Value};
@@ -36,10 +36,10 @@ pub use stream::MessagesStream;
 /// The Messages door.
 pub struct Messages;
 
-/// A request's top-level fields (`codec::closed`), from Anthropic's SDK types.
 /// A `tools` declaration: its name, description and `input_schema` are mapped; the words of
-/// server tools' settings are inert; every other string (`input_examples`, an unknown field) is
-/// the request's field.
+/// server tools' settings are inert; every other string (`input_examples`, a pinned MCP
+/// listing's descriptions, an unknown field) is the request's field. The keys are those of the
+/// Anthropic SDK's tool types (2.12, beta included).
 const TOOL: ToolShape = ToolShape {
     tool: Shape {
         mapped: &["name", "description", "input_schema"],
@@ -54,12 +54,38 @@ const TOOL: ToolShape = ToolShape {
             ("user_location.type", Inert::Word),
             ("user_location.country", Inert::Word),
             ("user_location.timezone", Inert::Word),
+            ("response_inclusion", Inert::Word),
+            ("model", Inert::Word),
+            ("caching.type", Inert::Word),
+            ("caching.ttl", Inert::Word),
         ],
-        known: &[],
+        known: &[
+            "cache_control",
+            "citations",
+            "configs",
+            "default_config",
+            "defer_loading",
+            "display_height_px",
+            "display_number",
+            "display_width_px",
+            "eager_input_streaming",
+            "enable_zoom",
+            "input_examples",
+            "max_characters",
+            "max_content_tokens",
+            "max_tokens",
+            "max_uses",
+            "strict",
+            "tools",
+            "url_sources",
+            "use_cache",
+        ],
     },
     inner: &[],
+    nested: None,
 };
 
+/// A request's top-level fields (`codec::closed`), from Anthropic's SDK types.
 const REQUEST: Shape = Shape {
     mapped: &["messages", "system", "tools"],
     inert: &[
@@ -233,12 +259,32 @@ pub struct MessagesReply {
     body: Map<String, Value>,
 }
 
-fn origin(message: &Message) -> Option<u64> {
-    message.wire.get("message").and_then(Value::as_u64)
+/// Where in the body a message came from, to be written back there (the message's `wire`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    /// `system`.
+    System,
+    /// `messages[i]` with a string content, or a user's tool result in it.
+    Message(usize),
+    /// `messages[i]`'s blocks (other than a user's tool results).
+    Blocks(usize),
+    /// A server tool's result in the assistant's `messages[i]`.
+    Server(usize),
+}
+
+fn from(message: &Message) -> Option<From> {
+    message.wire.get().copied()
+}
+
+fn origin(message: &Message) -> Option<usize> {
+    match from(message)? {
+        From::System => None,
+        From::Message(i) | From::Blocks(i) | From::Server(i) => Some(i),
+    }
 }
 
 fn is_system(message: &Message) -> bool {
-    message.wire.get("system").is_some()
+    from(message) == Some(From::System)
 }
 
 fn blocks_of(value: Option<&Value>, path: &str) -> Result<Vec<Value>, PayloadError> {
@@ -265,7 +311,7 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
     let mut extra = obj.clone();
     extra.remove("role");
     let content = extra.remove("content");
-    let wire = json!({"message": i});
+    let wire = Wire::of(From::Message(i));
     if let Some(Value::String(text)) = &content {
         let mut m = Message::new(role, Some(Content::Text(text.clone())));
         m.extra = extra;
@@ -308,9 +354,8 @@ fn decode_message(i: usize, raw: &Value, out: &mut Vec<Message>) -> Result<(), P
     }
     if no_blocks || !rest.is_empty() || role != "user" {
         let mut m = Message::new(role, Some(Content::Parts(Value::Array(rest))));
-        m.content_null = false;
         m.extra = extra;
-        m.wire = json!({"message": i, "before": true});
+        m.wire = Wire::of(From::Blocks(i));
         out.push(m);
     }
     Ok(())
@@ -346,8 +391,6 @@ fn decode_turns(
         let content =
             (!turn.text.is_empty() || empty).then(|| Content::Parts(Value::Array(turn.text)));
         let mut m = Message::new("assistant", content);
-        m.content_null = false;
-        m.tool_calls_present = !turn.calls.is_empty();
         m.tool_calls = turn.calls;
         // The wire message's own keys ride on its first turn.
         m.extra = extra.take().unwrap_or_default();
@@ -356,7 +399,7 @@ fn decode_turns(
         if !turn.before.is_empty() {
             m.extra.insert(BEFORE.into(), Value::Array(turn.before));
         }
-        m.wire = json!({"message": i, "before": true});
+        m.wire = Wire::of(From::Blocks(i));
         out.push(m);
     };
     for (k, block) in blocks.into_iter().enumerate() {
@@ -378,7 +421,7 @@ fn decode_turns(
             let mut m = Message::new("tool", Some(Content::Parts(json!([]))));
             m.tool_call_id = id;
             m.extra = b;
-            m.wire = json!({"message": i, "server": true});
+            m.wire = Wire::of(From::Server(i));
             out.push(m);
         } else if kind == "text" {
             if !turn.calls.is_empty() {
@@ -398,7 +441,7 @@ fn decode_turns(
 
 /// Whether a tool result is a server tool's, from an assistant message.
 fn server_result(m: &Message) -> bool {
-    m.role == "tool" && m.wire.get("server").is_some()
+    m.role == "tool" && matches!(from(m), Some(From::Server(_)))
 }
 
 fn wire_role(m: &Message) -> &str {
@@ -423,6 +466,7 @@ impl Codec for Messages {
     const SHAPE: Shape = REQUEST;
     const MESSAGE: Shape = MESSAGE;
     const CALL: Shape = CALL;
+    const DECLARATIONS: &'static [(&'static str, ToolShape)] = &[("tools", TOOL)];
 
     fn own_shape(message: &Message) -> Option<&'static Shape> {
         server_result(message).then_some(&RESULT)
@@ -448,12 +492,12 @@ impl Codec for Messages {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
                 let mut m = Message::new("system", Some(Content::Text(s.clone())));
-                m.wire = json!({"system": true});
+                m.wire = Wire::of(From::System);
                 messages.push(m);
             }
             Some(Value::Array(blocks)) => {
                 let mut m = Message::new("system", Some(Content::Parts(json!(blocks))));
-                m.wire = json!({"system": true});
+                m.wire = Wire::of(From::System);
                 messages.push(m);
             }
             Some(_) => return Err(PayloadError::new("system", "must be a string or blocks")),
@@ -557,7 +601,7 @@ impl Codec for Messages {
                 && group[0].role != "tool"
                 && matches!(group[0].content, Some(Content::Text(_)))
                 && group[0].tool_calls.is_empty()
-                && group[0].wire.get("before").is_none();
+                && !matches!(from(group[0]), Some(From::Blocks(_)));
             let content = match (&group[0].content, single_text) {
                 (Some(Content::Text(t)), true) => json!(t),
                 _ => encode_blocks(group),

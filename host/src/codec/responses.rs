@@ -23,7 +23,9 @@ mod stream;
 
 use super::closed::{Inert, Shape, ToolShape};
 use super::{opt_string, stream_flag, Codec, Door, Judged, Route};
-use crate::model::{Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, FUNCTION};
+use crate::model::{
+    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, Wire, FUNCTION,
+};
 use output::rewrite_output;
 pub(crate) use output::{message_item, response_object};
 use serde_json::{json, Map, Value};
@@ -32,15 +34,15 @@ pub use stream::ResponsesStream;
 /// The Responses door.
 pub struct Responses;
 
-/// A request's top-level fields (`codec::closed`), from OpenAI's API reference (openapi.json
-/// 2.3.0).
 /// A `tools` declaration: a function's or custom tool's name, description and parameters are
-/// mapped (a hosted tool's description too); the words and ids of hosted tools' settings are
-/// inert, and an MCP server's credentials (`headers`, `authorization`) opaque; every other
-/// string (an MCP server's description, a grammar, an unknown field) is the request's field.
+/// mapped (a hosted tool's description too), and a namespace's tools are declarations of their
+/// own; the words and ids of hosted tools' settings are inert, and an MCP server's credentials
+/// (`headers`, `authorization`) opaque; every other string (an MCP server's description, a
+/// grammar, an unknown field) is the request's field. The keys are those of the OpenAI SDK's
+/// tool types (3.54).
 const TOOL: ToolShape = ToolShape {
     tool: Shape {
-        mapped: &["name", "description", "parameters"],
+        mapped: &["name", "description", "parameters", NAMESPACE_TOOLS],
         inert: &[
             ("type", Inert::Word),
             ("format.type", Inert::Word),
@@ -73,11 +75,41 @@ const TOOL: ToolShape = ToolShape {
             ("background", Inert::Word),
             ("moderation", Inert::Word),
             ("input_fidelity", Inert::Word),
+            ("allowed_callers[]", Inert::Word),
+            ("tunnel_id", Inert::Id),
+            ("execution", Inert::Word),
+            ("search_content_types[]", Inert::Word),
         ],
-        known: &[],
+        known: &[
+            "action",
+            "async",
+            "complexity",
+            "defer_loading",
+            "display_height",
+            "display_width",
+            "external_web_access",
+            "filters",
+            "format",
+            "frame_count",
+            "frame_duration_ms",
+            "input_image_mask",
+            "max_num_results",
+            "output_compression",
+            "output_schema",
+            "partial_images",
+            "ranking_options",
+            "server_description",
+            "strict",
+            "svg",
+            "user_location",
+        ],
     },
     inner: &[],
+    nested: Some(NAMESPACE_TOOLS),
 };
+
+/// Where a namespace declares its tools.
+const NAMESPACE_TOOLS: &str = "tools";
 
 /// Where a reply's own fields ride in its message, judged as its text.
 const REPLY_KEY: &str = "railyard.reply";
@@ -216,8 +248,17 @@ const ITEM: Shape = Shape {
         ("results[].file_id", Inert::Id),
         ("error.type", Inert::Word),
         ("error.code", Inert::Word),
+        // A call's (or its output's) namespace, name and caller; a message's phase.
+        ("namespace", Inert::Word),
+        ("name", Inert::Word),
+        ("caller.type", Inert::Word),
+        ("caller.caller_id", Inert::Id),
+        ("created_by", Inert::Id),
+        ("phase", Inert::Word),
     ],
     known: &[
+        "async",
+        "max_output_length",
         "type",
         "id",
         "status",
@@ -245,17 +286,20 @@ pub struct ResponsesReply {
     body: Map<String, Value>,
 }
 
-/// Where a model message came from.
-const FROM_INSTRUCTIONS: &str = "instructions";
-const FROM_INPUT_STRING: &str = "input";
-const FROM_CALLS: &str = "function_call";
-
-fn wire(from: Option<&str>) -> Value {
-    let mut w = Map::new();
-    if let Some(from) = from {
-        w.insert("from".into(), json!(from));
-    }
-    Value::Object(w)
+/// Where a message came from, when not from an input item of its own kind (a message, a
+/// `function_call_output`): the message's `wire`, to write it back there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum From {
+    /// `instructions`.
+    Instructions,
+    /// `input` as a string.
+    InputString,
+    /// Call items, joined into a turn.
+    Calls,
+    /// What a hosted call returned (written back inside its call's item, in the turn before).
+    Hosted,
+    /// An item of this type answering a call the client ran (`custom_tool_call_output`, ...).
+    Output(String),
 }
 
 /// Items before `m` the model does not map (reasoning, hosted calls, MCP items) ride in it,
@@ -266,8 +310,16 @@ fn attach(m: &mut Message, attached: Vec<Value>) {
     }
 }
 
-fn from(message: &Message) -> Option<&str> {
-    message.wire.get("from").and_then(Value::as_str)
+fn from(message: &Message) -> Option<&From> {
+    message.wire.get()
+}
+
+/// The item type of a result that is not a `function_call_output`.
+fn output_type(message: &Message) -> Option<&str> {
+    match from(message)? {
+        From::Output(t) => Some(t),
+        _ => None,
+    }
 }
 
 /// The kind of hosted call an output item type names (`web_search_call` → `web_search`); a
@@ -319,7 +371,7 @@ pub(crate) fn custom_call(item: &Map<String, Value>) -> ToolCall {
     };
     let (id, name, input) = (take("call_id"), take("name"), take("input"));
     extra.remove("type");
-    let mut call = ToolCall::custom(id, name, input);
+    let mut call = ToolCall::custom(id, namespaced(name, &extra), input);
     call.extra = extra;
     call
 }
@@ -329,13 +381,10 @@ pub(crate) fn custom_item(call: &ToolCall) -> Value {
     let mut item = call.extra.clone();
     item.insert("type".into(), json!("custom_tool_call"));
     item.insert("call_id".into(), json!(call.id));
-    item.insert("name".into(), json!(call.name));
+    item.insert("name".into(), json!(item_name(call)));
     item.insert("input".into(), json!(call.arguments));
     Value::Object(item)
 }
-
-/// Where a tool result came from, when not a `function_call_output`: its item type.
-const OUTPUT_TYPE: &str = "output";
 
 /// Items that answer a call the client ran: their `call_id` (or `id`) is the call's.
 fn is_output(kind: &str) -> bool {
@@ -365,53 +414,182 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
     let tools = tools
         .as_array()
         .ok_or_else(|| PayloadError::new("tools", "must be an array of tools"))?;
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, t) in tools.iter().enumerate() {
+        let path = format!("tools[{i}]");
+        if t.get("type").and_then(Value::as_str) != Some(NAMESPACE) {
+            out.push(decode_tool(t, &path, None)?);
+            continue;
+        }
+        // A namespace's tools are declared each on its own, named `<namespace>.<tool>` as
+        // their calls are (`namespaced`); the namespace itself is not a tool.
+        let ns = t
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| PayloadError::new(format!("{path}.name"), "is required"))?;
+        let members = t
+            .get(NAMESPACE_TOOLS)
+            .and_then(Value::as_array)
+            .ok_or_else(|| PayloadError::new(format!("{path}.tools"), "must be an array"))?;
+        for (j, m) in members.iter().enumerate() {
+            let mpath = format!("{path}.tools[{j}]");
+            let kind = m.get("type").and_then(Value::as_str);
+            if !matches!(kind, Some(FUNCTION | crate::model::CUSTOM)) {
+                return Err(PayloadError::new(
+                    format!("{mpath}.type"),
+                    "must be \"function\" or \"custom\" in a namespace",
+                ));
+            }
+            out.push(decode_tool(m, &mpath, Some(ns))?);
+        }
+    }
+    Ok(out)
+}
+
+/// A declaration that is not a namespace; in namespace `ns`, named as its calls are.
+fn decode_tool(t: &Value, path: &str, ns: Option<&str>) -> Result<ToolDef, PayloadError> {
+    let kind = t
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
+    if kind == crate::model::MCP {
+        // An MCP server's tools, called as `mcp__<server>__<tool>`.
+        let server = t.get("server_label").and_then(Value::as_str).unwrap_or("");
+        let name = crate::model::mcp_toolset(server);
+        return Ok(ToolDef::declared(kind, Some(&name), None, None));
+    }
+    let name = t.get("name").and_then(Value::as_str);
+    let description = t.get("description").and_then(Value::as_str);
+    let in_ns = |name: &str| ns.map_or_else(|| name.to_string(), |ns| format!("{ns}.{name}"));
+    if kind != FUNCTION {
+        let kind = kind.strip_suffix("_preview").unwrap_or(kind);
+        let name = name.map(in_ns);
+        return Ok(ToolDef::declared(kind, name.as_deref(), description, None));
+    }
+    let name = name.ok_or_else(|| {
+        PayloadError::new(format!("{path}.name"), "is required and must be a string")
+    })?;
+    Ok(ToolDef::declared(
+        FUNCTION,
+        Some(&in_ns(name)),
+        description,
+        t.get("parameters").filter(|p| !p.is_null()).map(Schema::of),
+    ))
+}
+
+/// A namespace declaration, and where it declares its tools.
+const NAMESPACE: &str = "namespace";
+
+/// A namespace's description, which is no tool's (its tools are the declarations), as a field
+/// of the request.
+fn namespace_descriptions(body: &Map<String, Value>) -> Vec<crate::model::Field> {
+    let Some(Value::Array(tools)) = body.get("tools") else {
+        return Vec::new();
+    };
+    let is_namespace = |t: &Value| t.get("type").and_then(Value::as_str) == Some(NAMESPACE);
     tools
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            let path = format!("tools[{i}]");
-            let kind = t
-                .get("type")
-                .and_then(Value::as_str)
-                .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
-            if kind == crate::model::MCP {
-                // An MCP server's tools, called as `mcp__<server>__<tool>`.
-                let server = t.get("server_label").and_then(Value::as_str).unwrap_or("");
-                let name = crate::model::mcp_toolset(server);
-                return Ok(ToolDef::declared(kind, Some(&name), None, None));
-            }
-            if kind != FUNCTION {
-                let kind = kind.strip_suffix("_preview").unwrap_or(kind);
-                let name = t.get("name").and_then(Value::as_str);
-                let description = t.get("description").and_then(Value::as_str);
-                return Ok(ToolDef::declared(kind, name, description, None));
-            }
-            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
-                PayloadError::new(format!("{path}.name"), "is required and must be a string")
-            })?;
-            Ok(ToolDef::declared(
-                FUNCTION,
-                Some(name),
-                t.get("description").and_then(Value::as_str),
-                t.get("parameters").filter(|p| !p.is_null()).map(Schema::of),
-            ))
+        .filter(|(_, t)| is_namespace(t))
+        .filter_map(|(i, t)| {
+            Some(crate::model::Field {
+                path: format!("tools[{i}].description"),
+                value: t.get("description")?.as_str()?.to_string(),
+            })
         })
         .collect()
 }
 
-/// Where a hosted call's result came from (its call's item, in the message before).
-const FROM_HOSTED: &str = "hosted";
+/// A call's name as the rails know it: in a namespace, `<namespace>.<name>` (a function's name
+/// cannot hold a `.`, so no top-level tool can pose as a namespace's, nor one namespace's tool
+/// as another's). `item` holds the call's other fields, `namespace` among them.
+fn namespaced(name: String, item: &Map<String, Value>) -> String {
+    match item.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() => format!("{ns}.{name}"),
+        _ => name,
+    }
+}
+
+/// A call's name as its item spells it (the name [`namespaced`] made, taken apart again).
+fn item_name(call: &ToolCall) -> &str {
+    let ns = call.extra.get("namespace").and_then(Value::as_str);
+    ns.filter(|ns| !ns.is_empty())
+        .and_then(|ns| call.name.strip_prefix(ns)?.strip_prefix('.'))
+        .unwrap_or(&call.name)
+}
+
+/// A function call item as a call (the item's other fields kept to be written back).
+pub(crate) fn function_call(mut item: Map<String, Value>) -> ToolCall {
+    let mut take = |k: &str| {
+        item.remove(k)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let (id, name, arguments) = (take("call_id"), take("name"), take("arguments"));
+    item.remove("type");
+    let mut call = ToolCall::function(id, namespaced(name, &item), arguments);
+    call.extra = item;
+    call
+}
+
+/// A function call as its item.
+pub(crate) fn function_item(call: &ToolCall) -> Map<String, Value> {
+    let mut item = call.extra.clone();
+    item.insert("type".into(), json!("function_call"));
+    item.insert("call_id".into(), json!(call.id));
+    item.insert("name".into(), json!(item_name(call)));
+    item.insert("arguments".into(), json!(call.arguments));
+    item
+}
+
+/// The declarations in `original` (the request's `tools`) as the model is offered them, as
+/// [`super::offered_tools`] writes them, a namespace's tools each judged on its own: a
+/// namespace left with none is left out.
+fn offered(original: &[Value], tools: &[ToolDef]) -> Vec<Value> {
+    let describe = |t: &mut Value, d: &str| t["description"] = json!(d);
+    let mut tools = tools.iter();
+    let mut out = Vec::with_capacity(original.len());
+    for json in original {
+        let members = match json.get(NAMESPACE_TOOLS) {
+            Some(Value::Array(m))
+                if json.get("type").and_then(Value::as_str) == Some(NAMESPACE) =>
+            {
+                m
+            }
+            _ => {
+                let Some(tool) = tools.next() else { break };
+                out.extend(super::offered_tools(
+                    std::slice::from_ref(json),
+                    std::slice::from_ref(tool),
+                    describe,
+                ));
+                continue;
+            }
+        };
+        let own: Vec<ToolDef> = tools.by_ref().take(members.len()).cloned().collect();
+        let kept = super::offered_tools(members, &own, describe);
+        if !kept.is_empty() {
+            let mut ns = json.clone();
+            ns[NAMESPACE_TOOLS] = Value::Array(kept);
+            out.push(ns);
+        }
+    }
+    out
+}
 
 /// A call of the history: it joins the turn before it when nothing came between, else starts
 /// one (with the items that came between riding in it).
 fn push_call(messages: &mut Vec<Message>, attached: &mut Vec<Value>, call: ToolCall) {
-    let continues =
-        attached.is_empty() && messages.last().is_some_and(|m| from(m) == Some(FROM_CALLS));
+    let continues = attached.is_empty()
+        && messages
+            .last()
+            .is_some_and(|m| from(m) == Some(&From::Calls));
     if continues {
         messages.last_mut().expect("checked").tool_calls.push(call);
     } else {
         let mut m = Message::reply(None, vec![call]);
-        m.wire = wire(Some(FROM_CALLS));
+        m.wire = Wire::of(From::Calls);
         attach(&mut m, std::mem::take(attached));
         messages.push(m);
     }
@@ -437,9 +615,7 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
             Some("message") | None if obj.contains_key("role") => {
                 let role = opt_string(&mut obj, "role", &path)?.unwrap_or_default();
                 let mut m = Message::new(&role, content(obj.remove("content").unwrap_or_default()));
-                m.content_null = false;
                 m.extra = obj;
-                m.wire = wire(None);
                 attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
@@ -447,13 +623,19 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let call = if t == "custom_tool_call" {
                     custom_call(&obj)
                 } else {
-                    let call_id = opt_string(&mut obj, "call_id", &path)?.unwrap_or_default();
-                    let name = opt_string(&mut obj, "name", &path)?
-                        .ok_or_else(|| PayloadError::new(format!("{path}.name"), "is required"))?;
-                    let arguments = opt_string(&mut obj, "arguments", &path)?.unwrap_or_default();
-                    let mut call = ToolCall::function(call_id, name, arguments);
-                    call.extra = obj;
-                    call
+                    if !obj.get("name").is_some_and(Value::is_string) {
+                        let path = format!("{path}.name");
+                        return Err(PayloadError::new(path, "is required and must be a string"));
+                    }
+                    let not_string =
+                        |k: &&&str| obj.get(**k).is_some_and(|v| !v.is_null() && !v.is_string());
+                    if let Some(k) = ["call_id", "arguments", "namespace"]
+                        .iter()
+                        .find(not_string)
+                    {
+                        return Err(PayloadError::new(format!("{path}.{k}"), "must be a string"));
+                    }
+                    function_call(obj)
                 };
                 push_call(&mut messages, &mut attached, call);
             }
@@ -473,7 +655,7 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let mut m = Message::new("tool", Some(Content::Parts(json!([]))));
                 m.tool_call_id = Some(id);
                 m.extra = returned;
-                m.wire = json!({"from": FROM_HOSTED});
+                m.wire = Wire::of(From::Hosted);
                 messages.push(m);
             }
             Some(t) if is_output(t) => {
@@ -485,7 +667,7 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let mut m = Message::new("tool", content(obj.remove("output").unwrap_or_default()));
                 m.tool_call_id = call_id;
                 m.extra = obj;
-                m.wire = json!({OUTPUT_TYPE: t});
+                m.wire = Wire::of(From::Output(t.to_string()));
                 attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
@@ -494,7 +676,6 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 let mut m = Message::new("tool", content(obj.remove("output").unwrap_or_default()));
                 m.tool_call_id = call_id;
                 m.extra = obj;
-                m.wire = wire(None);
                 attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
             }
@@ -515,13 +696,13 @@ fn link_unseen(messages: Vec<Message>) -> Vec<Message> {
     for m in messages {
         shown.extend(m.tool_calls.iter().map(|c| c.id.clone()));
         let answers_unseen = m.role == "tool"
-            && from(&m) != Some(FROM_HOSTED)
+            && from(&m) != Some(&From::Hosted)
             && m.tool_call_id
                 .as_deref()
                 .is_some_and(|id| !id.is_empty() && !shown.contains(id));
         if answers_unseen {
             let id = m.tool_call_id.clone().unwrap_or_default();
-            let call = match m.wire.get(OUTPUT_TYPE).and_then(Value::as_str) {
+            let call = match output_type(&m) {
                 None => ToolCall::function(id.clone(), String::new(), String::new()),
                 Some("custom_tool_call_output") => {
                     ToolCall::custom(id.clone(), String::new(), String::new())
@@ -566,13 +747,13 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
             _ => &[],
         };
         if m.role == "tool" {
-            if from(m) == Some(FROM_HOSTED) {
+            if from(m) == Some(&From::Hosted) {
                 // Written back inside its call's item.
                 input.extend(after.iter().cloned());
                 continue;
             }
             let mut item = extra.clone();
-            let kind = m.wire.get(OUTPUT_TYPE).and_then(Value::as_str);
+            let kind = output_type(m);
             item.insert("type".into(), json!(kind.unwrap_or("function_call_output")));
             if kind.is_none() || item.contains_key("call_id") || !item.contains_key("id") {
                 item.insert("call_id".into(), json!(m.tool_call_id));
@@ -582,7 +763,7 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
             input.extend(after.iter().cloned());
             continue;
         }
-        if m.has_text() || from(m) != Some(FROM_CALLS) {
+        if m.has_text() || from(m) != Some(&From::Calls) {
             let mut item = Map::new();
             item.insert("role".into(), json!(m.role));
             item.insert("content".into(), content_json(&m.content));
@@ -601,20 +782,13 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
 /// tool result after it) put back in.
 fn call_input_item(call: &ToolCall, later: &[Message]) -> Value {
     match call.kind.as_str() {
-        FUNCTION => {
-            let mut item = call.extra.clone();
-            item.insert("type".into(), json!("function_call"));
-            item.insert("call_id".into(), json!(call.id));
-            item.insert("name".into(), json!(call.name));
-            item.insert("arguments".into(), json!(call.arguments));
-            Value::Object(item)
-        }
+        FUNCTION => Value::Object(function_item(call)),
         crate::model::CUSTOM => custom_item(call),
         _ => {
             let mut item = call.extra.clone();
             item.insert("id".into(), json!(call.id));
             let result = later.iter().find(|r| {
-                from(r) == Some(FROM_HOSTED) && r.tool_call_id.as_deref() == Some(&call.id)
+                from(r) == Some(&From::Hosted) && r.tool_call_id.as_deref() == Some(&call.id)
             });
             if let Some(result) = result {
                 item.extend(result.extra.clone());
@@ -636,6 +810,7 @@ impl Codec for Responses {
     const SHAPE: Shape = REQUEST;
     const MESSAGE: Shape = ITEM;
     const CALL: Shape = ITEM;
+    const DECLARATIONS: &'static [(&'static str, ToolShape)] = &[("tools", TOOL)];
 
     fn parse_request(bytes: &[u8], _scope: &str) -> serde_json::Result<Option<super::Parsed<()>>> {
         super::parse_object(bytes)
@@ -657,7 +832,7 @@ impl Codec for Responses {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
                 let mut m = Message::new("system", Some(Content::Text(s.clone())));
-                m.wire = wire(Some(FROM_INSTRUCTIONS));
+                m.wire = Wire::of(From::Instructions);
                 messages.push(m);
             }
             Some(_) => return Err(PayloadError::new("instructions", "must be a string")),
@@ -666,7 +841,7 @@ impl Codec for Responses {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => {
                 let mut m = Message::new("user", Some(Content::Text(s.clone())));
-                m.wire = wire(Some(FROM_INPUT_STRING));
+                m.wire = Wire::of(From::InputString);
                 messages.push(m);
                 Vec::new()
             }
@@ -693,6 +868,7 @@ impl Codec for Responses {
         let tools = decode_tools(&body)?;
         let mut fields = super::closed::fields(&body, &Self::SHAPE);
         fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
+        fields.extend(namespace_descriptions(&body));
         let request = ResponsesRequest {
             body,
             stream,
@@ -725,14 +901,14 @@ impl Codec for Responses {
         let mut body = super::body_for_edit(&request.body, "input");
         let mut rest: Vec<Message> = Vec::new();
         for m in &payload.messages {
-            if from(m) == Some(FROM_INSTRUCTIONS) {
+            if from(m) == Some(&From::Instructions) {
                 body.insert("instructions".into(), content_json(&m.content));
             } else {
                 rest.push(m.clone());
             }
         }
         let input = match rest.as_slice() {
-            [only] if from(only) == Some(FROM_INPUT_STRING) && request.trailing.is_empty() => {
+            [only] if from(only) == Some(&From::InputString) && request.trailing.is_empty() => {
                 content_json(&only.content)
             }
             _ => {
@@ -742,9 +918,13 @@ impl Codec for Responses {
             }
         };
         body.insert("input".into(), input);
-        super::encode_body(body, payload, |t, d| {
-            t["description"] = json!(d);
-        })
+        // Fields first: a declaration's are addressed by its place among all declared.
+        super::write_fields(&mut body, &payload.fields);
+        if let Some(Value::Array(tools)) = body.get("tools") {
+            let kept = offered(tools, &payload.tools);
+            body.insert("tools".into(), Value::Array(kept));
+        }
+        serde_json::to_vec(&body).unwrap_or_default()
     }
 
     fn decode_reply(
@@ -764,19 +944,7 @@ impl Codec for Responses {
                     }
                 }
                 Some("function_call") => {
-                    let mut extra = item.as_object().cloned().unwrap_or_default();
-                    let field = |extra: &mut Map<String, Value>, k: &str| {
-                        extra
-                            .remove(k)
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default()
-                    };
-                    let id = field(&mut extra, "call_id");
-                    let name = field(&mut extra, "name");
-                    let arguments = field(&mut extra, "arguments");
-                    let mut call = ToolCall::function(id, name, arguments);
-                    call.extra = extra;
-                    calls.push(call);
+                    calls.push(function_call(item.as_object().cloned().unwrap_or_default()));
                 }
                 Some("custom_tool_call") => {
                     calls.push(custom_call(item.as_object().unwrap_or(&Map::new())));

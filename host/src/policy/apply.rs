@@ -174,7 +174,6 @@ fn parse_message(m: RawMessage) -> Result<Message, PluginFault> {
         .into_iter()
         .map(parse_call)
         .collect::<Result<_, _>>()?;
-    message.tool_calls_present = !message.tool_calls.is_empty();
     Ok(message)
 }
 
@@ -477,13 +476,11 @@ fn commit(payload: &mut Payload, plugin: &str, changes: Vec<Change>) {
         match change {
             Change::Content(i, content) => {
                 payload.messages[i].content = Some(content);
-                payload.messages[i].content_null = false;
             }
             Change::Arguments(m, c, args) => payload.messages[m].tool_calls[c].arguments = args,
             Change::RemoveCall(m, c) => removals.push((m, c)),
             Change::AddCall(m, call) => {
                 payload.messages[m].tool_calls.push(call);
-                payload.messages[m].tool_calls_present = true;
             }
             Change::HideTool(t) => payload.tools[t].hidden_by = Some(plugin.to_string()),
             Change::DescribeTool(t, d) => payload.tools[t].description = Some(d.into()),
@@ -539,7 +536,6 @@ fn reject(
     for (i, message) in messages {
         payload.changes.contents.push(i);
         payload.messages[i].content = Some(Content::Text(message.clone()));
-        payload.messages[i].content_null = false;
         records.push(Rejected {
             plugin: plugin.to_string(),
             message: i,
@@ -567,12 +563,9 @@ fn reject(
     Ok(Applied::Reject(records))
 }
 
-/// Removes a call; a message left without calls loses its `tool_calls` key too, since an empty
-/// list breaks chat templates (Llama 3.1) and OpenAI refuses it.
+/// Removes a call. A message left without calls is written without a `tool_calls` key (the
+/// codecs write an empty list only where one came in), since an empty list breaks chat
+/// templates (Llama 3.1) and OpenAI refuses it.
 fn remove_call(message: &mut Message, c: usize) -> ToolCall {
-    let call = message.tool_calls.remove(c);
-    if message.tool_calls.is_empty() {
-        message.tool_calls_present = false;
-    }
-    call
+    message.tool_calls.remove(c)
 }

@@ -554,16 +554,16 @@ mod tests {
             (Provenance::Unsigned, None)
         );
         // A name an id cannot carry is left out, and the call still verifies.
-        let mut dotted = call();
-        dotted.name = "mail.send".into();
-        sign(&cfg.keys, "support", &mut dotted, 1000);
-        assert!(dotted.id.contains("_0__call_abc"), "{}", dotted.id);
+        let mut slashed = call();
+        slashed.name = "mail/send".into();
+        sign(&cfg.keys, "support", &mut slashed, 1000);
+        assert!(slashed.id.contains("_0__call_abc"), "{}", slashed.id);
         assert_eq!(
-            verify(&cfg, &TENANTS, "support", &dotted, 1010),
+            verify(&cfg, &TENANTS, "support", &slashed, 1010),
             Provenance::Valid
         );
         assert_eq!(
-            verify_unseen(&cfg, &TENANTS, "support", &dotted.id, 1010),
+            verify_unseen(&cfg, &TENANTS, "support", &slashed.id, 1010),
             (Provenance::Valid, None)
         );
     }

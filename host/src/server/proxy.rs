@@ -110,6 +110,9 @@ async fn serve<C: Codec>(
         if let Some(key) = closed::unknown(&body, &C::SHAPE) {
             return Err(unknown_field(key.to_string()));
         }
+        if let Some(path) = C::unknown_in_declarations(&body, &decoded) {
+            return Err(unknown_field(path));
+        }
     }
     let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {

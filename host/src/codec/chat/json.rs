@@ -5,7 +5,7 @@
 
 use crate::codec::opt_string_at as string_at;
 use crate::model::{
-    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, CUSTOM, FUNCTION,
+    Content, Message, Payload, PayloadError, Schema, ToolCall, ToolDef, Wire, CUSTOM, FUNCTION,
 };
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -83,16 +83,16 @@ impl Message {
         let Value::Object(mut obj) = value else {
             return Err(err(path, "must be an object"));
         };
-        let (content, content_null) = match obj.remove("content") {
-            None => (None, false),
-            Some(Value::Null) => (None, true),
+        let (content, content_absent) = match obj.remove("content") {
+            None => (None, true),
+            Some(Value::Null) => (None, false),
             Some(Value::String(s)) => (Some(Content::Text(s)), false),
             Some(other) => (Some(Content::Parts(other)), false),
         };
         let fields = Fields {
             role: obj.remove("role"),
             content,
-            content_null,
+            content_absent,
             name: obj.remove("name"),
             tool_call_id: obj.remove("tool_call_id"),
             tool_calls: obj.remove("tool_calls").map(Calls::Value),
@@ -104,9 +104,10 @@ impl Message {
     /// This message as OpenAI JSON (known fields first, then the rest as they came).
     pub fn to_openai(&self) -> Value {
         let mut obj = Map::new();
-        let legacy = legacy_as(self);
+        let spelling = Spelling::of(self);
+        let legacy = spelling.legacy;
         let role = match legacy {
-            Some("function") => "function",
+            Some(Legacy::Function) => "function",
             _ => self.role.as_str(),
         };
         obj.insert("role".into(), Value::String(role.to_string()));
@@ -117,10 +118,10 @@ impl Message {
             Some(Content::Parts(p)) => {
                 obj.insert("content".into(), p.clone());
             }
-            None if self.content_null => {
+            None if spelling.content_absent => {}
+            None => {
                 obj.insert("content".into(), Value::Null);
             }
-            None => {}
         }
         if let Some(name) = &self.name {
             obj.insert("name".into(), Value::String(name.clone()));
@@ -128,13 +129,13 @@ impl Message {
         if let Some(id) = self
             .tool_call_id
             .as_ref()
-            .filter(|_| legacy != Some("function"))
+            .filter(|_| legacy != Some(Legacy::Function))
         {
             obj.insert("tool_call_id".into(), Value::String(id.clone()));
         }
         match self.tool_calls.as_slice() {
             // The legacy call goes back as it came, without the id it never had.
-            [call] if legacy == Some("function_call") && call.kind == FUNCTION => {
+            [call] if legacy == Some(Legacy::FunctionCall) && call.kind == FUNCTION => {
                 let mut f = Map::new();
                 f.insert("name".into(), Value::String(call.name.clone()));
                 f.insert("arguments".into(), Value::String(call.arguments.clone()));
@@ -143,7 +144,7 @@ impl Message {
                 }
                 obj.insert("function_call".into(), Value::Object(f));
             }
-            calls if self.tool_calls_present || !calls.is_empty() => {
+            calls if spelling.empty_calls || !calls.is_empty() => {
                 obj.insert(
                     "tool_calls".into(),
                     Value::Array(calls.iter().map(ToolCall::to_openai).collect()),
@@ -163,7 +164,8 @@ impl Message {
     /// key in place) is written through the value.
     pub fn write_openai(&self, out: &mut Vec<u8>) {
         const KNOWN: [&str; 5] = ["role", "content", "name", "tool_call_id", "tool_calls"];
-        if self.extra.keys().any(|k| KNOWN.contains(&k.as_str())) || legacy_as(self).is_some() {
+        let spelling = Spelling::of(self);
+        if self.extra.keys().any(|k| KNOWN.contains(&k.as_str())) || spelling.legacy.is_some() {
             serde_json::to_writer(out, &self.to_openai()).expect("a Value always serialises");
             return;
         }
@@ -172,8 +174,8 @@ impl Message {
         match &self.content {
             Some(Content::Text(t)) => w.string("content", t),
             Some(Content::Parts(p)) => w.value("content", p),
-            None if self.content_null => w.value("content", &Value::Null),
-            None => {}
+            None if spelling.content_absent => {}
+            None => w.value("content", &Value::Null),
         }
         if let Some(name) = &self.name {
             w.string("name", name);
@@ -181,7 +183,7 @@ impl Message {
         if let Some(id) = &self.tool_call_id {
             w.string("tool_call_id", id);
         }
-        if self.tool_calls_present || !self.tool_calls.is_empty() {
+        if spelling.empty_calls || !self.tool_calls.is_empty() {
             let out = w.key("tool_calls");
             out.push(b'[');
             for (i, call) in self.tool_calls.iter().enumerate() {
@@ -250,7 +252,8 @@ fn string_into(out: &mut Vec<u8>, s: &str) {
 pub(crate) struct Fields {
     pub role: Option<Value>,
     pub content: Option<Content>,
-    pub content_null: bool,
+    /// No `content` key at all (written back without one; else a missing content is `null`).
+    pub content_absent: bool,
     pub name: Option<Value>,
     pub tool_call_id: Option<Value>,
     pub tool_calls: Option<Calls>,
@@ -399,7 +402,7 @@ impl Fields {
         };
         let name = opt_field(self.name, &path, "name")?;
         let tool_call_id = opt_field(self.tool_call_id, &path, "tool_call_id")?;
-        let (tool_calls, tool_calls_present) = match self.tool_calls {
+        let (tool_calls, calls_key) = match self.tool_calls {
             None | Some(Calls::Value(Value::Null)) => (Vec::new(), false),
             Some(Calls::Read(calls)) => (read_calls(calls, &path)?, true),
             Some(Calls::Value(Value::Array(calls))) => (
@@ -408,28 +411,66 @@ impl Fields {
             ),
             Some(_) => return Err(err(format!("{}.tool_calls", path()), "must be an array")),
         };
+        let mut spelling = Spelling {
+            content_absent: self.content_absent,
+            empty_calls: calls_key && tool_calls.is_empty(),
+            legacy: None,
+        };
         let mut message = Message {
             role,
             content: self.content,
-            content_null: self.content_null,
             name,
             tool_call_id,
             tool_calls,
-            tool_calls_present,
             extra: self.extra,
-            wire: Value::Null,
+            wire: Wire::default(),
             folded: None,
             unseen: false,
         };
-        legacy(&mut message, &path)?;
+        spelling.legacy = legacy(&mut message, &path)?;
+        if spelling != Spelling::default() {
+            message.wire = Wire::of(spelling);
+        }
         Ok(message)
+    }
+}
+
+/// How a chat message was spelled where that is not how the codec writes a message by default
+/// (content `null` when there is none, `tool_calls` only when there are some, today's shapes):
+/// kept in the message's `wire`, so it is written back as it came.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Spelling {
+    /// No `content` key.
+    content_absent: bool,
+    /// `tool_calls: []`.
+    empty_calls: bool,
+    /// One of the legacy function-calling shapes.
+    legacy: Option<Legacy>,
+}
+
+/// The legacy function-calling shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Legacy {
+    /// An assistant's `function_call`.
+    FunctionCall,
+    /// A `function` message: its result.
+    Function,
+}
+
+impl Spelling {
+    fn of(message: &Message) -> Spelling {
+        message.wire.get().copied().unwrap_or_default()
     }
 }
 
 /// The legacy function-calling shapes as today's: an assistant's `function_call` is its one
 /// call (no id: the codec links it to the `function` result after it), a `function` message is
-/// a tool result. The message's `wire` says so, and they are written back as they came.
-fn legacy(message: &mut Message, path: &dyn Fn() -> String) -> Result<(), PayloadError> {
+/// a tool result. Returns which, to be written back as it came.
+fn legacy(
+    message: &mut Message,
+    path: &dyn Fn() -> String,
+) -> Result<Option<Legacy>, PayloadError> {
+    let mut legacy = None;
     match message.extra.get("function_call") {
         None | Some(Value::Null) => {}
         Some(Value::Object(_)) if !message.tool_calls.is_empty() => {
@@ -453,7 +494,7 @@ fn legacy(message: &mut Message, path: &dyn Fn() -> String) -> Result<(), Payloa
             let mut call = ToolCall::function(String::new(), name, arguments);
             call.function_extra = f;
             message.tool_calls.push(call);
-            message.wire = serde_json::json!({"legacy": "function_call"});
+            legacy = Some(Legacy::FunctionCall);
         }
         Some(_) => {
             return Err(err(
@@ -464,14 +505,9 @@ fn legacy(message: &mut Message, path: &dyn Fn() -> String) -> Result<(), Payloa
     }
     if message.role == "function" {
         message.role = "tool".into();
-        message.wire = serde_json::json!({"legacy": "function"});
+        legacy = Some(Legacy::Function);
     }
-    Ok(())
-}
-
-/// Whether `message` came in one of the legacy shapes (`"function_call"` or `"function"`).
-fn legacy_as(message: &Message) -> Option<&str> {
-    message.wire.get("legacy").and_then(Value::as_str)
+    Ok(legacy)
 }
 
 /// Link each legacy `function` result to the legacy call before it, by an id of the daemon's
@@ -480,15 +516,15 @@ fn legacy_as(message: &Message) -> Option<&str> {
 pub(crate) fn link_legacy(messages: &mut [Message]) {
     let mut open: Option<String> = None;
     for (i, m) in messages.iter_mut().enumerate() {
-        match legacy_as(m) {
-            Some("function_call") => {
+        match Spelling::of(m).legacy {
+            Some(Legacy::FunctionCall) => {
                 let id = format!("railyard-legacy-{i}");
                 if let Some(call) = m.tool_calls.first_mut().filter(|c| c.id.is_empty()) {
                     call.id = id.clone();
                 }
                 open = Some(id);
             }
-            Some("function") if m.tool_call_id.is_none() => m.tool_call_id = open.take(),
+            Some(Legacy::Function) if m.tool_call_id.is_none() => m.tool_call_id = open.take(),
             _ => {}
         }
     }

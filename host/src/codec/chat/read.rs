@@ -57,7 +57,7 @@ mod calls;
 mod tools;
 
 use calls::CallsSeed;
-pub(super) use tools::Tools;
+pub(super) use tools::{Beyond, Tools};
 
 /// What reading a body found.
 pub(super) struct Read {
@@ -69,8 +69,8 @@ pub(super) struct Read {
     pub contents: Vec<Option<Range<usize>>>,
     /// The tools (left out of `body`, a null in its place); `None`: the body has none.
     pub tools: Option<tools::Tools>,
-    /// The strings of the tools' declarations the door does not map, as request fields.
-    pub tool_fields: Vec<crate::model::Field>,
+    /// What the tools' declarations hold beyond what the door maps.
+    pub beyond: tools::Beyond,
     /// Whether an object in the body repeats a key.
     pub repeats: bool,
 }
@@ -104,7 +104,7 @@ fn read_with(bytes: &[u8], scope: Option<&str>) -> serde_json::Result<Option<Rea
         r.repeats = repeated.get();
         if scope.is_none() && r.tools.is_some() {
             // Read in place, not kept: their fields come from their value, read again.
-            r.tool_fields = tools::fields(&tools_value(bytes));
+            r.beyond = tools::beyond(&tools_value(bytes));
         }
         r
     }))
@@ -203,7 +203,7 @@ impl<'de> Visitor<'de> for Top<'_> {
             messages: None,
             contents: Vec::new(),
             tools: None,
-            tool_fields: Vec::new(),
+            beyond: tools::Beyond::default(),
             repeats: false,
         };
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -212,10 +212,10 @@ impl<'de> Visitor<'de> for Top<'_> {
                 read.tools = Some(match self.scope {
                     Some(scope) => {
                         let raw: &'de RawValue = map.next_value()?;
-                        let (tools, repeats, fields) =
+                        let (tools, repeats, beyond) =
                             tools::kept(scope, raw.get()).map_err(serde::de::Error::custom)?;
                         self.note(repeats);
-                        read.tool_fields = fields;
+                        read.beyond = beyond;
                         tools
                     }
                     None => map.next_value_seed(tools::List(self))?,
@@ -369,7 +369,7 @@ impl<'de> Visitor<'de> for One<'_, '_> {
         let mut fields = Fields {
             role: None,
             content: None,
-            content_null: false,
+            content_absent: true,
             name: None,
             tool_call_id: None,
             tool_calls: None,
@@ -397,8 +397,8 @@ impl<'de> Visitor<'de> for One<'_, '_> {
                 let text = raw.get();
                 let start = text.as_ptr() as usize - self.top.base;
                 span = Some(start..start + text.len());
-                (fields.content, fields.content_null) =
-                    content(text, repeated).map_err(serde::de::Error::custom)?;
+                fields.content = content(text, repeated).map_err(serde::de::Error::custom)?;
+                fields.content_absent = false;
             } else {
                 let value = map.next_value_seed(Seed(repeated))?;
                 self.top
@@ -457,19 +457,18 @@ impl<'de> DeserializeSeed<'de> for Parameters<'_> {
 
 /// A content value from its JSON text (already known to be valid JSON): a string, null, or
 /// anything else as parts.
-fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<(Option<Content>, bool)> {
+fn content(text: &str, repeated: &Cell<bool>) -> serde_json::Result<Option<Content>> {
     match text.as_bytes().first() {
         // Without escapes the text between the quotes is the string (`text` is valid JSON).
-        Some(b'"') if !text.as_bytes().contains(&b'\\') => Ok((
-            Some(Content::Text(text[1..text.len() - 1].to_owned())),
-            false,
-        )),
-        Some(b'"') => Ok((Some(Content::Text(serde_json::from_str(text)?)), false)),
-        Some(b'n') => Ok((None, true)),
+        Some(b'"') if !text.as_bytes().contains(&b'\\') => {
+            Ok(Some(Content::Text(text[1..text.len() - 1].to_owned())))
+        }
+        Some(b'"') => Ok(Some(Content::Text(serde_json::from_str(text)?))),
+        Some(b'n') => Ok(None),
         _ => {
             let mut de = serde_json::Deserializer::from_str(text);
             let value = Seed(repeated).deserialize(&mut de)?;
-            Ok((Some(Content::Parts(value)), false))
+            Ok(Some(Content::Parts(value)))
         }
     }
 }

@@ -182,7 +182,7 @@ pub const TOOL: ToolShape = ToolShape {
             Shape {
                 mapped: &["name", "description", "parameters"],
                 inert: &[],
-                known: &[],
+                known: &["strict"],
             },
         ),
         (
@@ -195,6 +195,7 @@ pub const TOOL: ToolShape = ToolShape {
             },
         ),
     ],
+    nested: None,
 };
 
 /// A legacy `functions` declaration.
@@ -205,4 +206,5 @@ pub const FUNCTION: ToolShape = ToolShape {
         known: &[],
     },
     inner: &[],
+    nested: None,
 };

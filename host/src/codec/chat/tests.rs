@@ -32,6 +32,45 @@ fn request_round_trips_and_edits_replace_messages() {
     assert_eq!(edited["x"], 1);
 }
 
+/// How a message was spelled (content absent or `null`, an empty `tool_calls`, the legacy
+/// shapes) is the codec's own state: written back as it came, through the value and the fast
+/// writer alike, and a message the codec did not read gets its defaults.
+#[test]
+fn messages_are_written_back_as_they_were_spelled() {
+    let messages = json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": []},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "ok"},
+        {"role": "assistant", "content": null, "function_call": {"name": "g", "arguments": "{}"}},
+        {"role": "function", "name": "g", "content": "done"}
+    ]);
+    let payload = crate::model::Payload::from_openai(&json!({"messages": messages})).unwrap();
+    assert_eq!(payload.messages_json(), messages);
+    for (m, want) in payload.messages.iter().zip(messages.as_array().unwrap()) {
+        let mut out = Vec::new();
+        m.write_openai(&mut out);
+        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), *want);
+    }
+    // A call removed by a policy takes its key with it; one read empty keeps it.
+    let mut emptied = payload.messages[2].clone();
+    emptied.tool_calls.clear();
+    assert_eq!(
+        emptied.to_openai(),
+        json!({"role": "assistant", "content": null})
+    );
+    // Read without a content key, written without one; made elsewhere, written as `null`.
+    assert_eq!(payload.messages[1].to_openai().get("content"), None);
+    let made = Message::reply(
+        None,
+        vec![ToolCall::function("2".into(), "f".into(), "{}".into())],
+    );
+    assert_eq!(made.to_openai()["content"], Value::Null);
+    assert!(made.wire == crate::model::Wire::default());
+    assert!(payload.messages[1].wire != made.wire);
+}
+
 #[test]
 fn reply_with_removed_calls_is_filtered() {
     let body = json!({"id": "c", "choices": [{"index": 0, "finish_reason": "tool_calls",

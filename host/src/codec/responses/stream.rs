@@ -406,10 +406,7 @@ impl ResponsesStream {
         }
         let mut item = call.extra.clone();
         if call.kind == FUNCTION {
-            item.insert("type".into(), json!("function_call"));
-            item.insert("call_id".into(), json!(call.id));
-            item.insert("name".into(), json!(call.name));
-            item.insert("arguments".into(), json!(call.arguments));
+            item = super::function_item(call);
             item.entry("id")
                 .or_insert_with(|| json!(format!("fc_{}", crate::model::model_id(&call.id))));
         } else if call.is_hosted() {

@@ -41,7 +41,6 @@ pub(super) fn message_in(i: usize, m: proto::Message) -> Result<Message, Status>
     let mut message = Message::new(&m.role, content);
     message.name = m.name;
     message.tool_call_id = m.tool_call_id;
-    message.tool_calls_present = !m.tool_calls.is_empty();
     message.tool_calls = m
         .tool_calls
         .into_iter()

@@ -31,13 +31,25 @@ pub(super) struct Kept {
     text: Box<str>,
     tools: Tools,
     repeats: bool,
-    fields: Vec<Field>,
+    beyond: Beyond,
 }
 
-/// The strings of the declarations `tools` (a body's `tools` value) the door does not map, as
-/// the request's fields.
-pub(super) fn fields(tools: &Value) -> Vec<Field> {
-    crate::codec::closed::tool_fields_of(tools, "tools", &crate::codec::chat::shape::TOOL)
+/// What the declarations hold beyond what the door maps.
+#[derive(Debug, Clone, Default)]
+pub(in crate::codec::chat) struct Beyond {
+    /// Their strings, as the request's fields.
+    pub fields: Vec<Field>,
+    /// The first key the door does not know, by its path (`unknown_fields = "refuse"`).
+    pub unknown: Option<String>,
+}
+
+/// What the declarations `tools` (a body's `tools` value) hold beyond what the door maps.
+pub(super) fn beyond(tools: &Value) -> Beyond {
+    use crate::codec::{chat::shape::TOOL, closed};
+    Beyond {
+        fields: closed::tool_fields_of(tools, "tools", &TOOL),
+        unknown: closed::unknown_in_tools(tools, "tools", &TOOL),
+    }
 }
 
 thread_local! {
@@ -48,18 +60,18 @@ thread_local! {
 }
 
 /// The declarations `text` (a body's `tools` value) holds, whether an object in it repeats a
-/// key, and the strings of them the door does not map ([`fields`]): as [`List`] reads them in
+/// key, and what they hold beyond what the door maps ([`beyond`]): as [`List`] reads them in
 /// place, taken from this thread's kept ones when `scope` read
 /// the same text lately. A text is read nested one level, as in a body, so that the depth
 /// limit falls where it does for the body; an error here is not the body's (its position is
 /// the text's), and the caller reads the body again for it.
-pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, Vec<Field>)> {
+pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, Beyond)> {
     let hit = KEPT_TOOLS.with(|kept| {
         let kept = kept.borrow();
         kept.0
             .iter()
             .find(|k| *k.text == *text && *k.scope == *scope)
-            .map(|k| (k.tools.clone(), k.repeats, k.fields.clone()))
+            .map(|k| (k.tools.clone(), k.repeats, k.beyond.clone()))
     });
     if let Some(hit) = hit {
         return Ok(hit);
@@ -79,12 +91,12 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, 
     let repeats = repeated.get();
     // A declaration's strings beyond what is read above are rare: only a text holding a key the
     // door does not map is read again as a value.
-    let fields = if tools.is_ok() && OTHER_KEYS.with(|o| o.replace(false)) {
+    let found = if tools.is_ok() && OTHER_KEYS.with(|o| o.replace(false)) {
         serde_json::from_str(text)
-            .map(|v| fields(&v))
+            .map(|v| beyond(&v))
             .unwrap_or_default()
     } else {
-        Vec::new()
+        Beyond::default()
     };
     if text.len() <= KEPT_TEXT {
         KEPT_TOOLS.with(|kept| {
@@ -94,7 +106,7 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, 
                 text: text.into(),
                 tools: tools.clone(),
                 repeats,
-                fields: fields.clone(),
+                beyond: found.clone(),
             };
             if kept.len() < KEPT {
                 kept.push(entry);
@@ -104,7 +116,7 @@ pub(super) fn kept(scope: &str, text: &str) -> serde_json::Result<(Tools, bool, 
             }
         });
     }
-    Ok((tools, repeats, fields))
+    Ok((tools, repeats, found))
 }
 
 /// `[tools]`: the one element read by [`List`].

@@ -1,7 +1,7 @@
 //! Backend events → neutral ones.
 
 use super::{part_key, text_lists, PartState, ResponsesStream, TextKind, EVENT};
-use crate::codec::responses::{custom_call, hosted_call, hosted_kind};
+use crate::codec::responses::{custom_call, hosted_call, hosted_kind, namespaced};
 use crate::codec::sse::SseEvent;
 use crate::codec::stream::{Frame, Up};
 use crate::model::{CUSTOM, FUNCTION};
@@ -208,6 +208,7 @@ impl ResponsesStream {
                         |k: &str| extra.remove(k).and_then(|v| v.as_str().map(str::to_string));
                     let (id, name, arguments) = (take("call_id"), take("name"), take("arguments"));
                     extra.remove("status");
+                    let name = name.map(|n| namespaced(n, &extra));
                     vec![Up::Call {
                         choice: 0,
                         index: output,
