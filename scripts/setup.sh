@@ -27,4 +27,22 @@ node_major="$(node -p 'process.versions.node.split(".")[0]')"
 if [ "$node_major" -lt 18 ]; then
     echo "warning: Node.js $(node --version) is old; plugins/prompt-guard is built and tested with Node.js 20" >&2
 fi
-echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version)"
+# The C template's toolchain (`railyard new --lang c`): Debian's clang, lld and wasi-libc, and
+# wit-bindgen's C generator (installed under RAILYARD_TOOLS_DIR, default ~/.cargo: its bin/ must
+# be on PATH). Its test says SKIPPED where this cannot be installed.
+if ! { command -v clang && command -v wasm-ld && [ -f /usr/lib/wasm32-wasi/libc.a ]; } >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO="sudo"
+        $SUDO apt-get install -y -qq clang lld wasi-libc libclang-rt-dev-wasm32 ||
+            echo "warning: the C toolchain did not install; the C template's test will be skipped" >&2
+    else
+        echo "warning: no apt-get: install clang, lld and wasi-libc for C plugins" >&2
+    fi
+fi
+tools="${RAILYARD_TOOLS_DIR:-$HOME/.cargo}"
+if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]; then
+    cargo install --quiet --locked --root "$tools" wit-bindgen-cli@0.63.0 \
+        --no-default-features --features c
+fi
+echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none)"

@@ -248,3 +248,146 @@ fn the_plugins_own_unit_tests_pass_in_their_languages() {
     assert!(python.status.success(), "tool-limits unit tests:\n{err}");
     assert!(err.contains("OK"), "{err}");
 }
+
+/// What the C template's build needs that this machine lacks (`scripts/setup.sh` installs it
+/// all), named as a new user would have to install it.
+fn c_toolchain_missing() -> Vec<&'static str> {
+    let on_path = |tool: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut missing = Vec::new();
+    if !on_path("clang") || !on_path("wasm-ld") {
+        missing.push("clang and lld (apt-get install clang lld libclang-rt-dev-wasm32)");
+    }
+    if !Path::new("/usr/lib/wasm32-wasi/libc.a").is_file() {
+        missing.push("wasi-libc (apt-get install wasi-libc)");
+    }
+    if !on_path("wit-bindgen") {
+        missing.push("wit-bindgen (cargo install --locked wit-bindgen-cli@0.63.0 --no-default-features --features c)");
+    }
+    missing
+}
+
+/// Issue #52: `railyard new --lang c` makes a project that builds with Debian's C toolchain,
+/// passes its own cases, and judges real traffic in a running daemon; its Rust twin (for the
+/// languages benchmark) passes the same cases; a C crash is a trap the record places.
+#[test]
+fn railyard_new_makes_a_c_plugin_that_builds_tests_and_serves() {
+    let missing = c_toolchain_missing();
+    if !missing.is_empty() {
+        let why = format!(
+            "the C toolchain is not installed ({}); scripts/setup.sh installs it",
+            missing.join("; ")
+        );
+        // CI installs it: there, missing is a failure, not a skip.
+        assert!(std::env::var_os("RAILYARD_REQUIRE_C").is_none(), "{why}");
+        // Straight to the process's stderr: the harness shows a passing test's `eprintln!` to
+        // no one, and a skip must not be silent.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED polyglot::railyard_new_makes_a_c_plugin_that_builds_tests_and_serves: {why}"
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("c");
+    let (code, out, err) = railyard_with_env(
+        &["new", "--lang", "c", "confine-paths", dir.to_str().unwrap()],
+        "",
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    // A policy author's bug: a crash on one input.
+    let source = dir.join("plugin.c");
+    let text = std::fs::read_to_string(&source).unwrap();
+    let from = "    if (n == 0) return NULL; // no arguments at all\n";
+    assert!(text.contains(from), "the template changed");
+    let bug = "    if (call->name.len == 7 && memcmp(call->name.ptr, \"EXPLODE\", 7) == 0) __builtin_trap();\n";
+    std::fs::write(&source, text.replacen(from, &format!("{from}{bug}"), 1)).unwrap();
+    build(&dir);
+    assert!(dir.join("confine-paths.wasm").is_file());
+
+    let cases = |dir: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .arg("test")
+            .current_dir(dir)
+            .env(
+                "RAILYARD_CACHE_DIR",
+                std::env::temp_dir().join("railyard-daemon-test-cache"),
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    assert!(cases(&dir).contains("8 passed, 0 failed"));
+
+    // The Rust twin passes the very same cases.
+    let twin = root().join("target/plugins/wasm32-wasip2/release/confine_paths.wasm");
+    let twin_dir = work.path().join("twin");
+    std::fs::create_dir_all(twin_dir.join("tests/block")).unwrap();
+    for (file, was) in [
+        ("railyard.toml", "\"confine-paths.wasm\""),
+        ("tests/block/railyard.toml", "\"../../confine-paths.wasm\""),
+    ] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(text.contains(was), "{file}");
+        let text = text.replace(was, &format!("{:?}", twin.display().to_string()));
+        std::fs::write(twin_dir.join(file), text).unwrap();
+    }
+    for file in ["tests/cases.json", "tests/block/cases.json"] {
+        std::fs::copy(dir.join(file), twin_dir.join(file)).unwrap();
+    }
+    assert!(cases(&twin_dir).contains("8 passed, 0 failed"));
+
+    // Served: a reply's call naming a path outside is removed before the client reads it.
+    let call = |id: &str, name: &str, path: &str| {
+        json!({"id": id, "type": "function", "function": {"name": name,
+            "arguments": json!({"path": path}).to_string()}})
+    };
+    let reply = json!({"role": "assistant", "content": null, "tool_calls": [
+        call("c1", "read_file", "/workspace/../etc/passwd"),
+        call("c2", "read_file", "/workspace/notes.md")]});
+    let backend = MockBackend::start(Script::Json(200, completion(reply, "tool_calls")));
+    let daemon = Daemon::start(&dir.join("railyard.toml"), &backend.url());
+    let r = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [{"role": "user", "content": "read my notes"}]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    let calls = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1, "{body}");
+    assert!(calls[0]["function"]["arguments"]
+        .as_str()
+        .unwrap()
+        .contains("/workspace/notes.md"));
+    assert!(!r.body.contains("etc/passwd"), "{}", r.body);
+
+    // A crash is a trap, recorded with the functions it happened in, never the content.
+    let r = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "tool_call", "messages": [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [call("c1", "EXPLODE", "/workspace/secret-plan")]}]}),
+    )
+    .json();
+    assert_eq!(r["verdict"], "block", "fail closed: {r}");
+    let d = &r["decisions"][0];
+    assert_eq!(d["fault"], "trap", "{r}");
+    let reason = d["reason"].as_str().unwrap();
+    assert!(reason.contains("unreachable"), "{reason}");
+    assert!(
+        reason.contains("(in ") && reason.contains("exports_railyard_policy_plugin_evaluate"),
+        "{reason}"
+    );
+    assert!(!reason.contains("secret-plan"), "{reason}");
+}

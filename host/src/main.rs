@@ -96,7 +96,7 @@ pub(crate) enum Command {
     /// Scaffold a plugin project: sources, the WIT contract, a build script, a config that loads
     /// it and test cases that pass out of the box.
     New {
-        /// Language: rust, js or python.
+        /// Language: rust, js, python or c.
         #[arg(long, value_parser = parse_lang)]
         lang: railyard::scaffold::Lang,
         /// Plugin name (lowercase kebab-case, e.g. deny-phrases).

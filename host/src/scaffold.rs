@@ -1,8 +1,10 @@
 //! `railyard new`: a new plugin project, from the templates in `host/templates/<lang>/`.
 //!
-//! Every template is the same policy, *deny-phrases*, in one language, so that a new plugin
-//! starts from working, tested code and the three languages can be benchmarked against each
-//! other. A project is self-contained: its source, a `build.sh` that leaves the component at
+//! The Rust, JavaScript and Python templates are the same policy, *deny-phrases*, so that a new
+//! plugin starts from working, tested code and the three languages can be benchmarked against
+//! each other. The C template is a policy of its own, *path confinement* on the tool_call rail,
+//! the kind of matching code teams bring in C (its Rust twin for benchmarks is
+//! `plugins/testing/confine-paths`). A project is self-contained: its source, a `build.sh` that leaves the component at
 //! `NAME.wasm`, a `railyard.toml` that runs just that plugin, test cases for `railyard test`,
 //! a README and a `.gitignore`. The contract, `wit/policy.wit`, is not part of the templates:
 //! it is this host's own copy, so a new project always builds against the contract of the
@@ -29,18 +31,21 @@ pub enum Lang {
     Js,
     /// Python with componentize-py.
     Python,
+    /// C with Debian's clang and wasi-libc, bindings from wit-bindgen.
+    C,
 }
 
 impl Lang {
     /// Every language, in the order they are listed to users.
-    pub const ALL: [Lang; 3] = [Lang::Rust, Lang::Js, Lang::Python];
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Js, Lang::Python, Lang::C];
 
-    /// The spelling used on the command line (`--lang rust|js|python`).
+    /// The spelling used on the command line (`--lang rust|js|python|c`).
     pub fn as_str(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
             Lang::Js => "js",
             Lang::Python => "python",
+            Lang::C => "c",
         }
     }
 
@@ -49,6 +54,7 @@ impl Lang {
             Lang::Rust => RUST,
             Lang::Js => JS,
             Lang::Python => PYTHON,
+            Lang::C => C,
         }
     }
 }
@@ -62,14 +68,15 @@ impl fmt::Display for Lang {
 impl FromStr for Lang {
     type Err = String;
 
-    /// `rust`, `js` (or `javascript`), `python` (or `py`).
+    /// `rust`, `js` (or `javascript`), `python` (or `py`), `c`.
     fn from_str(s: &str) -> Result<Lang, String> {
         match s {
             "rust" | "rs" => Ok(Lang::Rust),
             "js" | "javascript" => Ok(Lang::Js),
             "python" | "py" => Ok(Lang::Python),
+            "c" => Ok(Lang::C),
             _ => Err(format!(
-                "unknown language '{s}' (expected rust, js or python)"
+                "unknown language '{s}' (expected rust, js, python or c)"
             )),
         }
     }
@@ -130,6 +137,17 @@ const PYTHON: &[Template] = &[
     template!("python", "tests/redact/railyard.toml"),
     template!("python", "README.md"),
     template!("python", "gitignore" => ".gitignore"),
+];
+
+const C: &[Template] = &[
+    template!("c", "plugin.c"),
+    template!("c", "build.sh"),
+    template!("c", "railyard.toml"),
+    template!("c", "tests/cases.json"),
+    template!("c", "tests/block/cases.json"),
+    template!("c", "tests/block/railyard.toml"),
+    template!("c", "README.md"),
+    template!("c", "gitignore" => ".gitignore"),
 ];
 
 /// The contract every project builds against: the host's own copy, written as it is.
@@ -322,7 +340,8 @@ mod tests {
 
     #[test]
     fn languages_share_the_same_test_cases() {
-        // The three templates implement one policy; their cases must not drift apart.
+        // The Rust, JavaScript and Python templates implement one policy; their cases must not
+        // drift apart. (The C template has its own policy and cases.)
         let case_files = ["tests/cases.json", "tests/redact/cases.json"];
         for path in case_files {
             let text = |lang: Lang| {
@@ -348,7 +367,7 @@ mod tests {
         assert!("go"
             .parse::<Lang>()
             .unwrap_err()
-            .contains("expected rust, js or python"));
+            .contains("expected rust, js, python or c"));
     }
 
     #[test]

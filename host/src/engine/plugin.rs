@@ -20,6 +20,29 @@ use std::time::Duration;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance, InstancePre};
 use wasmtime::Store;
 
+/// Where in the guest a trap happened: the innermost named functions of its backtrace (a
+/// component built with its name section, as a C plugin is by default), innermost first, each
+/// cut and kept to the characters of a symbol.
+fn guest_frames(err: &wasmtime::Error) -> Option<String> {
+    const FRAMES: usize = 3;
+    const NAME: usize = 64;
+    let backtrace = err.downcast_ref::<wasmtime::WasmBacktrace>()?;
+    let names: Vec<String> = backtrace
+        .frames()
+        .iter()
+        .filter_map(|f| f.func_name())
+        .map(|n| {
+            n.chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "_:.<>$-".contains(*c))
+                .take(NAME)
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty())
+        .take(FRAMES)
+        .collect();
+    (!names.is_empty()).then(|| names.join(" < "))
+}
+
 /// Longest guest stderr excerpt put into a fault message.
 const FAULT_STDERR_CAP: usize = 512;
 /// Longest error message a plugin may return (0.2 `evaluate`); the rest is cut.
@@ -495,10 +518,15 @@ impl Plugin {
                 )
             }
         } else {
-            let what = match wasm_trap {
+            let mut what = match wasm_trap {
                 Some(trap) => trap.to_string(),
                 None => err.root_cause().to_string(),
             };
+            if let Some(place) = guest_frames(&err) {
+                what.push_str(" (in ");
+                what.push_str(&place);
+                what.push(')');
+            }
             (FaultKind::Trap, what)
         };
         let stderr = stderr.trim();
