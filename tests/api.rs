@@ -2,7 +2,7 @@
 
 use crate::http::*;
 use crate::support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn bundled() -> std::path::PathBuf {
     root().join("policies/railyard.toml")
@@ -387,6 +387,26 @@ fn the_doors_keep_the_routers_promises() {
     assert_eq!(other.status, 405);
     assert_eq!(other.header("allow"), Some("POST"));
     assert!(other.header("x-request-id").is_some());
+    // Said in the door's error shape, as an SDK reads it (#51: it was an empty body).
+    assert_eq!(
+        other.json()["error"]["code"],
+        "method_not_allowed",
+        "{}",
+        other.body
+    );
+    let models = request(daemon.addr, "DELETE", "/v1/models", &[], b"");
+    assert_eq!(models.status, 405);
+    assert_eq!(models.header("allow"), Some("GET"));
+    // Under the Messages door a path it does not serve answers in Anthropic's shape.
+    for (method, path, status) in [
+        ("POST", "/v1/messages/count_tokens", 404),
+        ("GET", "/v1/messages", 405),
+    ] {
+        let r = request(daemon.addr, method, path, &[], b"{}");
+        assert_eq!(r.status, status, "{path}: {}", r.body);
+        assert_eq!(r.json()["type"], "error", "{path}: {}", r.body);
+        assert!(r.json()["error"]["type"].is_string(), "{path}: {}", r.body);
+    }
 
     let metrics = get(daemon.addr, "/metrics").body;
     for line in [
@@ -420,4 +440,32 @@ fn demo_backend_serves_the_readme_walkthrough() {
         "messages": [{"role": "user", "content": "call get_weather {\"city\": \"Paris\"}"}]}),
     );
     assert!(r.body.contains("\"name\":\"get_weather\""), "{}", r.body);
+
+    // Two replies within a second have their own ids, on every door (#51: LangGraph merged two
+    // turns that shared one), and the model is the one the README's examples name.
+    let ask = |path: &str, body: Value| {
+        let r = if path == "/v1/messages" {
+            post_anthropic(daemon.addr, &body)
+        } else {
+            post(daemon.addr, path, &body)
+        };
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()["id"].as_str().unwrap().to_string()
+    };
+    let said = json!([{"role": "user", "content": "hello"}]);
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": "demo", "messages": said}),
+        ),
+        ("/v1/responses", json!({"model": "demo", "input": "hello"})),
+        (
+            "/v1/messages",
+            json!({"model": "demo", "max_tokens": 20, "messages": said}),
+        ),
+    ] {
+        assert_ne!(ask(path, body.clone()), ask(path, body), "{path}");
+    }
+    let models = get(daemon.addr, "/v1/models").json();
+    assert_eq!(models["data"][0]["id"], "demo", "{models}");
 }

@@ -83,7 +83,9 @@ fn memo_only_for_a_plugin_on_the_tools_rail() {
         .expect_err("memo is a boolean")
         .to_string();
     assert!(
-        err.contains("railyard.toml:4: invalid type: string \"yes\", expected a boolean"),
+        err.contains(
+            "railyard.toml:4: plugins[0].memo: invalid type: string \"yes\", expected a boolean"
+        ),
         "{err}"
     );
 }

@@ -272,3 +272,157 @@ fn the_rendered_config_and_keys_run_the_daemon() {
         "admin endpoints only on the admin port"
     );
 }
+
+/// The names in a PromQL expression: metric names (`railyard_…`, a histogram's series under
+/// its family's name) and the label names it groups or matches by.
+fn promql_names(expr: &str) -> (Vec<String>, Vec<String>) {
+    let word = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut metrics = Vec::new();
+    for (i, _) in expr.match_indices("railyard_") {
+        let name = word(&expr[i..]);
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|_| name.contains("duration")))
+            .unwrap_or(&name)
+            .to_string();
+        metrics.push(family);
+    }
+    let mut labels = Vec::new();
+    for (i, _) in expr.match_indices("by (") {
+        let inner = &expr[i + 4..];
+        let inner = &inner[..inner.find(')').unwrap()];
+        labels.extend(inner.split(',').map(|l| l.trim().to_string()));
+    }
+    for (i, _) in expr.match_indices('{') {
+        let inner = &expr[i + 1..];
+        let inner = &inner[..inner.find('}').unwrap()];
+        for matcher in inner.split(',') {
+            let name = word(matcher.trim());
+            if !name.is_empty() {
+                labels.push(name);
+            }
+        }
+    }
+    labels.retain(|l| l != "le");
+    (metrics, labels)
+}
+
+/// #51: the Grafana dashboard and the Prometheus alert rules in `deploy/monitoring/` name only
+/// metrics the daemon exports, with labels its series carry.
+#[test]
+fn the_dashboard_and_alerts_name_what_the_daemon_exports() {
+    let dir = root().join("deploy/monitoring");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("grafana-dashboard.json")).unwrap())
+            .unwrap();
+    let alerts: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(dir.join("alerts.yaml")).unwrap()).unwrap();
+    let mut exprs: Vec<(String, String)> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let title = panel["title"].as_str().unwrap().to_string();
+            exprs.push((title, target["expr"].as_str().unwrap().to_string()));
+        }
+    }
+    let rules = alerts["groups"][0]["rules"].as_array().unwrap();
+    for rule in rules {
+        let name = rule["alert"].as_str().unwrap().to_string();
+        assert!(rule["annotations"]["summary"].is_string(), "{name}");
+        exprs.push((name, rule["expr"].as_str().unwrap().to_string()));
+    }
+    assert!(exprs.len() >= 12, "{exprs:?}");
+    let alerted: Vec<_> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+    for wanted in [
+        "PluginFaulting",
+        "ReloadRefused",
+        "PluginSlow",
+        "TenantThrottled",
+    ] {
+        assert!(alerted.iter().any(|a| a.ends_with(wanted)), "{alerted:?}");
+    }
+
+    // A daemon with traffic of every kind the metrics count that a request can make.
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    // A tenant running pii in shadow, for the series a shadow plugin makes.
+    let cfg = bundled_with(&[(
+        "[tenants.support]\n",
+        "[tenants.support]\nmodes = { pii = \"shadow\" }\n",
+    )]);
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let ask = json!({"model": "m", "messages": [{"role": "user", "content": "mail a@b.co"}]});
+    assert_eq!(post(daemon.addr, "/v1/chat/completions", &ask).status, 200);
+    let support = post_as(
+        daemon.addr,
+        "/v1/chat/completions",
+        Some("demo-support-key"),
+        &ask,
+    );
+    assert_eq!(support.status, 200, "{}", support.body);
+    assert_eq!(
+        post_as(
+            daemon.addr,
+            "/v1/chat/completions",
+            Some("no-such-key"),
+            &ask
+        )
+        .status,
+        401
+    );
+    let down = Daemon::start(
+        &root().join("policies/railyard.toml"),
+        "http://127.0.0.1:9/v1",
+    );
+    assert_eq!(post(down.addr, "/v1/chat/completions", &ask).status, 502);
+    let mut exposition = get(daemon.addr, "/metrics").body;
+    exposition.push_str(&get(down.addr, "/metrics").body);
+
+    // Families (`# TYPE`), and the label names their series carry.
+    let mut families: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for line in exposition.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            families
+                .entry(rest.split(' ').next().unwrap().to_string())
+                .or_default();
+        } else if let Some((series, _)) = line.split_once('{') {
+            let (metrics, _) = promql_names(series);
+            let labels = line[series.len() + 1..line.rfind('}').unwrap()]
+                .split("\",")
+                .map(|kv| kv.split('=').next().unwrap().trim().to_string())
+                .filter(|l| l != "le");
+            if let Some(family) = metrics.first() {
+                families.entry(family.clone()).or_default().extend(labels);
+            }
+        }
+    }
+    for (name, expr) in &exprs {
+        let (metrics, labels) = promql_names(expr);
+        assert!(!metrics.is_empty(), "{name}: {expr}");
+        for m in &metrics {
+            assert!(
+                families.contains_key(m),
+                "{name}: {m} is not exported ({expr})"
+            );
+        }
+        // Labels are checked where the daemon has series to show them (faults and throttles
+        // take a broken plugin and a full tenant).
+        let known: std::collections::BTreeSet<&String> =
+            metrics.iter().flat_map(|m| &families[m]).collect();
+        if known.is_empty() {
+            continue;
+        }
+        for l in &labels {
+            assert!(
+                known.contains(l),
+                "{name}: no series of {metrics:?} has label {l} ({expr})"
+            );
+        }
+    }
+}

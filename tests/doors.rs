@@ -97,10 +97,7 @@ fn openai_sdk_on_the_responses_api() {
         .as_str()
         .expect("the SDK raised");
     assert!(err.contains("delete_database"), "{err}");
-    assert!(seen["models"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("railyard-demo")));
+    assert!(seen["models"].as_array().unwrap().contains(&json!("demo")));
 
     let (d, _cfg) = daemon("finish");
     let seen = run(

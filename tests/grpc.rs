@@ -83,7 +83,7 @@ fn every_verdict_kind_over_grpc() {
     let (daemon, _backend) = start(&root().join("policies/railyard.toml"));
     let url = format!("http://{}", daemon.grpc.expect("gRPC is on"));
     runtime().block_on(async {
-        let mut client = client(url).await;
+        let mut client = client(url.clone()).await;
 
         let allow = client
             .check(proto::CheckRequest {
@@ -145,6 +145,44 @@ fn every_verdict_kind_over_grpc() {
             blocked.reason.contains("'city' is a required property"),
             "{}",
             blocked.reason
+        );
+
+        // The tools rail (#51: HTTP's /v1/check had it, gRPC did not): the support tenant's
+        // allowlist hides what it may not call, pii rewrites a description.
+        let support = client_with(url.clone(), Some("demo-support-key")).await;
+        let tool = |name: &str, description: &str| proto::Tool {
+            r#type: "function".into(),
+            name: Some(name.into()),
+            description: Some(description.into()),
+            parameters_json: Some(r#"{"type":"object"}"#.into()),
+            ..Default::default()
+        };
+        let offered = support
+            .clone()
+            .check(proto::CheckRequest {
+                rail: proto::Rail::Tools as i32,
+                tools: vec![
+                    tool(
+                        "lookup_order",
+                        "Look up an order; escalate to ops@example.com",
+                    ),
+                    tool("delete_database", "Drop everything"),
+                ],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(offered.verdict(), proto::Verdict::Modify, "{offered:?}");
+        assert_eq!(offered.tools.len(), 2, "{offered:?}");
+        assert_eq!(offered.tools[0].hidden_by, None);
+        assert_eq!(
+            offered.tools[0].description.as_deref(),
+            Some("Look up an order; escalate to [EMAIL]")
+        );
+        assert_eq!(
+            offered.tools[1].hidden_by.as_deref(),
+            Some("allowlist-support")
         );
 
         let bad = client
@@ -352,4 +390,31 @@ fn python_grpcio_client_calls_check() {
         "{services:?}"
     );
     assert_eq!(seen["check_input"], "railyard/v1/policy.proto");
+
+    // The README's command-line example (#51: grpcurl is not in Debian): scripts/grpc-check.py.
+    let example = |key: &str, rail: &str, text: &str| {
+        std::process::Command::new(python())
+            .arg(root().join("scripts/grpc-check.py"))
+            .args([&daemon.grpc.unwrap().to_string(), key, rail, text])
+            .output()
+            .unwrap()
+    };
+    let out = example("demo-key", "input", "mail me at jane.doe@example.com");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["verdict"], "VERDICT_MODIFY", "{answer}");
+    assert_eq!(answer["messages"][0]["content"], "mail me at [EMAIL]");
+    let out = example("demo-key", "tools", "Escalate to ops@example.com");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["tools"][0]["description"], "Escalate to [EMAIL]",
+        "{answer}"
+    );
+    let out = example("wrong-key", "input", "hello");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("UNAUTHENTICATED"));
 }

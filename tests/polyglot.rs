@@ -371,6 +371,27 @@ fn railyard_new_makes_a_c_plugin_that_builds_tests_and_serves() {
         .unwrap()
         .contains("/workspace/notes.md"));
     assert!(!r.body.contains("etc/passwd"), "{}", r.body);
+    assert_eq!(body["railyard"]["outcome"], "served", "{body}");
+    // A reply whose only call is removed leaves the client the refusal: the request is
+    // recorded as refused (#51: it was `served`).
+    let only = json!({"role": "assistant", "content": null, "tool_calls": [
+        call("c1", "read_file", "~/.ssh/id_rsa")]});
+    backend.set(Script::Json(200, completion(only, "tool_calls")));
+    let r = post(
+        daemon.addr,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [{"role": "user", "content": "read my key"}]}),
+    );
+    let body = r.json();
+    assert_eq!(body["railyard"]["outcome"], "refused", "{body}");
+    assert!(
+        body["choices"][0]["message"]["tool_calls"].is_null(),
+        "{body}"
+    );
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "I can't help with that request."
+    );
 
     // A crash is a trap, recorded with the functions it happened in, never the content.
     let r = post(

@@ -231,6 +231,28 @@ fn each_way_files_change_triggers_exactly_one_reload() {
     });
 }
 
+/// #51: a config edit that names a plugin in a directory not watched before; rebuilding that
+/// plugin afterwards reloads it (the new directory was never watched).
+#[test]
+fn a_plugin_in_a_directory_a_config_edit_introduced_is_watched() {
+    let s = setup("allow_all");
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&s.config, &backend.url());
+    let addr = daemon.addr;
+    let build = s.config.parent().unwrap().join("build");
+    std::fs::create_dir(&build).unwrap();
+    let rebuilt = build.join("gate.wasm");
+    std::fs::write(&rebuilt, wasm("allow_all")).unwrap();
+    assert_exactly_one_reload(addr, "config names build/gate.wasm", || {
+        replace(&s.config, config_for("build/gate.wasm").as_bytes())
+    });
+    assert_eq!(verdict(addr).1, "allow");
+    assert_exactly_one_reload(addr, "build/gate.wasm rebuilt", || {
+        replace(&rebuilt, &wasm("block_all"))
+    });
+    assert_eq!(verdict(addr).1, "block");
+}
+
 /// How many times the daemon's `railyard-watch` thread has gone to sleep and been woken.
 fn watcher_wakeups(pid: u32) -> u64 {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();

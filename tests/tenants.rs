@@ -504,11 +504,40 @@ fn body_limits_are_per_tenant() {
 
 #[test]
 fn keys_new_makes_a_key_that_works() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_railyard"))
-        .args(["keys", "new", "--principal", "svc-a", "--tenant", "t1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("railyard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nkeys_file = \"keys.toml\"\n\n[tenants.t1]\n\n{}",
+            scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
+        ),
+    )
+    .unwrap();
+    let keys_new = |tenant: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .args(["keys", "new", "--principal", "svc-a", "--tenant", tenant])
+            .args(["--config", config.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    // A tenant the config lacks is refused here (#51: the keys file then failed to reload, and
+    // callers saw only "Incorrect API key").
+    let refused = keys_new("t2");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("has no tenant 't2' (it configures t1)"),
+        "{err}"
+    );
+    assert!(refused.stdout.is_empty(), "no key printed");
+
+    let out = keys_new("t1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let key = text
         .lines()
@@ -537,18 +566,8 @@ fn keys_new_makes_a_key_that_works() {
     let hashed = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8(hashed.stdout).unwrap().trim(), hash(&key));
 
-    // The printed entry, pasted into a keys file, lets the key in.
-    let dir = tempfile::tempdir().unwrap();
+    // The printed entry, pasted into the keys file, lets the key in.
     std::fs::write(dir.path().join("keys.toml"), &entry).unwrap();
-    let config = dir.path().join("railyard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[auth]\nkeys_file = \"keys.toml\"\n\n[tenants.t1]\n\n{}",
-            scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
-        ),
-    )
-    .unwrap();
     let backend = MockBackend::start(Script::Hang);
     let daemon = Daemon::start(&config, &backend.url());
     let r = post_as(daemon.addr, "/v1/check", Some(&key), &hello()).json();
@@ -581,4 +600,42 @@ fn a_tenant_chain_must_fit_its_plugins_rails() {
         1
     );
     assert_eq!(set.rails_of("tools"), [railyard::payload::Rail::ToolCall]);
+}
+
+/// #51: a plugin added to a default chain does not apply to a tenant whose `chains` replace that
+/// rail. The set says so at load (logged, and on /v1/policies), naming the tenant and the
+/// plugin, unless a plugin of the same component stands in (a tenant's own allowlist).
+#[test]
+fn a_tenant_chain_that_leaves_out_a_default_plugin_is_pointed_out() {
+    let entry = |name: &str, file: &str| {
+        format!(
+            "[[plugins]]\nname = \"{name}\"\npath = \"{}\"\nrails = [\"tool_call\"]\nconfig = {{}}\n\n",
+            plugin(file).display()
+        )
+    };
+    let toml = format!(
+        "[tenants.narrow]\nchains = {{ tool_call = [\"allowlist\"] }}\n\n[tenants.own]\nchains = {{ tool_call = [\"allowlist-own\", \"schema\"] }}\n\n[tenants.more]\nextend = {{ tool_call = [\"allowlist-own\"] }}\n\n{}{}[[plugins]]\nname = \"allowlist-own\"\npath = \"{}\"\nrails = []\nconfig = {{ allow = [\"a\"] }}\n",
+        entry("allowlist", "allowlist"),
+        entry("schema", "schema_validator"),
+        plugin("allowlist").display()
+    );
+    let set = policy_set(&toml);
+    let warnings = set.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .starts_with("tenant 'narrow' replaces the tool_call chain and leaves out 'schema'"),
+        "{warnings:?}"
+    );
+
+    let cfg = write_config(&toml);
+    let backend = MockBackend::start(Script::Hang);
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let shown = get(daemon.addr, "/v1/policies").json();
+    assert_eq!(shown["warnings"], json!(warnings), "{shown}");
+    // The bundled config's tenants each replace a chain with their own allowlist: no warning.
+    let bundled = bundled_with(&[]);
+    let daemon = Daemon::start(&bundled.path, &backend.url());
+    let shown = get(daemon.addr, "/v1/policies").json();
+    assert_eq!(shown["warnings"], json!([]), "{shown}");
 }

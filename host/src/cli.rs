@@ -178,7 +178,43 @@ fn test(paths: &[PathBuf], quiet: bool) -> Result<ExitCode> {
 
 fn keys(command: KeysCommand) -> Result<ExitCode> {
     match command {
-        KeysCommand::New { principal, tenant } => {
+        KeysCommand::New {
+            principal,
+            tenant,
+            config,
+        } => {
+            // A key for a tenant the config lacks would make the keys file fail to load, and
+            // callers would only see "Incorrect API key": refuse it here.
+            if let Some(t) = &tenant {
+                // Only the config's tenant names are read: its keys file may not exist yet.
+                let text = std::fs::read_to_string(&config).with_context(|| {
+                    format!(
+                        "cannot check tenant '{t}': reading {} (name the config with --config)",
+                        config.display()
+                    )
+                })?;
+                let table: toml::Table = text.parse().with_context(|| {
+                    format!(
+                        "cannot check tenant '{t}': {} is not TOML",
+                        config.display()
+                    )
+                })?;
+                let names: Vec<&str> = table
+                    .get("tenants")
+                    .and_then(toml::Value::as_table)
+                    .map(|t| t.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                anyhow::ensure!(
+                    names.contains(&t.as_str()),
+                    "{} has no tenant '{t}' ({}): a key for it could never be used",
+                    config.display(),
+                    if names.is_empty() {
+                        "it configures none".to_string()
+                    } else {
+                        format!("it configures {}", names.join(", "))
+                    }
+                );
+            }
             let key = railyard::auth::generate().context("reading /dev/urandom")?;
             let hash = railyard::auth::hash_hex(&key);
             println!("# The key (give it to the caller; it is not stored anywhere):");

@@ -415,12 +415,52 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Deserialize `text` (read from `file`); a syntax or type error names the file and the line.
+/// Deserialize `text` (read from `file`); a syntax or type error names the file, the line and,
+/// for a value of the wrong type, its key (`plugins[0].memory_mb`).
 fn from_toml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of(text, s.start));
-        ConfigError::single(file, line, "", e.message().trim().to_string())
+        let key = e.span().and_then(|s| key_at(text, s)).unwrap_or_default();
+        ConfigError::single(file, line, &key, e.message().trim().to_string())
     })
+}
+
+/// The path of the innermost value of `text` whose span holds `at` (a type error's span), as
+/// config errors name keys: `defaults.timeout_ms`, `plugins[0].config.action`. A table's own
+/// span is its header, not its body, so every table is looked into.
+fn key_at(text: &str, at: std::ops::Range<usize>) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    let holds = |span: std::ops::Range<usize>| span.start <= at.start && at.end <= span.end;
+    fn find(
+        value: &DeValue<'_>,
+        holds: &dyn Fn(std::ops::Range<usize>) -> bool,
+        path: &mut String,
+    ) -> bool {
+        let len = path.len();
+        let found = match value {
+            DeValue::Table(t) => t.iter().any(|(key, v)| {
+                path.truncate(len);
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key.get_ref());
+                find(v.get_ref(), holds, path) || holds(v.span())
+            }),
+            DeValue::Array(items) => items.iter().enumerate().any(|(i, v)| {
+                path.truncate(len);
+                path.push_str(&format!("[{i}]"));
+                find(v.get_ref(), holds, path) || holds(v.span())
+            }),
+            _ => false,
+        };
+        if !found {
+            path.truncate(len);
+        }
+        found
+    }
+    let doc = DeTable::parse(text).ok()?;
+    let mut path = String::new();
+    find(&DeValue::Table(doc.into_inner()), &holds, &mut path).then_some(path)
 }
 
 /// Read a file the config names (a keys file, a keyring): its TOML as `T`, resolved by

@@ -50,9 +50,20 @@ fn router() -> Router {
             "/v1/models",
             get(|| async {
                 axum::Json(json!({"object": "list", "data": [
-                    {"id": "railyard-demo", "object": "model", "created": 0, "owned_by": "railyard"}]}))
+                    {"id": MODEL, "object": "model", "created": 0, "owned_by": "railyard"}]}))
             }),
         )
+}
+
+/// The demo model's name, as every example in the README writes it.
+const MODEL: &str = "demo";
+
+/// A reply's id: the time and a counter, so two replies within one second differ (a client
+/// that keys turns by id, as LangGraph does, would merge them).
+fn reply_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("{prefix}{}_{}", now(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// What the demo model answers.
@@ -100,10 +111,7 @@ fn text_of(content: &serde_json::Value) -> String {
 
 /// The model a request names (the demo's own name when it names none).
 fn model_of(body: &serde_json::Value) -> String {
-    body["model"]
-        .as_str()
-        .unwrap_or("railyard-demo")
-        .to_string()
+    body["model"].as_str().unwrap_or(MODEL).to_string()
 }
 
 /// The last of a request's `messages` (null when there are none).

@@ -127,9 +127,12 @@ pub(crate) enum KeysCommand {
         /// Principal the key stands for.
         #[arg(long)]
         principal: String,
-        /// Tenant of the key (default tenant when absent).
+        /// Tenant of the key (default tenant when absent); it must be one the config has.
         #[arg(long)]
         tenant: Option<String>,
+        /// The config whose tenants `--tenant` is checked against.
+        #[arg(long, default_value = "policies/railyard.toml")]
+        config: PathBuf,
     },
     /// Print the SHA-256 of a key (read from standard input, one line), as config stores it.
     Hash,

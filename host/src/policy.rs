@@ -34,6 +34,9 @@ pub struct PolicySet {
     chains: [Chain; 5],
     /// Each tenant's chains (the default chains, replaced or extended per rail).
     tenants: Vec<(String, [Chain; 5])>,
+    /// What an operator should know about the set that is not an error (logged at each load,
+    /// shown on `/v1/policies`).
+    warnings: Vec<String>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -193,6 +196,7 @@ impl PolicySet {
         };
         let chains = arrange(&defaults, &[]);
         let mut tenants = Vec::new();
+        let mut warnings = Vec::new();
         for tenant in &config.tenants {
             let ids: Vec<Vec<usize>> = Rail::ALL
                 .into_iter()
@@ -203,6 +207,26 @@ impl PolicySet {
                         Some(_) => Vec::new(),
                         None => defaults[rail_index(rail)].clone(),
                     };
+                    if let Some((_, own)) = replaced {
+                        // A default plugin this chain leaves out, with no plugin of the same
+                        // component in its place (a tenant's own allowlist): an operator who
+                        // added it to the defaults may believe it applies everywhere.
+                        let own: Vec<usize> = own
+                            .iter()
+                            .filter_map(|id| config.plugins.iter().position(|pc| &pc.name == id))
+                            .collect();
+                        for &d in &defaults[rail_index(rail)] {
+                            let stands_in = own
+                                .iter()
+                                .any(|&o| o == d || loaded[o].0.shares_code_with(&loaded[d].0));
+                            if !stands_in {
+                                warnings.push(format!(
+                                    "tenant '{}' replaces the {rail} chain and leaves out '{}', which the default {rail} chain runs: its requests are not judged by it (add it to the tenant's chain, or use `extend` to add to the defaults)",
+                                    tenant.name, config.plugins[d].name
+                                ));
+                            }
+                        }
+                    }
                     for id in replaced.or(extended).map_or(&[][..], |(_, ids)| ids) {
                         let Some(i) = config.plugins.iter().position(|pc| &pc.name == id) else {
                             continue; // reported by Config::parse
@@ -246,7 +270,13 @@ impl PolicySet {
             config,
             chains,
             tenants,
+            warnings,
         })
+    }
+
+    /// What an operator should know about this set that is not an error.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Read the config at `path` and build its policy set.
@@ -282,6 +312,7 @@ impl PolicySet {
             plugins: self.plugins.clone(),
             chains: self.chains.clone(),
             tenants: self.tenants.clone(),
+            warnings: self.warnings.clone(),
         }
     }
 
@@ -388,6 +419,7 @@ impl PolicySet {
             "plugins": plugins,
             "chains": chains(None),
             "tenants": tenants,
+            "warnings": self.warnings,
         })
     }
 

@@ -90,6 +90,9 @@ pub struct RequestScope {
     ended: bool,
     /// Whether a reply rail changed a reply message.
     reply_edited: bool,
+    /// Whether the rails left the client nothing of the reply but the refusal (its only calls
+    /// removed): the request is refused, though no plugin blocked it.
+    reply_refused: bool,
     /// Its trace, when traces are on.
     trace: Option<crate::telemetry::RequestTrace>,
 }
@@ -116,6 +119,7 @@ impl RequestScope {
             started: Instant::now(),
             ended: false,
             reply_edited: false,
+            reply_refused: false,
             trace: None,
         }
     }
@@ -407,6 +411,26 @@ impl RequestScope {
         (eval, judged)
     }
 
+    /// The rails removed every call of the reply, which had no text: the client reads only the
+    /// refusal, so the request is recorded as refused.
+    pub fn refuse_reply(&mut self) {
+        self.reply_refused = true;
+    }
+
+    /// Whether the request is refused so far (a block, or a reply left as only the refusal).
+    fn refused(&self) -> bool {
+        self.record.blocked.is_some() || self.reply_refused
+    }
+
+    /// The outcome of a request answered now with a reply: refused or served.
+    pub fn reply_outcome(&self) -> Outcome {
+        if self.refused() {
+            Outcome::Refused
+        } else {
+            Outcome::Served
+        }
+    }
+
     /// Whether a reply rail changed a reply message (its calls' signed ids aside).
     pub fn reply_edited(&self) -> bool {
         self.reply_edited
@@ -423,7 +447,7 @@ impl RequestScope {
         let mut v = serde_json::to_value(&self.record).unwrap_or_default();
         v["status"] = json!(200);
         v["latency_us"] = json!(self.started.elapsed().as_micros() as u64);
-        if self.record.blocked.is_some() {
+        if self.refused() {
             v["outcome"] = json!(Outcome::Refused);
         }
         if !self.rejections.is_empty() {
@@ -457,7 +481,7 @@ impl RequestScope {
         );
         self.record.status = 200;
         self.record.latency_us = self.started.elapsed().as_micros() as u64;
-        if self.record.blocked.is_some() {
+        if self.refused() {
             self.record.outcome = Outcome::Refused;
         }
         let out = f(&self.record, &self.rejections);

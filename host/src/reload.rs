@@ -302,7 +302,11 @@ fn build(
     let mut config = Config::load(path)?;
     config.check_auth(running)?;
     overrides.apply(&mut config);
-    PolicySet::build(config, engine)
+    let set = PolicySet::build(config, engine)?;
+    for warning in set.warnings() {
+        tracing::warn!("{}: {warning}", path.display());
+    }
+    Ok(set)
 }
 
 /// What a file looks like now: enough to tell that it changed, without reading plugins.
@@ -372,12 +376,21 @@ pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
         for gone in dirs.difference(&wanted) {
             let _ = watcher.unwatch(gone);
         }
-        for new in wanted.difference(dirs) {
-            if let Err(e) = watcher.watch(new, RecursiveMode::NonRecursive) {
-                tracing::warn!(dir = %new.display(), "cannot watch: {e}");
+        let mut watched = BTreeSet::new();
+        for dir in wanted {
+            if dirs.contains(&dir) {
+                watched.insert(dir);
+                continue;
+            }
+            // One that cannot be watched (not there yet) is tried again at the next sync.
+            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    watched.insert(dir);
+                }
+                Err(e) => tracing::warn!(dir = %dir.display(), "cannot watch: {e}"),
             }
         }
-        *dirs = wanted;
+        *dirs = watched;
     };
     let files = reloader.watched_files();
     sync_dirs(&mut watcher, &mut dirs, &files);
@@ -392,6 +405,10 @@ pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
                 if now == last {
                     continue;
                 }
+                // An edit that names a plugin in a directory not watched yet: watch it now, or
+                // a rebuild of that plugin would never be seen (the lists compared below were
+                // both read after the edit, so they cannot tell).
+                sync_dirs(&mut watcher, &mut dirs, &files);
                 let _ = reloader.reload("file change");
                 // Compare later events against what this reload started from, so a change made
                 // during the reload is not missed; if the config now names other plugins, watch

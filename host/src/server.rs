@@ -385,6 +385,7 @@ fn admin(app: Arc<App>) -> Router<Arc<App>> {
 fn finish(router: Router<Arc<App>>, app: Arc<App>) -> Router {
     router
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             request_id,
@@ -412,8 +413,37 @@ async fn require_admin(State(app): State<Arc<App>>, request: Request, next: Next
     next.run(request).await
 }
 
-async fn not_found(request: Request) -> ApiError {
-    ApiError::NotFound(format!("{} {}", request.method(), request.uri().path()))
+/// A path's error answered in the shape its clients read: Anthropic's under `/v1/messages`
+/// (`count_tokens`, batches), OpenAI's elsewhere.
+fn door_for(path: &str) -> Door {
+    let messages = Door::Messages.route().1;
+    match path.strip_prefix(messages) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => Door::Messages,
+        _ => Door::Chat,
+    }
+}
+
+async fn not_found(request: Request) -> Response {
+    let path = request.uri().path();
+    ApiError::NotFound(format!("{} {path}", request.method())).into_response_for(door_for(path))
+}
+
+/// A known path asked with another method: the error in the door's shape, with `Allow`.
+async fn method_not_allowed(request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let allow =
+        if [POLICIES, HEALTHZ, READYZ, METRICS, Door::Models.route().1].contains(&path.as_str()) {
+            "GET"
+        } else {
+            "POST"
+        };
+    let door = door_for(&path);
+    ApiError::MethodNotAllowed {
+        method: request.method().to_string(),
+        path,
+        allow,
+    }
+    .into_response_for(door)
 }
 
 /// The paths counted under their own name in the request metrics (others: `/mcp`, `other`).

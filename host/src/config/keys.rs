@@ -106,7 +106,10 @@ pub(super) fn resolve_keys(
                 p.at(
                     t.span(),
                     format!("{at}.tenant"),
-                    format!("unknown tenant '{}' ({known})", t.get_ref()),
+                    format!(
+                        "unknown tenant '{}' for the key of principal '{principal}' ({known})",
+                        t.get_ref()
+                    ),
                 );
             }
         }

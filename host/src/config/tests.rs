@@ -25,6 +25,22 @@ fn syntax_error_names_file_and_line() {
     );
 }
 
+/// #51: a value of the wrong type names its key, not only its line.
+#[test]
+fn a_type_error_names_the_key() {
+    for (text, want) in [
+        ("[defaults]\ntimeout_ms = \"100ms\"\n", ":2: defaults.timeout_ms: invalid type"),
+        (
+            "[[plugins]]\nname = \"a\"\npath = \"a.wasm\"\n\n[[plugins]]\nname = \"b\"\npath = \"b.wasm\"\nmemory_mb = \"lots\"\n",
+            ":8: plugins[1].memory_mb: invalid type",
+        ),
+        ("[server]\nlisten = 5\n", ":2: server.listen: invalid type"),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
 #[test]
 fn unknown_key_is_an_error() {
     let e = parse("[server]\nlistne = \"x\"\n").unwrap_err().to_string();
@@ -93,7 +109,7 @@ fn keys_and_tenants_are_checked() {
     .unwrap_err();
     let text = e.to_string();
     for expected in [
-        ":5: auth.keys[0].tenant: unknown tenant 'nope' (configured: t)",
+        ":5: auth.keys[0].tenant: unknown tenant 'nope' for the key of principal",
         ":8: auth.keys[1].sha256: must be the SHA-256",
         ":9: auth.keys[1].principal: must not be empty",
         "tenants.t.chains.tool_call: no plugin named 'ghost'",

@@ -13,13 +13,14 @@ pub(super) async fn complete(Json(body): Json<Value>) -> Response {
         &text_of(&last["content"]),
     );
     let created = now();
-    let id = format!("chatcmpl-demo-{created}");
+    let id = super::reply_id("chatcmpl-demo-");
+    let call_id = super::reply_id("call_demo_");
     if body["stream"].as_bool() != Some(true) {
         let (message, finish) = match reply {
             Reply::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
             Reply::Call { name, arguments } => (
                 json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"id": "call_demo_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}),
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}),
                 "tool_calls",
             ),
         };
@@ -48,7 +49,7 @@ pub(super) async fn complete(Json(body): Json<Value>) -> Response {
         }
         Reply::Call { name, arguments } => {
             events.push(chunk(
-                json!({"tool_calls": [{"index": 0, "id": "call_demo_1", "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
                 Value::Null,
             ));
             for p in pieces(&arguments, 5) {

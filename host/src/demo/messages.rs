@@ -1,6 +1,6 @@
 //! The demo model's Anthropic Messages API.
 
-use super::{last_message, model_of, now, pieces, script, sse, text_of, Reply};
+use super::{last_message, model_of, pieces, script, sse, text_of, Reply};
 use axum::extract::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -33,11 +33,12 @@ pub(super) async fn message(Json(body): Json<Value>) -> Response {
     } else {
         script("tool", &results.join(" "))
     };
-    let id = format!("msg_demo_{}", now());
+    let id = super::reply_id("msg_demo_");
+    let call_id = super::reply_id("toolu_demo_");
     let (block, stop) = match &reply {
         Reply::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
         Reply::Call { name, arguments } => (
-            json!({"type": "tool_use", "id": "toolu_demo_1", "name": name,
+            json!({"type": "tool_use", "id": call_id, "name": name,
                 "input": serde_json::from_str::<Value>(arguments).unwrap_or(json!({}))}),
             "tool_use",
         ),
@@ -68,7 +69,7 @@ pub(super) async fn message(Json(body): Json<Value>) -> Response {
         }
         Reply::Call { name, arguments } => {
             events.push(json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "tool_use", "id": "toolu_demo_1", "name": name,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name,
                     "input": {}}}));
             for p in pieces(arguments, 5) {
                 events.push(json!({"type": "content_block_delta", "index": 0,

@@ -22,13 +22,15 @@ pub(super) async fn respond(Json(body): Json<Value>) -> Response {
         _ => ("user".to_string(), String::new()),
     };
     let created = now();
-    let id = format!("resp_demo_{created}");
+    let id = super::reply_id("resp_demo_");
+    let call_id = super::reply_id("call_demo_");
+    let item_id = super::reply_id("fc_demo_");
     let reply = script(&role, &text);
     let item = match &reply {
         Reply::Text(t) => json!({"type": "message", "id": "msg_demo_1", "status": "completed",
             "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
-        Reply::Call { name, arguments } => json!({"type": "function_call", "id": "fc_demo_1",
-            "call_id": "call_demo_1", "name": name, "arguments": arguments, "status": "completed"}),
+        Reply::Call { name, arguments } => json!({"type": "function_call", "id": item_id,
+            "call_id": call_id, "name": name, "arguments": arguments, "status": "completed"}),
     };
     let response = |status: &str, output: Value| {
         json!({
@@ -82,15 +84,15 @@ pub(super) async fn respond(Json(body): Json<Value>) -> Response {
         Reply::Call { name, arguments } => {
             events.push(
                 json!({"type": "response.output_item.added", "output_index": 0,
-                "item": {"type": "function_call", "id": "fc_demo_1", "call_id": "call_demo_1",
+                "item": {"type": "function_call", "id": item_id, "call_id": call_id,
                     "name": name, "arguments": "", "status": "in_progress"}}),
             );
             for p in pieces(arguments, 5) {
                 events.push(json!({"type": "response.function_call_arguments.delta",
-                    "item_id": "fc_demo_1", "output_index": 0, "delta": p}));
+                    "item_id": item_id, "output_index": 0, "delta": p}));
             }
             events.push(json!({"type": "response.function_call_arguments.done",
-                "item_id": "fc_demo_1", "output_index": 0, "arguments": arguments}));
+                "item_id": item_id, "output_index": 0, "arguments": arguments}));
         }
     }
     events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": item}));

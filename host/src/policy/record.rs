@@ -495,6 +495,15 @@ impl DecisionRecord {
                 ],
             );
         }
+        if let Some(b) = &self.blocked {
+            // The reason as the JSON record has it (#51), quoted: it is the plugin's words,
+            // which never carry what it caught.
+            push_all(
+                out,
+                &[" blocked=", b.rail.as_str(), ":", &b.policy, " reason="],
+            );
+            out.push_str(&serde_json::Value::String(b.reason.clone()).to_string());
+        }
         if let Some(b) = &self.would_block {
             push_all(out, &[" would_block=", b.rail.as_str(), ":", &b.policy]);
         }
@@ -699,12 +708,12 @@ mod tests {
     }
 
     /// The log line of each of `records()`, field by field (these are the lines the former
-    /// builder, a `String` per part, wrote for the same records).
+    /// builder, a `String` per part, wrote for the same records, and the block since #51).
     #[test]
     fn the_line_is_unchanged() {
         let expected = [
             "door=chat status=0 outcome=served tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
-            "door=mcp target=files:tools/call:read status=503 outcome=backend_error tenant=t\\é\u{1} principal=p\u{7f}\u{2028} revision=7 policy_hash=0123456789abcdef latency_us=18446744073709551615 rails=tool_result=allow,input=modify,tools=reject,tool_call=block,output=allow plugins=input:k:fault:12us,input:k:fault:12us,input:k:fault:12us,input:pii:modify:12us,tools:x:reject:12us,tool_result:y:block:12us,tool_call:schema\"validator:faultx4+memo:12us,output:pii:shadow-modifyx3+skipped:12us faults=tool_call:schema:deadline:allow would_block=tool_call:shadowed provenance=forged:1,valid:2",
+            "door=mcp target=files:tools/call:read status=503 outcome=backend_error tenant=t\\é\u{1} principal=p\u{7f}\u{2028} revision=7 policy_hash=0123456789abcdef latency_us=18446744073709551615 rails=tool_result=allow,input=modify,tools=reject,tool_call=block,output=allow plugins=input:k:fault:12us,input:k:fault:12us,input:k:fault:12us,input:pii:modify:12us,tools:x:reject:12us,tool_result:y:block:12us,tool_call:schema\"validator:faultx4+memo:12us,output:pii:shadow-modifyx3+skipped:12us faults=tool_call:schema:deadline:allow blocked=tool_call:allowlist reason=\"tool \\\"rm\\\" is not allowed\" would_block=tool_call:shadowed provenance=forged:1,valid:2",
             "door=responses target=s:tools/list status=0 outcome=served tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
             "door=messages status=0 outcome=disconnected tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",
             "door=check status=0 outcome=disconnected tenant=- principal=- revision=7 policy_hash=0123456789abcdef latency_us=0 rails= plugins= faults=",

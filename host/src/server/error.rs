@@ -36,6 +36,16 @@ pub enum ApiError {
     /// No such endpoint (404).
     #[error("no route for {0}")]
     NotFound(String),
+    /// An endpoint asked with a method it does not answer (405).
+    #[error("{method} is not allowed on {path}: send {allow}")]
+    MethodNotAllowed {
+        /// The method asked.
+        method: String,
+        /// The path.
+        path: String,
+        /// The methods it answers.
+        allow: &'static str,
+    },
     /// No API key (401). OpenAI's wording, so SDKs and proxies that match on it know it.
     #[error("You didn't provide an API key: missing API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")]
     MissingKey,
@@ -127,6 +137,11 @@ impl ApiError {
                 "backend_invalid_response",
             ),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "not_found"),
+            ApiError::MethodNotAllowed { .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                "method_not_allowed",
+            ),
             ApiError::MissingKey
             | ApiError::MalformedKey
             | ApiError::WrongKey
@@ -155,7 +170,9 @@ impl ApiError {
     /// How the decision record counts it.
     pub fn outcome(&self) -> Outcome {
         match self {
-            ApiError::BadRequest { .. } | ApiError::NotFound(_) => Outcome::Invalid,
+            ApiError::BadRequest { .. }
+            | ApiError::NotFound(_)
+            | ApiError::MethodNotAllowed { .. } => Outcome::Invalid,
             ApiError::TooLarge { .. } | ApiError::TooManyRequests { .. } => Outcome::Throttled,
             ApiError::Backend(_) | ApiError::BadBackendResponse(_) | ApiError::Upstream { .. } => {
                 Outcome::BackendError
@@ -240,6 +257,9 @@ impl ApiError {
                 ..
             } => {
                 headers.insert(header::RETRY_AFTER, after);
+            }
+            ApiError::MethodNotAllowed { allow, .. } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
             _ => {}
         }

@@ -213,6 +213,8 @@ async fn serve<C: Codec>(
     // body with repeated keys or our own key, never forwarded as it came) the general way.
     let (read, messages) = C::read_whole(&bytes).map_err(ApiError::BadBackendResponse)?;
     let mut judged = Vec::with_capacity(messages.len());
+    // Replies left as only the refusal (their calls removed, no text of their own).
+    let mut refusals = 0;
     for mut message in messages {
         let had_calls = message.tool_calls.len();
         closed::fold(&mut message, &C::MESSAGE, &C::CALL);
@@ -227,6 +229,7 @@ async fn serve<C: Codec>(
         let calls_added = message.tool_calls.len() > had_calls;
         if calls_removed && !message.has_text() {
             message.content = Some(Content::Text(scope.set().config().server.refusal.clone()));
+            refusals += 1;
         }
         judged.push(Judged {
             message,
@@ -234,6 +237,9 @@ async fn serve<C: Codec>(
             calls_added,
             edited,
         });
+    }
+    if refusals > 0 && refusals == judged.len() {
+        scope.refuse_reply();
     }
     // A reply no rail changed (and with no calls, whose ids get signed) goes back as the
     // backend's own bytes; one whose messages changed, with those written in place (when the
@@ -246,14 +252,16 @@ async fn serve<C: Codec>(
             Some(out)
         };
         if let Some(out) = out {
-            scope.finish(200, Outcome::Served);
+            let outcome = scope.reply_outcome();
+            scope.finish(200, outcome);
             return Ok(Served::Whole(super::json_bytes(StatusCode::OK, out)));
         }
     }
     let railyard = scope.acted().then(|| scope.railyard());
     let out =
         C::write_whole(&bytes, read, judged, railyard).map_err(ApiError::BadBackendResponse)?;
-    scope.finish(200, Outcome::Served);
+    let outcome = scope.reply_outcome();
+    scope.finish(200, outcome);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
 }
 

@@ -24,7 +24,9 @@
 //!    way to pass an argument (`{}`, `true`, or an object schema with no `properties` and no
 //!    `additionalProperties`, `patternProperties`, `unevaluatedProperties` or combinator/reference
 //!    keyword), takes no arguments: `""` and `"{}"` pass, any supplied argument blocks. JSON
-//!    Schema itself would let anything through such a schema.
+//!    Schema itself would let anything through such a schema; `plain_json_schema: true` reads
+//!    the schema as JSON Schema does (for declarations that are loose on purpose), leaving the
+//!    rule to functions that declare no `parameters` at all.
 //!
 //! Reasons name the tool, the call, the JSON path (`at /location/lat`) and the failing schema
 //! keyword, never argument values: arguments can carry personal data, and reasons end up in
@@ -61,6 +63,10 @@ pub const CONFIG_SCHEMA: &str = r#"{
     },
     "allow_hosted_tools": {
       "description": "Let calls to hosted tools declared by type only (no schema) through when their arguments are empty or a JSON object (default true); false blocks them.",
+      "type": "boolean"
+    },
+    "plain_json_schema": {
+      "description": "Read an object schema without properties ({\"type\": \"object\"}) as JSON Schema does, accepting any object (default false: NeMo Guardrails' rule, such a tool takes no arguments).",
       "type": "boolean"
     }
   }
@@ -100,6 +106,8 @@ pub struct Config {
     pub include_values: bool,
     #[serde(default = "default_true")]
     pub allow_hosted_tools: bool,
+    #[serde(default)]
+    pub plain_json_schema: bool,
 }
 
 fn default_max_errors() -> usize {
@@ -116,6 +124,7 @@ impl Default for Config {
             max_errors: default_max_errors(),
             include_values: false,
             allow_hosted_tools: true,
+            plain_json_schema: false,
         }
     }
 }
@@ -344,7 +353,7 @@ pub fn check_call(
             "arguments for tool {tool} do not match its schema: {why}"
         ));
     }
-    if compiled.takes_no_arguments {
+    if compiled.takes_no_arguments && !config.plain_json_schema {
         if let Value::Object(map) = &arguments {
             return no_arguments(&tool, map);
         }
@@ -930,9 +939,18 @@ mod tests {
             );
             assert!(block_reason(run(
                 &Config::default(),
-                &reply(vec![call("c", "now", "null")], tools),
+                &reply(vec![call("c", "now", "null")], tools.clone()),
             ))
             .contains("not a JSON object"));
+            // Read as plain JSON Schema, the loose declaration takes any object.
+            let plain = Config {
+                plain_json_schema: true,
+                ..Config::default()
+            };
+            assert_allow(run(
+                &plain,
+                &reply(vec![call("c", "now", r#"{"tz":"UTC"}"#)], tools),
+            ));
         }
         // additionalProperties: false says the same in JSON Schema's own words.
         let closed = vec![function(

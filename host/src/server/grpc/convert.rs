@@ -16,8 +16,10 @@ pub(super) fn rail_of(value: i32) -> Result<Rail, Status> {
         Ok(proto::Rail::ToolResult) => Ok(Rail::ToolResult),
         Ok(proto::Rail::ToolCall) => Ok(Rail::ToolCall),
         Ok(proto::Rail::Output) => Ok(Rail::Output),
+        Ok(proto::Rail::Tools) => Ok(Rail::Tools),
         _ => Err(invalid(
-            "rail is required: RAIL_INPUT, RAIL_TOOL_RESULT, RAIL_TOOL_CALL or RAIL_OUTPUT".into(),
+            "rail is required: RAIL_INPUT, RAIL_TOOL_RESULT, RAIL_TOOL_CALL, RAIL_OUTPUT or RAIL_TOOLS"
+                .into(),
         )),
     }
 }
@@ -158,6 +160,21 @@ pub(super) fn response_out(
         would_block: eval.would_block.as_ref().map(blocked_out),
         revision: Some(revision_out(revision)),
         request_id,
+        tools: if eval.rail == Rail::Tools {
+            eval.payload.tools.iter().map(tool_out).collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn tool_out(t: &ToolDef) -> proto::Tool {
+    proto::Tool {
+        r#type: t.kind.to_string(),
+        name: t.name.as_deref().map(str::to_string),
+        description: t.description.as_deref().map(str::to_string),
+        parameters_json: t.parameters_text(),
+        hidden_by: t.hidden_by.as_deref().map(str::to_string),
     }
 }
 
