@@ -275,10 +275,7 @@ pub trait Codec: Send + Sync + 'static {
         body: &Map<String, Value>,
         _decoded: &Self::Decoded,
     ) -> Option<String> {
-        Self::DECLARATIONS.iter().find_map(|(key, shape)| {
-            body.get(*key)
-                .and_then(|tools| closed::unknown_in_tools(tools, key, shape))
-        })
+        closed::unknown_in_declarations(body, Self::DECLARATIONS)
     }
 
     /// Read a request body (JSON text): `None` when it is JSON but not an object. `scope` (the

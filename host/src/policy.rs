@@ -207,26 +207,6 @@ impl PolicySet {
                         Some(_) => Vec::new(),
                         None => defaults[rail_index(rail)].clone(),
                     };
-                    if let Some((_, own)) = replaced {
-                        // A default plugin this chain leaves out, with no plugin of the same
-                        // component in its place (a tenant's own allowlist): an operator who
-                        // added it to the defaults may believe it applies everywhere.
-                        let own: Vec<usize> = own
-                            .iter()
-                            .filter_map(|id| config.plugins.iter().position(|pc| &pc.name == id))
-                            .collect();
-                        for &d in &defaults[rail_index(rail)] {
-                            let stands_in = own
-                                .iter()
-                                .any(|&o| o == d || loaded[o].0.shares_code_with(&loaded[d].0));
-                            if !stands_in {
-                                warnings.push(format!(
-                                    "tenant '{}' replaces the {rail} chain and leaves out '{}', which the default {rail} chain runs: its requests are not judged by it (add it to the tenant's chain, or use `extend` to add to the defaults)",
-                                    tenant.name, config.plugins[d].name
-                                ));
-                            }
-                        }
-                    }
                     for id in replaced.or(extended).map_or(&[][..], |(_, ids)| ids) {
                         let Some(i) = config.plugins.iter().position(|pc| &pc.name == id) else {
                             continue; // reported by Config::parse
@@ -244,6 +224,22 @@ impl PolicySet {
                             });
                         }
                         ids.push(i);
+                    }
+                    if replaced.is_some() {
+                        // A default plugin this chain leaves out, with no plugin of the same
+                        // component in its place (a tenant's own allowlist): an operator who
+                        // added it to the defaults may believe it applies everywhere.
+                        for &d in &defaults[rail_index(rail)] {
+                            let stands_in = ids
+                                .iter()
+                                .any(|&o| o == d || loaded[o].0.shares_code_with(&loaded[d].0));
+                            if !stands_in {
+                                warnings.push(format!(
+                                    "tenant '{}' replaces the {rail} chain and leaves out '{}', which the default {rail} chain runs: its requests are not judged by it (add it to the tenant's chain, or use `extend` to add to the defaults)",
+                                    tenant.name, config.plugins[d].name
+                                ));
+                            }
+                        }
                     }
                     ids
                 })

@@ -78,11 +78,12 @@ impl Codec for Chat {
     const MESSAGE: super::closed::Shape = shape::MESSAGE;
 
     /// The tools were read apart (the body holds a null in their place), what is unknown in
-    /// them found then.
+    /// them found then; the legacy `functions` are in the body.
     fn unknown_in_declarations(body: &Map<String, Value>, read: &ReadMessages) -> Option<String> {
-        read.beyond.unknown.clone().or_else(|| {
-            super::closed::unknown_in_tools(body.get("functions")?, "functions", &shape::FUNCTION)
-        })
+        read.beyond
+            .unknown
+            .clone()
+            .or_else(|| super::closed::unknown_in_declarations(body, Self::DECLARATIONS))
     }
     const CALL: super::closed::Shape = shape::CALL;
 

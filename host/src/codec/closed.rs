@@ -367,6 +367,18 @@ fn declarations_fields(tools: &Value, at: &[Seg], shape: &ToolShape, out: &mut V
     }
 }
 
+/// The first key its door does not know in the declarations `body` holds under each of
+/// `declarations`' keys (for `unknown_fields = "refuse"`).
+pub fn unknown_in_declarations(
+    body: &Map<String, Value>,
+    declarations: &[(&str, ToolShape)],
+) -> Option<String> {
+    declarations.iter().find_map(|(key, shape)| {
+        body.get(*key)
+            .and_then(|tools| unknown_in_tools(tools, key, shape))
+    })
+}
+
 /// The first key of a declaration in `tools` its door does not know, by its path under `key`
 /// (for `unknown_fields = "refuse"`): the declaration's own keys, its inner objects', and those
 /// of the declarations nested in it.

@@ -417,7 +417,7 @@ fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError>
     let mut out = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
         let path = format!("tools[{i}]");
-        if t.get("type").and_then(Value::as_str) != Some(NAMESPACE) {
+        if !is_namespace(t) {
             out.push(decode_tool(t, &path, None)?);
             continue;
         }
@@ -481,13 +481,16 @@ fn decode_tool(t: &Value, path: &str, ns: Option<&str>) -> Result<ToolDef, Paylo
 /// A namespace declaration, and where it declares its tools.
 const NAMESPACE: &str = "namespace";
 
+fn is_namespace(declaration: &Value) -> bool {
+    declaration.get("type").and_then(Value::as_str) == Some(NAMESPACE)
+}
+
 /// A namespace's description, which is no tool's (its tools are the declarations), as a field
 /// of the request.
 fn namespace_descriptions(body: &Map<String, Value>) -> Vec<crate::model::Field> {
     let Some(Value::Array(tools)) = body.get("tools") else {
         return Vec::new();
     };
-    let is_namespace = |t: &Value| t.get("type").and_then(Value::as_str) == Some(NAMESPACE);
     tools
         .iter()
         .enumerate()
@@ -548,28 +551,20 @@ pub(crate) fn function_item(call: &ToolCall) -> Map<String, Value> {
 /// namespace left with none is left out.
 fn offered(original: &[Value], tools: &[ToolDef]) -> Vec<Value> {
     let describe = |t: &mut Value, d: &str| t["description"] = json!(d);
-    let mut tools = tools.iter();
+    let mut at = 0;
     let mut out = Vec::with_capacity(original.len());
     for json in original {
-        let members = match json.get(NAMESPACE_TOOLS) {
-            Some(Value::Array(m))
-                if json.get("type").and_then(Value::as_str) == Some(NAMESPACE) =>
-            {
-                m
-            }
-            _ => {
-                let Some(tool) = tools.next() else { break };
-                out.extend(super::offered_tools(
-                    std::slice::from_ref(json),
-                    std::slice::from_ref(tool),
-                    describe,
-                ));
-                continue;
-            }
+        // A declaration and the tools it declares: itself, or a namespace's members.
+        let (declared, members) = match json.get(NAMESPACE_TOOLS) {
+            Some(Value::Array(m)) if is_namespace(json) => (m.as_slice(), true),
+            _ => (std::slice::from_ref(json), false),
         };
-        let own: Vec<ToolDef> = tools.by_ref().take(members.len()).cloned().collect();
-        let kept = super::offered_tools(members, &own, describe);
-        if !kept.is_empty() {
+        let own = &tools[at.min(tools.len())..(at + declared.len()).min(tools.len())];
+        at += declared.len();
+        let kept = super::offered_tools(declared, own, describe);
+        if !members {
+            out.extend(kept);
+        } else if !kept.is_empty() {
             let mut ns = json.clone();
             ns[NAMESPACE_TOOLS] = Value::Array(kept);
             out.push(ns);

@@ -404,15 +404,19 @@ impl ResponsesStream {
             item["status"] = json!("completed");
             return item;
         }
-        let mut item = call.extra.clone();
-        if call.kind == FUNCTION {
-            item = super::function_item(call);
+        let mut item = if call.kind == FUNCTION {
+            let mut item = super::function_item(call);
             item.entry("id")
                 .or_insert_with(|| json!(format!("fc_{}", crate::model::model_id(&call.id))));
-        } else if call.is_hosted() {
-            // Under the id the daemon signed it with.
-            item.insert("id".into(), json!(call.id));
-        }
+            item
+        } else {
+            let mut item = call.extra.clone();
+            if call.is_hosted() {
+                // Under the id the daemon signed it with.
+                item.insert("id".into(), json!(call.id));
+            }
+            item
+        };
         item.insert("status".into(), json!("completed"));
         Value::Object(item)
     }
