@@ -33,6 +33,10 @@
 # SYSCALLS=1: each target's system calls and context switches per request too, every thread of
 # its processes counted by `perf stat` while wrk runs (they split the system time: the same calls
 # cost more when the process they wake has gone idle).
+# CONSOLE=1: a console's live decisions stream (`GET /v1/admin/decisions`, read by curl) is open on
+# the `railyard` target for the whole run; with RAILYARD_BASELINE set to the same binary, the
+# baseline is the same daemon with no console open (the stream reader's own CPU is not counted:
+# it is the browser's).
 # The daemons log at RAILYARD_LOG (default warn: no decision records); RAILYARD_LOG=info writes
 # a record per request, as `serve` does by default (to /dev/null here).
 set -euo pipefail
@@ -98,6 +102,11 @@ if [ -n "$peers" ]; then
 fi
 . bench/ready.sh
 wait_ready 100 "" $ports
+if [ -n "${CONSOLE:-}" ]; then
+    curl -sN -H 'Authorization: Bearer demo-admin-key' http://127.0.0.1:19122/v1/admin/decisions \
+        > "$work/decisions" &
+    console_pid=$!
+fi
 
 python3 bench/requests.py "$work"
 . bench/wrk.sh
@@ -231,3 +240,7 @@ for req in $requests; do
         fi
     done
 done
+if [ -n "${CONSOLE:-}" ]; then
+    echo "console stream: $(grep -c '^data: ' "$work/decisions") records received," \
+        "$(grep -c '^event: lagged' "$work/decisions") lagged notices"
+fi

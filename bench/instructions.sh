@@ -12,12 +12,14 @@
 # counting on for N requests on one keep-alive connection, then the total divided by N.
 #
 # Usage: [RAILYARD_BIN=...] [RAILYARD_CONFIG=...] [REQUESTS="chat tools stream"] [N=300] [WARM=50]
-#        [RAILYARD_LOG=info] [VARY=1] [OUT=dir] bench/instructions.sh
+#        [RAILYARD_LOG=info] [VARY=1] [CONSOLE=1] [OUT=dir] bench/instructions.sh
 # RAILYARD_CONFIG (default the bundled one): for an older build, its own checkout's config, so
 # that it loads the plugins built with it.
 # VARY=1 numbers every message's text anew on every request (no text is ever seen twice, not
 # even within a request, where bench/requests.py's conversation repeats one message), where
 # by default each request sends the same conversation again, as a client does turn after turn.
+# CONSOLE=1 keeps a console's live decisions stream (`GET /v1/admin/decisions`, read by curl)
+# open while the requests are counted: the daemon's cost of streaming each record.
 # OUT keeps the callgrind files (callgrind_annotate --inclusive=yes OUT/<request>.out), and with
 # them the perf map of the plugins' compiled code (OUT/<request>.map, address size name) for
 # naming the addresses callgrind shows as `???`.
@@ -76,6 +78,11 @@ for r in $requests; do
         kill -0 "$pid" 2>/dev/null || { cat "$work/$r.log" >&2; exit 1; }
         sleep 0.5
     done
+    if [ -n "${CONSOLE:-}" ]; then
+        curl -sN -H 'Authorization: Bearer demo-admin-key' \
+            http://127.0.0.1:19131/v1/admin/decisions >"$work/$r.decisions" &
+        sleep 1
+    fi
     VARY="${VARY:-}" python3 - "$work/$r.json" "$warm" "$n" "$pid" <<'PY'
 import http.client, json, os, subprocess, sys
 body, warm, n, pid = open(sys.argv[1], "rb").read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -112,7 +119,11 @@ PY
     file="$work/cg.$pid.1"
     total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
     allocs=$(allocations "$file")
-    printf '%-8s %12d %12d %10d\n' "$r" "$((total / n))" "$((allocs / n))" "$n"
+    printf '%-8s %12d %12d %10d' "$r" "$((total / n))" "$((allocs / n))" "$n"
+    if [ -n "${CONSOLE:-}" ]; then
+        printf '   (console stream: %d records)' "$(grep -c '^data: ' "$work/$r.decisions")"
+    fi
+    echo
     if [ -n "${OUT:-}" ]; then
         cp "$file" "$out/$r.out"
         cp "/tmp/perf-$pid.map" "$out/$r.map" 2>/dev/null || true

@@ -40,9 +40,22 @@ if ! { command -v clang && command -v wasm-ld && [ -f /usr/lib/wasm32-wasi/libc.
         echo "warning: no apt-get: install clang, lld and wasi-libc for C plugins" >&2
     fi
 fi
+# The console's browser test: Debian's headless Chromium and its WebDriver (Selenium, from
+# requirements.txt, drives them). Its test says SKIPPED where they cannot be installed.
+if ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then
+    if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO="sudo"
+        { $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null ||
+            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }; } ||
+            echo "warning: chromium did not install; the console's browser test will be skipped" >&2
+    else
+        echo "warning: no apt-get: install chromium and chromium-driver for the console's browser test" >&2
+    fi
+fi
 tools="${RAILYARD_TOOLS_DIR:-$HOME/.cargo}"
 if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]; then
     cargo install --quiet --locked --root "$tools" wit-bindgen-cli@0.63.0 \
         --no-default-features --features c
 fi
-echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none)"
+echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none)"

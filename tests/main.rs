@@ -27,6 +27,7 @@
 //! - `fuzz`: every decoder fuzzed for a bounded time from the corpus in `tests/fuzz/corpus` (#20);
 //! - `hardening`: connection limits and timeouts with raw sockets, graceful shutdown (#20);
 //! - `tool_rules`: the tool rails' rules (NeMo IORails, Lutum) through the proxy (#14);
+//! - `console`: the console in headless Chromium, live decisions and the admin check (#51);
 //! - `closed`: the closed world on the chat door: every field judged, every call kind a call
 //!   (#46);
 //! - `hosted`: every call kind a call, every result kind a result: provider-run tools, MCP
@@ -40,6 +41,7 @@ mod cli;
 mod clients;
 mod closed;
 mod config;
+mod console;
 mod contract;
 mod deploy;
 mod doors;

@@ -16,6 +16,8 @@ const BUCKETS: [f64; 16] = [
     0.1, 1.0, 10.0, 30.0,
 ];
 
+/// A histogram as observed: each value counted in the one bucket it falls in (the exposition's
+/// cumulative counts are summed when rendered, not at every observation).
 #[derive(Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
@@ -25,10 +27,10 @@ struct Histogram {
 
 impl Histogram {
     fn observe(&mut self, seconds: f64) {
-        for (i, le) in BUCKETS.iter().enumerate() {
-            if seconds <= *le {
-                self.counts[i] += 1;
-            }
+        // Past the last bucket: counted in `count` alone (the `+Inf` bucket).
+        let bucket = BUCKETS.partition_point(|le| *le < seconds);
+        if let Some(c) = self.counts.get_mut(bucket) {
+            *c += 1;
         }
         self.sum += seconds;
         self.count += 1;
@@ -165,6 +167,7 @@ pub struct Metrics {
     verdicts: Family<u64>,
     faults: Family<u64>,
     plugin_latency: Family<Histogram>,
+    rail_latency: Family<Histogram>,
     backend_latency: Family<Histogram>,
     backend_errors: Family<u64>,
     reloads: Family<u64>,
@@ -190,6 +193,10 @@ impl Default for Metrics {
             plugin_latency: Family::new(
                 "railyard_plugin_duration_seconds",
                 "Time spent in one plugin call, by policy.",
+            ),
+            rail_latency: Family::new(
+                "railyard_rail_duration_seconds",
+                "Time one run of a rail's chain took (its plugins, their edits applied), by rail.",
             ),
             backend_latency: Family::new(
                 "railyard_backend_duration_seconds",
@@ -265,6 +272,15 @@ impl Metrics {
     /// Record every decision of an evaluation made for `tenant` (`None`: the default tenant).
     pub fn evaluation(&self, eval: &Evaluation, tenant: Option<&str>) {
         let tenant = tenant.unwrap_or(crate::auth::DEFAULT_TENANT);
+        // The run took until its last plugin's call ended (what follows is the chain's return):
+        // no clock read of its own.
+        if let Some(last) = eval.decisions.last() {
+            let took = last.offset + last.duration_us;
+            self.rail_latency
+                .with(&[("rail", eval.rail.as_str())], |h| {
+                    h.observe(took.as_secs_f64())
+                });
+        }
         for d in &eval.decisions {
             let verdict = [
                 ("tenant", tenant),
@@ -333,17 +349,23 @@ impl Metrics {
                 let _ = writeln!(out, "{}{} {value}", family.name, label_text(&labels, None));
             }
         }
-        for family in [&self.plugin_latency, &self.backend_latency] {
+        for family in [
+            &self.plugin_latency,
+            &self.rail_latency,
+            &self.backend_latency,
+        ] {
             let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
             let _ = writeln!(out, "# TYPE {} histogram", family.name);
             for (labels, h) in family.snapshot() {
+                let mut below = 0;
                 for (i, le) in BUCKETS.iter().enumerate() {
+                    below += h.counts[i];
                     let _ = writeln!(
                         out,
                         "{}_bucket{} {}",
                         family.name,
                         label_text(&labels, Some(("le", &le.to_string()))),
-                        h.counts[i]
+                        below
                     );
                 }
                 let _ = writeln!(
@@ -412,6 +434,29 @@ mod tests {
             text.contains("railyard_backend_duration_seconds_count 1\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let m = Metrics::default();
+        for ms in [0.02, 2.0, 2.0, 20.0, 60_000.0] {
+            m.backend(Duration::from_micros((ms * 1000.0) as u64));
+        }
+        let text = m.render();
+        let bucket = |le: &str| {
+            let line = format!("railyard_backend_duration_seconds_bucket{{le=\"{le}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&line))
+                .unwrap_or_else(|| panic!("no bucket {le}: {text}"))
+                .to_string()
+        };
+        assert_eq!(bucket("0.00001"), "0");
+        assert_eq!(bucket("0.000025"), "1", "20 µs");
+        assert_eq!(bucket("0.001"), "1");
+        assert_eq!(bucket("0.0025"), "3", "and the two of 2 ms");
+        assert_eq!(bucket("0.025"), "4");
+        assert_eq!(bucket("30"), "4", "a minute is past the last bucket");
+        assert_eq!(bucket("+Inf"), "5");
     }
 
     #[test]

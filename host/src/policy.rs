@@ -37,6 +37,8 @@ pub struct PolicySet {
     /// What an operator should know about the set that is not an error (logged at each load,
     /// shown on `/v1/policies`).
     warnings: Vec<String>,
+    /// When it was built, in seconds since the Unix epoch.
+    loaded_at: u64,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -267,6 +269,7 @@ impl PolicySet {
             chains,
             tenants,
             warnings,
+            loaded_at: crate::util::unix_secs(),
         })
     }
 
@@ -309,6 +312,7 @@ impl PolicySet {
             chains: self.chains.clone(),
             tenants: self.tenants.clone(),
             warnings: self.warnings.clone(),
+            loaded_at: crate::util::unix_secs(),
         }
     }
 
@@ -372,6 +376,8 @@ impl PolicySet {
                         "isolation": p.limits().isolation,
                     },
                     "config_schema": p.info().config_schema,
+                    "config": pc.config,
+                    "memo": pc.memo,
                 })
             })
             .collect();
@@ -408,6 +414,7 @@ impl PolicySet {
         serde_json::json!({
             "config": self.config.path,
             "revision": self.revision,
+            "loaded_at": self.loaded_at,
             "auth": match &self.config.auth {
                 Some(a) => serde_json::json!({"keys": a.keys.len(), "keys_file": a.keys_file}),
                 None => serde_json::json!("open"),
@@ -467,22 +474,39 @@ impl PolicySet {
         ctx: &Context,
         partial: bool,
     ) -> Evaluation {
+        self.check_explained(rail, payload, ctx, partial, false)
+    }
+
+    /// [`PolicySet::check_with`]; `explain`: keep the payload after each edit.
+    pub fn check_explained(
+        &self,
+        rail: Rail,
+        payload: Payload,
+        ctx: &Context,
+        partial: bool,
+        explain: bool,
+    ) -> Evaluation {
         let chain = self.chain_for(ctx.tenant.as_deref(), rail);
         // The operator's tools are merged in only for a chain with a plugin that reads them.
         if rail == Rail::Tools
             || self.config.tools.is_empty()
             || !chain.reads_declared_tools(ctx.model.as_deref())
         {
-            return chain.run(payload, ctx, partial);
+            return chain.run_explained(payload, ctx, partial, explain);
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
         let (merged, replaced) =
             merge_tools(std::mem::take(&mut payload.tools), &self.config.tools);
         payload.tools = merged;
-        let mut eval = chain.run(payload, ctx, partial);
+        let mut eval = chain.run_explained(payload, ctx, partial, explain);
+        let config_len = self.config.tools.len();
+        for (_, after) in &mut eval.explained {
+            let merged = std::mem::take(&mut after.tools);
+            after.tools = unmerge_tools(merged, replaced.clone(), config_len);
+        }
         let merged = std::mem::take(&mut eval.payload.tools);
-        eval.payload.tools = unmerge_tools(merged, replaced, self.config.tools.len());
+        eval.payload.tools = unmerge_tools(merged, replaced, config_len);
         eval
     }
 }

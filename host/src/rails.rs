@@ -229,14 +229,37 @@ impl RequestScope {
     }
 
     /// [`RequestScope::check`]; `partial`: the reply is a streamed text so far.
-    pub fn check_with(&mut self, rail: Rail, mut payload: Payload, partial: bool) -> Evaluation {
+    pub fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
+        self.check_explained(rail, payload, partial, false)
+    }
+
+    /// [`RequestScope::check_with`]; `explain`: keep the payload after each edit (the check
+    /// APIs' `explain`).
+    pub fn check_explained(
+        &mut self,
+        rail: Rail,
+        mut payload: Payload,
+        partial: bool,
+        explain: bool,
+    ) -> Evaluation {
         let joined = join::join(&mut payload);
-        let mut eval = self.set.check_with(rail, payload, &self.ctx, partial);
+        let mut eval = self
+            .set
+            .check_explained(rail, payload, &self.ctx, partial, explain);
         if let Some(joined) = joined {
+            for (_, after) in &mut eval.explained {
+                join::split(after, joined.clone());
+            }
             join::split(&mut eval.payload, joined);
         }
         self.observe(&eval);
         eval
+    }
+
+    /// Plugins see the request as having come through `door` (the playground trying a door's
+    /// policies; the record keeps the door it really came through).
+    pub fn judge_as(&mut self, door: Door) {
+        self.ctx.door = door.as_str().to_string();
     }
 
     fn observe(&mut self, eval: &Evaluation) {

@@ -19,6 +19,7 @@
 
 mod admin;
 mod check;
+mod console;
 pub mod error;
 mod front;
 pub mod grpc;
@@ -119,6 +120,7 @@ impl App {
             startup,
             observer: Arc::new(Sink {
                 metrics: metrics.clone(),
+                live: Arc::default(),
             }),
             metrics,
             limits: limits::TenantLimits::default(),
@@ -182,6 +184,11 @@ impl App {
         self.observer.clone()
     }
 
+    /// Where decision records go to the console's open streams.
+    pub(crate) fn live(&self) -> &Arc<console::Live> {
+        &self.observer.live
+    }
+
     /// Shutdown began: say not-ready from now on.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);
@@ -215,9 +222,11 @@ fn request_id_text(prefix: &str, n: u64) -> String {
     id
 }
 
-/// Where evaluations and decision records go: metrics and the decision log.
+/// Where evaluations and decision records go: metrics, the decision log and the console's live
+/// decisions.
 struct Sink {
     metrics: Arc<Metrics>,
+    live: Arc<console::Live>,
 }
 
 impl Observer for Sink {
@@ -226,6 +235,7 @@ impl Observer for Sink {
     }
 
     fn record(&self, record: &DecisionRecord) {
+        self.live.send(record);
         if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {
             return;
         }
@@ -367,6 +377,11 @@ const READYZ: &str = "/readyz";
 const POLICIES: &str = "/v1/policies";
 const RELOAD: &str = "/v1/admin/reload";
 const METRICS: &str = "/metrics";
+const DECISIONS: &str = "/v1/admin/decisions";
+const ADMIN_CHECK: &str = "/v1/admin/check";
+const CONSOLE: &str = "/console";
+const CONSOLE_SCRIPT: &str = "/console/console.js";
+const CONSOLE_STYLE: &str = "/console/console.css";
 
 fn health() -> Router<Arc<App>> {
     Router::new()
@@ -374,12 +389,19 @@ fn health() -> Router<Arc<App>> {
         .route(READYZ, get(admin::readyz))
 }
 
+/// The admin endpoints (behind the admin key) and the console's page, which holds no data and
+/// asks for the key itself.
 fn admin(app: Arc<App>) -> Router<Arc<App>> {
     Router::new()
         .route(POLICIES, get(admin::policies))
         .route(RELOAD, post(admin::reload))
         .route(METRICS, get(admin::metrics))
+        .route(DECISIONS, get(console::decisions))
+        .route(ADMIN_CHECK, post(check::admin_check))
         .layer(axum::middleware::from_fn_with_state(app, require_admin))
+        .route(CONSOLE, get(console::page))
+        .route(CONSOLE_SCRIPT, get(console::script))
+        .route(CONSOLE_STYLE, get(console::style))
 }
 
 fn finish(router: Router<Arc<App>>, app: Arc<App>) -> Router {
@@ -431,12 +453,23 @@ async fn not_found(request: Request) -> Response {
 /// A known path asked with another method: the error in the door's shape, with `Allow`.
 async fn method_not_allowed(request: Request) -> Response {
     let path = request.uri().path().to_string();
-    let allow =
-        if [POLICIES, HEALTHZ, READYZ, METRICS, Door::Models.route().1].contains(&path.as_str()) {
-            "GET"
-        } else {
-            "POST"
-        };
+    let allow = if [
+        POLICIES,
+        HEALTHZ,
+        READYZ,
+        METRICS,
+        DECISIONS,
+        CONSOLE,
+        CONSOLE_SCRIPT,
+        CONSOLE_STYLE,
+        Door::Models.route().1,
+    ]
+    .contains(&path.as_str())
+    {
+        "GET"
+    } else {
+        "POST"
+    };
     let door = door_for(&path);
     ApiError::MethodNotAllowed {
         method: request.method().to_string(),
@@ -447,7 +480,7 @@ async fn method_not_allowed(request: Request) -> Response {
 }
 
 /// The paths counted under their own name in the request metrics (others: `/mcp`, `other`).
-const ENDPOINTS: [&str; 9] = [
+const ENDPOINTS: [&str; 12] = [
     Door::Chat.route().1,
     Door::Responses.route().1,
     Door::Messages.route().1,
@@ -457,6 +490,9 @@ const ENDPOINTS: [&str; 9] = [
     HEALTHZ,
     READYZ,
     METRICS,
+    DECISIONS,
+    ADMIN_CHECK,
+    CONSOLE,
 ];
 
 /// Give every request an id (the caller's `x-request-id` when it is sane), echo it on the

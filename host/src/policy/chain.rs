@@ -150,6 +150,9 @@ pub struct Evaluation {
     pub would_block: Option<Blocked>,
     /// When the run started.
     pub started: Instant,
+    /// Asked for (`explain`): the payload after each decision that edited it, by the decision's
+    /// index (a shadow plugin's: what it would have been), for the playground's diffs.
+    pub explained: Vec<(usize, Payload)>,
 }
 
 impl Evaluation {
@@ -231,8 +234,19 @@ impl Chain {
     /// Run the chain over `payload` (`partial`: a streamed reply's text so far). Steps limited
     /// to other models than the request's are skipped without a call.
     pub fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
+        self.run_explained(payload, ctx, partial, false)
+    }
+
+    /// [`Chain::run`], keeping the payload after each edit when `explain` is set.
+    pub fn run_explained(
+        &self,
+        payload: Payload,
+        ctx: &Context,
+        partial: bool,
+        explain: bool,
+    ) -> Evaluation {
         let model = ctx.model.as_deref();
-        run(
+        run_explained(
             self.rail,
             self.steps
                 .iter()
@@ -248,6 +262,7 @@ impl Chain {
             payload,
             ctx,
             partial,
+            explain,
         )
     }
 }
@@ -273,9 +288,21 @@ pub struct Turn<'a, E> {
 pub fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
     steps: impl Iterator<Item = Turn<'a, E>>,
+    payload: Payload,
+    ctx: &Context,
+    partial: bool,
+) -> Evaluation {
+    run_explained(rail, steps, payload, ctx, partial, false)
+}
+
+/// [`run`]; `explain`: keep the payload after each edit ([`Evaluation::explained`]).
+pub fn run_explained<'a, E: Evaluate + 'a>(
+    rail: Rail,
+    steps: impl Iterator<Item = Turn<'a, E>>,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
+    explain: bool,
 ) -> Evaluation {
     let mut eval = Evaluation {
         rail,
@@ -286,6 +313,7 @@ pub fn run<'a, E: Evaluate + 'a>(
         blocked: None,
         would_block: None,
         started: Instant::now(),
+        explained: Vec::new(),
     };
     // The plugins' WIT request is rebuilt only after an edit: one for each view a plugin may be
     // given (the whole conversation or the reply alone, with or without the declared tools).
@@ -351,11 +379,16 @@ pub fn run<'a, E: Evaluate + 'a>(
             m.keep(q, verdict);
         }
         // A shadow plugin's edits are checked on a copy: recorded as they would be, not applied.
+        let mut copy = None;
         let outcome = answer.and_then(|verdict| match (mode, verdict) {
             (Mode::Shadow, PluginVerdict::Allow) => Ok(Applied::Allow),
-            (Mode::Shadow, verdict) => apply(&mut payload.clone(), rail, &id, verdict),
+            (Mode::Shadow, verdict) => apply(copy.insert(payload.clone()), rail, &id, verdict),
             (Mode::Enforce, verdict) => apply(&mut payload, rail, &id, verdict),
         });
+        if explain && matches!(outcome, Ok(Applied::Modify(_) | Applied::Reject(_))) {
+            let after = copy.take().unwrap_or_else(|| payload.clone());
+            eval.explained.push((eval.decisions.len(), after));
+        }
         let mut decision = Decision {
             plugin: id,
             verdict: Decided::Allow,

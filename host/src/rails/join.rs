@@ -11,10 +11,12 @@ use crate::model::{Content, Payload};
 use serde_json::Value;
 
 /// Where runs were joined, to split them again.
+#[derive(Clone)]
 pub struct Joined {
     messages: Vec<JoinedMessage>,
 }
 
+#[derive(Clone)]
 struct JoinedMessage {
     /// Its index in the payload.
     index: usize,

@@ -501,3 +501,39 @@ fn without_declared_tools_a_plugin_sees_them_on_the_tools_rail_alone() {
     }
     assert_eq!(*counter.0.lock().unwrap(), [1, 1, 0, 1, 0, 1]);
 }
+
+#[test]
+fn explained_runs_keep_the_payload_after_each_edit() {
+    let text = |p: &Payload| match &p.messages[0].content {
+        Some(Content::Text(t)) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    let first = Fake::new("first", Ok(edit("one")));
+    let quiet = Fake::new("quiet", Ok(PluginVerdict::Allow));
+    let shadow = Fake::new("shadow", Ok(edit("would be")));
+    let second = Fake::new("second", Ok(edit("two")));
+    let steps = [
+        (&first, OnError::Block, Mode::Enforce),
+        (&quiet, OnError::Block, Mode::Enforce),
+        (&shadow, OnError::Block, Mode::Shadow),
+        (&second, OnError::Block, Mode::Enforce),
+    ];
+    let e = run_explained(
+        Rail::Input,
+        steps.iter().map(|&(f, e, m)| turn(f, e, m, true)),
+        user("x"),
+        &Context::default(),
+        false,
+        true,
+    );
+    let shown: Vec<(usize, String)> = e.explained.iter().map(|(i, p)| (*i, text(p))).collect();
+    // The shadow plugin's is what it would have made of the payload it was given; the next
+    // plugin still saw the enforced edit.
+    assert_eq!(
+        shown,
+        [(0, "one".into()), (2, "would be".into()), (3, "two".into())]
+    );
+    assert_eq!(text(&e.payload), "two");
+    // Not asked: nothing kept.
+    assert!(go_modes(&steps, "x").explained.is_empty());
+}
