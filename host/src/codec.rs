@@ -45,6 +45,23 @@ pub enum Door {
 }
 
 impl Door {
+    /// Every door.
+    pub const ALL: [Door; 8] = [
+        Door::Chat,
+        Door::Responses,
+        Door::Messages,
+        Door::Models,
+        Door::Check,
+        Door::Grpc,
+        Door::Mcp,
+        Door::Admin,
+    ];
+
+    /// The door spelled `name` (as records spell it).
+    pub fn parse(name: &str) -> Option<Door> {
+        Door::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+
     /// The spelling in records and metrics.
     pub fn as_str(self) -> &'static str {
         match self {

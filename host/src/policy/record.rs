@@ -33,6 +33,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Served,
+        Outcome::Refused,
+        Outcome::Unauthorized,
+        Outcome::Throttled,
+        Outcome::Invalid,
+        Outcome::BackendError,
+        Outcome::Disconnected,
+    ];
+
+    /// The outcome spelled `name` (as records spell it).
+    pub fn parse(name: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
     /// The record spelling.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -196,10 +196,8 @@ fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, 
     }
     let door = match body.remove("door") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => match s.as_str() {
-            "chat" => Some(Door::Chat),
-            "responses" => Some(Door::Responses),
-            "messages" => Some(Door::Messages),
+        Some(Value::String(s)) => match Door::parse(&s) {
+            Some(door @ (Door::Chat | Door::Responses | Door::Messages)) => Some(door),
             _ => {
                 return Err(ApiError::bad_request(
                     format!("unknown door '{s}' (expected chat, responses or messages)"),

@@ -79,13 +79,14 @@ impl Filter {
             }
             match key {
                 "door" => {
-                    filter.door = Some(door(value).ok_or_else(|| format!("no door '{value}'"))?);
+                    filter.door =
+                        Some(Door::parse(value).ok_or_else(|| format!("no door '{value}'"))?);
                 }
                 "outcome" => {
                     for o in value.split(',') {
                         filter
                             .outcomes
-                            .push(outcome(o).ok_or_else(|| format!("no outcome '{o}'"))?);
+                            .push(Outcome::parse(o).ok_or_else(|| format!("no outcome '{o}'"))?);
                     }
                 }
                 "tenant" => filter.tenant = Some(value.to_string()),
@@ -110,35 +111,6 @@ impl Filter {
     fn wants_event(&self, e: &Event) -> bool {
         self.wants(e.door, e.outcome, &e.tenant, || e.acted)
     }
-}
-
-fn door(name: &str) -> Option<Door> {
-    [
-        Door::Chat,
-        Door::Responses,
-        Door::Messages,
-        Door::Models,
-        Door::Check,
-        Door::Grpc,
-        Door::Mcp,
-        Door::Admin,
-    ]
-    .into_iter()
-    .find(|d| d.as_str() == name)
-}
-
-fn outcome(name: &str) -> Option<Outcome> {
-    [
-        Outcome::Served,
-        Outcome::Refused,
-        Outcome::Unauthorized,
-        Outcome::Throttled,
-        Outcome::Invalid,
-        Outcome::BackendError,
-        Outcome::Disconnected,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == name)
 }
 
 /// Where decision records go to the open streams.
