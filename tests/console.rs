@@ -33,13 +33,18 @@ struct Stream(BufReader<TcpStream>);
 
 impl Stream {
     fn open(daemon: &Daemon, key: &str) -> (u16, Stream) {
+        Stream::open_with(daemon, key, "")
+    }
+
+    /// The stream with a query (its filter), e.g. `?outcome=refused`.
+    fn open_with(daemon: &Daemon, key: &str, query: &str) -> (u16, Stream) {
         let mut socket = TcpStream::connect(daemon.addr).unwrap();
         socket
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
         write!(
             socket,
-            "GET /v1/admin/decisions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
+            "GET /v1/admin/decisions{query} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
         )
         .unwrap();
         let mut reader = BufReader::new(socket);
@@ -436,16 +441,8 @@ fn a_stream_takes_what_its_filter_wants_within_the_cap() {
     assert!(r.body.contains("no outcome 'nope'"), "{}", r.body);
 
     // Only refused callers: the served request before it is not on the stream.
-    let mut socket = TcpStream::connect(daemon.addr).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        socket,
-        "GET /v1/admin/decisions?outcome=unauthorized&door=chat HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
-    )
-    .unwrap();
-    let mut stream = Stream(BufReader::new(socket));
+    let (status, mut stream) = Stream::open_with(&daemon, ADMIN, "?outcome=unauthorized&door=chat");
+    assert_eq!(status, 200);
     let body =
         json!({"model": "demo", "messages": [{"role": "user", "content": "hi"}]}).to_string();
     let chat = |id: &str, key: &str| {
