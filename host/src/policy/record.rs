@@ -518,7 +518,7 @@ impl DecisionRecord {
                 out,
                 &[" blocked=", b.rail.as_str(), ":", &b.policy, " reason="],
             );
-            out.push_str(&serde_json::Value::String(b.reason.clone()).to_string());
+            out.push_str(&serde_json::to_string(&b.reason).unwrap_or_default());
         }
         if let Some(b) = &self.would_block {
             push_all(out, &[" would_block=", b.rail.as_str(), ":", &b.policy]);

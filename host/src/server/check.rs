@@ -215,7 +215,7 @@ fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, 
     if let Some(Value::String(model)) = body.get("model") {
         scope.set_model(Some(model.clone()));
     }
-    let mut payload = match door {
+    let payload = match door {
         None => plain(&body)?,
         Some(Door::Responses) => decode_as::<Responses>(body)?,
         Some(Door::Messages) => decode_as::<Messages>(body)?,
@@ -224,25 +224,21 @@ fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, 
     if let Some(door) = door {
         scope.judge_as(door);
     }
-    let input = explain.then(|| shown(&payload));
-    let mut eval = scope.check_explained(rail, std::mem::take(&mut payload), partial, explain);
-    for m in &mut eval.payload.messages {
-        closed::unfold(m);
-    }
+    let input = explain.then(|| shown(payload.clone()));
+    let mut eval = scope.check_explained(rail, payload, partial, explain);
+    let after = std::mem::take(&mut eval.payload);
+    let steps = std::mem::take(&mut eval.explained);
     let mut out = eval.to_json();
-    if !eval.payload.fields.is_empty() {
-        out["payload"]["fields"] = serde_json::to_value(&eval.payload.fields).unwrap_or_default();
-    }
+    out["payload"] = shown(after);
     if let Some(input) = input {
         out["input"] = input;
-        out["steps"] = eval
-            .explained
-            .iter_mut()
+        out["steps"] = steps
+            .into_iter()
             .map(|(i, after)| {
                 serde_json::json!({
                     "decision": i,
-                    "plugin": eval.decisions[*i].plugin,
-                    "shadow": eval.decisions[*i].shadow,
+                    "plugin": eval.decisions[i].plugin,
+                    "shadow": eval.decisions[i].shadow,
                     "payload": shown(after),
                 })
             })
@@ -259,8 +255,7 @@ fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, 
 }
 
 /// A payload as the answer shows it (a message's folded fields back in place, fields by path).
-fn shown(payload: &Payload) -> Value {
-    let mut payload = payload.clone();
+fn shown(mut payload: Payload) -> Value {
     for m in &mut payload.messages {
         closed::unfold(m);
     }
