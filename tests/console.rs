@@ -374,10 +374,7 @@ fn an_open_stream_does_not_hold_shutdown_up() {
     let (status, mut stream) = Stream::open(&daemon, ADMIN);
     assert_eq!(status, 200);
     let started = Instant::now();
-    std::process::Command::new("kill")
-        .args(["-TERM", &daemon.pid().to_string()])
-        .status()
-        .unwrap();
+    daemon.signal("TERM");
     // The stream ends (its last chunk), well before the 30 s the drain would wait for it.
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut stream.0, &mut rest);

@@ -112,11 +112,7 @@ fn sigterm_drains_requests_in_flight_then_exits_0() {
         json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
     let in_flight = in_background(addr, body);
     std::thread::sleep(Duration::from_millis(300));
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    daemon.signal("TERM");
     // Not-ready first, while the listener still answers (a load balancer stops sending).
     std::thread::sleep(Duration::from_millis(100));
     let ready = request(addr, "GET", "/readyz", &[], b"");
@@ -146,10 +142,7 @@ fn requests_still_in_flight_at_the_drain_deadline_are_cut_and_the_daemon_exits()
     let stuck = in_background(addr, body);
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
-    std::process::Command::new("kill")
-        .args(["-TERM", &daemon.pid().to_string()])
-        .status()
-        .unwrap();
+    daemon.signal("TERM");
     let exit = daemon
         .exited(Duration::from_secs(10))
         .expect("the daemon exits");

@@ -554,6 +554,15 @@ impl Daemon {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Send the daemon `signal` (`TERM`, `HUP`) with `kill`.
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}: {status}");
+    }
 }
 
 impl Daemon {

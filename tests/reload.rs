@@ -356,11 +356,7 @@ fn sighup_and_admin_api_reload_when_watching_is_off() {
 
     replace(&s.config, config_for("gate.wasm").as_bytes());
     replace(&s.plugin, &wasm("allow_all"));
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &daemon.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    daemon.signal("HUP");
     eventually("SIGHUP reloads", || {
         policies(addr)["revision"]["number"] == 3
     });

@@ -108,10 +108,7 @@ fn requests_rails_plugins_and_the_backend_call_are_traced_without_content() {
     );
 
     // SIGTERM: the daemon exports what it holds before it exits.
-    Command::new("kill")
-        .args(["-TERM", &daemon.pid().to_string()])
-        .status()
-        .unwrap();
+    daemon.signal("TERM");
     assert!(daemon
         .exited(Duration::from_secs(15))
         .expect("the daemon exits")
