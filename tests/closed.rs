@@ -531,6 +531,54 @@ fn responses_items_beside_the_messages_are_judged_both_ways() {
     assert_eq!(out[2]["content"][0]["text"], "done", "{out}");
 }
 
+/// Items of kinds the model does not map, with no message at all in the input to ride in, are
+/// judged all the same (they reached the backend unjudged).
+#[test]
+fn responses_items_without_a_message_are_judged() {
+    let mail = format!("mail {PII}");
+    let reply = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+        "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}]}]});
+    let backend = MockBackend::start(Script::Json(200, reply));
+    let cfg = bundled_with(&[]);
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let instructions = json!({"model": "m", "instructions": "be brief",
+        "input": [{"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": mail}]}]});
+    let r = post(d.addr, "/v1/responses", &instructions);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let text = backend.seen()[0].body.to_string();
+    assert!(
+        !text.contains(PII) && text.contains("mail [EMAIL]"),
+        "{text}"
+    );
+    let sent = &backend.seen()[0].body;
+    assert_eq!(sent["input"][0]["type"], "reasoning", "kept: {sent}");
+    assert_eq!(sent["instructions"], "be brief", "{sent}");
+    for input in [
+        json!([{"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": mail}]}]),
+        json!([{"type": "no_such_item", "text": mail}, {"type": "item_reference", "id": "msg_0"}]),
+    ] {
+        let r = post(
+            d.addr,
+            "/v1/responses",
+            &json!({"model": "m", "input": input}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let seen = backend.seen();
+        let sent = &seen.last().unwrap().body;
+        let text = sent.to_string();
+        assert!(!text.contains(PII), "{text}");
+        assert!(text.contains("mail [EMAIL]"), "{text}");
+        // Only the items: the turn that carried them writes nothing of its own.
+        assert_eq!(
+            sent["input"].as_array().unwrap().len(),
+            input.as_array().unwrap().len(),
+            "{sent}"
+        );
+        assert_eq!(sent["input"][0]["type"], input[0]["type"], "{sent}");
+    }
+}
+
 /// The Messages door: blocks the model does not map (a thinking block in the history, a
 /// server tool's result and thinking in a reply) and a text document's data are judged.
 #[test]

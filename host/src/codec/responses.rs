@@ -277,8 +277,6 @@ const ITEM: Shape = Shape {
 pub struct ResponsesRequest {
     body: Map<String, Value>,
     stream: bool,
-    /// Items after the last message (written back at the end).
-    trailing: Vec<Value>,
 }
 
 /// A decoded Responses reply.
@@ -726,7 +724,7 @@ fn link_unseen(messages: Vec<Message>) -> Vec<Message> {
     out
 }
 
-fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>) {
+fn encode_items(messages: &[Message], input: &mut Vec<Value>) {
     for (i, m) in messages.iter().enumerate() {
         if m.unseen {
             continue;
@@ -770,7 +768,6 @@ fn encode_items(messages: &[Message], trailing: &[Value], input: &mut Vec<Value>
         }
         input.extend(after.iter().cloned());
     }
-    input.extend(trailing.iter().cloned());
 }
 
 /// A call of the history as its input item: a hosted call's item with what it returned (the
@@ -832,26 +829,33 @@ impl Codec for Responses {
             }
             Some(_) => return Err(PayloadError::new("instructions", "must be a string")),
         }
-        let trailing = match body.get("input") {
-            None | Some(Value::Null) => Vec::new(),
+        match body.get("input") {
+            None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
                 let mut m = Message::new("user", Some(Content::Text(s.clone())));
                 m.wire = Wire::of(From::InputString);
                 messages.push(m);
-                Vec::new()
             }
             Some(Value::Array(items)) => {
-                let (mut more, mut trailing) = decode_items(items)?;
+                let (mut more, trailing) = decode_items(items)?;
                 if continues(&body) {
                     more = link_unseen(more);
                 }
-                messages.extend(more);
-                // Items after the last message ride in it too (after its own).
-                if let Some(last) = messages.last_mut().filter(|_| !trailing.is_empty()) {
-                    last.extra
-                        .insert(AFTER.into(), Value::Array(std::mem::take(&mut trailing)));
+                if !trailing.is_empty() {
+                    // Items after the last message of the input ride in it (after its own);
+                    // with none to ride in (the instructions' is written elsewhere), a turn of
+                    // no text and no calls carries them, so that they are judged and written
+                    // back: it writes nothing of its own.
+                    if more.is_empty() {
+                        let mut carrier = Message::reply(None, Vec::new());
+                        carrier.wire = Wire::of(From::Calls);
+                        more.push(carrier);
+                    }
+                    if let Some(last) = more.last_mut() {
+                        last.extra.insert(AFTER.into(), Value::Array(trailing));
+                    }
                 }
-                trailing
+                messages.extend(more);
             }
             Some(_) => {
                 return Err(PayloadError::new(
@@ -859,16 +863,12 @@ impl Codec for Responses {
                     "must be a string or a list of items",
                 ))
             }
-        };
+        }
         let tools = decode_tools(&body)?;
         let mut fields = super::closed::fields(&body, &Self::SHAPE);
         fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
         fields.extend(namespace_descriptions(&body));
-        let request = ResponsesRequest {
-            body,
-            stream,
-            trailing,
-        };
+        let request = ResponsesRequest { body, stream };
         Ok((
             request,
             Payload {
@@ -903,12 +903,10 @@ impl Codec for Responses {
             }
         }
         let input = match rest.as_slice() {
-            [only] if from(only) == Some(&From::InputString) && request.trailing.is_empty() => {
-                content_json(&only.content)
-            }
+            [only] if from(only) == Some(&From::InputString) => content_json(&only.content),
             _ => {
                 let mut items = Vec::new();
-                encode_items(&rest, &request.trailing, &mut items);
+                encode_items(&rest, &mut items);
                 Value::Array(items)
             }
         };
