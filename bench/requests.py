@@ -22,13 +22,15 @@ def tool(name, desc, props, required):
         "type": "object", "properties": props, "required": required}}}
 
 
-chat = {"model": "demo", "messages": [{"role": "system", "content": system}] + turns}
+# The model is "bench", not the demo backend's "demo": the bundled config keeps content-safety
+# (a guard model) to "demo", and these requests measure the policies that judge every request.
+chat = {"model": "bench", "messages": [{"role": "system", "content": system}] + turns}
 bodies = {
     "chat": chat,
     "stream": dict(chat, stream=True),
-    "responses": {"model": "demo", "instructions": system, "input": turns},
-    "messages": {"model": "demo", "max_tokens": 256, "system": system, "messages": turns},
-    "tools": {"model": "demo", "messages": [
+    "responses": {"model": "bench", "instructions": system, "input": turns},
+    "messages": {"model": "bench", "max_tokens": 256, "system": system, "messages": turns},
+    "tools": {"model": "bench", "messages": [
         {"role": "system", "content": system},
         {"role": "user", "content": 'call get_weather {"city": "Oslo", "days": 3}'}],
         "tools": [

@@ -44,11 +44,11 @@ s = "The quarterly report is attached; please review the figures before Friday. 
 turns = [{"role": "user" if i % 2 == 0 else "assistant",
           "content": s * 3 + ("Reach me at jane.doe@example.com if unclear." if i == 6 else "")}
          for i in range(7)]
-json.dump({"model": "demo", "messages": [{"role": "system", "content": "Be helpful."}] + turns},
+json.dump({"model": "bench", "messages": [{"role": "system", "content": "Be helpful."}] + turns},
           open(f"{sys.argv[1]}/chat.json", "w"))
 tool = lambda n, p: {"type": "function", "function": {"name": n, "parameters": {
     "type": "object", "properties": {k: {"type": "string"} for k in p}, "required": p[:1]}}}
-json.dump({"model": "demo", "messages": [
+json.dump({"model": "bench", "messages": [
     {"role": "user", "content": 'call get_weather {"city": "Oslo"}'}],
     "tools": [tool("get_weather", ["city"]), tool("search_docs", ["query"]),
               tool("lookup_customer", ["customer_id"])]}, open(f"{sys.argv[1]}/tools.json", "w"))

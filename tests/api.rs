@@ -262,7 +262,7 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     assert_eq!(get(daemon.addr, "/healthz").status, 200);
     assert_eq!(get(daemon.addr, "/readyz").status, 200);
     let policies = get(daemon.addr, "/v1/policies").json();
-    assert_eq!(policies["plugins"].as_array().unwrap().len(), 12);
+    assert_eq!(policies["plugins"].as_array().unwrap().len(), 13);
     assert_eq!(
         policies["chains"]["tool_call"],
         json!(["normalise", "allowlist", "flow", "schema-validator"])

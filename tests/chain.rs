@@ -33,7 +33,7 @@ fn edits_thread_through_plugins_in_config_order() {
             "{ mode = \"append\", text = \" two\" }"
         ),
     ));
-    let e = set.check(Rail::Input, user("start"), &ctx());
+    let e = set.check_now(Rail::Input, user("start"), &ctx());
     assert_eq!(e.verdict, Verdict::Modify);
     // The second plugin appended to the first one's output, so it saw the edited payload.
     assert_eq!(
@@ -61,7 +61,7 @@ fn reject_goes_on_block_stops() {
             "{ mode = \"append\", text = \"+\" }"
         ),
     ));
-    let e = set.check(Rail::Input, user("secret"), &ctx());
+    let e = set.check_now(Rail::Input, user("secret"), &ctx());
     assert_eq!(e.verdict, Verdict::Reject, "reject is stronger than modify");
     assert_eq!(e.decisions.len(), 2, "the chain went on after reject");
     assert_eq!(
@@ -84,7 +84,7 @@ fn reject_goes_on_block_stops() {
             "{ mode = \"append\", text = \"+\" }"
         ),
     ));
-    let e = set.check(Rail::Input, user("x"), &ctx());
+    let e = set.check_now(Rail::Input, user("x"), &ctx());
     assert_eq!(e.verdict, Verdict::Block);
     assert_eq!(e.decisions.len(), 1, "nothing runs after a block");
 }
@@ -106,7 +106,7 @@ fn rejected_tool_calls_are_removed_and_recorded() {
             "{ mode = \"set-arguments\", text = \"{\\\"n\\\":2}\" }"
         ),
     ));
-    let e = set.check(Rail::ToolCall, tool_call_payload(), &ctx());
+    let e = set.check_now(Rail::ToolCall, tool_call_payload(), &ctx());
     assert_eq!(e.verdict, Verdict::Reject);
     let calls = &e.payload.messages[1].tool_calls;
     let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
@@ -136,7 +136,7 @@ fn on_error_allow_skips_a_faulting_plugin() {
             "{ mode = \"append\", text = \"+\" }"
         ),
     ));
-    let e = set.check(Rail::Input, user("loop"), &ctx());
+    let e = set.check_now(Rail::Input, user("loop"), &ctx());
     assert_eq!(e.verdict, Verdict::Modify);
     assert_eq!(e.decisions[0].verdict, Decided::Fault);
     assert_eq!(e.decisions[0].fault, Some(FaultKind::Deadline));
@@ -156,7 +156,7 @@ fn fault_blocks_by_default_and_says_which_policy() {
         "",
         "{ mode = \"trap\" }",
     ));
-    let e = set.check(Rail::Input, user("x"), &ctx());
+    let e = set.check_now(Rail::Input, user("x"), &ctx());
     let b = e.blocked.unwrap();
     assert!(b.fault);
     assert_eq!(b.reason, "policy 'strict' failed (trap)");
@@ -173,7 +173,7 @@ fn reply_rails_only_edit_the_reply() {
         "{ mode = \"append\", text = \"!\" }",
     ));
     let body = json!({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
-    let e = set.check(Rail::Output, payload(body), &ctx());
+    let e = set.check_now(Rail::Output, payload(body), &ctx());
     assert_eq!(
         e.payload.messages[1].content,
         Some(Content::Text("a!".into()))
@@ -194,7 +194,7 @@ fn reply_rails_only_edit_the_reply() {
         {"role": "assistant", "content": null, "tool_calls": [{"id": "old", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "old", "content": "done"},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "new", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]});
-    let e = set.check(Rail::ToolCall, payload(body), &ctx());
+    let e = set.check_now(Rail::ToolCall, payload(body), &ctx());
     assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
     assert!(e.decisions[0]
         .reason
@@ -206,7 +206,7 @@ fn reply_rails_only_edit_the_reply() {
 #[test]
 fn rails_without_plugins_allow_untouched() {
     let set = policy_set(&scripted("p", "[\"input\"]", "", "{ mode = \"block\" }"));
-    let e = set.check(Rail::Output, user("x"), &ctx());
+    let e = set.check_now(Rail::Output, user("x"), &ctx());
     assert_eq!(e.verdict, Verdict::Allow);
     assert!(e.decisions.is_empty());
 }
@@ -220,7 +220,7 @@ fn unknown_fields_survive_a_chain() {
         "{ mode = \"append\", text = \"!\" }",
     ));
     let body = json!({"messages": [{"role": "user", "content": "hi", "x-trace": {"a": [1, 2]}}]});
-    let e = set.check(Rail::Input, payload(body), &ctx());
+    let e = set.check_now(Rail::Input, payload(body), &ctx());
     assert_eq!(
         e.payload.messages_json(),
         json!([{"role": "user", "content": "hi!", "x-trace": {"a": [1, 2]}}])
@@ -235,7 +235,7 @@ fn config_tools_are_merged_for_plugins_but_not_returned() {
     );
     let set = policy_set(&toml);
     let body = json!({"messages": [{"role": "assistant", "content": "x"}], "tools": [{"type": "web_search"}]});
-    let e = set.check(Rail::ToolCall, payload(body), &ctx());
+    let e = set.check_now(Rail::ToolCall, payload(body), &ctx());
     assert_eq!(
         e.payload.tools.len(),
         1,
@@ -254,7 +254,7 @@ fn a_plugin_is_called_only_on_requests_with_its_triggers() {
         "",
         "{ mode = \"append\", text = \" [seen]\", triggers = [\"ALERT\", \"<x>\"] }",
     ));
-    let e = set.check(Rail::Input, user("hello there"), &ctx());
+    let e = set.check_now(Rail::Input, user("hello there"), &ctx());
     assert_eq!(e.verdict, Verdict::Allow);
     assert_eq!(
         e.payload.messages[0].content,
@@ -266,7 +266,7 @@ fn a_plugin_is_called_only_on_requests_with_its_triggers() {
     assert_eq!(e.to_json()["decisions"][0]["skipped"], true);
 
     for text in ["an ALERT here", "<x>", "ALERT"] {
-        let e = set.check(Rail::Input, user(text), &ctx());
+        let e = set.check_now(Rail::Input, user(text), &ctx());
         assert_eq!(e.verdict, Verdict::Modify, "{text}");
         assert_eq!(
             e.payload.messages[0].content,
@@ -281,7 +281,7 @@ fn a_plugin_is_called_only_on_requests_with_its_triggers() {
         {"role": "assistant", "content": "noted"},
         {"role": "user", "content": "go on"}]}));
     assert_eq!(
-        set.check(Rail::Input, history, &ctx()).verdict,
+        set.check_now(Rail::Input, history, &ctx()).verdict,
         Verdict::Modify
     );
     let call = payload(json!({"messages": [
@@ -289,15 +289,15 @@ fn a_plugin_is_called_only_on_requests_with_its_triggers() {
         {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c1", "type": "function",
             "function": {"name": "f", "arguments": "{\"a\": \"<x>\"}"}}]}]}));
     assert_eq!(
-        set.check(Rail::Output, call, &ctx()).verdict,
+        set.check_now(Rail::Output, call, &ctx()).verdict,
         Verdict::Modify
     );
     // Case as given.
-    let e = set.check(Rail::Input, user("alert"), &ctx());
+    let e = set.check_now(Rail::Input, user("alert"), &ctx());
     assert!(e.decisions[0].skipped);
     // A streamed window may end in a trigger's first bytes: always judged.
     let reply = payload(json!({"messages": [{"role": "assistant", "content": "all calm"}]}));
-    let e = set.check_with(Rail::Output, reply, &ctx(), true);
+    let e = set.check_with_now(Rail::Output, reply, &ctx(), true);
     assert_eq!(e.verdict, Verdict::Modify);
     assert!(!e.decisions[0].skipped);
 }

@@ -152,6 +152,7 @@ fn plugins_lists_the_bundled_set() {
             "flow",
             "schema-validator",
             "pii",
+            "content-safety",
             "allowlist-support",
             "allowlist-payments",
             "prompt-guard",

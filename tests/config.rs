@@ -45,7 +45,7 @@ fn wrong_contract_plugin_in_config_is_refused() {
     let err = policy_error(&toml);
     assert!(
         err.contains(
-            "built against railyard:policy@9.9.0, but this Railyard speaks railyard:policy@0.2.0"
+            "built against railyard:policy@9.9.0, but this Railyard speaks railyard:policy@0.3.0"
         ),
         "{err}"
     );

@@ -14,7 +14,7 @@ fn bundled() -> std::path::PathBuf {
 }
 
 #[test]
-fn a_0_1_and_a_0_2_plugin_in_one_chain() {
+fn a_0_1_plugin_beside_a_newer_one_in_one_chain() {
     let cfg = write_config(&format!(
         "[[plugins]]\nname = \"old\"\npath = \"{}\"\nrails = [\"input\"]\n\n{}",
         plugin("legacy_v01").display(),
@@ -46,7 +46,7 @@ fn a_0_1_and_a_0_2_plugin_in_one_chain() {
         .iter()
         .map(|p| &p["contract"])
         .collect();
-    assert_eq!(versions, [&json!("0.1.0"), &json!("0.2.0")]);
+    assert_eq!(versions, [&json!("0.1.0"), &json!("0.3.0")]);
 }
 
 /// POST `body` with the demo key under request id `id`: the reply, and what `plugin` decided

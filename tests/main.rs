@@ -32,6 +32,8 @@
 //!   (#46);
 //! - `hosted`: every call kind a call, every result kind a result: provider-run tools, MCP
 //!   tools and custom tools on the Responses and Messages doors (#46);
+//! - `guard`: guard models granted to plugins (contract 0.3), with the bundled content-safety
+//!   plugin and scripted guards in each kind's wire format (#47);
 //! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
 //!   and stream events longer than the window (#46).
 
@@ -49,6 +51,7 @@ mod faults;
 mod flow;
 mod fuzz;
 mod grpc;
+mod guard;
 mod hardening;
 mod hosted;
 mod http;

@@ -136,7 +136,7 @@ fn broken_changes_keep_the_old_set_serving_and_say_why() {
         (
             "wrong contract",
             Box::new(|| replace(&s.plugin, &wasm("wrong_version"))),
-            "railyard:policy@0.2.0",
+            "railyard:policy@0.3.0",
         ),
         (
             "config syntax",

@@ -19,7 +19,7 @@ fn by_message(extra: &str) -> railyard::policy::PolicySet {
 #[test]
 fn each_verdict_kind_from_a_real_component() {
     let allow = policy_set(&scripted("p", "[\"input\"]", "", "{ mode = \"allow\" }"));
-    let e = allow.check(Rail::Input, user("hello"), &ctx());
+    let e = allow.check_now(Rail::Input, user("hello"), &ctx());
     assert_eq!(e.verdict, Verdict::Allow);
     assert_eq!(e.decisions.len(), 1);
     assert_eq!(e.decisions[0].verdict, Decided::Allow);
@@ -30,7 +30,7 @@ fn each_verdict_kind_from_a_real_component() {
         "",
         "{ mode = \"append\", text = \"!\" }",
     ));
-    let e = modify.check(Rail::Input, user("hello"), &ctx());
+    let e = modify.check_now(Rail::Input, user("hello"), &ctx());
     assert_eq!(e.verdict, Verdict::Modify);
     assert_eq!(
         e.payload.messages[0].content,
@@ -44,7 +44,7 @@ fn each_verdict_kind_from_a_real_component() {
         "",
         "{ mode = \"reject-last\", text = \"[withheld]\" }",
     ));
-    let e = reject.check(Rail::Input, user("hello"), &ctx());
+    let e = reject.check_now(Rail::Input, user("hello"), &ctx());
     assert_eq!(e.verdict, Verdict::Reject);
     assert_eq!(
         e.payload.messages[0].content,
@@ -58,7 +58,7 @@ fn each_verdict_kind_from_a_real_component() {
         "",
         "{ mode = \"block\", text = \"no way\" }",
     ));
-    let e = block.check(Rail::Input, user("hello"), &ctx());
+    let e = block.check_now(Rail::Input, user("hello"), &ctx());
     assert_eq!(e.verdict, Verdict::Block);
     let blocked = e.blocked.unwrap();
     assert_eq!(
@@ -91,7 +91,7 @@ fn faults_are_contained_and_the_next_call_is_served() {
     ];
     for (mode, kind, detail) in cases {
         let set = if mode == "loop" { &short } else { &long };
-        let e = set.check(Rail::Input, user(mode), &ctx());
+        let e = set.check_now(Rail::Input, user(mode), &ctx());
         assert_eq!(e.verdict, Verdict::Block, "{mode}");
         let d = &e.decisions[0];
         assert_eq!(d.verdict, Decided::Fault, "{mode}");
@@ -109,7 +109,7 @@ fn faults_are_contained_and_the_next_call_is_served() {
             "payload untouched"
         );
 
-        let next = set.check(Rail::Input, user("allow"), &ctx());
+        let next = set.check_now(Rail::Input, user("allow"), &ctx());
         assert_eq!(
             next.verdict,
             Verdict::Allow,
@@ -131,7 +131,7 @@ fn invalid_arguments_edit_is_a_fault_and_changes_nothing() {
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}]});
-    let e = set.check(Rail::ToolCall, payload(body.clone()), &ctx());
+    let e = set.check_now(Rail::ToolCall, payload(body.clone()), &ctx());
     assert_eq!(e.decisions[0].fault, Some(FaultKind::InvalidVerdict));
     assert!(e.decisions[0]
         .reason
@@ -146,17 +146,17 @@ fn deadline_and_memory_faults_in_per_call_isolation() {
     let set = by_message("timeout_ms = 20\nmemory_mb = 8\nisolation = \"per-call\"");
     assert_eq!(set.plugins()[0].limits().isolation, Isolation::PerCall);
     assert_eq!(
-        set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
+        set.check_now(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
         Some(FaultKind::Deadline)
     );
     // A deadline the memory cap is surely reached within, even on a busy machine.
     let roomy = by_message("timeout_ms = 5000\nmemory_mb = 8\nisolation = \"per-call\"");
     assert_eq!(
-        roomy.check(Rail::Input, user("oom"), &ctx()).decisions[0].fault,
+        roomy.check_now(Rail::Input, user("oom"), &ctx()).decisions[0].fault,
         Some(FaultKind::MemoryCap)
     );
     assert_eq!(
-        set.check(Rail::Input, user("allow"), &ctx()).verdict,
+        set.check_now(Rail::Input, user("allow"), &ctx()).verdict,
         Verdict::Allow
     );
     assert_eq!(
@@ -176,16 +176,16 @@ fn pooled_instances_are_reused_and_faulted_ones_discarded() {
         "configure keeps no instance: the pool fills on use"
     );
     for _ in 0..5 {
-        set.check(Rail::Input, user("allow"), &ctx());
+        set.check_now(Rail::Input, user("allow"), &ctx());
     }
     assert_eq!(
         plugin.idle_instances(),
         1,
         "sequential calls reuse one instance"
     );
-    set.check(Rail::Input, user("trap"), &ctx());
+    set.check_now(Rail::Input, user("trap"), &ctx());
     assert_eq!(plugin.idle_instances(), 0, "a trapped instance is dropped");
-    set.check(Rail::Input, user("allow"), &ctx());
+    set.check_now(Rail::Input, user("allow"), &ctx());
     assert_eq!(plugin.idle_instances(), 1);
 }
 
@@ -197,7 +197,7 @@ fn each_worker_keeps_its_own_instances_and_borrows_before_making_one() {
         let set = set.clone();
         std::thread::spawn(move || {
             railyard::shard::mark(worker);
-            set.check(Rail::Input, user(text), &ctx()).verdict
+            set.check_now(Rail::Input, user(text), &ctx()).verdict
         })
         .join()
         .unwrap()
@@ -220,7 +220,7 @@ fn each_worker_keeps_its_own_instances_and_borrows_before_making_one() {
                 railyard::shard::mark(worker);
                 for _ in 0..20 {
                     assert_eq!(
-                        set.check(Rail::Input, user("allow"), &ctx()).verdict,
+                        set.check_now(Rail::Input, user("allow"), &ctx()).verdict,
                         Verdict::Allow
                     );
                 }
@@ -253,7 +253,7 @@ fn plugins_from_one_component_share_its_code_not_their_config() {
     ));
     let (a, b) = (&set.plugins()[0], &set.plugins()[1]);
     assert!(a.shares_code_with(b));
-    let e = set.check(Rail::Input, user("hi"), &ctx());
+    let e = set.check_now(Rail::Input, user("hi"), &ctx());
     assert_eq!(
         e.payload.messages[0].content,
         Some(Content::Text("hi!?".into())),
@@ -275,7 +275,7 @@ fn concurrent_evaluations_share_the_pool() {
             std::thread::spawn(move || {
                 for j in 0..25 {
                     let text = if (i + j) % 10 == 0 { "trap" } else { "allow" };
-                    let e = set.check(Rail::Input, user(text), &ctx());
+                    let e = set.check_now(Rail::Input, user(text), &ctx());
                     let want = if text == "trap" {
                         Verdict::Block
                     } else {
@@ -304,7 +304,7 @@ fn context_reaches_the_plugin() {
     context.principal = Some("alice".into());
     context.tenant = Some("acme".into());
     context.metadata = vec![("team".into(), "billing".into())];
-    let e = set.check(Rail::Input, user("hi"), &context);
+    let e = set.check_now(Rail::Input, user("hi"), &context);
     let reason = e.blocked.unwrap().reason;
     assert!(
         reason.contains("principal=alice tenant=acme request=test rail=Rail::Input"),
@@ -316,13 +316,18 @@ fn context_reaches_the_plugin() {
 #[test]
 fn wrong_contract_version_is_refused_naming_both_versions() {
     let err = engine()
-        .load_plugin("future", &plugin("wrong_version"), Limits::default())
+        .load_plugin(
+            "future",
+            &plugin("wrong_version"),
+            Limits::default(),
+            Default::default(),
+        )
         .err()
         .expect("must be refused");
     assert!(matches!(err, LoadError::ContractVersion { .. }), "{err}");
     let text = err.to_string();
     assert!(
-        text.contains("railyard:policy@9.9.0") && text.contains("railyard:policy@0.2.0"),
+        text.contains("railyard:policy@9.9.0") && text.contains("railyard:policy@0.3.0"),
         "{text}"
     );
 }
@@ -330,7 +335,12 @@ fn wrong_contract_version_is_refused_naming_both_versions() {
 #[test]
 fn filesystem_imports_are_refused() {
     let err = engine()
-        .load_plugin("fs", &plugin("fs_reader"), Limits::default())
+        .load_plugin(
+            "fs",
+            &plugin("fs_reader"),
+            Limits::default(),
+            Default::default(),
+        )
         .err()
         .expect("must be refused");
     assert!(matches!(err, LoadError::ForbiddenImport { .. }), "{err}");
@@ -343,14 +353,14 @@ fn garbage_and_core_modules_are_refused() {
     let garbage = dir.path().join("garbage.wasm");
     std::fs::write(&garbage, b"\0asm\x01\0\0\0this is not wasm").unwrap();
     let err = engine()
-        .load_plugin("g", &garbage, Limits::default())
+        .load_plugin("g", &garbage, Limits::default(), Default::default())
         .err()
         .unwrap();
     assert!(matches!(err, LoadError::Compile { .. }), "{err}");
 
     let missing = dir.path().join("missing.wasm");
     let err = engine()
-        .load_plugin("m", &missing, Limits::default())
+        .load_plugin("m", &missing, Limits::default(), Default::default())
         .err()
         .unwrap();
     assert!(matches!(err, LoadError::Read { .. }), "{err}");
@@ -364,11 +374,21 @@ fn compiled_components_are_cached_by_content() {
     )))
     .unwrap();
     let first = engine
-        .load_plugin("a", &plugin("scripted"), Limits::default())
+        .load_plugin(
+            "a",
+            &plugin("scripted"),
+            Limits::default(),
+            Default::default(),
+        )
         .unwrap();
     assert!(!first.from_cache());
     let second = engine
-        .load_plugin("b", &plugin("scripted"), Limits::default())
+        .load_plugin(
+            "b",
+            &plugin("scripted"),
+            Limits::default(),
+            Default::default(),
+        )
         .unwrap();
     assert!(second.from_cache());
     assert_eq!(first.digest(), second.digest());
@@ -389,7 +409,12 @@ fn compiled_components_are_cached_by_content() {
     drop((first, second));
     // A corrupt artifact is discarded and recompiled, never trusted.
     let third = engine
-        .load_plugin("c", &plugin("scripted"), Limits::default())
+        .load_plugin(
+            "c",
+            &plugin("scripted"),
+            Limits::default(),
+            Default::default(),
+        )
         .unwrap();
     assert!(!third.from_cache());
     assert_eq!(third.info().name, "scripted");
@@ -405,6 +430,7 @@ fn describe_reports_name_rails_and_schema() {
                 timeout: Duration::from_millis(50),
                 ..Limits::default()
             },
+            Default::default(),
         )
         .unwrap();
     assert_eq!(p.info().name, "scripted");
@@ -430,7 +456,7 @@ fn deadlines_hold_after_the_engine_is_dropped() {
     let set = railyard::policy::PolicySet::load(&cfg.path, &engine).unwrap();
     drop(engine);
     assert_eq!(
-        set.check(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
+        set.check_now(Rail::Input, user("loop"), &ctx()).decisions[0].fault,
         Some(FaultKind::Deadline)
     );
 }
@@ -446,7 +472,7 @@ fn a_plugin_limited_to_models_is_skipped_for_others_without_a_call() {
     let with_model = |model: Option<&str>| {
         let mut c = ctx();
         c.model = model.map(str::to_string);
-        set.check(Rail::Input, user("hi"), &c)
+        set.check_now(Rail::Input, user("hi"), &c)
     };
     for model in [Some("Llama-3.1-8B-Instruct"), Some("meta/llama-3.1-70b")] {
         assert_eq!(with_model(model).verdict, Verdict::Block, "{model:?}");

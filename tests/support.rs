@@ -178,3 +178,48 @@ pub fn unsigned(mut calls: serde_json::Value) -> serde_json::Value {
     }
     calls
 }
+
+/// Runs a policy set's chains where nothing waits (no plugin in these tests is granted guard
+/// models), so a check finishes at its first poll.
+pub trait CheckNow {
+    /// [`PolicySet::check`], finished.
+    fn check_now(
+        &self,
+        rail: railyard::model::Rail,
+        payload: Payload,
+        ctx: &Context,
+    ) -> railyard::policy::chain::Evaluation;
+    /// [`PolicySet::check_with`], finished.
+    fn check_with_now(
+        &self,
+        rail: railyard::model::Rail,
+        payload: Payload,
+        ctx: &Context,
+        partial: bool,
+    ) -> railyard::policy::chain::Evaluation;
+}
+
+impl CheckNow for PolicySet {
+    fn check_now(
+        &self,
+        rail: railyard::model::Rail,
+        payload: Payload,
+        ctx: &Context,
+    ) -> railyard::policy::chain::Evaluation {
+        now(self.check(rail, payload, ctx))
+    }
+    fn check_with_now(
+        &self,
+        rail: railyard::model::Rail,
+        payload: Payload,
+        ctx: &Context,
+        partial: bool,
+    ) -> railyard::policy::chain::Evaluation {
+        now(self.check_with(rail, payload, ctx, partial))
+    }
+}
+
+/// `future`, which must not wait, finished.
+pub fn now<F: std::future::Future>(future: F) -> F::Output {
+    futures_util::FutureExt::now_or_never(future).expect("nothing in these checks waits")
+}

@@ -205,7 +205,7 @@ impl Runner {
                 return Err(format!("the config has no tenant '{t}'"));
             }
         }
-        let eval = run_rails(set, &rails, payload, &ctx, partial);
+        let eval = crate::util::block_on(run_rails(set, &rails, payload, &ctx, partial));
         let result = eval.to_json();
         let decisions: Vec<String> = eval
             .decisions
@@ -292,7 +292,7 @@ fn rails(value: &Value) -> Result<Vec<Rail>, String> {
 /// Runs `rails` in order, each on the payload the previous one left, until one blocks. The
 /// result is the last evaluation, with every rail's decisions and rejections and the strongest
 /// verdict.
-fn run_rails(
+async fn run_rails(
     set: &PolicySet,
     rails: &[Rail],
     payload: Payload,
@@ -305,7 +305,7 @@ fn run_rails(
     let mut rejections = Vec::new();
     let mut verdict = Verdict::Allow;
     for rail in earlier {
-        let eval = set.check(*rail, payload, ctx);
+        let eval = set.check(*rail, payload, ctx).await;
         if eval.verdict == Verdict::Block {
             let mut eval = eval;
             decisions.append(&mut eval.decisions);
@@ -317,7 +317,7 @@ fn run_rails(
         rejections.extend(eval.rejections);
         payload = eval.payload;
     }
-    let mut eval = set.check_with(*last, payload, ctx, partial);
+    let mut eval = set.check_with(*last, payload, ctx, partial).await;
     decisions.append(&mut eval.decisions);
     rejections.append(&mut eval.rejections);
     eval.decisions = decisions;

@@ -79,7 +79,7 @@ pub(crate) fn run(command: Command) -> Result<ExitCode> {
                 tenant,
                 ..Context::default()
             };
-            let eval = set.check(rail, payload, &ctx);
+            let eval = railyard::util::block_on(set.check(rail, payload, &ctx));
             if json {
                 println!("{}", serde_json::to_string_pretty(&eval.to_json())?);
             } else {

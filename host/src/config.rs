@@ -7,6 +7,7 @@
 //! restart (see [`StartupConfig::changes`]). Everything else is the policy config a reload
 //! replaces. Loading the plugins a config names is the next phase: see [`crate::policy`].
 
+mod guard;
 mod keys;
 mod mcp;
 mod provenance;
@@ -18,6 +19,7 @@ mod tests;
 use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
 use crate::model::{Mode, OnError, Rail, ToolDef};
+pub use guard::{GuardKind, GuardModelConfig};
 pub use mcp::{McpConfig, McpServer};
 pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
@@ -313,6 +315,8 @@ pub struct PluginConfig {
     pub memo: bool,
     /// Line of `memo` in the entry, if set.
     pub memo_line: Option<usize>,
+    /// The guard models it may consult (`guard_models = [...]`), by name; empty: none.
+    pub guard_models: Vec<String>,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.
@@ -351,6 +355,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[provenance]`: signed tool-call ids.
     pub provenance: ProvenanceConfig,
+    /// `[[guard_models]]`: what plugins granted them may consult.
+    pub guard_models: Vec<GuardModelConfig>,
 }
 
 /// One problem in a config file.
@@ -598,8 +604,15 @@ impl Config {
             resolve::resolve_limits(&mut p, "defaults", &raw.defaults, &Limits::default());
         let default_on_error = raw.defaults.on_error.unwrap_or_default();
         let tools = resolve::tools(&mut p, &raw.tools);
-        let plugins =
-            resolve::resolve_plugins(&mut p, &raw.plugins, &defaults, default_on_error, &base);
+        let guard_models = guard::resolve(&mut p, &raw.guard_models);
+        let plugins = resolve::resolve_plugins(
+            &mut p,
+            &raw.plugins,
+            &defaults,
+            default_on_error,
+            &base,
+            &guard_models,
+        );
         let tenants =
             resolve::resolve_tenants(&mut p, &raw.tenants, &plugins, server.max_body_bytes);
         let tenant_names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
@@ -645,6 +658,7 @@ impl Config {
             plugins,
             mcp,
             provenance,
+            guard_models,
         })
     }
 }

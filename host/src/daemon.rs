@@ -55,6 +55,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         backend: options.backend.clone(),
         grpc_listen: options.grpc_listen.clone(),
         mcp_demo: None,
+        guard_demo: None,
     };
     // Read the config once up front for what cannot change on reload (engine cache, backend).
     let mut config = Config::load(&options.config)?;
@@ -63,6 +64,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         tracing::info!(%url, "demo backend started");
         let base = url.trim_end_matches("/v1");
         overrides.mcp_demo = Some(format!("{base}/mcp"));
+        overrides.guard_demo = Some(base.to_string());
         overrides.backend = Some(url);
     }
     overrides.apply(&mut config);

@@ -11,6 +11,7 @@
 //! `/mcp/demo`.
 
 mod chat;
+mod guard;
 mod mcp;
 mod messages;
 mod responses;
@@ -46,6 +47,20 @@ fn router() -> Router {
         .route("/v1/responses", post(responses::respond))
         .route("/v1/messages", post(messages::message))
         .route("/mcp", post(mcp::post).get(mcp::other).delete(mcp::other))
+        .route(
+            "/guard/llama-guard/v1/chat/completions",
+            post(guard::llama_guard),
+        )
+        .route(
+            "/guard/nemoguard/v1/chat/completions",
+            post(guard::nemoguard),
+        )
+        .route(
+            "/guard/openai-moderation/v1/moderations",
+            post(guard::moderation),
+        )
+        .route("/guard/classifier/predict", post(guard::classifier))
+        .route("/guard/entities/analyze", post(guard::entities))
         .route(
             "/v1/models",
             get(|| async {

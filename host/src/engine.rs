@@ -14,11 +14,13 @@ mod plugin;
 mod prefilter;
 mod sandbox;
 mod ticker;
+mod typed;
 pub mod verdict;
 
 pub use crate::model::{Isolation, Limits};
 pub use crate::util::sha256_hex;
 pub use cache::ComponentCache;
+use plugin::Given;
 pub use plugin::{Plugin, PluginInfo};
 pub use sandbox::{
     LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
@@ -26,9 +28,10 @@ pub use sandbox::{
 };
 pub use verdict::{EvalRequest, PluginVerdict, Prepared};
 
+use crate::guard::Grant;
 use bindings::{
-    Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS, PACKED_INTERFACE,
-    PLUGIN_INTERFACE, PREFILTER_INTERFACE,
+    Policy, Policy01, Policy03, Policy03Async, CONTRACT_PACKAGE, CONTRACT_VERSION,
+    CONTRACT_VERSIONS, PACKED_INTERFACES, PLUGIN_INTERFACE, PREFILTER_INTERFACES,
 };
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
@@ -61,8 +64,16 @@ pub enum LoadError {
         /// What wasmtime said.
         reason: String,
     },
+    /// Granted guard models, but built against a contract without them.
+    #[error("{path} is granted guard models (`guard_models`), which plugins built against contract 0.3.0 can consult; it was built against {version}: rebuild it against wit/policy.wit, or remove the grant")]
+    Grant {
+        /// The plugin file.
+        path: PathBuf,
+        /// Its contract version.
+        version: &'static str,
+    },
     /// Built against another version of the contract.
-    #[error("{path} was built against {package}@{found}, but this Railyard speaks {package}@{expected} (and 0.1.0); rebuild the plugin against wit/policy.wit")]
+    #[error("{path} was built against {package}@{found}, but this Railyard speaks {package}@{expected} (and 0.2.0 and 0.1.0); rebuild the plugin against wit/policy.wit")]
     ContractVersion {
         /// The plugin file.
         path: PathBuf,
@@ -208,12 +219,17 @@ const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
 /// tied to its settings.
 pub struct Engine {
     engine: wasmtime::Engine,
+    /// What plugins link against: guard models refused (a plugin granted none).
     linker: Linker<HostState>,
+    /// What plugins granted guard models link against: their calls wait without blocking (a
+    /// component importing them is then called through wasmtime's async support, on a fiber of
+    /// its own; the others are spared that cost).
+    waiting: Linker<HostState>,
     cache: ComponentCache,
     ticker: Arc<Ticker>,
-    /// Linked components by digest, while some plugin uses them: plugins loaded from the same
-    /// component (one allowlist per tenant, say) share its compiled code.
-    linked: Mutex<Vec<(String, Weak<plugin::Pre>)>>,
+    /// Linked components by digest and linker, while some plugin uses them: plugins loaded from
+    /// the same component (one allowlist per tenant, say) share its compiled code.
+    linked: Mutex<Vec<(String, bool, Weak<plugin::Pre>)>>,
 }
 
 impl Engine {
@@ -234,11 +250,17 @@ impl Engine {
         sandbox::add_to_linker(&mut linker)?;
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         Policy01::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        Policy03::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+
+        let mut waiting = Linker::new(&engine);
+        sandbox::add_to_linker(&mut waiting)?;
+        Policy03Async::add_to_linker::<HostState, HasSelf<HostState>>(&mut waiting, |s| s)?;
 
         let ticker = Ticker::start(engine.clone())?;
         Ok(Engine {
             engine,
             linker,
+            waiting,
             cache,
             ticker,
             linked: Mutex::new(Vec::new()),
@@ -246,15 +268,27 @@ impl Engine {
     }
 
     /// Load the plugin at `path`: compile (or fetch from cache), check contract version and
-    /// imports, link, and call `describe`. `id` names the plugin in logs and decisions.
-    pub fn load_plugin(&self, id: &str, path: &Path, limits: Limits) -> Result<Plugin, LoadError> {
+    /// imports, link, and call `describe`. `id` names the plugin in logs and decisions; `grant`
+    /// is the guard models it may consult (a plugin granted any must be built against 0.3).
+    pub fn load_plugin(
+        &self,
+        id: &str,
+        path: &Path,
+        limits: Limits,
+        grant: Grant,
+    ) -> Result<Plugin, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),
             source,
         })?;
+        let waits = !grant.is_empty();
+        let linker = match waits {
+            true => &self.waiting,
+            false => &self.linker,
+        };
         let digest = sha256_hex(&bytes);
-        if let Some(pre) = self.shared(&digest) {
-            return Plugin::new(id, path, digest, true, self, pre, limits);
+        if let Some(pre) = self.shared(&digest, waits) {
+            return Plugin::new(id, path, (digest, true), self, pre, Given { limits, grant });
         }
         let (component, cached) = self
             .cache
@@ -265,18 +299,27 @@ impl Engine {
             })?;
         drop(bytes);
         let version = self.check_contract(path, &component)?;
+        if waits && !matches!(version, Export::V03 { .. }) {
+            return Err(LoadError::Grant {
+                path: path.to_owned(),
+                version: match version {
+                    Export::V01 => "0.1.0",
+                    _ => "0.2.0",
+                },
+            });
+        }
         let link = |e: wasmtime::Error| LoadError::Link {
             path: path.to_owned(),
             reason: format!("{e:#}"),
         };
-        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
+        let pre = linker.instantiate_pre(&component).map_err(link)?;
         let pre = Arc::new(match version {
             Export::V01 => plugin::Pre::V01(bindings::PolicyPre01::new(pre).map_err(link)?),
             Export::V02 => plugin::Pre::V02(bindings::PolicyPre::new(pre).map_err(link)?),
             Export::Packed => {
                 // `prefilter` is optional: plugins built before it load as they did.
                 let triggers = component
-                    .get_export_index(None, PREFILTER_INTERFACE)
+                    .get_export_index(None, PREFILTER_INTERFACES[1].1)
                     .and_then(|i| component.get_export_index(Some(&i), "triggers"));
                 let indices = bindings::PolicyIndicesPacked::new(&pre).map_err(link)?;
                 plugin::Pre::Packed {
@@ -285,21 +328,59 @@ impl Engine {
                     triggers,
                 }
             }
+            Export::V03 { packed } => {
+                let interface = match packed {
+                    true => PACKED_INTERFACES[0].1.to_string(),
+                    false => format!("{PLUGIN_INTERFACE}@0.3.0"),
+                };
+                let func = |name: &str| {
+                    let i = component.get_export_index(None, &interface)?;
+                    component.get_export_index(Some(&i), name)
+                };
+                let missing = |name: &str| LoadError::Link {
+                    path: path.to_owned(),
+                    reason: format!("{interface} has no `{name}`"),
+                };
+                let triggers = match packed {
+                    true => component
+                        .get_export_index(None, PREFILTER_INTERFACES[0].1)
+                        .and_then(|i| component.get_export_index(Some(&i), "triggers")),
+                    false => None,
+                };
+                plugin::Pre::V03 {
+                    pre,
+                    exports: plugin::Exports03 {
+                        packed,
+                        describe: func("describe").ok_or_else(|| missing("describe"))?,
+                        configure: func("configure").ok_or_else(|| missing("configure"))?,
+                        evaluate: func("evaluate").ok_or_else(|| missing("evaluate"))?,
+                        triggers,
+                    },
+                    waits,
+                }
+            }
         });
         let mut linked = self.linked.lock().unwrap_or_else(|e| e.into_inner());
-        linked.retain(|(_, pre)| pre.strong_count() > 0);
-        linked.push((digest.clone(), Arc::downgrade(&pre)));
+        linked.retain(|(_, _, pre)| pre.strong_count() > 0);
+        linked.push((digest.clone(), waits, Arc::downgrade(&pre)));
         drop(linked);
-        Plugin::new(id, path, digest, cached, self, pre, limits)
+        Plugin::new(
+            id,
+            path,
+            (digest, cached),
+            self,
+            pre,
+            Given { limits, grant },
+        )
     }
 
     /// The linked component with `digest`, if a live plugin already uses it.
-    fn shared(&self, digest: &str) -> Option<Arc<plugin::Pre>> {
+    fn shared(&self, digest: &str, waits: bool) -> Option<Arc<plugin::Pre>> {
         let linked = self.linked.lock().unwrap_or_else(|e| e.into_inner());
         linked
             .iter()
-            .find(|(d, _)| d == digest)
-            .and_then(|(_, pre)| pre.upgrade())
+            .find(|(d, w, _)| d == digest && *w == waits)
+            .and_then(|(_, _, pre)| pre.upgrade())
     }
 
     /// Check the component exports a contract version this host speaks and imports nothing
@@ -314,9 +395,12 @@ impl Engine {
             .exports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        let packed = exports.iter().any(|e| e == PACKED_INTERFACE);
-        let found = if packed {
-            Some("0.2.0")
+        let packed = PACKED_INTERFACES
+            .into_iter()
+            .find(|(_, name)| exports.iter().any(|e| e == name))
+            .map(|(v, _)| v);
+        let found = if packed.is_some() {
+            packed
         } else {
             CONTRACT_VERSIONS
                 .into_iter()
@@ -354,9 +438,10 @@ impl Engine {
                 import: forbidden.join(", "),
             });
         }
-        Ok(match version {
-            _ if packed => Export::Packed,
-            "0.1.0" => Export::V01,
+        Ok(match (version, packed.is_some()) {
+            ("0.3.0", packed) => Export::V03 { packed },
+            (_, true) => Export::Packed,
+            ("0.1.0", _) => Export::V01,
             _ => Export::V02,
         })
     }
@@ -366,8 +451,12 @@ impl Engine {
 enum Export {
     V01,
     V02,
-    /// 0.2 with its request packed (`wit/packed/`, the Rust SDK).
+    /// 0.2 with its request packed (`wit/v0.2/packed/`, the Rust SDK before 0.3).
     Packed,
+    /// 0.3, with its request packed (the Rust SDK) or not.
+    V03 {
+        packed: bool,
+    },
 }
 
 /// The error for a component whose `railyard:policy/...` interface `name` has another version.

@@ -27,6 +27,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod engine;
+pub mod guard;
 pub mod metrics;
 pub mod model;
 pub mod policy;

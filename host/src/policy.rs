@@ -39,6 +39,8 @@ pub struct PolicySet {
     warnings: Vec<String>,
     /// When it was built, in seconds since the Unix epoch.
     loaded_at: u64,
+    /// The guard models its plugins may consult.
+    guard_models: Arc<crate::guard::GuardModels>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -48,14 +50,41 @@ fn rail_index(rail: Rail) -> usize {
 impl PolicySet {
     /// Load every plugin `config` names and build the chains. All problems are reported at once.
     pub fn build(config: Config, engine: &Engine) -> Result<PolicySet, ConfigError> {
+        PolicySet::build_after(config, engine, None)
+    }
+
+    /// [`PolicySet::build`], as the successor of `previous` (a reload): guard models whose
+    /// config is unchanged keep their cached answers.
+    pub fn build_after(
+        config: Config,
+        engine: &Engine,
+        previous: Option<&PolicySet>,
+    ) -> Result<PolicySet, ConfigError> {
         let mut problems = Vec::new();
+        let guard_models = match crate::guard::GuardModels::new(
+            &config.guard_models,
+            previous.map(|p| &*p.guard_models),
+        ) {
+            Ok(g) => Arc::new(g),
+            Err(message) => {
+                return Err(ConfigError {
+                    file: config.path.clone(),
+                    problems: vec![Problem {
+                        line: None,
+                        key: "guard_models".into(),
+                        message,
+                    }],
+                })
+            }
+        };
         let mut loaded: Vec<(Arc<Plugin>, Vec<Rail>)> = Vec::new();
         for (i, pc) in config.plugins.iter().enumerate() {
             let key = format!("plugins[{i}] ({})", pc.name);
             let mut problem = |line: Option<usize>, key: String, message: String| {
                 problems.push(Problem { line, key, message })
             };
-            let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone()) {
+            let grant = guard_models.grant(&pc.guard_models);
+            let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
                 Err(e) => {
                     problem(Some(pc.line), format!("{key}.path"), e.to_string());
@@ -270,6 +299,7 @@ impl PolicySet {
             tenants,
             warnings,
             loaded_at: crate::util::unix_secs(),
+            guard_models,
         })
     }
 
@@ -313,6 +343,7 @@ impl PolicySet {
             tenants: self.tenants.clone(),
             warnings: self.warnings.clone(),
             loaded_at: crate::util::unix_secs(),
+            guard_models: self.guard_models.clone(),
         }
     }
 
@@ -460,14 +491,14 @@ impl PolicySet {
     /// Run `rail`'s chain (the caller's tenant's, per `ctx.tenant`). Tools declared in config are merged into the payload's tools for the
     /// plugins (a config tool replaces a request tool of the same name: the operator's schema is
     /// authoritative); the returned payload keeps the request's own tools.
-    pub fn check(&self, rail: Rail, payload: Payload, ctx: &Context) -> Evaluation {
-        self.check_with(rail, payload, ctx, false)
+    pub async fn check(&self, rail: Rail, payload: Payload, ctx: &Context) -> Evaluation {
+        self.check_with(rail, payload, ctx, false).await
     }
 
     /// [`PolicySet::check`], saying whether the payload's reply is a streamed text so far. On the
     /// `tools` rail plugins see the request's own tools (what the model is offered) and their
     /// edits are kept.
-    pub fn check_with(
+    pub async fn check_with(
         &self,
         rail: Rail,
         payload: Payload,
@@ -475,10 +506,11 @@ impl PolicySet {
         partial: bool,
     ) -> Evaluation {
         self.check_explained(rail, payload, ctx, partial, false)
+            .await
     }
 
     /// [`PolicySet::check_with`]; `explain`: keep the payload after each edit.
-    pub fn check_explained(
+    pub async fn check_explained(
         &self,
         rail: Rail,
         payload: Payload,
@@ -492,14 +524,14 @@ impl PolicySet {
             || self.config.tools.is_empty()
             || !chain.reads_declared_tools(ctx.model.as_deref())
         {
-            return chain.run_explained(payload, ctx, partial, explain);
+            return chain.run_explained(payload, ctx, partial, explain).await;
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
         let (merged, replaced) =
             merge_tools(std::mem::take(&mut payload.tools), &self.config.tools);
         payload.tools = merged;
-        let mut eval = chain.run_explained(payload, ctx, partial, explain);
+        let mut eval = chain.run_explained(payload, ctx, partial, explain).await;
         let config_len = self.config.tools.len();
         for (_, after) in &mut eval.explained {
             let merged = std::mem::take(&mut after.tools);

@@ -224,18 +224,18 @@ impl RequestScope {
     }
 
     /// Run `rail`'s chain on `payload`, recording it.
-    pub fn check(&mut self, rail: Rail, payload: Payload) -> Evaluation {
-        self.check_with(rail, payload, false)
+    pub async fn check(&mut self, rail: Rail, payload: Payload) -> Evaluation {
+        self.check_with(rail, payload, false).await
     }
 
     /// [`RequestScope::check`]; `partial`: the reply is a streamed text so far.
-    pub fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
-        self.check_explained(rail, payload, partial, false)
+    pub async fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
+        self.check_explained(rail, payload, partial, false).await
     }
 
     /// [`RequestScope::check_with`]; `explain`: keep the payload after each edit (the check
     /// APIs' `explain`).
-    pub fn check_explained(
+    pub async fn check_explained(
         &mut self,
         rail: Rail,
         mut payload: Payload,
@@ -245,7 +245,8 @@ impl RequestScope {
         let joined = join::join(&mut payload);
         let mut eval = self
             .set
-            .check_explained(rail, payload, &self.ctx, partial, explain);
+            .check_explained(rail, payload, &self.ctx, partial, explain)
+            .await;
         if let Some(joined) = joined {
             for (_, after) in &mut eval.explained {
                 join::split(after, joined.clone());
@@ -279,7 +280,7 @@ impl RequestScope {
 
     /// The inbound rails (`tool_result`, then `input`) on what the caller sent, then the `tools`
     /// rail on what the model will be offered.
-    pub fn inbound(&mut self, mut payload: Payload) -> Inbound {
+    pub async fn inbound(&mut self, mut payload: Payload) -> Inbound {
         // The history's tool calls first: their provenance is what the rails below see, and the
         // backend gets the model's own ids back.
         let (mut edited, refusal) = self.check_provenance(&mut payload);
@@ -301,7 +302,7 @@ impl RequestScope {
             if !self.runs(rail) || nothing {
                 continue;
             }
-            let mut eval = self.check(rail, payload);
+            let mut eval = self.check(rail, payload).await;
             if let Some(refusal) = Refusal::from_eval(&eval) {
                 return Inbound::Refuse(refusal);
             }
@@ -372,7 +373,7 @@ impl RequestScope {
     /// text, then `tool_call` again on calls the output rail found written in the text (a tool
     /// call written as text never bypasses the tool_call rail). `conversation` is what led to
     /// it; it is lent to the chains and given back as it was.
-    pub fn reply(
+    pub async fn reply(
         &mut self,
         conversation: &mut Payload,
         mut message: Message,
@@ -392,7 +393,7 @@ impl RequestScope {
             if !applies || !self.runs(rail) {
                 continue;
             }
-            let (eval, judged) = self.judge(rail, conversation, message, false);
+            let (eval, judged) = self.judge(rail, conversation, message, false).await;
             if let Some(refusal) = Refusal::from_eval(&eval) {
                 return Err(refusal);
             }
@@ -415,7 +416,7 @@ impl RequestScope {
     /// Run `rail` on `conversation` + `message`; the conversation is restored (on the reply
     /// rails only the last message can change), the judged message returned. `partial`: the
     /// message is a streamed reply's text so far.
-    pub fn judge(
+    pub async fn judge(
         &mut self,
         rail: Rail,
         conversation: &mut Payload,
@@ -424,7 +425,7 @@ impl RequestScope {
     ) -> (Evaluation, Message) {
         let mut payload = std::mem::take(conversation);
         payload.messages.push(message);
-        let mut eval = self.check_with(rail, payload, partial);
+        let mut eval = self.check_with(rail, payload, partial).await;
         let mut payload = std::mem::take(&mut eval.payload);
         let judged = payload
             .messages

@@ -37,6 +37,9 @@ pub struct Overrides {
     pub grpc_listen: Option<String>,
     /// The demo backend's MCP server, served as `/mcp/demo` unless the config names a `demo`.
     pub mcp_demo: Option<String>,
+    /// The demo backend's scripted guard models (its base URL): every guard model of a kind it
+    /// scripts is asked there instead.
+    pub guard_demo: Option<String>,
 }
 
 impl Overrides {
@@ -53,6 +56,20 @@ impl Overrides {
                         forward_headers: Vec::new(),
                         timeout: std::time::Duration::from_secs(30),
                     });
+                }
+            }
+        }
+        if let Some(base) = &self.guard_demo {
+            use crate::config::GuardKind;
+            for g in &mut config.guard_models {
+                let path = match g.kind {
+                    GuardKind::Judge => continue,
+                    GuardKind::Classifier | GuardKind::Entities => "",
+                    _ => "/v1",
+                };
+                if let Ok(url) = format!("{base}/guard/{}{path}", g.kind.as_str()).parse() {
+                    g.url = url;
+                    g.api_key = None;
                 }
             }
         }
@@ -178,7 +195,7 @@ impl Reloader {
             &self.engine,
             &self.config_path,
             &self.overrides,
-            Some(running.config()),
+            Some(&running),
         );
         drop(running);
         match built {
@@ -297,12 +314,12 @@ fn build(
     engine: &Engine,
     path: &Path,
     overrides: &Overrides,
-    running: Option<&Config>,
+    running: Option<&PolicySet>,
 ) -> Result<PolicySet, ConfigError> {
     let mut config = Config::load(path)?;
-    config.check_auth(running)?;
+    config.check_auth(running.map(|s| s.config()))?;
     overrides.apply(&mut config);
-    let set = PolicySet::build(config, engine)?;
+    let set = PolicySet::build_after(config, engine, running)?;
     for warning in set.warnings() {
         tracing::warn!("{}: {warning}", path.display());
     }

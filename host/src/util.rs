@@ -57,6 +57,22 @@ pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(bytes)
 }
 
+/// Run `future` to its end on this thread, off any runtime (the CLI): a chain with a plugin
+/// that waits on a guard model needs a reactor and timers, which a small runtime gives it.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    use futures_util::FutureExt;
+    let mut future = std::pin::pin!(future);
+    // Most chains never wait: no runtime is made for them.
+    if let Some(done) = (&mut future).now_or_never() {
+        return done;
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the CLI")
+        .block_on(future)
+}
+
 pub mod deadline;
 pub mod memory;
 

@@ -404,7 +404,7 @@ pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
     // Some plugins see the reply alone (on the reply rails), their indices shifted; some are
     // given no declared tools off the tools rail.
     let views: Vec<u8> = plugins.iter().map(|_| choices.byte()).collect();
-    let eval = run(
+    let eval = crate::support::now(run(
         rail,
         plugins.iter().zip(views).map(|(plugin, view)| Turn {
             plugin,
@@ -417,7 +417,7 @@ pub fn verdict(base: &Payload, data: &[u8]) -> Result<(), String> {
         base.clone(),
         &ctx,
         false,
-    );
+    ));
     let wire = eval.payload.to_openai();
     Payload::from_openai(&wire)
         .map_err(|e| format!("the edited payload is not valid any more: {e}\n{wire}"))?;

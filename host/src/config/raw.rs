@@ -33,6 +33,23 @@ pub(super) struct RawConfig {
     pub(super) provenance: Option<Spanned<RawProvenance>>,
     #[serde(default)]
     pub(super) telemetry: RawTelemetry,
+    #[serde(default)]
+    pub(super) guard_models: Vec<Spanned<RawGuardModel>>,
+}
+
+/// One `[[guard_models]]` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGuardModel {
+    pub(super) name: Spanned<String>,
+    pub(super) kind: Spanned<super::guard::GuardKind>,
+    pub(super) url: Spanned<String>,
+    pub(super) model: Option<Spanned<String>>,
+    pub(super) api_key_env: Option<Spanned<String>>,
+    pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) max_concurrent: Option<Spanned<u64>>,
+    pub(super) cache_entries: Option<Spanned<u64>>,
+    pub(super) max_input_chars: Option<Spanned<u64>>,
 }
 
 /// `[telemetry]`.
@@ -180,6 +197,7 @@ pub(super) struct RawPlugin {
     pub(super) history: Option<bool>,
     pub(super) declared_tools: Option<bool>,
     pub(super) memo: Option<Spanned<bool>>,
+    pub(super) guard_models: Option<Vec<Spanned<String>>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

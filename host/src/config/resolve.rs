@@ -392,6 +392,7 @@ pub(super) fn resolve_plugins(
     defaults: &Limits,
     default_on_error: crate::model::OnError,
     base: &std::path::Path,
+    guard_models: &[super::GuardModelConfig],
 ) -> Vec<PluginConfig> {
     let text = p.text;
     let mut plugins: Vec<PluginConfig> = Vec::new();
@@ -477,6 +478,35 @@ pub(super) fn resolve_plugins(
                 "an empty list would never run the plugin; leave `models` out to run it for every model",
             );
         }
+        let mut granted: Vec<String> = Vec::new();
+        for g in raw.guard_models.iter().flatten() {
+            let wanted = g.get_ref();
+            if granted.contains(wanted) {
+                p.at(
+                    g.span(),
+                    format!("{key}.guard_models"),
+                    format!("'{wanted}' is listed twice"),
+                );
+            } else if !guard_models.iter().any(|m| &m.name == wanted) {
+                let configured = match guard_models.len() {
+                    0 => "there is no [[guard_models]] entry".to_string(),
+                    _ => format!(
+                        "configured: {}",
+                        guard_models
+                            .iter()
+                            .map(|m| m.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                p.at(
+                    g.span(),
+                    format!("{key}.guard_models"),
+                    format!("'{wanted}' is not a configured guard model ({configured})"),
+                );
+            }
+            granted.push(wanted.clone());
+        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
@@ -491,6 +521,7 @@ pub(super) fn resolve_plugins(
             history: raw.history.unwrap_or(true),
             declared_tools: raw.declared_tools.unwrap_or(true),
             memo: raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
+            guard_models: granted,
             memo_line: raw
                 .memo
                 .as_ref()

@@ -10,10 +10,15 @@ use super::bindings::{
     packed, wit, wit01, Policy, Policy01, PolicyIndicesPacked, PolicyPacked, PolicyPre, PolicyPre01,
 };
 use super::prefilter::{self, Triggers};
-use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
+use super::sandbox::{
+    forward, tail, CallOutput, GuardAccess, HostState, LogBudget, SandboxTrap, Severity,
+};
+use super::typed::{Checked, Sig};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT};
+use crate::guard::{Grant, GuardCall};
 use crate::shard::PerWorker;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -72,6 +77,23 @@ pub(super) enum Pre {
         indices: PolicyIndicesPacked,
         triggers: Option<ComponentExportIndex>,
     },
+    /// 0.3, packed (the Rust SDK) or not, called through typed functions over 0.2's types;
+    /// `waits`: linked on the engine with async support (the plugin is granted guard models).
+    V03 {
+        pre: InstancePre<HostState>,
+        exports: Exports03,
+        waits: bool,
+    },
+}
+
+/// Where a 0.3 component's functions are.
+pub(super) struct Exports03 {
+    /// Its request is packed (`railyard:policy-packed/plugin@0.3.0`).
+    pub packed: bool,
+    pub describe: ComponentExportIndex,
+    pub configure: ComponentExportIndex,
+    pub evaluate: ComponentExportIndex,
+    pub triggers: Option<ComponentExportIndex>,
 }
 
 impl Pre {
@@ -83,6 +105,17 @@ impl Pre {
                 let instance = pre.instantiate(&mut *store)?;
                 Bindings::Packed(indices.load(&mut *store, &instance)?, instance)
             }
+            Pre::V03 {
+                pre,
+                exports,
+                waits,
+            } => {
+                let instance = match waits {
+                    true => at_once(pre.instantiate_async(&mut *store))??,
+                    false => pre.instantiate(&mut *store)?,
+                };
+                Bindings::V03(Funcs03::load(exports, &instance, store, *waits)?)
+            }
         })
     }
 
@@ -90,6 +123,169 @@ impl Pre {
         match self {
             Pre::V01(_) => "0.1.0",
             Pre::V02(_) | Pre::Packed { .. } => "0.2.0",
+            Pre::V03 { .. } => "0.3.0",
+        }
+    }
+}
+
+/// Run `future`, which must not wait: a call on the engine with async support outside
+/// `evaluate` (instantiate, `describe`, `configure`, `prefilter`), where guard models are closed,
+/// so nothing in it can pause.
+fn at_once<F: Future>(future: F) -> wasmtime::Result<F::Output> {
+    use futures_util::FutureExt;
+    future
+        .now_or_never()
+        .ok_or_else(|| wasmtime::Error::msg("the plugin waited outside evaluate"))
+}
+
+/// `describe`.
+struct Describe;
+impl Sig for Describe {
+    type Params<'a> = ();
+    type Results = (wit::Info,);
+}
+
+/// `configure`.
+struct Configure;
+impl Sig for Configure {
+    type Params<'a> = (&'a str,);
+    type Results = (Result<(), String>,);
+}
+
+/// `evaluate`, packed (the Rust SDK).
+struct EvaluatePacked;
+impl Sig for EvaluatePacked {
+    type Params<'a> = (&'a packed::Request,);
+    type Results = (Result<wit::Verdict, String>,);
+}
+
+/// `evaluate`.
+struct Evaluate;
+impl Sig for Evaluate {
+    type Params<'a> = (&'a wit::Request,);
+    type Results = (Result<wit::Verdict, String>,);
+}
+
+/// `prefilter`'s `triggers`.
+struct TriggersSig;
+impl Sig for TriggersSig {
+    type Params<'a> = ();
+    type Results = (Option<Vec<String>>,);
+}
+
+/// A 0.3 instance's functions, their types checked once when it is made.
+struct Funcs03 {
+    waits: bool,
+    describe: Checked<Describe>,
+    configure: Checked<Configure>,
+    evaluate: Evaluator,
+    triggers: Option<Checked<TriggersSig>>,
+}
+
+enum Evaluator {
+    Packed(Checked<EvaluatePacked>),
+    Plain(Checked<Evaluate>),
+}
+
+impl Funcs03 {
+    fn load(
+        exports: &Exports03,
+        instance: &ComponentInstance,
+        store: &mut Store<HostState>,
+        waits: bool,
+    ) -> wasmtime::Result<Funcs03> {
+        let func = |store: &mut Store<HostState>, index: &ComponentExportIndex| {
+            instance
+                .get_func(&mut *store, index)
+                .ok_or_else(|| wasmtime::Error::msg("a plugin function is missing"))
+        };
+        let evaluate = func(store, &exports.evaluate)?;
+        Ok(Funcs03 {
+            waits,
+            describe: Checked::new(func(store, &exports.describe)?, &*store)?,
+            configure: Checked::new(func(store, &exports.configure)?, &*store)?,
+            evaluate: match exports.packed {
+                true => Evaluator::Packed(Checked::new(evaluate, &*store)?),
+                false => Evaluator::Plain(Checked::new(evaluate, &*store)?),
+            },
+            triggers: match &exports.triggers {
+                Some(i) => Some(Checked::new(func(store, i)?, &*store)?),
+                None => None,
+            },
+        })
+    }
+
+    /// Call `f` with `params`, outside `evaluate`: on an instance that waits, it cannot.
+    fn now<S: Sig>(
+        &self,
+        store: &mut Store<HostState>,
+        f: Checked<S>,
+        params: S::Params<'_>,
+    ) -> wasmtime::Result<S::Results> {
+        match self.waits {
+            true => at_once(f.typed().call_async(&mut *store, params))?,
+            false => f.typed().call(&mut *store, params),
+        }
+    }
+
+    fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<wit::Info> {
+        Ok(self.now(store, self.describe, ())?.0)
+    }
+
+    fn configure(
+        &self,
+        store: &mut Store<HostState>,
+        config: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.now(store, self.configure, (config,))?.0)
+    }
+
+    fn triggers(&self, store: &mut Store<HostState>) -> wasmtime::Result<Option<Vec<String>>> {
+        match self.triggers {
+            Some(t) => Ok(self.now(store, t, ())?.0),
+            None => Ok(None),
+        }
+    }
+
+    /// `evaluate`, synchronously (an instance granted no guard model).
+    fn evaluate(
+        &self,
+        store: &mut Store<HostState>,
+        src: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> wasmtime::Result<Result<wit::Verdict, String>> {
+        match self.evaluate {
+            Evaluator::Packed(f) => {
+                let request = prepared.packed(src);
+                store.set_hostcall_fuel(answer_bytes(request.text.len(), src));
+                Ok(f.typed().call(&mut *store, (request,))?.0)
+            }
+            Evaluator::Plain(f) => {
+                let request = prepared.v02(src);
+                store.set_hostcall_fuel(answer_bytes(super::convert::bytes02(request), src));
+                Ok(f.typed().call(&mut *store, (request,))?.0)
+            }
+        }
+    }
+
+    /// `evaluate` on an instance granted guard models: it may wait on them.
+    async fn evaluate_async(
+        &self,
+        store: &mut Store<HostState>,
+        src: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> wasmtime::Result<Result<wit::Verdict, String>> {
+        match self.evaluate {
+            Evaluator::Packed(f) => {
+                let request = prepared.packed(src);
+                store.set_hostcall_fuel(answer_bytes(request.text.len(), src));
+                Ok(f.typed().call_async(&mut *store, (request,)).await?.0)
+            }
+            Evaluator::Plain(f) => {
+                let request = prepared.v02(src);
+                store.set_hostcall_fuel(answer_bytes(super::convert::bytes02(request), src));
+                Ok(f.typed().call_async(&mut *store, (request,)).await?.0)
+            }
         }
     }
 }
@@ -99,6 +295,7 @@ enum Bindings {
     V02(Policy),
     /// With the instance itself, for the optional `prefilter`.
     Packed(PolicyPacked, ComponentInstance),
+    V03(Funcs03),
 }
 
 struct Instance {
@@ -135,17 +332,24 @@ pub struct Plugin {
     pools: PerWorker<Vec<Instance>>,
     /// Lines this plugin may write to the daemon's log (its own and the host's about it).
     budget: Arc<LogBudget>,
+    /// The guard models it may consult (only a 0.3 plugin on the engine with async support).
+    grant: Grant,
+}
+
+/// What a plugin entry gives the plugin it loads: its limits and its grant.
+pub(super) struct Given {
+    pub limits: Limits,
+    pub grant: Grant,
 }
 
 impl Plugin {
     pub(super) fn new(
         id: &str,
         path: &Path,
-        digest: String,
-        from_cache: bool,
+        (digest, from_cache): (String, bool),
         owner: &super::Engine,
         pre: Arc<Pre>,
-        limits: Limits,
+        Given { limits, grant }: Given,
     ) -> Result<Plugin, LoadError> {
         let mut plugin = Plugin {
             id: Arc::from(id),
@@ -166,6 +370,7 @@ impl Plugin {
             triggers: OnceLock::new(),
             pools: PerWorker::default(),
             budget: Arc::default(),
+            grant,
         };
         let describe_fault = |fault| LoadError::Describe {
             path: path.to_owned(),
@@ -188,6 +393,7 @@ impl Plugin {
                     Bindings::Packed(b, _) => {
                         described(b.railyard_policy_packed_plugin().call_describe(s)?)
                     }
+                    Bindings::V03(f) => described(f.describe(s)?),
                 })
             })
             .map_err(describe_fault)?;
@@ -274,20 +480,25 @@ impl Plugin {
     /// What a configured instance's `prefilter` says, when the component exports one. The
     /// answer is read up to a bound, as `evaluate`'s is.
     fn asked_triggers(&self, instance: &mut Instance) -> Result<Option<Vec<String>>, PluginFault> {
-        let Pre::Packed {
-            triggers: Some(index),
-            ..
-        } = &*self.pre
-        else {
-            return Ok(None);
+        let index = match &*self.pre {
+            Pre::Packed {
+                triggers: Some(index),
+                ..
+            } => Some(*index),
+            Pre::V03 { exports, .. } if exports.triggers.is_some() => None,
+            _ => return Ok(None),
         };
         self.call(instance, CONFIGURE_TIMEOUT, |b, s| {
-            let Bindings::Packed(_, raw) = b else {
-                unreachable!("a packed component's instance is bound as packed")
-            };
             s.set_hostcall_fuel(prefilter::ANSWER_BYTES);
-            let triggers = raw.get_typed_func::<(), (Option<Vec<String>>,)>(&mut *s, index)?;
-            Ok(triggers.call(&mut *s, ())?.0)
+            match (b, index) {
+                (Bindings::V03(f), _) => f.triggers(s),
+                (Bindings::Packed(_, raw), Some(index)) => {
+                    let triggers =
+                        raw.get_typed_func::<(), (Option<Vec<String>>,)>(&mut *s, index)?;
+                    Ok(triggers.call(&mut *s, ())?.0)
+                }
+                _ => unreachable!("a packed component's instance is bound as packed"),
+            }
         })
         .map_err(|fault| match fault.kind {
             FaultKind::VerdictTooLarge => PluginFault {
@@ -330,6 +541,30 @@ impl Plugin {
         src: &EvalRequest<'_>,
         prepared: &mut Prepared,
     ) -> Result<PluginVerdict, PluginFault> {
+        self.evaluate_noting(src, prepared, &mut Vec::new())
+    }
+
+    /// [`Plugin::evaluate`], noting in `guard` the guard-model calls the plugin tried (refused
+    /// each: a plugin that does not wait is granted none).
+    pub fn evaluate_noting(
+        &self,
+        src: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+        guard: &mut Vec<GuardCall>,
+    ) -> Result<PluginVerdict, PluginFault> {
+        if self.waits() {
+            // Called where nothing can wait (a test, the CLI without a runtime): fine until the
+            // plugin consults a guard model.
+            return at_once(self.evaluate_async(src, prepared))
+                .map_err(|_| PluginFault {
+                    kind: FaultKind::GuestError,
+                    message: "consulted a guard model where the host cannot wait".into(),
+                })
+                .and_then(|(answer, calls)| {
+                    *guard = calls;
+                    answer
+                });
+        }
         let mut instance = match self.checkout() {
             Some(instance) => instance,
             None => self.instantiate()?,
@@ -355,11 +590,74 @@ impl Plugin {
                         .call_evaluate(s, request)?
                         .map(Into::into)
                 }
+                Bindings::V03(f) => f.evaluate(s, src, prepared)?.map(Into::into),
             })
-        })?;
+        });
+        if matches!(instance.bindings, Bindings::V03(_)) {
+            // Only a 0.3 plugin can have tried: its calls were refused, and the record says so.
+            let tried = &mut instance.store.data_mut().guard.calls;
+            if !tried.is_empty() {
+                *guard = std::mem::take(tried);
+            }
+        }
+        let answer = answer?;
         if self.limits.isolation == Isolation::Pooled {
             self.checkin(instance);
         }
+        self.answered(answer)
+    }
+
+    /// Whether the plugin runs on the engine with async support: granted guard models, its
+    /// `evaluate` may wait, and is called with [`Plugin::evaluate_async`].
+    pub fn waits(&self) -> bool {
+        matches!(&*self.pre, Pre::V03 { waits: true, .. })
+    }
+
+    /// [`Plugin::evaluate`] for a plugin that [waits](Plugin::waits): while it waits on a guard
+    /// model its worker serves other requests, and the wait does not count against its CPU
+    /// deadline. Returns the guard-model calls it made too, for its decision.
+    pub async fn evaluate_async(
+        &self,
+        src: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+    ) -> (Result<PluginVerdict, PluginFault>, Vec<GuardCall>) {
+        let mut instance = match self.checkout() {
+            Some(instance) => instance,
+            None => match self.instantiate() {
+                Ok(instance) => instance,
+                Err(fault) => return (Err(fault), Vec::new()),
+            },
+        };
+        let deadline = self.limits.timeout;
+        let Instance { store, bindings } = &mut instance;
+        let Bindings::V03(funcs) = bindings else {
+            unreachable!("only a 0.3 plugin waits")
+        };
+        store.data_mut().begin_call();
+        store.data_mut().guard.open = true;
+        let running = self.ticker.running_apart(store, deadline);
+        let result = funcs.evaluate_async(store, src, prepared).await;
+        drop(running);
+        store.data_mut().guard.open = false;
+        let calls = std::mem::take(&mut store.data_mut().guard.calls);
+        let answer = match result {
+            Ok(answer) => {
+                store.data_mut().end_call(true);
+                answer.map(Into::into)
+            }
+            Err(err) => return (Err(self.fault(store, err, deadline)), calls),
+        };
+        if self.limits.isolation == Isolation::Pooled {
+            self.checkin(instance);
+        }
+        (self.answered(answer), calls)
+    }
+
+    /// A plugin's answer: its error (0.2 and later) is a fault, logged within its budget.
+    fn answered(
+        &self,
+        answer: Result<PluginVerdict, String>,
+    ) -> Result<PluginVerdict, PluginFault> {
         answer.map_err(|message| {
             let message = crate::util::truncate(&message, FAULT_MESSAGE_CAP).to_string();
             forward(
@@ -418,6 +716,7 @@ impl Plugin {
                 Bindings::Packed(b, _) => {
                     b.railyard_policy_packed_plugin().call_configure(s, config)
                 }
+                Bindings::V03(f) => f.configure(s, config),
             })?
             .map_err(|message| PluginFault {
                 kind: FaultKind::Configure,
@@ -437,6 +736,9 @@ impl Plugin {
             ),
         );
         store.limiter(|s| &mut s.limiter);
+        if !self.grant.is_empty() {
+            store.data_mut().guard = GuardAccess::new(self.grant.clone(), self.ticker.clone());
+        }
         self.ticker.watch(&mut store);
         let _running = self.ticker.running(&mut store, CONFIGURE_TIMEOUT);
         store.data_mut().begin_call();

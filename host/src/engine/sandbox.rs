@@ -6,9 +6,11 @@
 //! no network, stdin closed), so a wasm32-wasip2 guest links but reaches nothing. The clocks are
 //! frozen so plugins cannot time anything (no timing side channels, no time-dependent verdicts).
 
+mod guard;
 mod output;
 mod wasi;
 
+pub(crate) use guard::GuardAccess;
 pub(crate) use output::{forward, tail, Severity};
 pub use output::{
     LogBudget, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
@@ -16,7 +18,7 @@ pub use output::{
 };
 pub(crate) use wasi::add_to_linker;
 
-use crate::engine::bindings::{wit, wit01, LogImport, LogImport01};
+use crate::engine::bindings::{wit, wit01, LogImport, LogImport01, LogImport03};
 use output::{GuestOutput, LogLines};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,11 +63,16 @@ pub struct HostState {
     trap: Option<SandboxTrap>,
     /// The running call's deadline (`super::ticker::Ticker::running`).
     due: u64,
+    /// The guard models it may consult (contract 0.3), and what it consulted.
+    pub(crate) guard: GuardAccess,
 }
 
 impl super::ticker::Due for HostState {
     fn due(&mut self) -> &mut u64 {
         &mut self.due
+    }
+    fn entry(&mut self, entry: u64) {
+        self.guard.entry = entry;
     }
 }
 
@@ -102,6 +109,7 @@ impl HostState {
             budget,
             trap: None,
             due: 0,
+            guard: GuardAccess::default(),
         }
     }
 
@@ -110,6 +118,8 @@ impl HostState {
         self.limiter.hit = false;
         self.log.reset();
         self.trap = None;
+        self.guard.open = false;
+        self.guard.calls.clear();
     }
 
     /// End a call: forward what the guest printed to the log (cut, within the plugin's budget;
@@ -166,6 +176,12 @@ impl LogImport for HostState {
             wit::Level::Error => Severity::Error,
         };
         self.log_line(severity, message)
+    }
+}
+
+impl LogImport03 for HostState {
+    fn log(&mut self, level: wit::Level, message: String) -> wasmtime::Result<()> {
+        LogImport::log(self, level, message)
     }
 }
 

@@ -31,6 +31,10 @@ const FIRST_NAP: Duration = Duration::from_millis(100);
 /// deadline ([`Ticker::running`] writes it, the callback of [`Ticker::watch`] reads it).
 pub(crate) trait Due {
     fn due(&mut self) -> &mut u64;
+    /// The running call's entry in the ticker's list, for a call that may pause
+    /// ([`Ticker::running_apart`]); the store keeps it to move its deadline
+    /// ([`Ticker::postpone`]).
+    fn entry(&mut self, _entry: u64) {}
 }
 
 /// Keeps the ticker running: the engine and every plugin loaded from it hold one, and the
@@ -42,8 +46,11 @@ pub(crate) struct Ticker {
     /// The deadline of the call each worker (`crate::shard::index`) runs, `0` when none: a worker
     /// runs one call at a time, and writes only its own slot, on its own cache line.
     workers: Box<[Slot]>,
-    /// The deadlines of calls on other threads (the control plane, tests), any number at once.
-    others: Mutex<Vec<u64>>,
+    /// The deadlines of calls on other threads (the control plane, tests) and of calls that may
+    /// pause (a plugin waiting on a guard model), any number at once, by entry.
+    others: Mutex<Vec<(u64, u64)>>,
+    /// The next entry in `others`.
+    entries: AtomicU64,
     /// The shortest deadline any call has had (ns): the longest the ticker sleeps.
     shortest: AtomicU64,
     /// A call began since the ticker last looked.
@@ -60,7 +67,8 @@ pub(crate) struct Running<'a> {
     ticker: &'a Ticker,
     /// Its worker's slot, or `None` for one of the others.
     slot: Option<usize>,
-    due: u64,
+    /// Its entry in the others.
+    entry: u64,
 }
 
 impl Drop for Running<'_> {
@@ -69,7 +77,7 @@ impl Drop for Running<'_> {
             Some(i) => self.ticker.workers[i].0.store(0, Ordering::Release),
             None => {
                 let mut others = lock(&self.ticker.others);
-                if let Some(at) = others.iter().position(|&d| d == self.due) {
+                if let Some(at) = others.iter().position(|&(e, _)| e == self.entry) {
                     others.swap_remove(at);
                 }
             }
@@ -87,6 +95,7 @@ impl Ticker {
                 .map(|_| Slot(AtomicU64::new(0)))
                 .collect(),
             others: Mutex::new(Vec::new()),
+            entries: AtomicU64::new(1),
             shortest: AtomicU64::new(nanos(FIRST_NAP)),
             active: AtomicBool::new(false),
             parked: AtomicBool::new(false),
@@ -118,17 +127,48 @@ impl Ticker {
     /// deadline one tick ahead. Wakes the ticker if it parked, or if this deadline is shorter
     /// than any before.
     pub(crate) fn running<T: Due>(&self, store: &mut Store<T>, deadline: Duration) -> Running<'_> {
-        let length = nanos(deadline).max(1);
-        let due = since(self.origin).saturating_add(length);
         let index = crate::shard::index();
         let slot = (index > 0 && index < self.workers.len()).then_some(index);
+        self.note(store, deadline, slot)
+    }
+
+    /// [`Ticker::running`] for a call that may pause while others run on its worker (a plugin
+    /// waiting on a guard model): noted in the list, never in the worker's slot, so the call
+    /// that runs meanwhile cannot clear it.
+    pub(crate) fn running_apart<T: Due>(
+        &self,
+        store: &mut Store<T>,
+        deadline: Duration,
+    ) -> Running<'_> {
+        self.note(store, deadline, None)
+    }
+
+    /// Move the deadline of the paused call noted as `entry` to `due` (a wait on a guard model
+    /// does not count against the plugin's CPU deadline).
+    pub(crate) fn postpone(&self, entry: u64, due: u64) {
+        if let Some(e) = lock(&self.others).iter_mut().find(|(e, _)| *e == entry) {
+            e.1 = due;
+        }
+    }
+
+    fn note<T: Due>(
+        &self,
+        store: &mut Store<T>,
+        deadline: Duration,
+        slot: Option<usize>,
+    ) -> Running<'_> {
+        let length = nanos(deadline).max(1);
+        let due = since(self.origin).saturating_add(length);
+        let mut entry = 0;
         match slot {
             Some(i) => self.workers[i].0.store(due, Ordering::SeqCst),
             None => {
-                lock(&self.others).push(due);
+                entry = self.entries.fetch_add(1, Ordering::Relaxed);
+                lock(&self.others).push((entry, due));
                 fence(Ordering::SeqCst);
             }
         }
+        store.data_mut().entry(entry);
         // Written only when it changes: the line is read by both workers on every call.
         if !self.active.load(Ordering::Relaxed) {
             self.active.store(true, Ordering::SeqCst);
@@ -145,7 +185,7 @@ impl Ticker {
         Running {
             ticker: self,
             slot,
-            due,
+            entry,
         }
     }
 
@@ -154,7 +194,7 @@ impl Ticker {
         let mut due = false;
         let mut next: Option<u64> = None;
         let workers = self.workers.iter().map(|s| s.0.load(Ordering::SeqCst));
-        for d in workers.chain(lock(&self.others).iter().copied()) {
+        for d in workers.chain(lock(&self.others).iter().map(|&(_, d)| d)) {
             if d == 0 {
                 continue;
             }
@@ -218,6 +258,13 @@ fn run(alive: &Weak<Ticker>, engine: &wasmtime::Engine) {
         drop(ticker);
         // Woken early by a call with a shorter deadline, or when the ticker is dropped.
         std::thread::park_timeout(Duration::from_nanos(nap));
+    }
+}
+
+impl Ticker {
+    /// Now, on the deadlines' clock.
+    pub(crate) fn now(&self) -> u64 {
+        since(self.origin)
     }
 }
 

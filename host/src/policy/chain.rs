@@ -25,9 +25,12 @@
 use super::apply::{apply, Applied};
 use super::memo::{Memo, Question};
 use crate::engine::{EvalRequest, FaultKind, Plugin, PluginFault, PluginVerdict, Prepared};
+use crate::guard::GuardCall;
 use crate::model::{Context, Payload, Rail};
 pub use crate::model::{Decided, Mode, OnError, Verdict};
 use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,7 +49,37 @@ pub trait Evaluate: Send + Sync {
     fn concerns(&self, _request: &EvalRequest<'_>, _prepared: &mut Prepared) -> bool {
         true
     }
+    /// [`Evaluate::evaluate`], noting in `guard` the guard-model calls the plugin tried (a
+    /// plugin granted none is refused each, and the record says so).
+    fn evaluate_noting(
+        &self,
+        request: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+        _guard: &mut Vec<GuardCall>,
+    ) -> Result<PluginVerdict, PluginFault> {
+        self.evaluate(request, prepared)
+    }
+    /// Whether `evaluate` may wait (a plugin granted guard models): the chain then awaits
+    /// [`Evaluate::evaluate_waiting`] instead, and its worker serves others meanwhile.
+    fn waits(&self) -> bool {
+        false
+    }
+    /// [`Evaluate::evaluate`] for a plugin that waits, with the guard-model calls it made.
+    fn evaluate_waiting<'a>(
+        &'a self,
+        request: &'a EvalRequest<'_>,
+        prepared: &'a mut Prepared,
+    ) -> Waiting<'a> {
+        Box::pin(std::future::ready((
+            self.evaluate(request, prepared),
+            Vec::new(),
+        )))
+    }
 }
+
+/// A plugin's evaluation that may wait, and the guard-model calls it made.
+pub type Waiting<'a> =
+    Pin<Box<dyn Future<Output = (Result<PluginVerdict, PluginFault>, Vec<GuardCall>)> + Send + 'a>>;
 
 impl Evaluate for Plugin {
     fn id(&self) -> &str {
@@ -59,8 +92,26 @@ impl Evaluate for Plugin {
     ) -> Result<PluginVerdict, PluginFault> {
         Plugin::evaluate(self, request, prepared)
     }
+    fn evaluate_noting(
+        &self,
+        request: &EvalRequest<'_>,
+        prepared: &mut Prepared,
+        guard: &mut Vec<GuardCall>,
+    ) -> Result<PluginVerdict, PluginFault> {
+        Plugin::evaluate_noting(self, request, prepared, guard)
+    }
     fn concerns(&self, request: &EvalRequest<'_>, prepared: &mut Prepared) -> bool {
         Plugin::concerns(self, request, prepared)
+    }
+    fn waits(&self) -> bool {
+        Plugin::waits(self)
+    }
+    fn evaluate_waiting<'a>(
+        &'a self,
+        request: &'a EvalRequest<'_>,
+        prepared: &'a mut Prepared,
+    ) -> Waiting<'a> {
+        Box::pin(Plugin::evaluate_async(self, request, prepared))
     }
 }
 
@@ -90,7 +141,10 @@ pub struct Decision {
     /// the verdict is the `allow` the plugin gives such requests.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
-    /// Wall time of the call, including applying its edits.
+    /// The guard models it consulted (contract 0.3), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<GuardCall>,
+    /// Wall time of the call, including applying its edits (and waits on guard models).
     #[serde(serialize_with = "micros")]
     pub duration_us: Duration,
     /// When the call started, from the start of the chain run (for trace spans).
@@ -233,12 +287,12 @@ impl Chain {
 
     /// Run the chain over `payload` (`partial`: a streamed reply's text so far). Steps limited
     /// to other models than the request's are skipped without a call.
-    pub fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
-        self.run_explained(payload, ctx, partial, false)
+    pub async fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
+        self.run_explained(payload, ctx, partial, false).await
     }
 
     /// [`Chain::run`], keeping the payload after each edit when `explain` is set.
-    pub fn run_explained(
+    pub async fn run_explained(
         &self,
         payload: Payload,
         ctx: &Context,
@@ -264,6 +318,7 @@ impl Chain {
             partial,
             explain,
         )
+        .await
     }
 }
 
@@ -285,20 +340,21 @@ pub struct Turn<'a, E> {
 }
 
 /// Run `steps` in order over `payload` on `rail`: the chain's semantics, whatever evaluates.
-pub fn run<'a, E: Evaluate + 'a>(
+/// Nothing in it waits but a plugin that [waits](Evaluate::waits).
+pub async fn run<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl Iterator<Item = Turn<'a, E>>,
+    steps: impl Iterator<Item = Turn<'a, E>> + Send,
     payload: Payload,
     ctx: &Context,
     partial: bool,
 ) -> Evaluation {
-    run_explained(rail, steps, payload, ctx, partial, false)
+    run_explained(rail, steps, payload, ctx, partial, false).await
 }
 
 /// [`run`]; `explain`: keep the payload after each edit ([`Evaluation::explained`]).
-pub fn run_explained<'a, E: Evaluate + 'a>(
+pub async fn run_explained<'a, E: Evaluate + 'a>(
     rail: Rail,
-    steps: impl Iterator<Item = Turn<'a, E>>,
+    steps: impl Iterator<Item = Turn<'a, E>> + Send,
     mut payload: Payload,
     ctx: &Context,
     partial: bool,
@@ -363,17 +419,23 @@ pub fn run_explained<'a, E: Evaluate + 'a>(
             partial,
         };
         let skipped = !memoised && !plugin.concerns(&request, &mut prepared[view]);
+        let mut guard = Vec::new();
         let answer = match kept {
             Some(verdict) => Ok(verdict),
             None if skipped => Ok(PluginVerdict::Allow),
-            None => plugin
-                .evaluate(&request, &mut prepared[view])
-                .and_then(|verdict| match from {
-                    0 => Ok(verdict),
-                    _ => {
-                        super::apply::from_view(verdict, from as u32, payload.messages.len() - from)
-                    }
-                }),
+            None => match plugin.waits() {
+                false => plugin.evaluate_noting(&request, &mut prepared[view], &mut guard),
+                true => {
+                    let (answer, calls) =
+                        plugin.evaluate_waiting(&request, &mut prepared[view]).await;
+                    guard = calls;
+                    answer
+                }
+            }
+            .and_then(|verdict| match from {
+                0 => Ok(verdict),
+                _ => super::apply::from_view(verdict, from as u32, payload.messages.len() - from),
+            }),
         };
         if let (Some((m, q)), Ok(verdict), false, false) = (memo, &answer, memoised, skipped) {
             m.keep(q, verdict);
@@ -398,6 +460,7 @@ pub fn run_explained<'a, E: Evaluate + 'a>(
             shadow: mode == Mode::Shadow,
             memo: memoised,
             skipped,
+            guard,
             duration_us: started.elapsed(),
             offset: started.duration_since(eval.started),
         };

@@ -179,7 +179,59 @@ pub struct DecisionRecord {
     /// How many of the history's tool calls had each provenance (signed ids), when it had any.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub provenance: std::collections::BTreeMap<&'static str, u32>,
+    /// The guard models the plugins consulted, per plugin, model and operation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<GuardRecord>,
 }
+
+/// A plugin's calls to one guard model for one operation on one rail, summed (a streamed reply
+/// is judged once per window). Never the text: the model's name, what it answered in category
+/// names, and how long it took.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GuardRecord {
+    /// The rail.
+    pub rail: Rail,
+    /// The plugin that asked.
+    pub plugin: String,
+    /// The guard model, by its configured name.
+    pub model: String,
+    /// `moderate`, `guard`, `classify`, `entities` or `judge`.
+    pub operation: &'static str,
+    /// Calls made.
+    pub calls: u32,
+    /// How many were answered from the cache.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached: u32,
+    /// Total time waited, µs.
+    pub duration_us: u64,
+    /// Whether any answer flagged the text (moderation and safety guards).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub flagged: bool,
+    /// Categories flagged, top labels, or entity types found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
+    /// The kinds of the errors the calls met (`timeout`, `unavailable`, `invalid_output`, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<&'static str>,
+}
+
+/// A category name a guard model gave, as a record may hold it: its letters, digits, spaces and
+/// `_-./()` when that is all it is and it is short, else only its length (a model's answer is
+/// shaped by the text it judged).
+fn category(s: &str) -> String {
+    let plain =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.' | '/' | '(' | ')');
+    if !s.is_empty() && s.len() <= MAX_NAME && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("<not a name: {} bytes>", s.len())
+    }
+}
+
+/// Most guard records a decision record holds (plugins x models x operations x rails).
+const MAX_GUARD_RECORDS: usize = 32;
+/// Most category names a guard record holds.
+const MAX_CATEGORIES: usize = 16;
 
 /// Longest caller-chosen name (an MCP server, method or tool) a record holds as it is.
 pub const MAX_NAME: usize = 64;
@@ -240,6 +292,7 @@ impl DecisionRecord {
             target: None,
             notes: Vec::new(),
             provenance: Default::default(),
+            guard: Vec::new(),
         }
     }
 
@@ -316,7 +369,55 @@ impl DecisionRecord {
         if !self.provenance.is_empty() {
             key_serde(out, "provenance", &self.provenance);
         }
+        if !self.guard.is_empty() {
+            key_serde(out, "guard", &self.guard);
+        }
         out.push(b'}');
+    }
+
+    /// Fold one guard-model call into the record.
+    fn add_guard(&mut self, rail: Rail, plugin: &str, call: &crate::guard::GuardCall) {
+        let model = name(&call.model);
+        let found = self.guard.iter().position(|g| {
+            g.rail == rail
+                && g.plugin == plugin
+                && g.model == model
+                && g.operation == call.operation
+        });
+        let g = match found {
+            Some(i) => &mut self.guard[i],
+            None if self.guard.len() >= MAX_GUARD_RECORDS => return,
+            None => {
+                self.guard.push(GuardRecord {
+                    rail,
+                    plugin: plugin.to_string(),
+                    model,
+                    operation: call.operation,
+                    calls: 0,
+                    cached: 0,
+                    duration_us: 0,
+                    flagged: false,
+                    categories: Vec::new(),
+                    errors: Vec::new(),
+                });
+                self.guard.last_mut().expect("just pushed")
+            }
+        };
+        g.calls += 1;
+        g.cached += u32::from(call.cached);
+        g.duration_us += call.duration_us.as_micros() as u64;
+        g.flagged |= call.flagged == Some(true);
+        for c in &call.categories {
+            let c = category(c);
+            if g.categories.len() < MAX_CATEGORIES && !g.categories.contains(&c) {
+                g.categories.push(c);
+            }
+        }
+        if let Some(e) = call.error {
+            if !g.errors.contains(&e) {
+                g.errors.push(e);
+            }
+        }
     }
 
     /// Fold one chain run into the record.
@@ -352,6 +453,9 @@ impl DecisionRecord {
                     fault: d.fault,
                     shadow: d.shadow,
                 }),
+            }
+            for call in &d.guard {
+                self.add_guard(eval.rail, &d.plugin, call);
             }
             if let (Some(fault), Some(on_error)) = (d.fault, d.on_error) {
                 self.faults.push(FaultRecord {

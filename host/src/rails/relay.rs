@@ -242,13 +242,18 @@ impl<C: StreamCodec> Relay<C> {
                 Flow::Go
             }
             Up::ChoiceEnd { choice, finish } => self.finish_choice(choice, finish).await,
-            Up::Judge { mut frame, shape } => match self.judge_frame(&mut frame.data, shape) {
-                Ok(()) => self.send(Down::Pass(frame)).await,
-                Err(refusal) => self.blocked(refusal).await,
-            },
+            Up::Judge { mut frame, shape } => {
+                match self.judge_frame(&mut frame.data, shape).await {
+                    Ok(()) => self.send(Down::Pass(frame)).await,
+                    Err(refusal) => self.blocked(refusal).await,
+                }
+            }
             Up::Error(mut frame) => {
                 // An error's message may echo what the model or the conversation said.
-                if let Err(refusal) = self.judge_frame(&mut frame.data, &closed::ERROR_EVENT) {
+                if let Err(refusal) = self
+                    .judge_frame(&mut frame.data, &closed::ERROR_EVENT)
+                    .await
+                {
                     return self.blocked(refusal).await;
                 }
                 let _ = self.emit(Down::BackendError(frame)).await;
@@ -264,7 +269,11 @@ impl<C: StreamCodec> Relay<C> {
 
     /// Judge the strings of an event's `data` (what `shape` does not call inert) as one reply
     /// on the output rail, and leave them as it left them; the refusal, if it blocked.
-    fn judge_frame(&mut self, data: &mut Value, shape: &closed::Shape) -> Result<(), Refusal> {
+    async fn judge_frame(
+        &mut self,
+        data: &mut Value,
+        shape: &closed::Shape,
+    ) -> Result<(), Refusal> {
         if !self.scope.runs(Rail::Output) {
             return Ok(());
         }
@@ -278,9 +287,10 @@ impl<C: StreamCodec> Relay<C> {
             *data = Value::Object(message.extra);
             return Ok(());
         }
-        let (eval, mut judged) =
-            self.scope
-                .judge(Rail::Output, &mut self.conversation, message, false);
+        let (eval, mut judged) = self
+            .scope
+            .judge(Rail::Output, &mut self.conversation, message, false)
+            .await;
         if let Some(refusal) = Refusal::from_eval(&eval) {
             return Err(refusal);
         }
@@ -308,9 +318,10 @@ impl<C: StreamCodec> Relay<C> {
             Some(Content::Text(window.pending().to_string())),
             Vec::new(),
         );
-        let (eval, mut judged) =
-            self.scope
-                .judge(Rail::Output, &mut self.conversation, held, !last);
+        let (eval, mut judged) = self
+            .scope
+            .judge(Rail::Output, &mut self.conversation, held, !last)
+            .await;
         if let Some(refusal) = Refusal::from_eval(&eval) {
             return self.blocked(refusal).await;
         }
@@ -432,7 +443,7 @@ impl<C: StreamCodec> Relay<C> {
         let mut ending = Finish::Backend(finish);
         if !calls.is_empty() {
             let reply = Message::reply(None, calls);
-            let mut judged = match self.scope.reply(&mut self.conversation, reply) {
+            let mut judged = match self.scope.reply(&mut self.conversation, reply).await {
                 Ok(m) => m,
                 Err(refusal) => return self.blocked(refusal).await,
             };

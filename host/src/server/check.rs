@@ -102,7 +102,7 @@ async fn handle(scope: &mut RequestScope, body: Body, who: Who) -> Result<Value,
         let caller = caller(scope, &mut body)?;
         scope.set_caller(&caller);
     }
-    run(scope, body)
+    run(scope, body).await
 }
 
 /// The caller an admin names: a tenant the config has (none: the default tenant), a principal,
@@ -165,7 +165,7 @@ fn flag(body: &mut Map<String, Value>, key: &str) -> Result<bool, ApiError> {
     }
 }
 
-fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, ApiError> {
+async fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, ApiError> {
     let rail = match body.remove("rail") {
         Some(Value::String(s)) => Rail::parse(&s).ok_or_else(|| {
             ApiError::bad_request(
@@ -225,7 +225,7 @@ fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<Value, 
         scope.judge_as(door);
     }
     let input = explain.then(|| shown(payload.clone()));
-    let mut eval = scope.check_explained(rail, payload, partial, explain);
+    let mut eval = scope.check_explained(rail, payload, partial, explain).await;
     let after = std::mem::take(&mut eval.payload);
     let steps = std::mem::take(&mut eval.explained);
     let mut out = eval.to_json();

@@ -57,14 +57,14 @@ fn authenticate(app: &App, authorization: Option<&str>) -> Result<crate::auth::C
 }
 
 /// One check, counted in the request metrics under `endpoint` and the caller's tenant.
-fn counted_check(
+async fn counted_check(
     app: &Arc<App>,
     endpoint: &str,
     authorization: Option<&str>,
     request: proto::CheckRequest,
 ) -> Result<proto::CheckResponse, Status> {
     let mut tenant = String::new();
-    let result = check(app, authorization, request, &mut tenant);
+    let result = check(app, authorization, request, &mut tenant).await;
     app.metrics()
         .request(endpoint, &tenant, status_code(&result));
     result
@@ -73,7 +73,7 @@ fn counted_check(
 /// One check: the same way in as every HTTP door (the shared ingress), then one rail. The key
 /// is checked against the policy set of this very check, so a key revoked by a reload stops
 /// working mid-stream too.
-fn check(
+async fn check(
     app: &Arc<App>,
     authorization: Option<&str>,
     request: proto::CheckRequest,
@@ -149,7 +149,7 @@ fn check(
     // The request's own metadata is the caller's claim: namespaced, it can never pose as a
     // key's label.
     scope.add_claimed_metadata(request.metadata.into_iter().collect());
-    let eval = scope.check(rail, payload);
+    let eval = scope.check(rail, payload).await;
     let revision = scope.set().revision().clone();
     scope.finish(200, Outcome::Served);
     Ok(response_out(&eval, &revision, request_id))
@@ -168,6 +168,7 @@ impl PolicyService for Grpc {
             auth.as_deref(),
             request.into_inner(),
         )
+        .await
         .map(Response::new)
     }
 
@@ -181,8 +182,14 @@ impl PolicyService for Grpc {
         let auth = authorization(&request);
         // Refuse a stream with a bad key up front, rather than on its first message.
         authenticate(&app, auth.as_deref())?;
-        let out = request.into_inner().map(move |item| {
-            item.and_then(|r| counted_check(&app, "grpc.CheckStream", auth.as_deref(), r))
+        let out = futures_util::StreamExt::then(request.into_inner(), move |item| {
+            let (app, auth) = (app.clone(), auth.clone());
+            async move {
+                match item {
+                    Ok(r) => counted_check(&app, "grpc.CheckStream", auth.as_deref(), r).await,
+                    Err(status) => Err(status),
+                }
+            }
         });
         Ok(Response::new(Box::pin(out)))
     }

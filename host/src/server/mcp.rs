@@ -278,7 +278,7 @@ async fn call(
         .filter(|t| t.name.as_deref() == Some(call.name.as_str()))
         .cloned()
         .collect();
-    let tools = match offered(&mut scope, &declared) {
+    let tools = match offered(&mut scope, &declared).await {
         Ok(tools) => tools,
         Err(refusal) => return answer::blocked(scope, &id, &refusal),
     };
@@ -313,7 +313,7 @@ async fn call(
             tools: tools.clone(),
             ..Payload::default()
         };
-        let mut eval = scope.check(Rail::ToolCall, payload);
+        let mut eval = scope.check(Rail::ToolCall, payload).await;
         if let Some(refusal) = Refusal::from_eval(&eval) {
             return answer::blocked(scope, &id, &refusal);
         }
@@ -399,17 +399,19 @@ fn rewrite_call(
 }
 
 /// The tools as this caller is offered them: the `tools` rail over the declared tools.
-fn offered(scope: &mut RequestScope, declared: &[ToolDef]) -> Result<Vec<ToolDef>, Refusal> {
+async fn offered(scope: &mut RequestScope, declared: &[ToolDef]) -> Result<Vec<ToolDef>, Refusal> {
     if declared.is_empty() || !scope.runs(Rail::Tools) {
         return Ok(declared.to_vec());
     }
-    let mut eval = scope.check(
-        Rail::Tools,
-        Payload {
-            tools: declared.to_vec(),
-            ..Payload::default()
-        },
-    );
+    let mut eval = scope
+        .check(
+            Rail::Tools,
+            Payload {
+                tools: declared.to_vec(),
+                ..Payload::default()
+            },
+        )
+        .await;
     match Refusal::from_eval(&eval) {
         Some(refusal) => Err(refusal),
         None => Ok(std::mem::take(&mut eval.payload.tools)),

@@ -134,7 +134,7 @@ async fn serve<C: Codec>(
         scope.note(note);
     }
 
-    let (mut conversation, edited) = match scope.inbound(payload) {
+    let (mut conversation, edited) = match scope.inbound(payload).await {
         Inbound::Refuse(refusal) => {
             return refused::<C>(scope, &request, &refusal).map(Served::Whole);
         }
@@ -202,7 +202,7 @@ async fn serve<C: Codec>(
         // The backend's own error keeps its status and Retry-After, in the door's error shape;
         // its message may echo the conversation, so the output rail judges it like a reply.
         let message = upstream_message(&bytes, status);
-        let message = judge_error(scope, &mut conversation, message);
+        let message = judge_error(scope, &mut conversation, message).await;
         return Err(ApiError::Upstream {
             status,
             message,
@@ -219,7 +219,7 @@ async fn serve<C: Codec>(
         let had_calls = message.tool_calls.len();
         closed::fold(&mut message, &C::MESSAGE, &C::CALL);
         let before = message.content.clone();
-        let mut message = match scope.reply(&mut conversation, message) {
+        let mut message = match scope.reply(&mut conversation, message).await {
             Ok(m) => m,
             Err(refusal) => return refused::<C>(scope, &request, &refusal).map(Served::Whole),
         };
@@ -315,12 +315,18 @@ fn upstream_message(bytes: &[u8], status: StatusCode) -> String {
 }
 
 /// A backend error message through the output rail, as the model's text would be.
-fn judge_error(scope: &mut RequestScope, conversation: &mut Payload, message: String) -> String {
+async fn judge_error(
+    scope: &mut RequestScope,
+    conversation: &mut Payload,
+    message: String,
+) -> String {
     if !scope.runs(crate::model::Rail::Output) {
         return message;
     }
     let reply = crate::model::Message::new("assistant", Some(Content::Text(message)));
-    let (eval, judged) = scope.judge(crate::model::Rail::Output, conversation, reply, false);
+    let (eval, judged) = scope
+        .judge(crate::model::Rail::Output, conversation, reply, false)
+        .await;
     match (&eval.blocked, judged.content) {
         (None, Some(Content::Text(text))) => text,
         _ => "the model backend's error message was withheld by policy".into(),

@@ -26,7 +26,7 @@
 // - an `option` is the value, or undefined for none;
 // - a `result` is the return value, or what the function throws for the error (see configure).
 //
-// To write to the daemon's log: `import { log } from 'railyard:policy/host@0.2.0';` and then
+// To write to the daemon's log: `import { log } from 'railyard:policy/host@0.3.0';` and then
 // `log('info', 'message')`. console.log goes nowhere: the build turns stdio off.
 
 /** Reported by describe(); keep it in step with package.json. */

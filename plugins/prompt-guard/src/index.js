@@ -4,7 +4,7 @@
 // This file is only the WIT glue: the `plugin` export and the `host` import. The decision logic
 // is in guard.js, which imports nothing and is unit-tested under Node (test/guard.test.mjs).
 
-import { log } from 'railyard:policy/host@0.2.0';
+import { log } from 'railyard:policy/host@0.3.0';
 import { NAME, VERSION, CONFIG_SCHEMA, ConfigError, parseConfig, evaluate as judge, warmUp } from './guard.js';
 
 // Set by configure(); evaluate() before configure() uses the defaults.

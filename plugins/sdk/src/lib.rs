@@ -1,12 +1,12 @@
-//! Rust bindings for the `railyard:policy` contract (`../../wit`, version 0.2.0), shared by every
+//! Rust bindings for the `railyard:policy` contract (`../../wit`, version 0.3.0), shared by every
 //! Rust plugin so the contract is generated in one place.
 //!
 //! A plugin implements [`PolicyPlugin`] and calls `railyard_plugin_sdk::export_policy!(MyPlugin);`
 //! (or implements the raw [`Plugin`] trait and calls `railyard_plugin_sdk::export!(MyPlugin);`).
 //!
-//! The component exports contract 0.2.0 with its request packed (`../../wit/packed`): the host
+//! The component exports contract 0.3.0 with its request packed (`../../wit/packed`): the host
 //! passes it in a handful of allocations instead of one per string, and [`unpack`] turns it back
-//! into 0.2.0's [`Request`] before the plugin sees it. Plugins see 0.2.0 only.
+//! into the contract's [`Request`] before the plugin sees it.
 
 wit_bindgen::generate!({
     path: ["../../wit", "../../wit/packed"],
@@ -38,7 +38,14 @@ pub mod unpack;
 
 pub use railyard::policy::types::*;
 
-/// The plugin interface of contract 0.2.0 (`railyard:policy/plugin`), as [`export!`] exports it.
+/// Guard models (contract 0.3): ask a model the operator configured, by its configured name.
+/// Granted per plugin entry (`guard_models = [...]`); without the grant every call answers
+/// [`guard::GuardError::Denied`]. Callable from `evaluate` only.
+pub mod guard {
+    pub use crate::railyard::policy::guard_models::*;
+}
+
+/// The plugin interface of contract 0.3.0 (`railyard:policy/plugin`), as [`export!`] exports it.
 pub trait Plugin {
     /// Name, version, rails and config schema. Called once at load.
     fn describe() -> Info;
@@ -54,7 +61,7 @@ pub trait Plugin {
     }
 }
 
-/// Export a [`Plugin`] as the component's plugin interface (0.2.0, its request packed).
+/// Export a [`Plugin`] as the component's plugin interface (0.3.0, its request packed).
 #[macro_export]
 macro_rules! export {
     ($ty:ty) => {
@@ -91,7 +98,7 @@ macro_rules! export {
 }
 
 /// The contract version these bindings speak.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// `kind` of a function call and of a function tool.
 pub const FUNCTION: &str = "function";

@@ -5,6 +5,32 @@ use crate::engine::verdict::{Edit, RawContent, Rejection, Target};
 use crate::model::{Content, Message};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// [`super::run`], whose fakes never wait, so it finishes at its first poll.
+fn run<'a, E: Evaluate + 'a>(
+    rail: Rail,
+    steps: impl Iterator<Item = Turn<'a, E>> + Send,
+    payload: Payload,
+    ctx: &Context,
+    partial: bool,
+) -> Evaluation {
+    run_explained(rail, steps, payload, ctx, partial, false)
+}
+
+/// [`super::run_explained`], likewise.
+fn run_explained<'a, E: Evaluate + 'a>(
+    rail: Rail,
+    steps: impl Iterator<Item = Turn<'a, E>> + Send,
+    payload: Payload,
+    ctx: &Context,
+    partial: bool,
+    explain: bool,
+) -> Evaluation {
+    futures_util::FutureExt::now_or_never(super::run_explained(
+        rail, steps, payload, ctx, partial, explain,
+    ))
+    .expect("a chain of plugins that never wait finishes at once")
+}
+
 /// A plugin that answers a fixed verdict (or fault), counting its calls.
 struct Fake {
     id: &'static str,

@@ -132,7 +132,7 @@ pub(super) async fn relay(
     if watch.judges() {
         let answer = match read_answer(&bytes) {
             Ok(mut message) => {
-                judge(&ex, &mut scope, &watch, &mut message);
+                judge(&ex, &mut scope, &watch, &mut message).await;
                 Ok(message)
             }
             Err(why) if status.is_success() => {
@@ -298,7 +298,7 @@ async fn pump(
         }
         let mut out = Vec::with_capacity(chunk.len() + 2);
         while let Some(block) = parser.next_block() {
-            match inspect(&ex, &mut scope, &watch, &block, &mut answered) {
+            match inspect(&ex, &mut scope, &watch, &block, &mut answered).await {
                 Step::Pass => {
                     out.extend_from_slice(block.as_bytes());
                     out.extend_from_slice(b"\n\n");
@@ -337,7 +337,7 @@ enum Step {
 /// One SSE block: a tool-list change forgets the cached list; in the answer to a judged
 /// request, the first response (whatever its id) is judged and any later one dropped, and an
 /// event that cannot be read as JSON is answered with the door's fault.
-fn inspect(
+async fn inspect(
     ex: &Exchange,
     scope: &mut RequestScope,
     watch: &Watch,
@@ -361,7 +361,7 @@ fn inspect(
     if let Ok(message) = &parsed {
         if let Kind::Request { method, .. } = codec::kind(message) {
             if let Some(how) = codec::asked(&method) {
-                return asked(scope, block, message.clone(), &how);
+                return asked(scope, block, message.clone(), &how).await;
             }
         }
     }
@@ -397,14 +397,19 @@ fn inspect(
         return Step::Drop;
     }
     if is_response(&message) {
-        judge(ex, scope, watch, &mut message);
+        judge(ex, scope, watch, &mut message).await;
     }
     Step::Replace(sse::replace_data(block, &message.to_string()))
 }
 
 /// A server's request of the client, on any stream, judged before the client sees it (see
 /// `codec::mcp::asked`). Refused, the server gets the door's error.
-fn asked(scope: &mut RequestScope, block: &str, mut message: Value, how: &codec::Asked) -> Step {
+async fn asked(
+    scope: &mut RequestScope,
+    block: &str,
+    mut message: Value,
+    how: &codec::Asked,
+) -> Step {
     if !scope.runs(how.rail) {
         return Step::Pass;
     }
@@ -412,7 +417,7 @@ fn asked(scope: &mut RequestScope, block: &str, mut message: Value, how: &codec:
     let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
         return Step::Pass;
     };
-    let eval = scope.check(how.rail, (how.payload)(params));
+    let eval = scope.check(how.rail, (how.payload)(params)).await;
     let refused = match Refusal::from_eval(&eval) {
         Some(refusal) => refusal.message(),
         None if eval.verdict == Verdict::Allow => return Step::Pass,
@@ -442,7 +447,7 @@ fn decline(ex: &Exchange, answer: Value) {
 
 /// Judge `message`, a response in the answer to the watched request, in place: it answers the
 /// caller's id, and the rails have seen everything a client reads in it.
-fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: &mut Value) {
+async fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: &mut Value) {
     if let Some(obj) = message.as_object_mut() {
         obj.insert("id".into(), watch.id().clone());
         obj.insert("jsonrpc".into(), json!("2.0"));
@@ -462,13 +467,15 @@ fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: &mut V
     }
     match watch {
         Watch::None => {}
-        Watch::List { id, paged } => judge_list(ex, scope, id, *paged, message),
-        Watch::Call(c) if message.get("error").is_some() => judge_error(ex, scope, c, message),
-        Watch::Call(c) => judge_result(ex, scope, c, message),
+        Watch::List { id, paged } => judge_list(ex, scope, id, *paged, message).await,
+        Watch::Call(c) if message.get("error").is_some() => {
+            judge_error(ex, scope, c, message).await
+        }
+        Watch::Call(c) => judge_result(ex, scope, c, message).await,
     }
 }
 
-fn judge_list(
+async fn judge_list(
     ex: &Exchange,
     scope: &mut RequestScope,
     id: &Value,
@@ -496,7 +503,7 @@ fn judge_list(
     if !paged && result.get("nextCursor").is_none_or(Value::is_null) {
         ex.app.mcp_tools().put(ex.key.clone(), tools.clone());
     }
-    match offered(scope, &tools) {
+    match offered(scope, &tools).await {
         Err(refusal) => *message = blocked_error(scope, id, &refusal),
         Ok(judged) if judged == tools => {}
         Ok(judged) => codec::rewrite_tools(result, &judged),
@@ -520,7 +527,7 @@ fn result_tools(c: &CallWatch, error: bool) -> Vec<ToolDef> {
 
 /// The `tool_result` rail over what answered the call (`answer`, as a tool message), with the
 /// tools it is judged by: the rail's evaluation, or its refusal already written into `message`.
-fn judge_answer(
+async fn judge_answer(
     scope: &mut RequestScope,
     c: &CallWatch,
     answer: crate::model::Message,
@@ -532,7 +539,7 @@ fn judge_answer(
         tools,
         ..Payload::default()
     };
-    let eval = scope.check(Rail::ToolResult, payload);
+    let eval = scope.check(Rail::ToolResult, payload).await;
     if let Some(refusal) = Refusal::from_eval(&eval) {
         *message = blocked_error(scope, &c.id, &refusal);
         return None;
@@ -552,14 +559,14 @@ fn edited<'e>(
         .ok_or_else(|| "a policy removed the tool result".to_string())
 }
 
-fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
+async fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
     if !scope.runs(Rail::ToolResult) {
         return;
     }
     let result = &message["result"];
     let error = result.get("isError") == Some(&Value::Bool(true));
     let answer = codec::result_message(&c.call, result);
-    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, error), message) else {
+    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, error), message).await else {
         return;
     };
     let decision = scope.railyard();
@@ -585,12 +592,12 @@ fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message:
 
 /// A JSON-RPC error answering the call: its message and data reach the model as a failed
 /// tool's text does, so the rail judges them as the call's result.
-fn judge_error(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
+async fn judge_error(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, message: &mut Value) {
     if !scope.runs(Rail::ToolResult) {
         return;
     }
     let answer = codec::error_message(&c.call, &message["error"]);
-    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, true), message) else {
+    let Some(eval) = judge_answer(scope, c, answer, result_tools(c, true), message).await else {
         return;
     };
     let error = &mut message["error"];

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 
 wit_bindgen::generate!({
-    path: "../../../wit",
+    path: "../../../wit/v0.2",
     world: "policy",
 });
 

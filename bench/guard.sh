@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# What consulting a guard model costs, and what it does not cost others (#47). One daemon in
+# front of the demo backend, with pii on every request and content-safety (contract 0.3, granted
+# a guard model) on requests for chosen models only; the guard is bench/slow_guard.py, a
+# scripted Llama Guard answering after a fixed delay. Load from Debian's `hey`.
+#
+# Reports, at concurrency 1 and 16: p50/p99 of requests no guard judges ("plain"), of requests
+# judged by a guard answering in DELAY_MS (default 200; the added cost is p50 - plain p50 -
+# DELAY_MS), of requests whose guard answer is cached; and the p99 of plain requests at
+# concurrency 4 alone and while WAITING (default 1000) requests wait on a guard answering in
+# 5 s.
+#
+# Usage: [RAILYARD_BIN=...] [DELAY_MS=200] [WAITING=1000] bench/guard.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v hey >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get install -y -q hey >/dev/null
+    else
+        echo "needs hey: apt-get install -y hey" >&2
+        exit 2
+    fi
+fi
+delay="${DELAY_MS:-200}"
+waiting="${WAITING:-1000}"
+cargo build --release -q
+bin="${RAILYARD_BIN:-target/release/railyard}"
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+ulimit -n 65536 2>/dev/null || true
+
+target/release/railyard demo-backend --listen 127.0.0.1:19130 >/dev/null &
+DELAY_MS="$delay" python3 bench/slow_guard.py 19131 &
+DELAY_MS=5000 python3 bench/slow_guard.py 19132 &
+plugins="$PWD/target/plugins/wasm32-wasip2/release"
+cat >"$work/railyard.toml" <<TOML
+[server]
+max_connections = 8192
+[auth]
+open = true
+
+[[guard_models]]
+name = "guard"
+kind = "llama-guard"
+url = "http://127.0.0.1:19131/v1"
+model = "guard"
+timeout_ms = 10000
+cache_entries = 0
+
+[[guard_models]]
+name = "guard-cached"
+kind = "llama-guard"
+url = "http://127.0.0.1:19131/v1"
+model = "guard"
+timeout_ms = 10000
+cache_entries = 10000
+
+[[guard_models]]
+name = "guard-slow"
+kind = "llama-guard"
+url = "http://127.0.0.1:19132/v1"
+model = "guard"
+timeout_ms = 20000
+max_concurrent = 4096
+cache_entries = 0
+
+[[plugins]]
+name = "pii"
+path = "$plugins/pii_filter.wasm"
+rails = ["input", "output"]
+history = false
+config = {}
+
+[[plugins]]
+name = "content-safety"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["guarded"]
+guard_models = ["guard"]
+config = { model = "guard" }
+
+[[plugins]]
+name = "content-safety-cached"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["cached"]
+guard_models = ["guard-cached"]
+config = { model = "guard-cached" }
+
+[[plugins]]
+name = "content-safety-slow"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["slow"]
+guard_models = ["guard-slow"]
+config = { model = "guard-slow" }
+TOML
+RAILYARD_LOG=warn "$bin" serve --config "$work/railyard.toml" --listen 127.0.0.1:19133 \
+    --backend http://127.0.0.1:19130/v1 --no-watch >/dev/null &
+for _ in $(seq 1 300); do
+    curl -sf -o /dev/null http://127.0.0.1:19133/readyz && break
+    sleep 0.1
+done
+
+body() {
+    printf '{"model": "%s", "messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "What is the weather like in Paris in spring, and what should I pack for a week there?"}]}' "$1"
+}
+# hey's p50 and p99 in ms.
+run() {
+    local model="$1"
+    shift
+    hey "$@" -m POST -T application/json -d "$(body "$model")" http://127.0.0.1:19133/v1/chat/completions >"$work/out"
+    local p50 p99 errors
+    p50=$(awk '/ 50% in/ {print $3 * 1000}' "$work/out")
+    p99=$(awk '/ 99% in/ {print $3 * 1000}' "$work/out")
+    errors=$(awk '/Status code distribution/ {on=1; next} on && /\[/ && !/\[200\]/ {n+=$2} END {print n+0}' "$work/out")
+    printf '%s %s %s\n' "$p50" "$p99" "$errors"
+}
+report() {
+    printf '%-44s p50 %8.2f ms   p99 %8.2f ms   non-200: %s\n' "$1" $2 $3 $4
+}
+
+echo "$(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); guard delay $delay ms"
+run plain -n 500 -c 4 >/dev/null   # warm
+run cached -n 5 -c 1 >/dev/null    # the cached guard's answer
+for c in 1 16; do
+    n=$((c == 1 ? 2000 : 8000))
+    read -r p50 p99 e < <(run plain -n "$n" -c "$c")
+    report "plain, c=$c" "$p50" "$p99" "$e"
+    plain50=$p50
+    g=$((c == 1 ? 30 : 320))
+    read -r p50 p99 e < <(run guarded -n "$g" -c "$c")
+    report "guard answering in $delay ms, c=$c" "$p50" "$p99" "$e"
+    echo "    added beyond the guard's $delay ms: $(echo "$p50 - $plain50 - $delay" | bc -l | xargs printf '%.2f') ms at p50"
+    read -r p50 p99 e < <(run cached -n "$n" -c "$c")
+    report "guard answer cached, c=$c" "$p50" "$p99" "$e"
+    echo "    added by a cache hit: $(echo "$p50 - $plain50" | bc -l | xargs printf '%.3f') ms at p50"
+done
+read -r p50 alone e < <(run plain -z 8s -c 4)
+report "plain, c=4, alone" "$p50" "$alone" "$e"
+hey -z 16s -c "$waiting" -t 30 -m POST -T application/json -d "$(body slow)" \
+    http://127.0.0.1:19133/v1/chat/completions >"$work/slow" &
+sleep 4
+read -r p50 busy e < <(run plain -z 8s -c 4)
+report "plain, c=4, $waiting waiting on a 5 s guard" "$p50" "$busy" "$e"
+wait %4 2>/dev/null || wait
+echo "    the waiting requests: $(awk '/Requests\/sec/ {print $2}' "$work/slow") req/s, $(awk '/\[200\]/ {print $2}' "$work/slow") answered 200"

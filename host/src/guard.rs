@@ -1,0 +1,504 @@
+//! Guard models: the models the operator configured (`[[guard_models]]`) that plugins granted
+//! them consult through contract 0.3's `guard-models` capability. The host owns everything
+//! between a plugin's typed question and the typed answer: each kind's wire format and prompt
+//! (`wire`), the connection, the timeout, the limit of calls in flight, the cache (`cache`) and
+//! the record of each call. A plugin sees neither the URL nor the key; an answer that cannot be
+//! parsed is an error, never a safe verdict.
+
+mod cache;
+mod wire;
+
+use crate::config::{GuardKind, GuardModelConfig};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use cache::Cache;
+
+/// Longest answer read from a guard model.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// Why a guard model gave no answer (the WIT `guard-error`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GuardError {
+    /// Not granted, not configured, or the wrong kind for the operation.
+    #[error("denied: {0}")]
+    Denied(String),
+    /// No answer within the model's timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The request's budget of guard calls is spent.
+    #[error("budget exhausted")]
+    BudgetExhausted,
+    /// The model answered 429.
+    #[error("rate limited")]
+    RateLimited,
+    /// Unreachable, or an error status.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// An answer not in the kind's shape.
+    #[error("invalid output: {0}")]
+    InvalidOutput(String),
+}
+
+impl GuardError {
+    /// Its name in records and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GuardError::Denied(_) => "denied",
+            GuardError::Timeout => "timeout",
+            GuardError::BudgetExhausted => "budget_exhausted",
+            GuardError::RateLimited => "rate_limited",
+            GuardError::Unavailable(_) => "unavailable",
+            GuardError::InvalidOutput(_) => "invalid_output",
+        }
+    }
+}
+
+/// A category a model scored or named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Category {
+    /// As the model names it.
+    pub name: String,
+    /// Whether the text is counted in it.
+    pub flagged: bool,
+    /// Its score, when the model gives one.
+    pub score: Option<f32>,
+}
+
+/// A moderation answer for one text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moderation {
+    /// Flagged in any category.
+    pub flagged: bool,
+    /// Every category answered.
+    pub categories: Vec<Category>,
+}
+
+/// Whose turn a guard judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The last user turn.
+    User,
+    /// The assistant's reply.
+    Assistant,
+}
+
+/// One turn shown to a guard.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// `user` or `assistant`.
+    pub role: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// A safety guard's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    /// Safe or not.
+    pub safe: bool,
+    /// Violated categories.
+    pub categories: Vec<Category>,
+    /// Probability of unsafe, from first-token log-probabilities when given.
+    pub score: Option<f32>,
+}
+
+/// A classifier's label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    /// The label.
+    pub label: String,
+    /// Its score.
+    pub score: f32,
+}
+
+/// A named entity, in bytes of the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    /// Its type as the model names it.
+    pub entity_type: String,
+    /// First byte.
+    pub start: u32,
+    /// Byte after the last.
+    pub end: u32,
+    /// The model's confidence.
+    pub score: f32,
+}
+
+/// What a plugin asks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Question {
+    /// `moderate`.
+    Moderate(Vec<String>),
+    /// `guard`.
+    Guard(Role, Vec<Turn>),
+    /// `classify`.
+    Classify(Vec<String>),
+    /// `entities`.
+    Entities(String, Option<String>),
+    /// `judge`: instructions, input, schema.
+    Judge(String, String, String),
+}
+
+impl Question {
+    /// The operation's name.
+    pub fn operation(&self) -> &'static str {
+        match self {
+            Question::Moderate(_) => "moderate",
+            Question::Guard(..) => "guard",
+            Question::Classify(_) => "classify",
+            Question::Entities(..) => "entities",
+            Question::Judge(..) => "judge",
+        }
+    }
+
+    /// Which kinds answer it.
+    fn answered_by(&self, kind: GuardKind) -> bool {
+        matches!(
+            (self, kind),
+            (Question::Moderate(_), GuardKind::OpenaiModeration)
+                | (
+                    Question::Guard(..),
+                    GuardKind::LlamaGuard | GuardKind::Nemoguard
+                )
+                | (Question::Classify(_), GuardKind::Classifier)
+                | (Question::Entities(..), GuardKind::Entities)
+                | (Question::Judge(..), GuardKind::Judge)
+        )
+    }
+}
+
+/// A model's typed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// To `moderate`.
+    Moderated(Vec<Moderation>),
+    /// To `guard`.
+    Guarded(Guarded),
+    /// To `classify`.
+    Classified(Vec<Vec<Label>>),
+    /// To `entities`.
+    Entities(Vec<Entity>),
+    /// To `judge`: JSON text matching the schema.
+    Judged(String),
+}
+
+impl Answer {
+    /// Its verdict in a record: the flagged category names, or `safe`/`unsafe`, or the labels
+    /// and entity types found (never text).
+    fn summary(&self) -> (Option<bool>, Vec<String>) {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |n: &str| {
+            if !names.iter().any(|m| m == n) && names.len() < 16 {
+                names.push(crate::util::truncate(n, 64).to_string());
+            }
+        };
+        match self {
+            Answer::Moderated(all) => {
+                for c in all.iter().flat_map(|m| &m.categories).filter(|c| c.flagged) {
+                    add(&c.name);
+                }
+                (Some(all.iter().any(|m| m.flagged)), names)
+            }
+            Answer::Guarded(g) => {
+                for c in &g.categories {
+                    add(&c.name);
+                }
+                (Some(!g.safe), names)
+            }
+            Answer::Classified(all) => {
+                for l in all.iter().filter_map(|labels| labels.first()) {
+                    add(&l.label);
+                }
+                (None, names)
+            }
+            Answer::Entities(all) => {
+                for e in all {
+                    add(&e.entity_type);
+                }
+                (None, names)
+            }
+            Answer::Judged(_) => (None, names),
+        }
+    }
+}
+
+/// The record of one guard-model call: in the decision record and the trace, never with text.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardCall {
+    /// The configured model's name.
+    pub model: String,
+    /// `moderate`, `guard`, `classify`, `entities` or `judge`.
+    pub operation: &'static str,
+    /// Wall time of the call (0 for a cache hit or a call refused before it was made).
+    #[serde(serialize_with = "micros")]
+    pub duration_us: Duration,
+    /// Answered from the cache.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// For a moderation or a guard: whether it flagged the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flagged: Option<bool>,
+    /// Flagged categories, top labels or entity types.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
+    /// For a call that failed: the error's kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}
+
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// One configured guard model.
+pub struct GuardModel {
+    config: GuardModelConfig,
+    client: HttpClient,
+    /// Calls in flight at once (`max_concurrent`).
+    slots: tokio::sync::Semaphore,
+    cache: Cache,
+}
+
+impl GuardModel {
+    /// Its config.
+    pub fn config(&self) -> &GuardModelConfig {
+        &self.config
+    }
+
+    /// Ask `question`, and say what happened for the record.
+    pub async fn ask(&self, question: &Question) -> (Result<Answer, GuardError>, GuardCall) {
+        let started = Instant::now();
+        let mut record = GuardCall {
+            model: self.config.name.clone(),
+            operation: question.operation(),
+            duration_us: Duration::ZERO,
+            cached: false,
+            flagged: None,
+            categories: Vec::new(),
+            error: None,
+        };
+        let key = self.cache.key(self.config.kind, question);
+        let answer = match self.cache.get(&key) {
+            Some(answer) => {
+                record.cached = true;
+                Ok(answer)
+            }
+            None => {
+                let answer = self.fetch(question).await;
+                if let Ok(a) = &answer {
+                    self.cache.put(key, a.clone());
+                }
+                answer
+            }
+        };
+        record.duration_us = started.elapsed();
+        match &answer {
+            Ok(a) => (record.flagged, record.categories) = a.summary(),
+            Err(e) => record.error = Some(e.kind()),
+        }
+        (answer, record)
+    }
+
+    async fn fetch(&self, question: &Question) -> Result<Answer, GuardError> {
+        if !question.answered_by(self.config.kind) {
+            return Err(GuardError::Denied(format!(
+                "guard model '{}' is a {} model, which does not answer {}",
+                self.config.name,
+                self.config.kind.as_str(),
+                question.operation()
+            )));
+        }
+        let calls = wire::requests(&self.config, question)?;
+        let work = async {
+            let _slot = self
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| GuardError::Unavailable("shutting down".into()))?;
+            let mut answers = Vec::with_capacity(calls.len());
+            for (path, body) in &calls {
+                answers.push(self.post(path, body).await?);
+            }
+            wire::answer(&self.config, question, &answers)
+        };
+        match tokio::time::timeout(self.config.timeout, work).await {
+            Ok(answer) => answer,
+            Err(_) => Err(GuardError::Timeout),
+        }
+    }
+
+    async fn post(&self, path: &str, body: &serde_json::Value) -> Result<Bytes, GuardError> {
+        let base = self.config.url.to_string();
+        let url = format!("{}{path}", base.trim_end_matches('/'));
+        let body = serde_json::to_vec(body).map_err(|e| GuardError::Denied(e.to_string()))?;
+        let mut request = hyper::Request::post(url)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| GuardError::Unavailable(e.to_string()))?;
+        if let Some(key) = &self.config.api_key {
+            request.headers_mut().insert(AUTHORIZATION, key.clone());
+        }
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| GuardError::Unavailable(format!("cannot reach it: {}", root(&e))))?;
+        let status = response.status();
+        if status == hyper::StatusCode::TOO_MANY_REQUESTS {
+            return Err(GuardError::RateLimited);
+        }
+        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                GuardError::Unavailable(format!(
+                    "its answer broke off or passed {MAX_ANSWER_BYTES} bytes: {e}"
+                ))
+            })?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(GuardError::Unavailable(format!(
+                "it answered HTTP {}",
+                status.as_u16()
+            )));
+        }
+        Ok(body)
+    }
+}
+
+fn root(err: &dyn std::error::Error) -> String {
+    let mut source = err;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}
+
+/// Every configured guard model, shared by the plugins granted them.
+#[derive(Default)]
+pub struct GuardModels {
+    models: Vec<Arc<GuardModel>>,
+}
+
+impl GuardModels {
+    /// The models of `configs`. `previous`' caches are kept for models whose config is
+    /// unchanged (a reload), so a reload does not empty them.
+    pub fn new(
+        configs: &[GuardModelConfig],
+        previous: Option<&GuardModels>,
+    ) -> Result<Self, String> {
+        if configs.is_empty() {
+            return Ok(GuardModels::default());
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.enforce_http(false);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| format!("cannot load the system's CA certificates for guard models: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
+        let client: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        let models = configs
+            .iter()
+            .map(|c| {
+                let kept = previous
+                    .and_then(|p| p.get(&c.name))
+                    .filter(|m| same(&m.config, c))
+                    .map(|m| m.cache.clone());
+                Arc::new(GuardModel {
+                    config: c.clone(),
+                    client: client.clone(),
+                    slots: tokio::sync::Semaphore::new(c.max_concurrent),
+                    cache: kept.unwrap_or_else(|| Cache::new(c.cache_entries)),
+                })
+            })
+            .collect();
+        Ok(GuardModels { models })
+    }
+
+    /// The model named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<GuardModel>> {
+        self.models.iter().find(|m| m.config.name == name)
+    }
+
+    /// The grant of a plugin allowed `names`.
+    pub fn grant(&self, names: &[String]) -> Grant {
+        Grant {
+            models: names.iter().filter_map(|n| self.get(n).cloned()).collect(),
+        }
+    }
+}
+
+/// Whether two configs of a model ask the same model the same way (its cache stays valid).
+fn same(a: &GuardModelConfig, b: &GuardModelConfig) -> bool {
+    a.kind == b.kind
+        && a.url == b.url
+        && a.model == b.model
+        && a.cache_entries == b.cache_entries
+        && a.max_input_chars == b.max_input_chars
+}
+
+/// The guard models one plugin may consult.
+#[derive(Clone, Default)]
+pub struct Grant {
+    models: Vec<Arc<GuardModel>>,
+}
+
+impl Grant {
+    /// Whether it grants anything.
+    pub fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+
+    /// Ask model `name` `question`, if granted.
+    pub async fn ask(
+        &self,
+        name: &str,
+        question: &Question,
+    ) -> (Result<Answer, GuardError>, GuardCall) {
+        match self.models.iter().find(|m| m.config.name == name) {
+            Some(model) => model.ask(question).await,
+            None => {
+                let error = denied(name);
+                let call = refused(name, question, &error);
+                (Err(error), call)
+            }
+        }
+    }
+}
+
+/// The error for a model the plugin is not granted (or that is not configured: the plugin
+/// cannot tell which).
+pub fn denied(name: &str) -> GuardError {
+    GuardError::Denied(format!(
+        "this plugin is not granted guard model '{}'",
+        crate::util::truncate(name, 64)
+    ))
+}
+
+/// The record of a call refused before it was made.
+pub fn refused(name: &str, question: &Question, error: &GuardError) -> GuardCall {
+    GuardCall {
+        model: crate::util::truncate(name, 64).to_string(),
+        operation: question.operation(),
+        duration_us: Duration::ZERO,
+        cached: false,
+        flagged: None,
+        categories: Vec::new(),
+        error: Some(error.kind()),
+    }
+}

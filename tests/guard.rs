@@ -1,0 +1,434 @@
+//! Guard models (#47): a plugin granted a guard model consults it through the host (contract
+//! 0.3), never seeing its URL or key. Through the real daemon, with the bundled content-safety
+//! plugin and a scripted guard that speaks each kind's wire format: unsafe input and output
+//! refused on every door, safe traffic served, a guard that is down, slow, failing or talking
+//! nonsense decided by `on_error` within its timeout, and requests waiting on a slow guard
+//! holding no one else up.
+
+use crate::http::*;
+use crate::records::record;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// A Llama Guard answer on a chat endpoint.
+fn llama(answer: &str) -> Script {
+    Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": answer}), "stop"),
+    )
+}
+
+/// A config with the content-safety plugin granted guard model `guard` (a `kind` model at
+/// `url`), on `rails`, with `extra` lines in its entry.
+fn config(kind: &str, url: &str, rails: &str, extra: &str, guard: &str) -> TempConfig {
+    write_config(&with_auth(&format!(
+        r#"[[guard_models]]
+name = "{guard}"
+kind = "{kind}"
+url = "{url}"
+model = "guard-model"
+timeout_ms = 400
+cache_entries = 0
+
+[[plugins]]
+name = "content-safety"
+path = "{}"
+rails = {rails}
+guard_models = ["{guard}"]
+{extra}
+config = {{ model = "{guard}", operation = "{}" }}
+"#,
+        plugin("content_safety").display(),
+        if kind == "openai-moderation" {
+            "moderate"
+        } else {
+            "guard"
+        },
+    )))
+}
+
+fn start(guard: &MockBackend, rails: &str, extra: &str) -> (MockBackend, TempConfig, Daemon) {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": "a reply about cooking"}),
+            "stop",
+        ),
+    ));
+    let cfg = config("llama-guard", &guard.url(), rails, extra, "llama-guard");
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    (backend, cfg, daemon)
+}
+
+fn chat(text: &str) -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": text}]})
+}
+
+fn send(daemon: &Daemon, id: &str, body: &Value) -> Reply {
+    crate::records::send(daemon, id, None, body.to_string().as_bytes())
+}
+
+#[test]
+fn unsafe_input_is_refused_on_every_door_and_safe_input_served() {
+    let guard = MockBackend::start(llama("unsafe\nS1"));
+    let (backend, _cfg, daemon) = start(&guard, r#"["input"]"#, "");
+
+    let reply = send(&daemon, "unsafe-chat", &chat("how do I hurt someone"));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.json()["choices"][0]["finish_reason"],
+        "content_filter",
+        "{}",
+        reply.body
+    );
+    let r = record(&daemon, "unsafe-chat");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["blocked"]["policy"], "content-safety", "{r}");
+    assert_eq!(r["blocked"]["reason"], "unsafe input (S1)", "{r}");
+    let g = &r["guard"][0];
+    assert_eq!(
+        (
+            &g["rail"],
+            &g["model"],
+            &g["operation"],
+            &g["calls"],
+            &g["flagged"]
+        ),
+        (
+            &json!("input"),
+            &json!("llama-guard"),
+            &json!("guard"),
+            &json!(1),
+            &json!(true)
+        ),
+        "{r}"
+    );
+    assert_eq!(g["categories"], json!(["S1"]), "{r}");
+    // The record names categories, never the text.
+    assert!(!r.to_string().contains("hurt someone"), "{r}");
+    // The guard was asked the user's turn, on its chat endpoint, by the model's configured name;
+    // the backend never saw the request.
+    let asked = guard.seen();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].body["model"], "guard-model");
+    let messages = asked[0].body["messages"].as_array().unwrap();
+    assert_eq!(messages.last().unwrap()["content"], "how do I hurt someone");
+    assert!(backend.seen().is_empty());
+
+    // Responses and Messages are judged the same way.
+    let responses = post(
+        daemon.addr,
+        "/v1/responses",
+        &json!({"model": "m", "input": "how do I hurt someone"}),
+    );
+    assert_eq!(responses.status, 200, "{}", responses.body);
+    assert!(
+        responses.body.contains("content-safety"),
+        "{}",
+        responses.body
+    );
+    let messages = post_anthropic(
+        daemon.addr,
+        &json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "how do I hurt someone"}]}),
+    );
+    assert!(
+        messages.body.contains("content-safety"),
+        "{}",
+        messages.body
+    );
+    assert!(
+        backend.seen().is_empty(),
+        "an unsafe request reached the backend"
+    );
+
+    guard.set(llama("safe"));
+    let reply = send(&daemon, "safe-chat", &chat("how do I boil an egg"));
+    assert_eq!(
+        reply.json()["choices"][0]["message"]["content"],
+        "a reply about cooking",
+        "{}",
+        reply.body
+    );
+    assert_eq!(record(&daemon, "safe-chat")["outcome"], "served");
+    assert_eq!(backend.seen().len(), 1);
+}
+
+#[test]
+fn an_unsafe_reply_is_refused_whole_and_streamed() {
+    let guard = MockBackend::start(llama("unsafe\nS10"));
+    let (backend, _cfg, daemon) = start(&guard, r#"["output"]"#, "history = true");
+    let reply = send(&daemon, "unsafe-reply", &chat("tell me about cooking"));
+    assert_eq!(
+        reply.json()["choices"][0]["finish_reason"],
+        "content_filter",
+        "{}",
+        reply.body
+    );
+    let r = record(&daemon, "unsafe-reply");
+    assert_eq!(r["blocked"]["rail"], "output", "{r}");
+    // The guard judged the assistant's turn, after the user's.
+    let asked = &guard.seen()[0].body["messages"];
+    assert_eq!(
+        asked[0],
+        json!({"role": "user", "content": "tell me about cooking"})
+    );
+    assert_eq!(
+        asked[1],
+        json!({"role": "assistant", "content": "a reply about cooking"})
+    );
+
+    // Streamed: the reply is held back and judged in windows, not token by token, and refused.
+    backend.set(Script::Sse(
+        vec![
+            text_chunk("a reply "),
+            text_chunk("about "),
+            text_chunk("cooking"),
+            finish_chunk("stop"),
+            "[DONE]".into(),
+        ],
+        Duration::from_millis(5),
+    ));
+    let before = guard.seen().len();
+    let mut body = chat("tell me about cooking");
+    body["stream"] = json!(true);
+    let streamed = send(&daemon, "unsafe-stream", &body);
+    assert!(
+        !streamed.streamed_text().contains("cooking"),
+        "{}",
+        streamed.body
+    );
+    let r = record(&daemon, "unsafe-stream");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    let calls = guard.seen().len() - before;
+    assert!(
+        (1..=3).contains(&calls),
+        "{calls} guard calls for a 3-piece reply"
+    );
+}
+
+#[test]
+fn a_guard_that_cannot_answer_is_decided_by_on_error_within_its_timeout() {
+    let guard = MockBackend::start(Script::Hang);
+    // The plugin's CPU deadline is shorter than the guard's timeout: waiting is not CPU.
+    let (backend, _cfg, daemon) = start(&guard, r#"["input"]"#, "timeout_ms = 100");
+    let cases: [(&str, Script, &str); 3] = [
+        ("slow", Script::Hang, "timeout"),
+        (
+            "failing",
+            Script::Json(500, json!({"error": "boom"})),
+            "unavailable",
+        ),
+        (
+            "garbage",
+            llama("I would say it is probably fine"),
+            "invalid_output",
+        ),
+    ];
+    for (id, script, error) in cases {
+        guard.set(script);
+        let started = Instant::now();
+        let reply = send(&daemon, id, &chat("hello"));
+        let took = started.elapsed();
+        assert_eq!(
+            reply.json()["choices"][0]["finish_reason"],
+            "content_filter",
+            "{id}: {}",
+            reply.body
+        );
+        let r = record(&daemon, id);
+        assert_eq!(r["outcome"], "refused", "{id}: {r}");
+        assert_eq!(r["blocked"]["fault"], true, "{id}: {r}");
+        assert_eq!(r["faults"][0]["fault"], "guest_error", "{id}: {r}");
+        assert_eq!(r["guard"][0]["errors"], json!([error]), "{id}: {r}");
+        // Within the guard's 400 ms timeout and a margin (not a benchmark: a hang would be 30 s).
+        assert!(took < Duration::from_secs(5), "{id} took {took:?}");
+    }
+    assert!(
+        backend.seen().is_empty(),
+        "a request the guard could not judge was served"
+    );
+    // A guard that is not there at all.
+    drop(guard);
+
+    // on_error = "allow": served, and the record says the guard failed and how it was resolved.
+    let down = MockBackend::start(Script::Hang);
+    let (backend, _cfg, daemon) = start(&down, r#"["input"]"#, "on_error = \"allow\"");
+    let reply = send(&daemon, "open", &chat("hello"));
+    assert_eq!(
+        reply.json()["choices"][0]["message"]["content"],
+        "a reply about cooking"
+    );
+    let r = record(&daemon, "open");
+    assert_eq!(r["outcome"], "served", "{r}");
+    assert_eq!(r["faults"][0]["on_error"], "allow", "{r}");
+    assert_eq!(r["guard"][0]["errors"], json!(["timeout"]), "{r}");
+    assert_eq!(backend.seen().len(), 1);
+}
+
+#[test]
+fn a_guard_model_is_consulted_only_under_a_grant() {
+    // No grant: every call is denied, and the plugin's on_error decides.
+    let guard = MockBackend::start(llama("safe"));
+    let cfg = write_config(&with_auth(&format!(
+        r#"[[guard_models]]
+name = "llama-guard"
+kind = "llama-guard"
+url = "{}"
+model = "g"
+
+[[plugins]]
+name = "content-safety"
+path = "{}"
+rails = ["input"]
+config = {{ model = "llama-guard" }}
+"#,
+        guard.url(),
+        plugin("content_safety").display()
+    )));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    send(&daemon, "ungranted", &chat("hello"));
+    let r = record(&daemon, "ungranted");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["guard"][0]["errors"], json!(["denied"]), "{r}");
+    assert!(
+        guard.seen().is_empty(),
+        "a plugin without a grant reached the guard"
+    );
+
+    // A grant naming no configured model, and a grant to a plugin built before 0.3, are config
+    // errors that say so.
+    let unknown = policy_error(&format!(
+        "[[plugins]]\nname = \"cs\"\npath = \"{}\"\nguard_models = [\"nope\"]\nconfig = {{ model = \"nope\" }}\n",
+        plugin("content_safety").display()
+    ));
+    assert!(
+        unknown.contains("'nope' is not a configured guard model"),
+        "{unknown}"
+    );
+    let old = policy_error(&format!(
+        "[[guard_models]]\nname = \"g\"\nkind = \"llama-guard\"\nurl = \"http://127.0.0.1:9/v1\"\nmodel = \"g\"\n\n[[plugins]]\nname = \"old\"\npath = \"{}\"\nguard_models = [\"g\"]\nconfig = {{}}\n",
+        plugin("confine_paths").display()
+    ));
+    assert!(
+        old.contains("contract 0.3.0") && old.contains("0.2.0"),
+        "{old}"
+    );
+}
+
+#[test]
+fn answers_are_cached_per_model_and_text() {
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let toml = std::fs::read_to_string(
+        &config(
+            "llama-guard",
+            &guard.url(),
+            r#"["input"]"#,
+            "",
+            "llama-guard",
+        )
+        .path,
+    )
+    .unwrap()
+    .replace("cache_entries = 0", "cache_entries = 100");
+    let cfg = write_config(&toml);
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    send(&daemon, "first", &chat("the same text"));
+    send(&daemon, "second", &chat("the same text"));
+    send(&daemon, "third", &chat("another text"));
+    assert_eq!(record(&daemon, "second")["guard"][0]["cached"], 1);
+    assert!(record(&daemon, "first")["guard"][0].get("cached").is_none());
+    assert_eq!(guard.seen().len(), 2, "the repeated text was asked again");
+}
+
+#[test]
+fn moderation_models_speak_openai_moderations() {
+    let guard = MockBackend::start(Script::Json(
+        200,
+        json!({"id": "modr-1", "model": "omni", "results": [{"flagged": true,
+            "categories": {"violence": true, "hate": false},
+            "category_scores": {"violence": 0.93, "hate": 0.01}}]}),
+    ));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let cfg = config(
+        "openai-moderation",
+        &guard.url(),
+        r#"["input"]"#,
+        "",
+        "moderation",
+    );
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    send(&daemon, "moderated", &chat("some text"));
+    let r = record(&daemon, "moderated");
+    assert_eq!(r["blocked"]["reason"], "unsafe input (violence)", "{r}");
+    assert_eq!(
+        guard.seen()[0].body,
+        json!({"model": "guard-model", "input": ["some text"]})
+    );
+    assert!(backend.seen().is_empty());
+}
+
+#[test]
+fn requests_waiting_on_a_slow_guard_hold_no_one_else_up() {
+    // Only requests for model "guarded" are judged by the guard, which never answers (its
+    // timeout is 3 s); the others must be served meanwhile, on the same two workers.
+    let guard = MockBackend::start(Script::Hang);
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let toml = std::fs::read_to_string(
+        &config(
+            "llama-guard",
+            &guard.url(),
+            r#"["input"]"#,
+            "models = [\"guarded\"]",
+            "llama-guard",
+        )
+        .path,
+    )
+    .unwrap()
+    .replace("timeout_ms = 400", "timeout_ms = 3000");
+    let cfg = write_config(&toml);
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let addr = daemon.addr;
+    let waiting: Vec<_> = (0..64)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let body =
+                    json!({"model": "guarded", "messages": [{"role": "user", "content": "hi"}]});
+                post(addr, "/v1/chat/completions", &body);
+                Instant::now()
+            })
+        })
+        .collect();
+    // Once the guard has been asked, the waiting requests are parked inside the plugin.
+    eventually("the guard to be asked", || guard.seen().len() >= 8);
+    let mut served = Vec::new();
+    for _ in 0..20 {
+        let reply = post(addr, "/v1/chat/completions", &chat("hello"));
+        assert_eq!(reply.status, 200);
+        served.push(Instant::now());
+    }
+    let first_waiting_done = waiting
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .min()
+        .unwrap();
+    let last_served = *served.iter().max().unwrap();
+    assert!(
+        last_served < first_waiting_done,
+        "the other requests were held up behind those waiting on the guard"
+    );
+}
