@@ -262,15 +262,32 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     assert_eq!(get(daemon.addr, "/healthz").status, 200);
     assert_eq!(get(daemon.addr, "/readyz").status, 200);
     let policies = get(daemon.addr, "/v1/policies").json();
-    assert_eq!(policies["plugins"].as_array().unwrap().len(), 13);
+    assert_eq!(policies["plugins"].as_array().unwrap().len(), 14);
     assert_eq!(
         policies["chains"]["tool_call"],
         json!(["normalise", "allowlist", "flow", "schema-validator"])
     );
     assert_eq!(
         policies["chains"]["tool_result"],
-        json!(["tool-linkage", "schema-validator", "pii"])
+        json!(["tool-linkage", "schema-validator", "pii", "jailbreak"])
     );
+    // The guard models, and who may consult them (never a key).
+    let guards: Vec<&str> = policies["guard_models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(guards, ["llama-guard", "injection-classifier"]);
+    let safety = policies["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "content-safety")
+        .unwrap();
+    assert_eq!(safety["guard_models"], json!(["llama-guard"]));
+    assert_eq!(safety["waits"], true);
+    assert_eq!(safety["contract"], "0.3.0");
     assert_eq!(policies["plugins"][1]["sha256"].as_str().unwrap().len(), 64);
 
     post(

@@ -153,6 +153,7 @@ fn plugins_lists_the_bundled_set() {
             "schema-validator",
             "pii",
             "content-safety",
+            "jailbreak",
             "allowlist-support",
             "allowlist-payments",
             "prompt-guard",

@@ -432,3 +432,70 @@ fn requests_waiting_on_a_slow_guard_hold_no_one_else_up() {
         "the other requests were held up behind those waiting on the guard"
     );
 }
+
+#[test]
+fn a_request_spends_no_more_than_its_budget_and_calls_are_counted() {
+    // Two plugins ask the same guard; a request may make one call: the second is refused
+    // (budget exhausted) without reaching the guard, and on_error decides.
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "x"}), "stop"),
+    ));
+    let cfg = write_config(&with_auth(&format!(
+        r#"[guard]
+calls_per_request = 1
+
+[[guard_models]]
+name = "llama-guard"
+kind = "llama-guard"
+url = "{}"
+model = "g"
+cache_entries = 0
+
+[[plugins]]
+name = "first"
+path = "{cs}"
+rails = ["input"]
+guard_models = ["llama-guard"]
+config = {{ model = "llama-guard" }}
+
+[[plugins]]
+name = "second"
+path = "{cs}"
+rails = ["input"]
+guard_models = ["llama-guard"]
+config = {{ model = "llama-guard" }}
+"#,
+        guard.url(),
+        cs = plugin("content_safety").display()
+    )));
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    send(&daemon, "budget", &chat("hello"));
+    let r = record(&daemon, "budget");
+    assert_eq!(r["blocked"]["policy"], "second", "{r}");
+    let errors: Vec<&Value> = r["guard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["errors"])
+        .collect();
+    assert_eq!(errors, [&Value::Null, &json!(["budget_exhausted"])], "{r}");
+    assert_eq!(guard.seen().len(), 1);
+    // The metrics count each call by model, operation and result.
+    let metrics = get(daemon.addr, "/metrics").body;
+    assert!(
+        metrics.contains(
+            "railyard_guard_calls_total{model=\"llama-guard\",operation=\"guard\",result=\"ok\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("railyard_guard_calls_total{model=\"llama-guard\",operation=\"guard\",result=\"budget_exhausted\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("railyard_guard_duration_seconds_count{model=\"llama-guard\"} 1"),
+        "{metrics}"
+    );
+}

@@ -198,8 +198,25 @@ impl Runner {
                 "\"expect.verdict\" '{want}' is not one of allow, modify, reject, block"
             ));
         }
-        let ctx = context(&case["context"]);
+        let mut ctx = context(&case["context"]);
         let set = self.set(config)?;
+        // Guard models are never asked here: a case gives their answers (`guard`, by model
+        // name), and a model without one is unavailable, so cases stay deterministic.
+        let recorded: Vec<(String, Value)> = match &case["guard"] {
+            Value::Null => Vec::new(),
+            Value::Object(answers) => answers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            _ => return Err("\"guard\" must map guard model names to their answers".into()),
+        };
+        if let Some(scope) = set.guard_scope() {
+            let mut scope = std::sync::Arc::into_inner(scope).expect("a fresh scope");
+            scope.recorded = Some(recorded);
+            ctx.guard = Some(std::sync::Arc::new(scope));
+        } else if !recorded.is_empty() {
+            return Err("\"guard\" gives answers, but the config has no [[guard_models]]".into());
+        }
         if let Some(t) = &ctx.tenant {
             if !set.has_tenant(t) {
                 return Err(format!("the config has no tenant '{t}'"));
@@ -354,6 +371,7 @@ fn context(c: &Value) -> Context {
             .unwrap_or_default(),
         model: c["model"].as_str().map(str::to_string),
         door: c["door"].as_str().unwrap_or("check").to_string(),
+        guard: None,
     }
 }
 

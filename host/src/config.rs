@@ -19,7 +19,7 @@ mod tests;
 use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
 use crate::model::{Mode, OnError, Rail, ToolDef};
-pub use guard::{GuardKind, GuardModelConfig};
+pub use guard::{GuardBudgetConfig, GuardKind, GuardModelConfig};
 pub use mcp::{McpConfig, McpServer};
 pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
@@ -357,6 +357,8 @@ pub struct Config {
     pub provenance: ProvenanceConfig,
     /// `[[guard_models]]`: what plugins granted them may consult.
     pub guard_models: Vec<GuardModelConfig>,
+    /// `[guard]`: what one request may spend on them.
+    pub guard_budget: GuardBudgetConfig,
 }
 
 /// One problem in a config file.
@@ -605,6 +607,7 @@ impl Config {
         let default_on_error = raw.defaults.on_error.unwrap_or_default();
         let tools = resolve::tools(&mut p, &raw.tools);
         let guard_models = guard::resolve(&mut p, &raw.guard_models);
+        let guard_budget = guard::budget(&mut p, &raw.guard);
         let plugins = resolve::resolve_plugins(
             &mut p,
             &raw.plugins,
@@ -659,6 +662,7 @@ impl Config {
             mcp,
             provenance,
             guard_models,
+            guard_budget,
         })
     }
 }

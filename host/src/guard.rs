@@ -274,8 +274,13 @@ impl GuardModel {
         &self.config
     }
 
-    /// Ask `question`, and say what happened for the record.
-    pub async fn ask(&self, question: &Question) -> (Result<Answer, GuardError>, GuardCall) {
+    /// Ask `question`, waiting at most `left` (what the request's budget has left, when less
+    /// than the model's timeout), and say what happened for the record.
+    pub async fn ask(
+        &self,
+        question: &Question,
+        left: Option<Duration>,
+    ) -> (Result<Answer, GuardError>, GuardCall) {
         let started = Instant::now();
         let mut record = GuardCall {
             model: self.config.name.clone(),
@@ -293,7 +298,7 @@ impl GuardModel {
                 Ok(answer)
             }
             None => {
-                let answer = self.fetch(question).await;
+                let answer = self.fetch(question, left).await;
                 if let Ok(a) = &answer {
                     self.cache.put(key, a.clone());
                 }
@@ -308,7 +313,61 @@ impl GuardModel {
         (answer, record)
     }
 
-    async fn fetch(&self, question: &Question) -> Result<Answer, GuardError> {
+    /// The answer `recorded` holds for this model, through the same parser as a live one: a
+    /// chat-based kind's recording is the reply's text, any other's the response body. A model
+    /// with no recording is unavailable, never safe.
+    fn replay(
+        &self,
+        question: &Question,
+        recorded: &[(String, serde_json::Value)],
+    ) -> (Result<Answer, GuardError>, GuardCall) {
+        let answer = match recorded.iter().find(|(n, _)| *n == self.config.name) {
+            None => Err(GuardError::Unavailable(format!(
+                "no recorded answer for guard model '{}'",
+                self.config.name
+            ))),
+            Some(_) if !question.answered_by(self.config.kind) => Err(GuardError::Denied(format!(
+                "guard model '{}' is a {} model, which does not answer {}",
+                self.config.name,
+                self.config.kind.as_str(),
+                question.operation()
+            ))),
+            Some((_, value)) => {
+                let body = match (self.config.kind, value) {
+                    (
+                        GuardKind::LlamaGuard | GuardKind::Nemoguard | GuardKind::Judge,
+                        serde_json::Value::String(text),
+                    ) => {
+                        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}]})
+                    }
+                    (_, other) => other.clone(),
+                };
+                wire::requests(&self.config, question).and_then(|_| {
+                    wire::answer(&self.config, question, &[Bytes::from(body.to_string())])
+                })
+            }
+        };
+        let mut record = GuardCall {
+            model: self.config.name.clone(),
+            operation: question.operation(),
+            duration_us: Duration::ZERO,
+            cached: false,
+            flagged: None,
+            categories: Vec::new(),
+            error: None,
+        };
+        match &answer {
+            Ok(a) => (record.flagged, record.categories) = a.summary(),
+            Err(e) => record.error = Some(e.kind()),
+        }
+        (answer, record)
+    }
+
+    async fn fetch(
+        &self,
+        question: &Question,
+        left: Option<Duration>,
+    ) -> Result<Answer, GuardError> {
         if !question.answered_by(self.config.kind) {
             return Err(GuardError::Denied(format!(
                 "guard model '{}' is a {} model, which does not answer {}",
@@ -330,8 +389,11 @@ impl GuardModel {
             }
             wire::answer(&self.config, question, &answers)
         };
-        match tokio::time::timeout(self.config.timeout, work).await {
+        let budgeted = left.filter(|l| *l < self.config.timeout);
+        match tokio::time::timeout(budgeted.unwrap_or(self.config.timeout), work).await {
             Ok(answer) => answer,
+            // The request's budget ran out before the model's timeout did.
+            Err(_) if budgeted.is_some() => Err(GuardError::BudgetExhausted),
             Err(_) => Err(GuardError::Timeout),
         }
     }
@@ -464,20 +526,34 @@ impl Grant {
         self.models.is_empty()
     }
 
-    /// Ask model `name` `question`, if granted.
+    /// Ask model `name` `question`, if granted, within what the request's `scope` has left (or
+    /// from its recorded answers, in `railyard test`).
     pub async fn ask(
         &self,
         name: &str,
         question: &Question,
+        scope: Option<&crate::util::GuardScope>,
     ) -> (Result<Answer, GuardError>, GuardCall) {
-        match self.models.iter().find(|m| m.config.name == name) {
-            Some(model) => model.ask(question).await,
-            None => {
-                let error = denied(name);
-                let call = refused(name, question, &error);
-                (Err(error), call)
-            }
+        let Some(model) = self.models.iter().find(|m| m.config.name == name) else {
+            let error = denied(name);
+            let call = refused(name, question, &error);
+            return (Err(error), call);
+        };
+        if let Some(recorded) = scope.and_then(|s| s.recorded.as_ref()) {
+            return model.replay(question, recorded);
         }
+        let budget = scope;
+        let left = budget.map(|b| b.wait_left());
+        if budget.is_some_and(|b| !b.take_call()) || left.is_some_and(|l| l.is_zero()) {
+            let error = GuardError::BudgetExhausted;
+            let call = refused(name, question, &error);
+            return (Err(error), call);
+        }
+        let (answer, call) = model.ask(question, left).await;
+        if let Some(b) = budget {
+            b.spend(call.duration_us);
+        }
+        (answer, call)
     }
 }
 

@@ -173,6 +173,8 @@ pub struct Metrics {
     reloads: Family<u64>,
     auth_failures: Family<u64>,
     throttled: Family<u64>,
+    guard_calls: Family<u64>,
+    guard_latency: Family<Histogram>,
 }
 
 impl Default for Metrics {
@@ -214,6 +216,14 @@ impl Default for Metrics {
             throttled: Family::new(
                 "railyard_tenant_throttled_total",
                 "Requests refused with 429 because their tenant was at max_concurrent.",
+            ),
+            guard_calls: Family::new(
+                "railyard_guard_calls_total",
+                "Guard-model calls by model, operation and result (ok, cached, or the error's kind).",
+            ),
+            guard_latency: Family::new(
+                "railyard_guard_duration_seconds",
+                "Time a guard-model call took (cache hits excluded), by model.",
             ),
         }
     }
@@ -309,6 +319,27 @@ impl Metrics {
                     h.observe(d.duration_us.as_secs_f64())
                 });
             }
+            for g in &d.guard {
+                let model = crate::policy::record::name(&g.model);
+                let result = match (g.error, g.cached) {
+                    (Some(kind), _) => kind,
+                    (None, true) => "cached",
+                    (None, false) => "ok",
+                };
+                self.guard_calls.with(
+                    &[
+                        ("model", &model),
+                        ("operation", g.operation),
+                        ("result", result),
+                    ],
+                    |c| *c += 1,
+                );
+                if !g.cached && g.error.is_none() {
+                    self.guard_latency.with(&[("model", &model)], |h| {
+                        h.observe(g.duration_us.as_secs_f64())
+                    });
+                }
+            }
         }
     }
 
@@ -342,6 +373,7 @@ impl Metrics {
             &self.reloads,
             &self.auth_failures,
             &self.throttled,
+            &self.guard_calls,
         ] {
             let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
             let _ = writeln!(out, "# TYPE {} counter", family.name);
@@ -353,6 +385,7 @@ impl Metrics {
             &self.plugin_latency,
             &self.rail_latency,
             &self.backend_latency,
+            &self.guard_latency,
         ] {
             let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
             let _ = writeln!(out, "# TYPE {} histogram", family.name);

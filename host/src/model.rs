@@ -629,6 +629,9 @@ pub struct Context {
     pub model: Option<String>,
     /// The door it came through (`chat`, `responses`, ...).
     pub door: String,
+    /// The request's dealings with guard models: its budget, recorded answers (none: no guard
+    /// model is configured).
+    pub guard: Option<std::sync::Arc<crate::util::GuardScope>>,
 }
 
 /// A payload that is not shaped like its wire format; names the offending path.

@@ -303,6 +303,19 @@ impl PolicySet {
         })
     }
 
+    /// A fresh guard-model scope for one request (its `[guard]` budget), when any guard model
+    /// is configured.
+    pub fn guard_scope(&self) -> Option<Arc<crate::util::GuardScope>> {
+        if self.config.guard_models.is_empty() {
+            return None;
+        }
+        let b = &self.config.guard_budget;
+        Some(Arc::new(crate::util::GuardScope::new(
+            b.calls_per_request,
+            b.wait_per_request,
+        )))
+    }
+
     /// What an operator should know about this set that is not an error.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -409,6 +422,8 @@ impl PolicySet {
                     "config_schema": p.info().config_schema,
                     "config": pc.config,
                     "memo": pc.memo,
+                    "guard_models": (!pc.guard_models.is_empty()).then_some(&pc.guard_models),
+                    "waits": p.waits(),
                 })
             })
             .collect();
@@ -451,6 +466,15 @@ impl PolicySet {
                 None => serde_json::json!("open"),
             },
             "plugins": plugins,
+            "guard_models": self.config.guard_models.iter().map(|g| serde_json::json!({
+                "name": g.name,
+                "kind": g.kind,
+                "url": g.url.to_string(),
+                "model": g.model,
+                "timeout_ms": g.timeout.as_millis() as u64,
+                "max_concurrent": g.max_concurrent,
+                "cache_entries": g.cache_entries,
+            })).collect::<Vec<_>>(),
             "chains": chains(None),
             "tenants": tenants,
             "warnings": self.warnings,

@@ -110,6 +110,7 @@ impl RequestScope {
             ctx: Context {
                 request_id,
                 door: door.as_str().to_string(),
+                guard: set.guard_scope(),
                 ..Context::default()
             },
             set,

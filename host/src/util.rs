@@ -73,6 +73,59 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
+/// One request's dealings with guard models, shared by every plugin that judges it: what it may
+/// still spend (calls, and time waited: `[guard]`), and, in `railyard test`, the answers each
+/// model gives instead of being asked.
+#[derive(Debug)]
+pub struct GuardScope {
+    calls: std::sync::atomic::AtomicU32,
+    wait_us: std::sync::atomic::AtomicU64,
+    /// Recorded answers by model name (a case's `guard`): when set, no model is asked.
+    pub recorded: Option<Vec<(String, serde_json::Value)>>,
+}
+
+impl GuardScope {
+    /// A budget of `calls` calls and `wait` of waiting.
+    pub fn new(calls: u32, wait: std::time::Duration) -> GuardScope {
+        GuardScope {
+            calls: calls.into(),
+            wait_us: (wait.as_micros() as u64).into(),
+            recorded: None,
+        }
+    }
+
+    /// Take one call, if one is left.
+    pub fn take_call(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.calls
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1))
+            .is_ok()
+    }
+
+    /// The waiting left.
+    pub fn wait_left(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.wait_us.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Count `waited` against it.
+    pub fn spend(&self, waited: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        let us = waited.as_micros() as u64;
+        let _ = self
+            .wait_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                Some(w.saturating_sub(us))
+            });
+    }
+}
+
+/// Budgets do not tell contexts apart.
+impl PartialEq for GuardScope {
+    fn eq(&self, _: &GuardScope) -> bool {
+        true
+    }
+}
+
 pub mod deadline;
 pub mod memory;
 

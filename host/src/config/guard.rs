@@ -1,7 +1,7 @@
 //! `[[guard_models]]`: the models plugins may consult through the guard-models capability, and
 //! each plugin entry's grant (`guard_models = [...]`).
 
-use super::raw::RawGuardModel;
+use super::raw::{RawGuard, RawGuardModel};
 use super::Problems;
 use axum::http::{HeaderValue, Uri};
 use std::time::Duration;
@@ -198,4 +198,33 @@ pub(super) fn resolve(
         }
     }
     models
+}
+
+/// `[guard]`: what one request may spend on guard models, across every plugin that judges it.
+#[derive(Debug, Clone)]
+pub struct GuardBudgetConfig {
+    /// Calls (cache hits included).
+    pub calls_per_request: u32,
+    /// Time waited on them.
+    pub wait_per_request: Duration,
+}
+
+/// Resolve `[guard]`.
+pub(super) fn budget(p: &mut Problems<'_>, raw: &RawGuard) -> GuardBudgetConfig {
+    GuardBudgetConfig {
+        calls_per_request: ranged(
+            p,
+            &raw.calls_per_request,
+            "guard.calls_per_request".into(),
+            1..=100_000,
+            32,
+        ) as u32,
+        wait_per_request: Duration::from_millis(ranged(
+            p,
+            &raw.wait_ms_per_request,
+            "guard.wait_ms_per_request".into(),
+            1..=3_600_000,
+            10_000,
+        )),
+    }
 }

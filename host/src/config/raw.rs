@@ -35,6 +35,16 @@ pub(super) struct RawConfig {
     pub(super) telemetry: RawTelemetry,
     #[serde(default)]
     pub(super) guard_models: Vec<Spanned<RawGuardModel>>,
+    #[serde(default)]
+    pub(super) guard: RawGuard,
+}
+
+/// `[guard]`: budgets.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGuard {
+    pub(super) calls_per_request: Option<Spanned<u64>>,
+    pub(super) wait_ms_per_request: Option<Spanned<u64>>,
 }
 
 /// One `[[guard_models]]` entry.

@@ -277,6 +277,7 @@ mod tests {
             metadata: vec![("team".into(), "blue".into()), (String::new(), "x".into())],
             model: Some("m".into()),
             door: "chat".into(),
+            guard: None,
         };
         (messages, tools, fields, ctx)
     }

@@ -635,10 +635,12 @@ impl Plugin {
         };
         store.data_mut().begin_call();
         store.data_mut().guard.open = true;
+        store.data_mut().guard.scope = src.ctx.guard.clone();
         let running = self.ticker.running_apart(store, deadline);
         let result = funcs.evaluate_async(store, src, prepared).await;
         drop(running);
         store.data_mut().guard.open = false;
+        store.data_mut().guard.scope = None;
         let calls = std::mem::take(&mut store.data_mut().guard.calls);
         let answer = match result {
             Ok(answer) => {

@@ -22,6 +22,8 @@ pub(crate) struct GuardAccess {
     pub(crate) open: bool,
     /// The calls made in the running call.
     pub(crate) calls: Vec<GuardCall>,
+    /// The running call's request's guard scope (budget, recorded answers).
+    pub(crate) scope: Option<Arc<crate::util::GuardScope>>,
 }
 
 impl GuardAccess {
@@ -62,7 +64,8 @@ impl HostState {
         let grant = self.guard.grant.clone();
         let ticker = self.guard.ticker.clone();
         let began = ticker.as_ref().map(|t| t.now());
-        let (answer, call) = grant.ask(&model, &question).await;
+        let scope = self.guard.scope.clone();
+        let (answer, call) = grant.ask(&model, &question, scope.as_deref()).await;
         if let (Some(ticker), Some(began)) = (ticker, began) {
             let waited = ticker.now().saturating_sub(began);
             self.due = self.due.saturating_add(waited);
