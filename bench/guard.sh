@@ -97,6 +97,7 @@ config = { model = "guard-slow" }
 TOML
 RAILYARD_LOG=warn "$bin" serve --config "$work/railyard.toml" --listen 127.0.0.1:19133 \
     --backend http://127.0.0.1:19130/v1 --no-watch >/dev/null &
+daemon=$!
 for _ in $(seq 1 300); do
     curl -sf -o /dev/null http://127.0.0.1:19133/readyz && break
     sleep 0.1
@@ -128,20 +129,28 @@ for c in 1 16; do
     read -r p50 p99 e < <(run plain -n "$n" -c "$c")
     report "plain, c=$c" "$p50" "$p99" "$e"
     plain50=$p50
-    g=$((c == 1 ? 30 : 320))
+    g=$((c == 1 ? 50 : 320))
+    # The guard alone, asked directly by the same load generator: what it takes.
+    hey -n "$g" -c "$c" -m POST -T application/json -d '{"messages": [{"role": "user", "content": "hi"}]}' \
+        http://127.0.0.1:19131/v1/chat/completions >"$work/direct"
+    direct=$(awk '/ 50% in/ {print $3 * 1000}' "$work/direct")
     read -r p50 p99 e < <(run guarded -n "$g" -c "$c")
     report "guard answering in $delay ms, c=$c" "$p50" "$p99" "$e"
-    echo "    added beyond the guard's $delay ms: $(echo "$p50 - $plain50 - $delay" | bc -l | xargs printf '%.2f') ms at p50"
+    echo "    the guard asked directly: p50 $direct ms; added beyond it: $(echo "$p50 - $plain50 - $direct" | bc -l | xargs printf '%.2f') ms at p50"
     read -r p50 p99 e < <(run cached -n "$n" -c "$c")
     report "guard answer cached, c=$c" "$p50" "$p99" "$e"
     echo "    added by a cache hit: $(echo "$p50 - $plain50" | bc -l | xargs printf '%.3f') ms at p50"
 done
 read -r p50 alone e < <(run plain -z 8s -c 4)
 report "plain, c=4, alone" "$p50" "$alone" "$e"
+rss() { awk '/VmRSS/ {printf "%.0f MiB", $2 / 1024}' "/proc/$daemon/status"; }
+echo "    daemon RSS before: $(rss)"
 hey -z 16s -c "$waiting" -t 30 -m POST -T application/json -d "$(body slow)" \
     http://127.0.0.1:19133/v1/chat/completions >"$work/slow" &
+slow=$!
 sleep 4
 read -r p50 busy e < <(run plain -z 8s -c 4)
 report "plain, c=4, $waiting waiting on a 5 s guard" "$p50" "$busy" "$e"
-wait %4 2>/dev/null || wait
+echo "    daemon RSS while they wait: $(rss)"
+wait "$slow" || true
 echo "    the waiting requests: $(awk '/Requests\/sec/ {print $2}' "$work/slow") req/s, $(awk '/\[200\]/ {print $2}' "$work/slow") answered 200"

@@ -13,7 +13,7 @@ pub mod record;
 use crate::config::{Config, ConfigError, Problem};
 use crate::engine::{Engine, FaultKind, Plugin};
 use crate::model::{Context, Payload, Rail, ToolDef};
-use chain::{Chain, Evaluation, Step};
+use chain::{Chain, Evaluation, Running, Step};
 use std::sync::Arc;
 
 /// Which policies made a decision: a counter (bumped by every successful reload) and a hash
@@ -515,55 +515,65 @@ impl PolicySet {
     /// Run `rail`'s chain (the caller's tenant's, per `ctx.tenant`). Tools declared in config are merged into the payload's tools for the
     /// plugins (a config tool replaces a request tool of the same name: the operator's schema is
     /// authoritative); the returned payload keeps the request's own tools.
-    pub async fn check(&self, rail: Rail, payload: Payload, ctx: &Context) -> Evaluation {
-        self.check_with(rail, payload, ctx, false).await
+    pub fn check<'a>(&'a self, rail: Rail, payload: Payload, ctx: &'a Context) -> Running<'a> {
+        self.check_explained(rail, payload, ctx, false, false)
     }
 
     /// [`PolicySet::check`], saying whether the payload's reply is a streamed text so far. On the
     /// `tools` rail plugins see the request's own tools (what the model is offered) and their
     /// edits are kept.
-    pub async fn check_with(
-        &self,
+    pub fn check_with<'a>(
+        &'a self,
         rail: Rail,
         payload: Payload,
-        ctx: &Context,
+        ctx: &'a Context,
         partial: bool,
-    ) -> Evaluation {
+    ) -> Running<'a> {
         self.check_explained(rail, payload, ctx, partial, false)
-            .await
     }
 
-    /// [`PolicySet::check_with`]; `explain`: keep the payload after each edit.
-    pub async fn check_explained(
-        &self,
+    /// [`PolicySet::check_with`]; `explain`: keep the payload after each edit. Ready at once
+    /// unless a plugin in the chain may wait.
+    pub fn check_explained<'a>(
+        &'a self,
         rail: Rail,
         payload: Payload,
-        ctx: &Context,
+        ctx: &'a Context,
         partial: bool,
         explain: bool,
-    ) -> Evaluation {
+    ) -> Running<'a> {
         let chain = self.chain_for(ctx.tenant.as_deref(), rail);
         // The operator's tools are merged in only for a chain with a plugin that reads them.
         if rail == Rail::Tools
             || self.config.tools.is_empty()
             || !chain.reads_declared_tools(ctx.model.as_deref())
         {
-            return chain.run_explained(payload, ctx, partial, explain).await;
+            return chain.run_explained(payload, ctx, partial, explain);
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
         let (merged, replaced) =
             merge_tools(std::mem::take(&mut payload.tools), &self.config.tools);
         payload.tools = merged;
-        let mut eval = chain.run_explained(payload, ctx, partial, explain).await;
         let config_len = self.config.tools.len();
-        for (_, after) in &mut eval.explained {
-            let merged = std::mem::take(&mut after.tools);
-            after.tools = unmerge_tools(merged, replaced.clone(), config_len);
-        }
-        let merged = std::mem::take(&mut eval.payload.tools);
-        eval.payload.tools = unmerge_tools(merged, replaced, config_len);
-        eval
+        chain::then(
+            chain.run_explained(payload, ctx, partial, explain),
+            move |mut eval: Evaluation| {
+                for (_, after) in &mut eval.explained {
+                    let merged = std::mem::take(&mut after.tools);
+                    after.tools = unmerge_tools(merged, replaced.clone(), config_len);
+                }
+                let merged = std::mem::take(&mut eval.payload.tools);
+                eval.payload.tools = unmerge_tools(merged, replaced, config_len);
+                eval
+            },
+        )
+    }
+
+    /// Whether `rail`'s chain for `ctx`'s tenant has a plugin for its model that may wait.
+    pub fn waits(&self, rail: Rail, ctx: &Context) -> bool {
+        self.chain_for(ctx.tenant.as_deref(), rail)
+            .waits(ctx.model.as_deref())
     }
 }
 

@@ -16,7 +16,7 @@ pub mod window;
 use crate::auth::Caller;
 use crate::codec::Door;
 use crate::model::{Context, Message, Payload, Rail, Verdict};
-use crate::policy::chain::{Evaluation, Rejected};
+use crate::policy::chain::{Evaluation, Rejected, Then};
 use crate::policy::record::{DecisionRecord, Outcome, Target};
 use crate::policy::PolicySet;
 pub use options::RequestOptions;
@@ -225,29 +225,52 @@ impl RequestScope {
     }
 
     /// Run `rail`'s chain on `payload`, recording it.
-    pub async fn check(&mut self, rail: Rail, payload: Payload) -> Evaluation {
-        self.check_with(rail, payload, false).await
+    pub fn check(&mut self, rail: Rail, payload: Payload) -> Then<'_, Evaluation> {
+        self.check_explained(rail, payload, false, false)
     }
 
     /// [`RequestScope::check`]; `partial`: the reply is a streamed text so far.
-    pub async fn check_with(&mut self, rail: Rail, payload: Payload, partial: bool) -> Evaluation {
-        self.check_explained(rail, payload, partial, false).await
+    pub fn check_with(
+        &mut self,
+        rail: Rail,
+        payload: Payload,
+        partial: bool,
+    ) -> Then<'_, Evaluation> {
+        self.check_explained(rail, payload, partial, false)
     }
 
     /// [`RequestScope::check_with`]; `explain`: keep the payload after each edit (the check
-    /// APIs' `explain`).
-    pub async fn check_explained(
+    /// APIs' `explain`). Done at once unless a plugin in the chain may wait.
+    pub fn check_explained(
         &mut self,
         rail: Rail,
         mut payload: Payload,
         partial: bool,
         explain: bool,
-    ) -> Evaluation {
+    ) -> Then<'_, Evaluation> {
+        if self.set.waits(rail, &self.ctx) {
+            return Then::Right(Box::pin(async move {
+                let joined = join::join(&mut payload);
+                let set = self.set.clone();
+                let eval = set
+                    .check_explained(rail, payload, &self.ctx, partial, explain)
+                    .await;
+                self.checked(eval, joined)
+            }));
+        }
         let joined = join::join(&mut payload);
-        let mut eval = self
+        let eval = match self
             .set
             .check_explained(rail, payload, &self.ctx, partial, explain)
-            .await;
+        {
+            Then::Left(ready) => ready.into_inner(),
+            Then::Right(_) => unreachable!("a chain that does not wait runs at once"),
+        };
+        Then::Left(std::future::ready(self.checked(eval, joined)))
+    }
+
+    /// A run's text parts split back as they came, and the run recorded.
+    fn checked(&mut self, mut eval: Evaluation, joined: Option<join::Joined>) -> Evaluation {
         if let Some(joined) = joined {
             for (_, after) in &mut eval.explained {
                 join::split(after, joined.clone());
@@ -417,23 +440,27 @@ impl RequestScope {
     /// Run `rail` on `conversation` + `message`; the conversation is restored (on the reply
     /// rails only the last message can change), the judged message returned. `partial`: the
     /// message is a streamed reply's text so far.
-    pub async fn judge(
-        &mut self,
+    pub fn judge<'a>(
+        &'a mut self,
         rail: Rail,
-        conversation: &mut Payload,
+        conversation: &'a mut Payload,
         message: Message,
         partial: bool,
-    ) -> (Evaluation, Message) {
+    ) -> Then<'a, (Evaluation, Message)> {
         let mut payload = std::mem::take(conversation);
         payload.messages.push(message);
-        let mut eval = self.check_with(rail, payload, partial).await;
-        let mut payload = std::mem::take(&mut eval.payload);
-        let judged = payload
-            .messages
-            .pop()
-            .expect("the reply is the last message");
-        *conversation = payload;
-        (eval, judged)
+        crate::policy::chain::then(
+            self.check_with(rail, payload, partial),
+            move |mut eval: Evaluation| {
+                let mut payload = std::mem::take(&mut eval.payload);
+                let judged = payload
+                    .messages
+                    .pop()
+                    .expect("the reply is the last message");
+                *conversation = payload;
+                (eval, judged)
+            },
+        )
     }
 
     /// The rails removed every call of the reply, which had no text: the client reads only the

@@ -287,38 +287,75 @@ impl Chain {
 
     /// Run the chain over `payload` (`partial`: a streamed reply's text so far). Steps limited
     /// to other models than the request's are skipped without a call.
-    pub async fn run(&self, payload: Payload, ctx: &Context, partial: bool) -> Evaluation {
-        self.run_explained(payload, ctx, partial, false).await
+    pub fn run<'a>(&'a self, payload: Payload, ctx: &'a Context, partial: bool) -> Running<'a> {
+        self.run_explained(payload, ctx, partial, false)
     }
 
     /// [`Chain::run`], keeping the payload after each edit when `explain` is set.
-    pub async fn run_explained(
-        &self,
+    ///
+    /// A chain none of whose steps for the request's model waits (no plugin granted guard
+    /// models) runs here and now, and the future it returns is ready: the run's state (the
+    /// payload, its WIT forms) then never lives in a future that every caller up to the door
+    /// would move. A chain that may wait runs boxed.
+    pub fn run_explained<'a>(
+        &'a self,
         payload: Payload,
-        ctx: &Context,
+        ctx: &'a Context,
         partial: bool,
         explain: bool,
-    ) -> Evaluation {
+    ) -> Running<'a> {
         let model = ctx.model.as_deref();
-        run_explained(
-            self.rail,
-            self.steps
-                .iter()
-                .filter(|s| s.runs_for(model))
-                .map(|s| Turn {
-                    plugin: &*s.plugin,
-                    on_error: s.on_error,
-                    mode: s.mode,
-                    history: s.history,
-                    declared_tools: s.declared_tools,
-                    memo: s.memo.as_deref(),
-                }),
-            payload,
-            ctx,
-            partial,
-            explain,
-        )
-        .await
+        let turns = self
+            .steps
+            .iter()
+            .filter(move |s| s.runs_for(model))
+            .map(|s| Turn {
+                plugin: &*s.plugin,
+                on_error: s.on_error,
+                mode: s.mode,
+                history: s.history,
+                declared_tools: s.declared_tools,
+                memo: s.memo.as_deref(),
+            });
+        if self.waits(model) {
+            return Then::Right(Box::pin(run_explained(
+                self.rail, turns, payload, ctx, partial, explain,
+            )));
+        }
+        let run = std::pin::pin!(run_explained(
+            self.rail, turns, payload, ctx, partial, explain
+        ));
+        let done = futures_util::FutureExt::now_or_never(run)
+            .expect("a chain of plugins that never wait finishes at once");
+        Then::Left(std::future::ready(done))
+    }
+
+    /// Whether a step that runs for `model` may wait (a plugin granted guard models).
+    pub fn waits(&self, model: Option<&str>) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.plugin.waits() && s.runs_for(model))
+    }
+}
+
+/// Work on the rails that is done at once (ready) unless a plugin in it may wait (boxed): what
+/// runs at once keeps its state out of the futures that every caller up to the door moves.
+pub type Then<'a, T> = futures_util::future::Either<
+    std::future::Ready<T>,
+    Pin<Box<dyn Future<Output = T> + Send + 'a>>,
+>;
+
+/// A chain's run.
+pub type Running<'a> = Then<'a, Evaluation>;
+
+/// `then` applied to what `work` gives: at once when it is ready, else after it.
+pub fn then<'a, T: Send + 'a, U: 'a>(
+    work: Then<'a, T>,
+    then: impl FnOnce(T) -> U + Send + 'a,
+) -> Then<'a, U> {
+    match work {
+        Then::Left(ready) => Then::Left(std::future::ready(then(ready.into_inner()))),
+        Then::Right(waiting) => Then::Right(Box::pin(async move { then(waiting.await) })),
     }
 }
 
