@@ -66,10 +66,17 @@ fn requests_rails_plugins_and_the_backend_call_are_traced_without_content() {
         200,
         completion(json!({"role": "assistant", "content": "noted"}), "stop"),
     ));
+    // A guard model that calls everything safe, consulted by content-safety on the input rail.
+    let guard = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "safe"}), "stop"),
+    ));
     let cfg = write_config(&format!(
-        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nservice_name = \"railyard-test\"\n\n[[plugins]]\nname = \"pii\"\npath = \"{}\"\nrails = [\"input\", \"output\"]\n",
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nservice_name = \"railyard-test\"\n\n[[guard_models]]\nname = \"llama-guard\"\nkind = \"llama-guard\"\nurl = \"{}\"\nmodel = \"g\"\ncache_entries = 0\n\n[[plugins]]\nname = \"pii\"\npath = \"{}\"\nrails = [\"input\", \"output\"]\n\n[[plugins]]\nname = \"content-safety\"\npath = \"{}\"\nrails = [\"input\"]\nguard_models = [\"llama-guard\"]\nconfig = {{ model = \"llama-guard\" }}\n",
         receiver.port,
-        plugin("pii_filter").display()
+        guard.url(),
+        plugin("pii_filter").display(),
+        plugin("content_safety").display()
     ));
     let mut daemon = Daemon::start(&cfg.path, &backend.url());
     let secret = "my SSN is 536-22-1234";
@@ -133,7 +140,10 @@ fn requests_rails_plugins_and_the_backend_call_are_traced_without_content() {
     assert_eq!(server["attributes"]["http.response.status_code"], 200);
     assert_eq!(server["attributes"]["railyard.outcome"], "served");
     assert_eq!(server["attributes"]["railyard.door"], "chat");
-    let client = one(&|s| s["kind"] == 3, "client span");
+    let client = one(
+        &|s| s["kind"] == 3 && s["name"] == "POST backend",
+        "client span",
+    );
     assert_eq!(client["parent_span_id"], server["span_id"]);
     assert_eq!(
         client["span_id"], sent[2],
@@ -151,6 +161,26 @@ fn requests_rails_plugins_and_the_backend_call_are_traced_without_content() {
     );
     assert_eq!(pii["attributes"]["railyard.verdict"], "modify");
     assert_eq!(pii["attributes"]["railyard.rail"], "input");
+    // The guard-model call, a client span under the plugin that made it, without the text.
+    let safety = one(
+        &|s| s["name"] == "plugin content-safety",
+        "content-safety span",
+    );
+    let call = one(
+        &|s| s["name"] == "guard llama-guard guard",
+        "guard call span",
+    );
+    assert_eq!(call["kind"], 3);
+    assert_eq!(call["parent_span_id"], safety["span_id"]);
+    assert_eq!(call["attributes"]["railyard.guard.flagged"], false);
+    let inside = |outer: &Value, inner: &Value| {
+        let n = |s: &Value, k: &str| s[k].as_u64().unwrap();
+        n(outer, "start") <= n(inner, "start") && n(inner, "end") <= n(outer, "end")
+    };
+    assert!(
+        inside(&safety, &call),
+        "the call sits inside the plugin's span"
+    );
     // Children sit inside their parents, in order.
     let n = |s: &Value, k: &str| s[k].as_u64().unwrap();
     assert!(n(&server, "start") <= n(&input, "start"));

@@ -140,7 +140,42 @@ impl RequestTrace {
             if d.fault.is_some() {
                 span.set_status(Status::error(format!("plugin fault ({})", d.plugin)));
             }
-            span.end_with_timestamp(start + d.duration_us);
+            if d.guard.is_empty() {
+                span.end_with_timestamp(start + d.duration_us);
+                continue;
+            }
+            // The guard models it consulted, one after the other from its start (a plugin waits
+            // on one call at a time): client spans, never with text.
+            let plugin_cx = rail_cx.with_span(span);
+            let mut at_call = start;
+            for g in &d.guard {
+                let model = crate::policy::record::name(&g.model);
+                let mut attributes = vec![
+                    KeyValue::new("railyard.guard.model", model.clone()),
+                    KeyValue::new("railyard.guard.operation", g.operation),
+                    KeyValue::new("railyard.guard.cached", g.cached),
+                    KeyValue::new("railyard.duration_us", g.duration_us.as_micros() as i64),
+                ];
+                if let Some(flagged) = g.flagged {
+                    attributes.push(KeyValue::new("railyard.guard.flagged", flagged));
+                }
+                if let Some(error) = g.error {
+                    attributes.push(KeyValue::new("railyard.guard.error", error));
+                }
+                let mut call = self
+                    .tracer
+                    .span_builder(format!("guard {model} {}", g.operation))
+                    .with_kind(SpanKind::Client)
+                    .with_start_time(at_call)
+                    .with_attributes(attributes)
+                    .start_with_context(&self.tracer, &plugin_cx);
+                if let Some(error) = g.error {
+                    call.set_status(Status::error(format!("guard model call failed ({error})")));
+                }
+                call.end_with_timestamp(at_call + g.duration_us);
+                at_call += g.duration_us;
+            }
+            plugin_cx.span().end_with_timestamp(start + d.duration_us);
         }
         rail_cx.span().end_with_timestamp(now.1);
     }
