@@ -253,6 +253,21 @@ pub struct GuardCall {
     pub error: Option<&'static str>,
 }
 
+impl GuardCall {
+    /// The record of asking `model` `question`, before it is answered.
+    fn of(model: &str, question: &Question) -> GuardCall {
+        GuardCall {
+            model: crate::util::truncate(model, 64).to_string(),
+            operation: question.operation(),
+            duration_us: Duration::ZERO,
+            cached: false,
+            flagged: None,
+            categories: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_micros() as u64)
 }
@@ -282,15 +297,7 @@ impl GuardModel {
         left: Option<Duration>,
     ) -> (Result<Answer, GuardError>, GuardCall) {
         let started = Instant::now();
-        let mut record = GuardCall {
-            model: self.config.name.clone(),
-            operation: question.operation(),
-            duration_us: Duration::ZERO,
-            cached: false,
-            flagged: None,
-            categories: Vec::new(),
-            error: None,
-        };
+        let mut record = GuardCall::of(&self.config.name, question);
         let key = self.cache.key(self.config.kind, question);
         let answer = match self.cache.get(&key) {
             Some(answer) => {
@@ -347,15 +354,7 @@ impl GuardModel {
                 })
             }
         };
-        let mut record = GuardCall {
-            model: self.config.name.clone(),
-            operation: question.operation(),
-            duration_us: Duration::ZERO,
-            cached: false,
-            flagged: None,
-            categories: Vec::new(),
-            error: None,
-        };
+        let mut record = GuardCall::of(&self.config.name, question);
         match &answer {
             Ok(a) => (record.flagged, record.categories) = a.summary(),
             Err(e) => record.error = Some(e.kind()),
@@ -569,12 +568,7 @@ pub fn denied(name: &str) -> GuardError {
 /// The record of a call refused before it was made.
 pub fn refused(name: &str, question: &Question, error: &GuardError) -> GuardCall {
     GuardCall {
-        model: crate::util::truncate(name, 64).to_string(),
-        operation: question.operation(),
-        duration_us: Duration::ZERO,
-        cached: false,
-        flagged: None,
-        categories: Vec::new(),
         error: Some(error.kind()),
+        ..GuardCall::of(name, question)
     }
 }

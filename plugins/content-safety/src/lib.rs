@@ -13,7 +13,7 @@
 pub mod policy;
 
 use policy::{Ask, Judged};
-use railyard_plugin_sdk::guard::{self, GuardError, Role, Turn};
+use railyard_plugin_sdk::guard::{self, Role, Turn};
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
 /// The plugin: its parsed config.
@@ -23,17 +23,6 @@ pub struct ContentSafety {
 
 /// The host's guard models.
 struct Host;
-
-fn error(e: GuardError) -> String {
-    match e {
-        GuardError::Denied(m) => format!("was denied: {m}"),
-        GuardError::Timeout => "did not answer in time".into(),
-        GuardError::BudgetExhausted => "is over budget".into(),
-        GuardError::RateLimited => "is rate limited".into(),
-        GuardError::Unavailable(m) => format!("is unavailable: {m}"),
-        GuardError::InvalidOutput(m) => format!("answered something unreadable: {m}"),
-    }
-}
 
 impl Ask for Host {
     fn guard(
@@ -54,7 +43,7 @@ impl Ask for Host {
                 content: content.clone(),
             })
             .collect();
-        let g = guard::guard(model, role, &turns).map_err(error)?;
+        let g = guard::guard(model, role, &turns).map_err(|e| guard::describe(&e))?;
         Ok(Judged {
             flagged: !g.safe,
             categories: g
@@ -66,7 +55,8 @@ impl Ask for Host {
     }
 
     fn moderate(&mut self, model: &str, text: &str) -> Result<Judged, String> {
-        let mut all = guard::moderate(model, &[text.to_string()]).map_err(error)?;
+        let mut all =
+            guard::moderate(model, &[text.to_string()]).map_err(|e| guard::describe(&e))?;
         let m = all.pop().ok_or("the moderation answered nothing")?;
         Ok(Judged {
             flagged: m.flagged,

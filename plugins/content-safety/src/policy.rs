@@ -2,7 +2,7 @@
 //! actions, and what the verdict says. The guard itself is behind [`Ask`], so this is tested
 //! natively with a scripted one.
 
-use railyard_plugin_sdk::{Content, Rail, Rejection, Request, Target, Verdict};
+use railyard_plugin_sdk::{Rail, Rejection, Request, Target, Verdict};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -103,23 +103,6 @@ pub trait Ask {
     fn moderate(&mut self, model: &str, text: &str) -> Result<Judged, String>;
 }
 
-/// A message's text: its string, or its parts' text joined.
-fn text(content: &Option<Content>) -> Option<String> {
-    match content {
-        None => None,
-        Some(Content::Text(t)) => Some(t.clone()),
-        Some(Content::Parts(json)) => {
-            let parts: serde_json::Value = serde_json::from_str(json).ok()?;
-            let texts: Vec<&str> = parts
-                .as_array()?
-                .iter()
-                .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
-                .collect();
-            (!texts.is_empty()).then(|| texts.join("\n"))
-        }
-    }
-}
-
 /// Judge `request`: the last user turn on the input rail, the reply on the output rail.
 pub fn evaluate(
     config: &Config,
@@ -131,7 +114,9 @@ pub fn evaluate(
     let Some(at) = request.messages.iter().rposition(|m| m.role == wanted) else {
         return Ok(Verdict::Allow);
     };
-    let Some(judged_text) = text(&request.messages[at].content).filter(|t| !t.trim().is_empty())
+    let Some(judged_text) = request.messages[at]
+        .all_text()
+        .filter(|t| !t.trim().is_empty())
     else {
         return Ok(Verdict::Allow);
     };
@@ -141,7 +126,7 @@ pub fn evaluate(
             let mut turns: Vec<(String, String)> = request.messages[..at]
                 .iter()
                 .filter(|m| m.role == "user" || m.role == "assistant")
-                .filter_map(|m| Some((m.role.clone(), text(&m.content)?)))
+                .filter_map(|m| Some((m.role.clone(), m.all_text()?)))
                 .collect();
             let keep = turns.len().saturating_sub(config.context_turns);
             turns.drain(..keep);

@@ -11,7 +11,7 @@
 
 pub mod policy;
 
-use railyard_plugin_sdk::guard::{self, GuardError};
+use railyard_plugin_sdk::guard;
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 
 /// The plugin: its parsed config.
@@ -28,14 +28,7 @@ impl policy::Classify for Host {
         model: &str,
         texts: &[String],
     ) -> Result<Vec<Vec<(String, f32)>>, String> {
-        let labels = guard::classify(model, texts).map_err(|e| match e {
-            GuardError::Denied(m) => format!("was denied: {m}"),
-            GuardError::Timeout => "did not answer in time".into(),
-            GuardError::BudgetExhausted => "is over budget".into(),
-            GuardError::RateLimited => "is rate limited".into(),
-            GuardError::Unavailable(m) => format!("is unavailable: {m}"),
-            GuardError::InvalidOutput(m) => format!("answered something unreadable: {m}"),
-        })?;
+        let labels = guard::classify(model, texts).map_err(|e| guard::describe(&e))?;
         Ok(labels
             .into_iter()
             .map(|per_text| per_text.into_iter().map(|l| (l.label, l.score)).collect())

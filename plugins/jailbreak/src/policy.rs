@@ -1,7 +1,7 @@
 //! Which texts are classified and what a detection does. The classifier is behind [`Classify`],
 //! so this is tested natively with a scripted one.
 
-use railyard_plugin_sdk::{Content, Rail, Rejection, Request, Target, Verdict};
+use railyard_plugin_sdk::{Rail, Rejection, Request, Target, Verdict};
 use serde::Deserialize;
 
 /// The config's JSON Schema.
@@ -73,23 +73,6 @@ pub trait Classify {
     ) -> Result<Vec<Vec<(String, f32)>>, String>;
 }
 
-/// A message's text: its string, or its parts' text joined.
-fn text(content: &Option<Content>) -> Option<String> {
-    match content {
-        None => None,
-        Some(Content::Text(t)) => Some(t.clone()),
-        Some(Content::Parts(json)) => {
-            let parts: serde_json::Value = serde_json::from_str(json).ok()?;
-            let texts: Vec<&str> = parts
-                .as_array()?
-                .iter()
-                .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
-                .collect();
-            (!texts.is_empty()).then(|| texts.join("\n"))
-        }
-    }
-}
-
 /// Judge `request`: the last user turn on the input rail, every tool result on tool_result.
 pub fn evaluate(
     config: &Config,
@@ -101,7 +84,7 @@ pub fn evaluate(
             .messages
             .iter()
             .rposition(|m| m.role == "user")
-            .and_then(|i| Some((i, text(&request.messages[i].content)?)))
+            .and_then(|i| Some((i, request.messages[i].all_text()?)))
             .into_iter()
             .collect(),
         _ => request
@@ -109,7 +92,7 @@ pub fn evaluate(
             .iter()
             .enumerate()
             .filter(|(_, m)| m.role == "tool")
-            .filter_map(|(i, m)| Some((i, text(&m.content)?)))
+            .filter_map(|(i, m)| Some((i, m.all_text()?)))
             .collect(),
     };
     let judged: Vec<(usize, String)> = judged
@@ -165,7 +148,7 @@ pub fn evaluate(
 mod tests {
     use super::*;
     use railyard_plugin_sdk::testing::{request, user};
-    use railyard_plugin_sdk::Message;
+    use railyard_plugin_sdk::{Content, Message};
 
     struct Scripted(Vec<Vec<(String, f32)>>, Vec<Vec<String>>);
 

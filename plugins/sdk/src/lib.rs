@@ -43,6 +43,19 @@ pub use railyard::policy::types::*;
 /// [`guard::GuardError::Denied`]. Callable from `evaluate` only.
 pub mod guard {
     pub use crate::railyard::policy::guard_models::*;
+
+    /// What went wrong, worded for a plugin's error (a fault's message): what the model did,
+    /// never what it was asked.
+    pub fn describe(error: &GuardError) -> String {
+        match error {
+            GuardError::Denied(m) => format!("was denied: {m}"),
+            GuardError::Timeout => "did not answer in time".into(),
+            GuardError::BudgetExhausted => "is over the request's budget".into(),
+            GuardError::RateLimited => "is rate limited".into(),
+            GuardError::Unavailable(m) => format!("is unavailable: {m}"),
+            GuardError::InvalidOutput(m) => format!("answered something unreadable: {m}"),
+        }
+    }
 }
 
 /// The plugin interface of contract 0.3.0 (`railyard:policy/plugin`), as [`export!`] exports it.
@@ -129,6 +142,24 @@ impl Message {
         match &self.content {
             Some(Content::Text(t)) => Some(t),
             _ => None,
+        }
+    }
+
+    /// The message's text whatever its shape: its string, or the `text` of its content parts
+    /// joined by newlines (`None` when it has neither).
+    pub fn all_text(&self) -> Option<String> {
+        match &self.content {
+            None => None,
+            Some(Content::Text(t)) => Some(t.clone()),
+            Some(Content::Parts(json)) => {
+                let parts: serde_json::Value = serde_json::from_str(json).ok()?;
+                let texts: Vec<&str> = parts
+                    .as_array()?
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
+                    .collect();
+                (!texts.is_empty()).then(|| texts.join("\n"))
+            }
         }
     }
 }
