@@ -415,6 +415,16 @@ impl ConfigError {
 }
 
 /// 1-based line of a byte offset.
+/// Whether `name` is 1 to 64 ASCII letters, digits, `-` or `_`: what names of MCP servers and
+/// guard models may be (a URL path segment, a metric label).
+fn short_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()

@@ -266,6 +266,14 @@ impl GuardCall {
             error: None,
         }
     }
+
+    /// What `answer` says, noted: flagged and its categories, or the error's kind.
+    fn answered(&mut self, answer: &Result<Answer, GuardError>) {
+        match answer {
+            Ok(a) => (self.flagged, self.categories) = a.summary(),
+            Err(e) => self.error = Some(e.kind()),
+        }
+    }
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -313,10 +321,7 @@ impl GuardModel {
             }
         };
         record.duration_us = started.elapsed();
-        match &answer {
-            Ok(a) => (record.flagged, record.categories) = a.summary(),
-            Err(e) => record.error = Some(e.kind()),
-        }
+        record.answered(&answer);
         (answer, record)
     }
 
@@ -355,10 +360,7 @@ impl GuardModel {
             }
         };
         let mut record = GuardCall::of(&self.config.name, question);
-        match &answer {
-            Ok(a) => (record.flagged, record.categories) = a.summary(),
-            Err(e) => record.error = Some(e.kind()),
-        }
+        record.answered(&answer);
         (answer, record)
     }
 
@@ -448,11 +450,13 @@ fn root(err: &dyn std::error::Error) -> String {
 #[derive(Default)]
 pub struct GuardModels {
     models: Vec<Arc<GuardModel>>,
+    /// Their connections (made with the first guard model; a reload keeps it, warm).
+    client: Option<HttpClient>,
 }
 
 impl GuardModels {
     /// The models of `configs`. `previous`' caches are kept for models whose config is
-    /// unchanged (a reload), so a reload does not empty them.
+    /// unchanged (a reload), so a reload does not empty them, and its connections are kept.
     pub fn new(
         configs: &[GuardModelConfig],
         previous: Option<&GuardModels>,
@@ -460,19 +464,10 @@ impl GuardModels {
         if configs.is_empty() {
             return Ok(GuardModels::default());
         }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| format!("cannot load the system's CA certificates for guard models: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client: HttpClient = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+        let client = match previous.and_then(|p| p.client.clone()) {
+            Some(client) => client,
+            None => client()?,
+        };
         let models = configs
             .iter()
             .map(|c| {
@@ -488,7 +483,10 @@ impl GuardModels {
                 })
             })
             .collect();
-        Ok(GuardModels { models })
+        Ok(GuardModels {
+            models,
+            client: Some(client),
+        })
     }
 
     /// The model named `name`.
@@ -502,6 +500,23 @@ impl GuardModels {
             models: names.iter().filter_map(|n| self.get(n).cloned()).collect(),
         }
     }
+}
+
+/// A client for guard models over `http://` or `https://` (the system's CA certificates).
+fn client() -> Result<HttpClient, String> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.enforce_http(false);
+    connector.set_connect_timeout(Some(Duration::from_secs(5)));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_native_roots()
+        .map_err(|e| format!("cannot load the system's CA certificates for guard models: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector))
 }
 
 /// Whether two configs of a model ask the same model the same way (its cache stays valid).

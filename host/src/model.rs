@@ -629,8 +629,8 @@ pub struct Context {
     pub model: Option<String>,
     /// The door it came through (`chat`, `responses`, ...).
     pub door: String,
-    /// The request's dealings with guard models: its budget, recorded answers (none: no guard
-    /// model is configured).
+    /// The request's dealings with guard models: its budget, recorded answers (none until a
+    /// plugin that may consult one runs, or when no guard model is configured).
     pub guard: Option<std::sync::Arc<crate::util::GuardScope>>,
 }
 

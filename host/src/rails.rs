@@ -110,7 +110,6 @@ impl RequestScope {
             ctx: Context {
                 request_id,
                 door: door.as_str().to_string(),
-                guard: set.guard_scope(),
                 ..Context::default()
             },
             set,
@@ -249,6 +248,11 @@ impl RequestScope {
         explain: bool,
     ) -> Then<'_, Evaluation> {
         if self.set.waits(rail, &self.ctx) {
+            // The request's guard scope (its budget), made when a plugin that may consult a
+            // guard model is first to run: requests no such plugin judges never need one.
+            if self.ctx.guard.is_none() {
+                self.ctx.guard = self.set.guard_scope();
+            }
             return Then::Right(Box::pin(async move {
                 let joined = join::join(&mut payload);
                 let set = self.set.clone();

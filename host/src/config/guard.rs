@@ -97,12 +97,7 @@ pub(super) fn resolve(
         let g = entry.get_ref();
         let key = |field: &str| format!("guard_models[{i}].{field}");
         let name = g.name.get_ref();
-        let name_ok = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !name_ok {
+        if !super::short_name(name) {
             p.at(
                 g.name.span(),
                 key("name"),

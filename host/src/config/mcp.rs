@@ -85,12 +85,7 @@ pub(super) fn resolve(
         let s = entry.get_ref();
         let key = |field: &str| format!("mcp.servers[{i}].{field}");
         let name = s.name.get_ref();
-        let name_ok = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !name_ok {
+        if !super::short_name(name) {
             p.at(
                 s.name.span(),
                 key("name"),
