@@ -8,7 +8,9 @@
 # judged by a guard answering in DELAY_MS (default 200; the added cost is p50 - plain p50 -
 # DELAY_MS), of requests whose guard answer is cached; and the p99 of plain requests at
 # concurrency 4 alone and while WAITING (default 1000) requests wait on a guard answering in
-# 5 s.
+# 5 s. Then, in front of a backend answering in 100 and in 300 ms (bench/slow_guard.py again:
+# its `safe` is as good a reply as any), the same guard run before the backend call and beside
+# it (`parallel = true`): the added latency of each over no guard at all.
 #
 # Usage: [RAILYARD_BIN=...] [DELAY_MS=200] [WAITING=1000] bench/guard.sh
 set -euo pipefail
@@ -110,7 +112,7 @@ body() {
 run() {
     local model="$1"
     shift
-    hey "$@" -m POST -T application/json -d "$(body "$model")" http://127.0.0.1:19133/v1/chat/completions >"$work/out"
+    hey "$@" -m POST -T application/json -d "$(body "$model")" "http://127.0.0.1:${port:-19133}/v1/chat/completions" >"$work/out"
     local p50 p99 errors
     p50=$(awk '/ 50% in/ {print $3 * 1000}' "$work/out")
     p99=$(awk '/ 99% in/ {print $3 * 1000}' "$work/out")
@@ -154,3 +156,65 @@ report "plain, c=4, $waiting waiting on a 5 s guard" "$p50" "$busy" "$e"
 echo "    daemon RSS while they wait: $(rss)"
 wait "$slow" || true
 echo "    the waiting requests: $(awk '/Requests\/sec/ {print $2}' "$work/slow") req/s, $(awk '/\[200\]/ {print $2}' "$work/slow") answered 200"
+
+# Before the backend call, or beside it.
+cat >"$work/beside.toml" <<TOML
+[server]
+max_connections = 8192
+[auth]
+open = true
+
+[[guard_models]]
+name = "guard"
+kind = "llama-guard"
+url = "http://127.0.0.1:19131/v1"
+model = "guard"
+timeout_ms = 10000
+cache_entries = 0
+
+[[plugins]]
+name = "content-safety"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["guarded"]
+guard_models = ["guard"]
+config = { model = "guard" }
+
+[[plugins]]
+name = "content-safety-beside"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["beside"]
+guard_models = ["guard"]
+parallel = true
+config = { model = "guard" }
+TOML
+RAILYARD_LOG=warn "$bin" serve --config "$work/beside.toml" --listen 127.0.0.1:19136 \
+    --backend http://127.0.0.1:19134/v1 --no-watch >/dev/null &
+for _ in $(seq 1 300); do
+    curl -sf -o /dev/null http://127.0.0.1:19136/readyz && break
+    sleep 0.1
+done
+port=19136
+for backend in 100 300; do
+    DELAY_MS="$backend" python3 bench/slow_guard.py 19134 &
+    slow_backend=$!
+    sleep 1
+    bound=$(( delay > backend ? delay - backend : 0 ))
+    echo "backend answering in $backend ms, guard in $delay ms (parallel should add <= $bound + 1 ms)"
+    for c in 1 16; do
+        n=$((c == 1 ? 50 : 320))
+        run plain -n 20 -c "$c" >/dev/null # warm
+        read -r p50 p99 e < <(run plain -n "$n" -c "$c")
+        report "  no guard, c=$c" "$p50" "$p99" "$e"
+        plain50=$p50
+        for model in guarded beside; do
+            read -r p50 p99 e < <(run "$model" -n "$n" -c "$c")
+            label=$([ "$model" = beside ] && echo "guard beside the call" || echo "guard before the call")
+            report "  $label, c=$c" "$p50" "$p99" "$e"
+            echo "      added: $(echo "$p50 - $plain50" | bc -l | xargs printf '%.2f') ms at p50"
+        done
+    done
+    kill "$slow_backend"
+    wait "$slow_backend" 2>/dev/null || true
+done

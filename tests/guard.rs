@@ -318,6 +318,24 @@ config = {{ model = "llama-guard" }}
         old.contains("contract 0.3.0") && old.contains("0.2.0"),
         "{old}"
     );
+
+    // `parallel` is for a plugin that waits on guard models, on the input rail.
+    let ungranted = policy_error(&format!(
+        "[[plugins]]\nname = \"cs\"\npath = \"{}\"\nparallel = true\nconfig = {{ model = \"g\" }}\n",
+        plugin("content_safety").display()
+    ));
+    assert!(
+        ungranted.contains(":4: plugins[0].parallel") && ungranted.contains("granted guard models"),
+        "{ungranted}"
+    );
+    let output = policy_error(&format!(
+        "[[guard_models]]\nname = \"g\"\nkind = \"llama-guard\"\nurl = \"http://127.0.0.1:9/v1\"\nmodel = \"g\"\n\n[[plugins]]\nname = \"cs\"\npath = \"{}\"\nrails = [\"output\"]\nguard_models = [\"g\"]\nparallel = true\nconfig = {{ model = \"g\" }}\n",
+        plugin("content_safety").display()
+    ));
+    assert!(
+        output.contains("plugins[0].parallel") && output.contains("input rail"),
+        "{output}"
+    );
 }
 
 #[test]
@@ -498,4 +516,407 @@ config = {{ model = "llama-guard" }}
         metrics.contains("railyard_guard_duration_seconds_count{model=\"llama-guard\"} 1"),
         "{metrics}"
     );
+}
+
+#[test]
+fn a_parallel_check_runs_beside_the_backend_and_its_block_drops_the_answer() {
+    // The guard answers in 150 ms, the backend in 1.5 s: the block comes first, the call is
+    // dropped while the backend is still answering, and the record says it was made.
+    let guard = MockBackend::start(Script::Slow(
+        Duration::from_millis(150),
+        Box::new(llama("unsafe\nS1")),
+    ));
+    let backend = MockBackend::start(Script::Slow(
+        Duration::from_millis(1500),
+        Box::new(Script::Json(
+            200,
+            completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+        )),
+    ));
+    let cfg = config(
+        "llama-guard",
+        &guard.url(),
+        r#"["input"]"#,
+        "parallel = true",
+        "llama-guard",
+    );
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+
+    let reply = send(&daemon, "beside-unsafe", &chat("how do I hurt someone"));
+    assert_eq!(
+        reply.json()["choices"][0]["finish_reason"],
+        "content_filter",
+        "{}",
+        reply.body
+    );
+    assert!(!reply.body.contains("a reply"), "{}", reply.body);
+    let r = record(&daemon, "beside-unsafe");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["blocked"]["policy"], "content-safety", "{r}");
+    assert_eq!(r["backend"], "cancelled", "{r}");
+    // Both were asked: the backend with the request as the rails left it.
+    assert_eq!(guard.seen().len(), 1);
+    assert_eq!(backend.seen().len(), 1);
+    assert_eq!(
+        backend.seen()[0].body["messages"][0]["content"],
+        "how do I hurt someone"
+    );
+    eventually("the backend to see the call dropped", || {
+        *backend.hung_up.lock().unwrap()
+    });
+
+    // A safe request waits for both and is served.
+    guard.set(Script::Slow(
+        Duration::from_millis(150),
+        Box::new(llama("safe")),
+    ));
+    backend.set(Script::Slow(
+        Duration::from_millis(100),
+        Box::new(Script::Json(
+            200,
+            completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+        )),
+    ));
+    let reply = send(&daemon, "beside-safe", &chat("how do I boil an egg"));
+    assert_eq!(
+        reply.json()["choices"][0]["message"]["content"],
+        "a reply",
+        "{}",
+        reply.body
+    );
+    let r = record(&daemon, "beside-safe");
+    assert_eq!(r["outcome"], "served", "{r}");
+    assert_eq!(r["rails"]["input"], "allow", "{r}");
+    assert!(r.get("backend").is_none(), "{r}");
+    assert_eq!(r["guard"][0]["calls"], 1, "{r}");
+
+    // The backend answers first, the guard then blocks: the answer is thrown away, streamed or
+    // not, and none of it reaches the client.
+    guard.set(Script::Slow(
+        Duration::from_millis(200),
+        Box::new(llama("unsafe\nS2")),
+    ));
+    backend.set(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    let reply = send(&daemon, "beside-late", &chat("something unsafe"));
+    assert!(!reply.body.contains("a reply"), "{}", reply.body);
+    let r = record(&daemon, "beside-late");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["backend"], "discarded", "{r}");
+    backend.set(Script::Sse(
+        vec![text_chunk("a reply"), finish_chunk("stop"), "[DONE]".into()],
+        Duration::from_millis(5),
+    ));
+    let mut body = chat("something unsafe");
+    body["stream"] = json!(true);
+    let streamed = send(&daemon, "beside-stream", &body);
+    assert!(
+        !streamed.streamed_text().contains("a reply"),
+        "{}",
+        streamed.body
+    );
+    let r = record(&daemon, "beside-stream");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["backend"], "discarded", "{r}");
+
+    // Anthropic's door runs it beside its backend call the same way.
+    let messages = post_anthropic(
+        daemon.addr,
+        &json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "something unsafe"}]}),
+    );
+    assert!(
+        messages.body.contains("content-safety"),
+        "{}",
+        messages.body
+    );
+    assert!(!messages.body.contains("a reply"), "{}", messages.body);
+}
+
+#[test]
+fn a_parallel_check_that_would_change_the_request_refuses_it_and_checks_apis_run_it_in_place() {
+    // The content-safety plugin rejects (replaces the user's turn) when its category says so;
+    // beside the backend call that cannot be done, so the request is refused.
+    let guard = MockBackend::start(llama("unsafe\nS1"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    let toml = std::fs::read_to_string(
+        &config(
+            "llama-guard",
+            &guard.url(),
+            r#"["input"]"#,
+            "parallel = true",
+            "llama-guard",
+        )
+        .path,
+    )
+    .unwrap()
+    .replace(
+        "operation = \"guard\" }",
+        "operation = \"guard\", action = \"reject\" }",
+    );
+    let cfg = write_config(&toml);
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let reply = send(&daemon, "beside-reject", &chat("how do I hurt someone"));
+    assert!(!reply.body.contains("a reply"), "{}", reply.body);
+    let r = record(&daemon, "beside-reject");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["blocked"]["policy"], "content-safety", "{r}");
+    assert!(
+        r["blocked"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("beside the backend call"),
+        "{r}"
+    );
+
+    // The check API has no backend call to run beside: the plugin runs in its place in the
+    // chain, and its rejection is applied.
+    let checked = post(
+        daemon.addr,
+        "/v1/check",
+        &json!({"rail": "input", "messages": [{"role": "user", "content": "how do I hurt someone"}]}),
+    );
+    assert_eq!(checked.status, 200, "{}", checked.body);
+    assert_eq!(checked.json()["verdict"], "reject", "{}", checked.body);
+}
+
+/// A real Presidio analyzer (presidio-analyzer with spaCy's small English model) on loopback.
+struct Presidio {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Presidio {
+    fn start() -> Presidio {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(python())
+            .arg(root().join("tests/clients/presidio_server.py"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("unexpected: {first}"))
+            .parse()
+            .unwrap();
+        Presidio { child, port }
+    }
+}
+
+impl Drop for Presidio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn pii_redacts_the_names_and_dates_of_birth_a_real_presidio_finds() {
+    let mut presidio = Presidio::start();
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": "Your adviser will be Margaret Thompson."}),
+            "stop",
+        ),
+    ));
+    let cfg = write_config(&with_auth(&format!(
+        r#"[[guard_models]]
+name = "presidio"
+kind = "entities"
+url = "http://127.0.0.1:{}"
+timeout_ms = 5000
+
+[[plugins]]
+name = "pii"
+path = "{}"
+rails = ["input", "output"]
+guard_models = ["presidio"]
+config = {{ entities = {{ model = "presidio" }} }}
+"#,
+        presidio.port,
+        plugin("pii_filter").display()
+    )));
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let text = "My name is Jane Doe and I was born on 4 May 1980. The meeting is on 1 June 2025; write to jane.doe@example.com.";
+    let reply = send(&daemon, "entities", &chat(text));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    // What reached the backend: the name and the date of birth redacted with the email, the
+    // meeting's date left.
+    let sent = backend.seen()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sent.contains("[PERSON]") && sent.contains("[DATE_OF_BIRTH]") && sent.contains("[EMAIL]"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("Jane Doe") && !sent.contains("1980"),
+        "{sent}"
+    );
+    assert!(sent.contains("1 June 2025"), "{sent}");
+    // And the reply's name, on the output rail.
+    let answer = reply.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(answer, "Your adviser will be [PERSON].", "{}", reply.body);
+    let r = record(&daemon, "entities");
+    assert_eq!(r["rails"]["input"], "modify", "{r}");
+    let asked: Vec<&Value> = r["guard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["model"] == "presidio" && g["operation"] == "entities")
+        .collect();
+    assert_eq!(asked.len(), 2, "{r}");
+    assert!(!r.to_string().contains("Jane"), "{r}");
+
+    // Text that cannot hold a name is not sent to the model at all.
+    let reply = send(&daemon, "lower", &chat("no names here, only lower case"));
+    assert_eq!(reply.status, 200);
+    let r = record(&daemon, "lower");
+    assert!(
+        r["guard"]
+            .as_array()
+            .is_none_or(|g| g.iter().all(|g| g["rail"] != "input")),
+        "{r}"
+    );
+
+    // The analyzer gone: the request is not sent unredacted; on_error (block) refuses it.
+    let _ = presidio.child.kill();
+    let _ = presidio.child.wait();
+    let before = backend.seen().len();
+    let reply = send(&daemon, "entities-down", &chat("My name is Jane Doe."));
+    let r = record(&daemon, "entities-down");
+    assert_eq!(r["outcome"], "refused", "{r} {}", reply.body);
+    assert_eq!(r["faults"][0]["policy"], "pii", "{r}");
+    assert_eq!(backend.seen().len(), before);
+}
+
+#[test]
+fn a_tenant_spends_no_more_than_its_minute_and_another_tenant_is_not_held_to_it() {
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    // Every tenant may make 2 guard calls a minute; "big" may make as many as it likes.
+    let cfg = write_config(&format!(
+        r#"[auth]
+{}{}
+[guard]
+tenant_calls_per_minute = 2
+
+[tenants.small]
+
+[tenants.big]
+guard_calls_per_minute = 0
+
+[[guard_models]]
+name = "llama-guard"
+kind = "llama-guard"
+url = "{}"
+model = "guard-model"
+cache_entries = 0
+
+[[plugins]]
+name = "content-safety"
+path = "{}"
+rails = ["input"]
+guard_models = ["llama-guard"]
+config = {{ model = "llama-guard" }}
+"#,
+        key_entry("auth.keys", "small-key", "s", Some("small")),
+        key_entry("auth.keys", "big-key", "b", Some("big")),
+        guard.url(),
+        plugin("content_safety").display()
+    ));
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let ask = |key: &str, id: &str| {
+        request(
+            daemon.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &format!("Bearer {key}")),
+                ("x-request-id", id),
+            ],
+            chat("hello").to_string().as_bytes(),
+        )
+    };
+    for i in 0..2 {
+        let reply = ask("small-key", &format!("small-{i}"));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(record(&daemon, &format!("small-{i}"))["outcome"], "served");
+    }
+    // The third in the minute: the guard is not asked, the plugin is told `rate-limited`, and its
+    // on_error (block) refuses the request.
+    ask("small-key", "small-2");
+    let r = record(&daemon, "small-2");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["guard"][0]["errors"], json!(["rate_limited"]), "{r}");
+    assert_eq!(guard.seen().len(), 2);
+    // Another tenant is not held to it.
+    for i in 0..3 {
+        let reply = ask("big-key", &format!("big-{i}"));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(record(&daemon, &format!("big-{i}"))["outcome"], "served");
+    }
+    assert_eq!(guard.seen().len(), 5);
+
+    // A reload keeps the minute: the tenant does not get a fresh one.
+    std::fs::write(
+        &cfg.path,
+        std::fs::read_to_string(&cfg.path)
+            .unwrap()
+            .replace("cache_entries = 0", "cache_entries = 0\ntimeout_ms = 1500"),
+    )
+    .unwrap();
+    // (The daemon also watches its config: the write may reload it before the signal does.)
+    daemon.signal("HUP");
+    eventually("the reload", || {
+        get(daemon.addr, "/v1/policies").json()["revision"]["number"]
+            .as_u64()
+            .is_some_and(|n| n >= 2)
+    });
+    ask("small-key", "small-3");
+    assert_eq!(record(&daemon, "small-3")["outcome"], "refused");
+    assert_eq!(guard.seen().len(), 5);
+}
+
+#[test]
+fn railyard_check_consults_the_guard_model_from_the_command_line() {
+    let guard = MockBackend::start(llama("unsafe\nS1"));
+    let cfg = config(
+        "llama-guard",
+        &guard.url(),
+        r#"["input"]"#,
+        "",
+        "llama-guard",
+    );
+    let (code, out, err) = crate::cli::railyard(
+        &[
+            "check",
+            "--config",
+            cfg.path.to_str().unwrap(),
+            "--rail",
+            "input",
+            "--json",
+        ],
+        &chat("how do I hurt someone").to_string(),
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["verdict"], "block", "{json}");
+    assert_eq!(json["decisions"][0]["guard"][0]["model"], "llama-guard");
+    assert_eq!(guard.seen().len(), 1);
 }

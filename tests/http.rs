@@ -245,6 +245,9 @@ pub enum Script {
     Hang,
     /// A status, extra header lines ("Name: value") and a body of any type.
     Raw(u16, Vec<String>, String),
+    /// The script after a pause; a client that hangs up during the pause sets `hung_up` (and
+    /// gets nothing).
+    Slow(Duration, Box<Script>),
 }
 
 /// A request the mock backend received.
@@ -313,7 +316,14 @@ fn serve_one(
     };
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     seen.lock().unwrap().push(Seen { headers, body, raw });
-    let script = script.lock().unwrap().clone();
+    let mut script = script.lock().unwrap().clone();
+    if let Script::Slow(pause, then) = script {
+        if client_left_within(&conn, pause) {
+            *hung_up.lock().unwrap() = true;
+            return;
+        }
+        script = *then;
+    }
     let mut conn = conn;
     match script {
         Script::Json(status, value) => {
@@ -338,6 +348,7 @@ fn serve_one(
             let _ = write!(conn, "0\r\n\r\n");
         }
         Script::Hang => std::thread::sleep(Duration::from_secs(30)),
+        Script::Slow(..) => unreachable!("the pause was taken above"),
         Script::Raw(status, headers, body) => {
             let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
             let _ = write!(
@@ -345,6 +356,30 @@ fn serve_one(
                 "HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
+        }
+    }
+}
+
+/// Wait `pause` on `conn`; whether the client closed the connection meanwhile.
+fn client_left_within(conn: &TcpStream, pause: Duration) -> bool {
+    let until = std::time::Instant::now() + pause;
+    let mut byte = [0u8; 1];
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            let _ = conn.set_read_timeout(None);
+            return false;
+        }
+        let _ = conn.set_read_timeout(Some(left.min(Duration::from_millis(20))));
+        match conn.peek(&mut byte) {
+            Ok(0) => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
         }
     }
 }

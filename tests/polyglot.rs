@@ -163,7 +163,7 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{lang}: {text}");
-        assert!(text.contains("6 passed, 0 failed"), "{lang}: {text}");
+        assert!(text.contains("17 passed, 0 failed"), "{lang}: {text}");
 
         // Its config serves: the daemon loads the component and judges with it.
         let backend = MockBackend::start(Script::Hang);
@@ -197,6 +197,10 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
             assert!(reason.contains(want), "{lang}: {reason}");
             assert!(!reason.contains("EXPLODE"), "never the content: {reason}");
         }
+        drop(daemon);
+
+        // Its classifier, live: a scripted TEI classifier the project's component is granted.
+        classifier_through_the_daemon(lang, &dir.join("deny-phrases.wasm"), &backend);
     }
 
     // A name that is not kebab-case, or a folder in use, is refused.
@@ -216,6 +220,82 @@ fn railyard_new_makes_a_plugin_that_builds_tests_and_serves_in_each_language() {
     );
     assert_ne!(code, 0);
     assert!(err.contains("not empty") || err.contains("exists"), "{err}");
+}
+
+/// A template's `classifier` through a running daemon: a message without a denied phrase that
+/// the classifier (a scripted TEI `/predict`) flags is blocked; a classifier answering an error
+/// status is a fault, never an allow.
+fn classifier_through_the_daemon(lang: &str, wasm: &Path, backend: &MockBackend) {
+    let mock = MockBackend::start(Script::Json(
+        200,
+        json!([[{"label": "INJECTION", "score": 0.99}]]),
+    ));
+    // No cache, so that each check below asks the mock.
+    let cfg = write_config(&format!(
+        r#"[[guard_models]]
+name = "injection-classifier"
+kind = "classifier"
+url = "http://{}"
+timeout_ms = 5000
+cache_entries = 0
+
+[[plugins]]
+name = "deny-phrases"
+path = {:?}
+rails = ["input"]
+guard_models = ["injection-classifier"]
+config = {{ phrases = ["ignore previous instructions"], classifier = {{ model = "injection-classifier" }} }}
+"#,
+        mock.addr,
+        wasm.display().to_string()
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let text = "a message with no denied phrase";
+    let check = || {
+        post(
+            daemon.addr,
+            "/v1/check",
+            &json!({"rail": "input", "messages": [{"role": "user", "content": text}]}),
+        )
+        .json()
+    };
+
+    let r = check();
+    assert_eq!(r["verdict"], "block", "{lang}: {r}");
+    assert_eq!(r["blocked"]["plugin"], "deny-phrases", "{lang}: {r}");
+    let reason = r["decisions"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(
+            "the classifier 'injection-classifier' flagged message 0 as INJECTION (0.99)"
+        ),
+        "{lang}: {r}"
+    );
+    // (The check API returns a blocked payload as it came: only what Railyard says about it
+    // must not repeat it.)
+    assert!(
+        !r["decisions"].to_string().contains(text),
+        "{lang}: never the text: {r}"
+    );
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "{lang}: one call to the classifier");
+    assert_eq!(seen[0].body["inputs"], json!([text]), "{lang}");
+
+    // A guard error is a fault (resolved by on_error: block), not an allow.
+    mock.set(Script::Json(500, json!({"error": "x"})));
+    let r = check();
+    let d = &r["decisions"][0];
+    assert!(d["fault"].is_string(), "{lang}: a fault: {r}");
+    assert_eq!(r["verdict"], "block", "{lang}: fail closed: {r}");
+    let reason = d["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("the classifier 'injection-classifier' is unavailable"),
+        "{lang}: {r}"
+    );
+    assert!(
+        !r["decisions"].to_string().contains(text),
+        "{lang}: never the text: {r}"
+    );
+    assert_eq!(mock.seen().len(), 2, "{lang}");
 }
 
 #[test]

@@ -210,7 +210,7 @@ impl Runner {
                 .collect(),
             _ => return Err("\"guard\" must map guard model names to their answers".into()),
         };
-        if let Some(scope) = set.guard_scope() {
+        if let Some(scope) = set.guard_scope(ctx.tenant.as_deref()) {
             let mut scope = std::sync::Arc::into_inner(scope).expect("a fresh scope");
             scope.recorded = Some(recorded);
             ctx.guard = Some(std::sync::Arc::new(scope));

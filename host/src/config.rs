@@ -19,7 +19,7 @@ mod tests;
 use crate::auth::{ApiKey, KeyDigest};
 use crate::model::Limits;
 use crate::model::{Mode, OnError, Rail, ToolDef};
-pub use guard::{GuardBudgetConfig, GuardKind, GuardModelConfig};
+pub use guard::{GuardBudgetConfig, GuardKind, GuardModelConfig, TenantGuardBudget};
 pub use mcp::{McpConfig, McpServer};
 pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
@@ -280,8 +280,32 @@ pub struct TenantConfig {
     pub extend: Vec<(Rail, Vec<String>)>,
     /// Plugins whose mode differs in this tenant's chains from their `[[plugins]]` entry.
     pub modes: Vec<(String, Mode)>,
+    /// Guard-model calls per minute, where it replaces `[guard]`'s `tenant_calls_per_minute`
+    /// (`Some(0)`: no limit).
+    pub guard_calls_per_minute: Option<u32>,
+    /// Time waited on guard models per minute, where it replaces `[guard]`'s
+    /// `tenant_wait_ms_per_minute` (`Some(ZERO)`: no limit).
+    pub guard_wait_per_minute: Option<Duration>,
     /// Line of the tenant's table.
     pub line: usize,
+}
+
+impl TenantConfig {
+    /// Its guard-model budget per minute: its own limits where it sets them, else `default`'s.
+    pub fn guard_budget(&self, default: TenantGuardBudget) -> TenantGuardBudget {
+        TenantGuardBudget {
+            calls: match self.guard_calls_per_minute {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => default.calls,
+            },
+            wait: match self.guard_wait_per_minute {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => default.wait,
+            },
+        }
+    }
 }
 
 /// One `[[plugins]]` entry, resolved.
@@ -317,6 +341,12 @@ pub struct PluginConfig {
     pub memo_line: Option<usize>,
     /// The guard models it may consult (`guard_models = [...]`), by name; empty: none.
     pub guard_models: Vec<String>,
+    /// On the input rail of the model doors, whether the plugin runs beside the backend call
+    /// (`parallel = true`) instead of before it: it can refuse the request (the backend's answer
+    /// is then dropped, the call cancelled where it is still running), not change it.
+    pub parallel: bool,
+    /// Line of `parallel` in the entry, if set.
+    pub parallel_line: Option<usize>,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

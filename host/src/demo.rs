@@ -61,6 +61,7 @@ fn router() -> Router {
         )
         .route("/guard/classifier/predict", post(guard::classifier))
         .route("/guard/entities/analyze", post(guard::entities))
+        .route("/guard/judge/v1/chat/completions", post(guard::judge))
         .route(
             "/v1/models",
             get(|| async {

@@ -452,6 +452,8 @@ pub struct GuardModels {
     models: Vec<Arc<GuardModel>>,
     /// Their connections (made with the first guard model; a reload keeps it, warm).
     client: Option<HttpClient>,
+    /// Each tenant's spending this minute (a reload keeps it).
+    tenants: Arc<crate::util::TenantWindows>,
 }
 
 impl GuardModels {
@@ -486,7 +488,13 @@ impl GuardModels {
         Ok(GuardModels {
             models,
             client: Some(client),
+            tenants: previous.map(|p| p.tenants.clone()).unwrap_or_default(),
         })
+    }
+
+    /// Each tenant's spending this minute.
+    pub fn tenants(&self) -> &Arc<crate::util::TenantWindows> {
+        &self.tenants
     }
 
     /// The model named `name`.
@@ -563,9 +571,20 @@ impl Grant {
             let call = refused(name, question, &error);
             return (Err(error), call);
         }
+        // The tenant's minute, after the request's own budget: a request over its own budget
+        // takes nothing from its tenant.
+        let tenant = budget.and_then(|b| b.tenant.as_ref());
+        if tenant.is_some_and(|t| !t.take_call()) {
+            let error = GuardError::RateLimited;
+            let call = refused(name, question, &error);
+            return (Err(error), call);
+        }
         let (answer, call) = model.ask(question, left).await;
         if let Some(b) = budget {
             b.spend(call.duration_us);
+        }
+        if let Some(t) = tenant {
+            t.spend(call.duration_us);
         }
         (answer, call)
     }

@@ -13,7 +13,7 @@ pub mod record;
 use crate::config::{Config, ConfigError, Problem};
 use crate::engine::{Engine, FaultKind, Plugin};
 use crate::model::{Context, Payload, Rail, ToolDef};
-use chain::{Chain, Evaluation, Running, Step};
+use chain::{Chain, Evaluation, Part, Running, Step};
 use std::sync::Arc;
 
 /// Which policies made a decision: a counter (bumped by every successful reload) and a hash
@@ -117,6 +117,17 @@ impl PolicySet {
                     rails.clone()
                 }
             };
+            if pc.parallel && !rails.contains(&Rail::Input) {
+                problem(
+                    pc.parallel_line.or(Some(pc.line)),
+                    format!("{key}.parallel"),
+                    format!(
+                        "plugin '{}' does not run on the input rail, the only one that runs beside the backend call",
+                        info.name
+                    ),
+                );
+                continue;
+            }
             if pc.memo && !info.rails.contains(&Rail::Tools) {
                 problem(
                     pc.memo_line.or(Some(pc.line)),
@@ -200,6 +211,7 @@ impl PolicySet {
             history: config.plugins[i].history,
             declared_tools: config.plugins[i].declared_tools,
             memo: memos[i].clone(),
+            parallel: config.plugins[i].parallel,
             mode: modes
                 .iter()
                 .find(|(id, _)| *id == config.plugins[i].name)
@@ -303,17 +315,27 @@ impl PolicySet {
         })
     }
 
-    /// A fresh guard-model scope for one request (its `[guard]` budget), when any guard model
-    /// is configured.
-    pub fn guard_scope(&self) -> Option<Arc<crate::util::GuardScope>> {
+    /// A fresh guard-model scope for one request of `tenant` (its `[guard]` budget, and its
+    /// tenant's minute when that is limited), when any guard model is configured.
+    pub fn guard_scope(&self, tenant: Option<&str>) -> Option<Arc<crate::util::GuardScope>> {
         if self.config.guard_models.is_empty() {
             return None;
         }
         let b = &self.config.guard_budget;
-        Some(Arc::new(crate::util::GuardScope::new(
-            b.calls_per_request,
-            b.wait_per_request,
-        )))
+        let mut scope = crate::util::GuardScope::new(b.calls_per_request, b.wait_per_request);
+        let limits = match self.tenant(tenant) {
+            Some(t) => t.guard_budget(b.per_tenant),
+            None => b.per_tenant,
+        };
+        if limits.calls.is_some() || limits.wait.is_some() {
+            scope.tenant = Some(crate::util::TenantSpend::new(
+                self.guard_models.tenants().clone(),
+                tenant.unwrap_or(crate::auth::DEFAULT_TENANT),
+                limits.calls,
+                limits.wait,
+            ));
+        }
+        Some(Arc::new(scope))
     }
 
     /// What an operator should know about this set that is not an error.
@@ -424,6 +446,7 @@ impl PolicySet {
                     "memo": pc.memo,
                     "guard_models": (!pc.guard_models.is_empty()).then_some(&pc.guard_models),
                     "waits": p.waits(),
+                    "parallel": pc.parallel,
                 })
             })
             .collect();
@@ -542,13 +565,26 @@ impl PolicySet {
         partial: bool,
         explain: bool,
     ) -> Running<'a> {
+        self.check_part(rail, payload, ctx, partial, explain, Part::All)
+    }
+
+    /// [`PolicySet::check_explained`] over the steps of the chain that `part` takes.
+    pub fn check_part<'a>(
+        &'a self,
+        rail: Rail,
+        payload: Payload,
+        ctx: &'a Context,
+        partial: bool,
+        explain: bool,
+        part: Part,
+    ) -> Running<'a> {
         let chain = self.chain_for(ctx.tenant.as_deref(), rail);
         // The operator's tools are merged in only for a chain with a plugin that reads them.
         if rail == Rail::Tools
             || self.config.tools.is_empty()
             || !chain.reads_declared_tools(ctx.model.as_deref())
         {
-            return chain.run_explained(payload, ctx, partial, explain);
+            return chain.run_part(payload, ctx, partial, explain, part);
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
@@ -557,7 +593,7 @@ impl PolicySet {
         payload.tools = merged;
         let config_len = self.config.tools.len();
         chain::then(
-            chain.run_explained(payload, ctx, partial, explain),
+            chain.run_part(payload, ctx, partial, explain, part),
             move |mut eval: Evaluation| {
                 for (_, after) in &mut eval.explained {
                     let merged = std::mem::take(&mut after.tools);
@@ -570,10 +606,11 @@ impl PolicySet {
         )
     }
 
-    /// Whether `rail`'s chain for `ctx`'s tenant has a plugin for its model that may wait.
-    pub fn waits(&self, rail: Rail, ctx: &Context) -> bool {
+    /// Whether the `part` of `rail`'s chain for `ctx`'s tenant has a plugin for its model that
+    /// may wait.
+    pub fn waits(&self, rail: Rail, ctx: &Context, part: Part) -> bool {
         self.chain_for(ctx.tenant.as_deref(), rail)
-            .waits(ctx.model.as_deref())
+            .waits(ctx.model.as_deref(), part)
     }
 }
 

@@ -16,8 +16,8 @@ pub mod window;
 use crate::auth::Caller;
 use crate::codec::Door;
 use crate::model::{Context, Message, Payload, Rail, Verdict};
-use crate::policy::chain::{Evaluation, Rejected, Then};
-use crate::policy::record::{DecisionRecord, Outcome, Target};
+use crate::policy::chain::{Decided, Evaluation, Part, Rejected, Then};
+use crate::policy::record::{BackendCall, DecisionRecord, Outcome, Target};
 use crate::policy::PolicySet;
 pub use options::RequestOptions;
 use serde_json::{json, Value};
@@ -65,6 +65,27 @@ impl Refusal {
     }
 }
 
+/// The refusal of a run beside the backend call ([`RequestScope::beside`]): its block, or the
+/// first change a plugin would have made (what was sent cannot be changed any more, so a
+/// plugin that would have changed it refuses it).
+pub fn refused_beside(eval: &Evaluation) -> Option<Refusal> {
+    Refusal::from_eval(eval).or_else(|| {
+        let changed = eval
+            .decisions
+            .iter()
+            .find(|d| !d.shadow && matches!(d.verdict, Decided::Modify | Decided::Reject))?;
+        Some(Refusal {
+            rail: Rail::Input,
+            policy: changed.plugin.clone(),
+            reason: format!(
+                "it runs beside the backend call and would have changed the request, which was already sent ({})",
+                changed.reason.as_deref().unwrap_or("no reason given")
+            ),
+            fault: false,
+        })
+    })
+}
+
 /// What the inbound rails decided.
 pub enum Inbound {
     /// Send this payload to the backend (`edited`: the rails changed it).
@@ -77,6 +98,9 @@ pub enum Inbound {
     /// Refuse the request; the backend is never called.
     Refuse(Refusal),
 }
+
+/// The run of the input rail's `parallel` plugins beside the backend call.
+pub type Beside = std::pin::Pin<Box<dyn std::future::Future<Output = Evaluation> + Send>>;
 
 /// One request's policy snapshot, caller, options and decision record.
 pub struct RequestScope {
@@ -95,6 +119,9 @@ pub struct RequestScope {
     reply_refused: bool,
     /// Its trace, when traces are on.
     trace: Option<crate::telemetry::RequestTrace>,
+    /// A model door calls the backend: the input rail's `parallel` plugins are left out of
+    /// [`RequestScope::inbound`] and run beside that call ([`RequestScope::beside`]).
+    calls_backend: bool,
 }
 
 impl RequestScope {
@@ -121,6 +148,21 @@ impl RequestScope {
             reply_edited: false,
             reply_refused: false,
             trace: None,
+            calls_backend: false,
+        }
+    }
+
+    /// The request goes on to a backend: plugins with `parallel = true` run beside that call
+    /// rather than before it.
+    pub fn calls_backend(&mut self) {
+        self.calls_backend = true;
+    }
+
+    /// The steps of `rail`'s chain that run where the rails are run.
+    fn part(&self, rail: Rail) -> Part {
+        match rail {
+            Rail::Input if self.calls_backend => Part::Before,
+            _ => Part::All,
         }
     }
 
@@ -216,11 +258,10 @@ impl RequestScope {
     /// Whether `rail` runs for this request: not switched off, and the tenant's chain has plugins.
     pub fn runs(&self, rail: Rail) -> bool {
         !self.options.disabled(rail)
-            && !self
+            && self
                 .set
                 .chain_for(self.ctx.tenant.as_deref(), rail)
-                .steps()
-                .is_empty()
+                .has(self.part(rail))
     }
 
     /// Run `rail`'s chain on `payload`, recording it.
@@ -247,17 +288,18 @@ impl RequestScope {
         partial: bool,
         explain: bool,
     ) -> Then<'_, Evaluation> {
-        if self.set.waits(rail, &self.ctx) {
+        let part = self.part(rail);
+        if self.set.waits(rail, &self.ctx, part) {
             // The request's guard scope (its budget), made when a plugin that may consult a
             // guard model is first to run: requests no such plugin judges never need one.
             if self.ctx.guard.is_none() {
-                self.ctx.guard = self.set.guard_scope();
+                self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
             }
             return Then::Right(Box::pin(async move {
                 let joined = join::join(&mut payload);
                 let set = self.set.clone();
                 let eval = set
-                    .check_explained(rail, payload, &self.ctx, partial, explain)
+                    .check_part(rail, payload, &self.ctx, partial, explain, part)
                     .await;
                 self.checked(eval, joined)
             }));
@@ -265,7 +307,7 @@ impl RequestScope {
         let joined = join::join(&mut payload);
         let eval = match self
             .set
-            .check_explained(rail, payload, &self.ctx, partial, explain)
+            .check_part(rail, payload, &self.ctx, partial, explain, part)
         {
             Then::Left(ready) => ready.into_inner(),
             Then::Right(_) => unreachable!("a chain that does not wait runs at once"),
@@ -338,6 +380,49 @@ impl RequestScope {
             payload = std::mem::take(&mut eval.payload);
         }
         Inbound::Forward { payload, edited }
+    }
+
+    /// The input rail's `parallel` plugins on `payload` (what goes to the backend, as the rails
+    /// left it), to run beside the backend call; `None` when there are none for this request.
+    /// The run owns what it needs, so the backend call can go on at the same time.
+    pub fn beside(&mut self, payload: &Payload) -> Option<Beside> {
+        let chain = self.set.chain_for(self.ctx.tenant.as_deref(), Rail::Input);
+        let model = self.ctx.model.as_deref();
+        if !self.calls_backend
+            || self.options.disabled(Rail::Input)
+            || !chain
+                .steps()
+                .iter()
+                .any(|s| Part::Beside.takes(s) && s.runs_for(model))
+        {
+            return None;
+        }
+        if self.ctx.guard.is_none() {
+            self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
+        }
+        let set = self.set.clone();
+        let ctx = self.ctx.clone();
+        let mut payload = payload.clone();
+        Some(Box::pin(async move {
+            // Text parts are judged joined; nothing of this run is ever applied, so they need
+            // not be split back.
+            join::join(&mut payload);
+            set.check_part(Rail::Input, payload, &ctx, false, false, Part::Beside)
+                .await
+        }))
+    }
+
+    /// Record the run of [`RequestScope::beside`]; the refusal when it refuses the request.
+    /// A run beside the backend call cannot change what was sent: a plugin that would have
+    /// changed it (modify, reject) refuses it instead. `backend`: what became of the call.
+    pub fn settle_beside(&mut self, eval: Evaluation, backend: BackendCall) -> Option<Refusal> {
+        self.observe(&eval);
+        let refusal = refused_beside(&eval)?;
+        if eval.blocked.is_none() {
+            self.refuse(&refusal);
+        }
+        self.record.backend = Some(backend);
+        Some(refusal)
     }
 
     /// Verify the signed ids of the calls in the history; whether an id was restored, and the

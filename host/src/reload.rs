@@ -63,7 +63,6 @@ impl Overrides {
             use crate::config::GuardKind;
             for g in &mut config.guard_models {
                 let path = match g.kind {
-                    GuardKind::Judge => continue,
                     GuardKind::Classifier | GuardKind::Entities => "",
                     _ => "/v1",
                 };

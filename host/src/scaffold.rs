@@ -111,6 +111,9 @@ const RUST: &[Template] = &[
     template!("rust", "tests/cases.json"),
     template!("rust", "tests/redact/cases.json"),
     template!("rust", "tests/redact/railyard.toml"),
+    template!("rust", "tests/classifier/cases.json"),
+    template!("rust", "tests/classifier/railyard.toml"),
+    template!("rust", "tests/classifier/redact.toml"),
     template!("rust", "README.md"),
     template!("rust", "gitignore" => ".gitignore"),
 ];
@@ -123,6 +126,9 @@ const JS: &[Template] = &[
     template!("js", "tests/cases.json"),
     template!("js", "tests/redact/cases.json"),
     template!("js", "tests/redact/railyard.toml"),
+    template!("js", "tests/classifier/cases.json"),
+    template!("js", "tests/classifier/railyard.toml"),
+    template!("js", "tests/classifier/redact.toml"),
     template!("js", "README.md"),
     template!("js", "gitignore" => ".gitignore"),
 ];
@@ -135,6 +141,9 @@ const PYTHON: &[Template] = &[
     template!("python", "tests/cases.json"),
     template!("python", "tests/redact/cases.json"),
     template!("python", "tests/redact/railyard.toml"),
+    template!("python", "tests/classifier/cases.json"),
+    template!("python", "tests/classifier/railyard.toml"),
+    template!("python", "tests/classifier/redact.toml"),
     template!("python", "README.md"),
     template!("python", "gitignore" => ".gitignore"),
 ];
@@ -342,7 +351,11 @@ mod tests {
     fn languages_share_the_same_test_cases() {
         // The Rust, JavaScript and Python templates implement one policy; their cases must not
         // drift apart. (The C template has its own policy and cases.)
-        let case_files = ["tests/cases.json", "tests/redact/cases.json"];
+        let case_files = [
+            "tests/cases.json",
+            "tests/redact/cases.json",
+            "tests/classifier/cases.json",
+        ];
         for path in case_files {
             let text = |lang: Lang| {
                 lang.templates()

@@ -58,19 +58,16 @@ pub fn random_bytes(bytes: &mut [u8]) -> std::io::Result<()> {
 }
 
 /// Run `future` to its end on this thread, off any runtime (the CLI): a chain with a plugin
-/// that waits on a guard model needs a reactor and timers, which a small runtime gives it.
+/// that waits on a guard model needs a reactor and timers from its first poll (the guard call's
+/// timeout is set then), so every future runs on this thread's small runtime, made once.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    use futures_util::FutureExt;
-    let mut future = std::pin::pin!(future);
-    // Most chains never wait: no runtime is made for them.
-    if let Some(done) = (&mut future).now_or_never() {
-        return done;
+    thread_local! {
+        static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the CLI");
     }
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for the CLI")
-        .block_on(future)
+    RUNTIME.with(|runtime| runtime.block_on(future))
 }
 
 /// One request's dealings with guard models, shared by every plugin that judges it: what it may
@@ -82,6 +79,87 @@ pub struct GuardScope {
     wait_us: std::sync::atomic::AtomicU64,
     /// Recorded answers by model name (a case's `guard`): when set, no model is asked.
     pub recorded: Option<Vec<(String, serde_json::Value)>>,
+    /// What the request's tenant may still spend this minute, when it is limited.
+    pub tenant: Option<TenantSpend>,
+}
+
+/// Each tenant's guard-model spending in the current minute, in this process; kept across
+/// reloads, so a reload does not hand every tenant a fresh minute.
+#[derive(Debug, Default)]
+pub struct TenantWindows(std::sync::Mutex<std::collections::HashMap<String, Window>>);
+
+/// One tenant's minute.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    start: std::time::Instant,
+    calls: u32,
+    wait: std::time::Duration,
+}
+
+/// One request's part of its tenant's minute: the tenant, its limits, and where its spending is
+/// counted.
+#[derive(Debug)]
+pub struct TenantSpend {
+    windows: std::sync::Arc<TenantWindows>,
+    tenant: String,
+    calls: Option<u32>,
+    wait: Option<std::time::Duration>,
+}
+
+impl TenantSpend {
+    /// `tenant`'s spending, counted in `windows`, limited to `calls` calls and `wait` waited per
+    /// minute (`None`: no limit).
+    pub fn new(
+        windows: std::sync::Arc<TenantWindows>,
+        tenant: &str,
+        calls: Option<u32>,
+        wait: Option<std::time::Duration>,
+    ) -> TenantSpend {
+        TenantSpend {
+            windows,
+            tenant: tenant.to_string(),
+            calls,
+            wait,
+        }
+    }
+
+    /// With this minute's window of the tenant (a new one once a minute has passed).
+    fn window<T>(&self, f: impl FnOnce(&mut Window) -> T) -> T {
+        let now = std::time::Instant::now();
+        let mut all = self.windows.0.lock().unwrap_or_else(|e| e.into_inner());
+        let w = all.entry(self.tenant.clone()).or_insert(Window {
+            start: now,
+            calls: 0,
+            wait: std::time::Duration::ZERO,
+        });
+        if now.duration_since(w.start) >= std::time::Duration::from_secs(60) {
+            *w = Window {
+                start: now,
+                calls: 0,
+                wait: std::time::Duration::ZERO,
+            };
+        }
+        f(w)
+    }
+
+    /// Take one call of the tenant's minute, if its calls and time waited are not spent.
+    pub fn take_call(&self) -> bool {
+        self.window(|w| {
+            let spent =
+                self.calls.is_some_and(|c| w.calls >= c) || self.wait.is_some_and(|l| w.wait >= l);
+            if !spent {
+                w.calls += 1;
+            }
+            !spent
+        })
+    }
+
+    /// Count `waited` against the tenant's minute.
+    pub fn spend(&self, waited: std::time::Duration) {
+        if self.wait.is_some() {
+            self.window(|w| w.wait += waited);
+        }
+    }
 }
 
 impl GuardScope {
@@ -91,6 +169,7 @@ impl GuardScope {
             calls: calls.into(),
             wait_us: (wait.as_micros() as u64).into(),
             recorded: None,
+            tenant: None,
         }
     }
 

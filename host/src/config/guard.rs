@@ -202,6 +202,29 @@ pub struct GuardBudgetConfig {
     pub calls_per_request: u32,
     /// Time waited on them.
     pub wait_per_request: Duration,
+    /// What each tenant's requests may spend together per minute, unless its `[tenants.NAME]`
+    /// says otherwise.
+    pub per_tenant: TenantGuardBudget,
+}
+
+/// A tenant's guard-model calls and time waited per minute (each `None`: no limit), in this
+/// process: past either, its plugins' calls answer `rate-limited` until the minute ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantGuardBudget {
+    /// Calls per minute (cache hits included).
+    pub calls: Option<u32>,
+    /// Time waited per minute.
+    pub wait: Option<Duration>,
+}
+
+/// A per-minute limit: 0 is none.
+pub(super) fn per_minute(
+    p: &mut Problems<'_>,
+    v: &Option<Spanned<u64>>,
+    key: String,
+    most: u64,
+) -> Option<u64> {
+    Some(ranged(p, v, key, 0..=most, 0)).filter(|&n| n > 0)
 }
 
 /// Resolve `[guard]`.
@@ -221,5 +244,21 @@ pub(super) fn budget(p: &mut Problems<'_>, raw: &RawGuard) -> GuardBudgetConfig 
             1..=3_600_000,
             10_000,
         )),
+        per_tenant: TenantGuardBudget {
+            calls: per_minute(
+                p,
+                &raw.tenant_calls_per_minute,
+                "guard.tenant_calls_per_minute".into(),
+                100_000_000,
+            )
+            .map(|n| n as u32),
+            wait: per_minute(
+                p,
+                &raw.tenant_wait_ms_per_minute,
+                "guard.tenant_wait_ms_per_minute".into(),
+                1_000_000_000,
+            )
+            .map(Duration::from_millis),
+        },
     }
 }

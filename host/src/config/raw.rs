@@ -45,6 +45,8 @@ pub(super) struct RawConfig {
 pub(super) struct RawGuard {
     pub(super) calls_per_request: Option<Spanned<u64>>,
     pub(super) wait_ms_per_request: Option<Spanned<u64>>,
+    pub(super) tenant_calls_per_minute: Option<Spanned<u64>>,
+    pub(super) tenant_wait_ms_per_minute: Option<Spanned<u64>>,
 }
 
 /// One `[[guard_models]]` entry.
@@ -179,6 +181,8 @@ pub(super) struct RawTenant {
     pub(super) extend: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     pub(super) modes: BTreeMap<String, Spanned<Mode>>,
+    pub(super) guard_calls_per_minute: Option<Spanned<u64>>,
+    pub(super) guard_wait_ms_per_minute: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -208,6 +212,7 @@ pub(super) struct RawPlugin {
     pub(super) declared_tools: Option<bool>,
     pub(super) memo: Option<Spanned<bool>>,
     pub(super) guard_models: Option<Vec<Spanned<String>>>,
+    pub(super) parallel: Option<Spanned<bool>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

@@ -322,6 +322,26 @@ pub(super) fn resolve_tenants(
             }
             modes.push((id.clone(), *mode.get_ref()));
         }
+        let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|v| {
+            super::guard::per_minute(
+                p,
+                &Some(v.clone()),
+                format!("{key}.guard_calls_per_minute"),
+                100_000_000,
+            )
+            .unwrap_or(0) as u32
+        });
+        let guard_wait_per_minute = t.guard_wait_ms_per_minute.as_ref().map(|v| {
+            Duration::from_millis(
+                super::guard::per_minute(
+                    p,
+                    &Some(v.clone()),
+                    format!("{key}.guard_wait_ms_per_minute"),
+                    1_000_000_000,
+                )
+                .unwrap_or(0),
+            )
+        });
         tenants.push(TenantConfig {
             name: name.clone(),
             max_body_bytes,
@@ -329,6 +349,8 @@ pub(super) fn resolve_tenants(
             chains,
             extend,
             modes,
+            guard_calls_per_minute,
+            guard_wait_per_minute,
             line: super::line_of(p.text, entry.span().start),
         });
     }
@@ -507,6 +529,25 @@ pub(super) fn resolve_plugins(
             }
             granted.push(wanted.clone());
         }
+        let parallel = raw.parallel.as_ref().is_some_and(|v| *v.get_ref());
+        if let Some(v) = raw.parallel.as_ref().filter(|_| parallel) {
+            // Beside the backend call only waiting pays: a plugin that never waits takes
+            // microseconds, and could have changed the request had it run before.
+            if granted.is_empty() {
+                p.at(
+                    v.span(),
+                    format!("{key}.parallel"),
+                    "only a plugin granted guard models waits long enough to run beside the backend call; grant it `guard_models` or leave `parallel` out",
+                );
+            }
+            if rails.as_ref().is_some_and(|r| !r.contains(&Rail::Input)) {
+                p.at(
+                    v.span(),
+                    format!("{key}.parallel"),
+                    "`parallel` applies to the input rail, which this entry does not run",
+                );
+            }
+        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
@@ -522,6 +563,11 @@ pub(super) fn resolve_plugins(
             declared_tools: raw.declared_tools.unwrap_or(true),
             memo: raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
             guard_models: granted,
+            parallel,
+            parallel_line: raw
+                .parallel
+                .as_ref()
+                .map(|v| super::line_of(text, v.span().start)),
             memo_line: raw
                 .memo
                 .as_ref()

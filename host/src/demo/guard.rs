@@ -165,3 +165,79 @@ pub(super) async fn entities(Json(body): Json<Value>) -> Response {
     }
     Json(Value::Array(out)).into_response()
 }
+
+/// A judge on a chat endpoint: the smallest JSON value its `response_format` schema allows, its
+/// booleans `true` when the input holds one of the scripted guards' unsafe words or injection
+/// phrases (a judge asked "is this unsafe?" answers yes), else `false`.
+pub(super) async fn judge(Json(body): Json<Value>) -> Response {
+    let input = last_text(&body).to_lowercase();
+    let yes = !flagged(&input).is_empty() || INJECTIONS.iter().any(|p| input.contains(p));
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    completion(instance(schema, yes, 0).to_string())
+}
+
+/// A value `schema` allows: its `const`, its first `enum` value, or the least value of its type
+/// (`yes` for booleans), an object with its required properties.
+fn instance(schema: &Value, yes: bool, depth: u8) -> Value {
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    let ty = match &schema["type"] {
+        Value::String(t) => t.as_str(),
+        Value::Array(ts) => ts.first().and_then(Value::as_str).unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "null",
+    };
+    match ty {
+        "boolean" => Value::Bool(yes),
+        "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(0)),
+        "string" => json!("x".repeat(schema["minLength"].as_u64().unwrap_or(0) as usize)),
+        "array" if depth < 8 => {
+            let n = schema["minItems"].as_u64().unwrap_or(0).min(8) as usize;
+            Value::Array(vec![instance(&schema["items"], yes, depth + 1); n])
+        }
+        "object" if depth < 8 => {
+            let mut out = serde_json::Map::new();
+            for name in schema["required"].as_array().into_iter().flatten() {
+                if let Some(name) = name.as_str() {
+                    out.insert(
+                        name.to_string(),
+                        instance(&schema["properties"][name], yes, depth + 1),
+                    );
+                }
+            }
+            Value::Object(out)
+        }
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_judge_answers_what_the_schema_allows() {
+        let schema = json!({
+            "type": "object",
+            "required": ["unsafe", "category", "score", "reasons"],
+            "properties": {
+                "unsafe": {"type": "boolean"},
+                "category": {"enum": ["none", "violence"]},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+                "reasons": {"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 1},
+                "note": {"type": "string"}
+            },
+            "additionalProperties": false
+        });
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for yes in [true, false] {
+            let v = instance(&schema, yes, 0);
+            assert!(validator.is_valid(&v), "{v}");
+            assert_eq!(v["unsafe"], yes);
+        }
+    }
+}

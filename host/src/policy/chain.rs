@@ -244,6 +244,31 @@ pub struct Step {
     /// On the tools rail, its kept verdicts (`memo = true` in its entry); shared by every chain
     /// the plugin is in.
     pub memo: Option<Arc<Memo>>,
+    /// On the input rail of a model door, it runs beside the backend call (`parallel = true`).
+    pub parallel: bool,
+}
+
+/// Which of a chain's steps a run takes: on the input rail of a model door, the steps that run
+/// beside the backend call are taken apart from the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Every step, in order (where there is no backend call to run beside).
+    All,
+    /// The steps that run before the backend is called.
+    Before,
+    /// The steps that run beside the backend call (`parallel = true`).
+    Beside,
+}
+
+impl Part {
+    /// Whether a run of this part takes `step`.
+    pub fn takes(self, step: &Step) -> bool {
+        match self {
+            Part::All => true,
+            Part::Before => !step.parallel,
+            Part::Beside => step.parallel,
+        }
+    }
 }
 
 impl Step {
@@ -304,11 +329,23 @@ impl Chain {
         partial: bool,
         explain: bool,
     ) -> Running<'a> {
+        self.run_part(payload, ctx, partial, explain, Part::All)
+    }
+
+    /// [`Chain::run_explained`] over the steps `part` takes.
+    pub fn run_part<'a>(
+        &'a self,
+        payload: Payload,
+        ctx: &'a Context,
+        partial: bool,
+        explain: bool,
+        part: Part,
+    ) -> Running<'a> {
         let model = ctx.model.as_deref();
         let turns = self
             .steps
             .iter()
-            .filter(move |s| s.runs_for(model))
+            .filter(move |s| part.takes(s) && s.runs_for(model))
             .map(|s| Turn {
                 plugin: &*s.plugin,
                 on_error: s.on_error,
@@ -317,7 +354,7 @@ impl Chain {
                 declared_tools: s.declared_tools,
                 memo: s.memo.as_deref(),
             });
-        if self.waits(model) {
+        if self.waits(model, part) {
             return Then::Right(Box::pin(run_explained(
                 self.rail, turns, payload, ctx, partial, explain,
             )));
@@ -330,11 +367,16 @@ impl Chain {
         Then::Left(std::future::ready(done))
     }
 
-    /// Whether a step that runs for `model` may wait (a plugin granted guard models).
-    pub fn waits(&self, model: Option<&str>) -> bool {
+    /// Whether a step of `part` that runs for `model` may wait (a plugin granted guard models).
+    pub fn waits(&self, model: Option<&str>, part: Part) -> bool {
         self.steps
             .iter()
-            .any(|s| s.plugin.waits() && s.runs_for(model))
+            .any(|s| part.takes(s) && s.plugin.waits() && s.runs_for(model))
+    }
+
+    /// Whether `part` takes any step of the chain.
+    pub fn has(&self, part: Part) -> bool {
+        self.steps.iter().any(|s| part.takes(s))
     }
 }
 

@@ -63,6 +63,27 @@ impl Outcome {
     }
 }
 
+/// What became of the backend call of a request that a plugin running beside it refused: the
+/// call was made (and the provider may bill it), its answer never reached the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendCall {
+    /// The refusal came first: the call was dropped while the backend was still answering.
+    Cancelled,
+    /// The backend had answered (or its stream had begun): the answer was thrown away.
+    Discarded,
+}
+
+impl BackendCall {
+    /// The record spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendCall::Cancelled => "cancelled",
+            BackendCall::Discarded => "discarded",
+        }
+    }
+}
+
 /// Each rail's strongest verdict, as a map in rail order (`{"input": "modify"}`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RailVerdicts(pub Vec<(Rail, Verdict)>);
@@ -182,6 +203,10 @@ pub struct DecisionRecord {
     /// The guard models the plugins consulted, per plugin, model and operation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub guard: Vec<GuardRecord>,
+    /// A plugin running beside the backend call refused the request after the call was made:
+    /// what became of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendCall>,
 }
 
 /// A plugin's calls to one guard model for one operation on one rail, summed (a streamed reply
@@ -293,6 +318,7 @@ impl DecisionRecord {
             notes: Vec::new(),
             provenance: Default::default(),
             guard: Vec::new(),
+            backend: None,
         }
     }
 
@@ -626,6 +652,9 @@ impl DecisionRecord {
         }
         if let Some(b) = &self.would_block {
             push_all(out, &[" would_block=", b.rail.as_str(), ":", &b.policy]);
+        }
+        if let Some(b) = self.backend {
+            push_all(out, &[" backend=", b.as_str()]);
         }
         for (i, (k, n)) in self.provenance.iter().enumerate() {
             let sep = if i > 0 { "," } else { " provenance=" };

@@ -9,15 +9,17 @@ use super::{App, RequestId, TenantLabel};
 use crate::codec::{closed, Codec, Judged, Parsed};
 use crate::config::{OnBlock, UnknownFields};
 use crate::model::{Content, Payload};
+use crate::policy::record::BackendCall;
 use crate::policy::record::Outcome;
 use crate::rails::relay::Relay;
-use crate::rails::{Inbound, Refusal, RequestOptions, RequestScope};
+use crate::rails::{refused_beside, Beside, Inbound, Refusal, RequestOptions, RequestScope};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
+use futures_util::future::Either;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{Map, Value};
@@ -134,12 +136,16 @@ async fn serve<C: Codec>(
         scope.note(note);
     }
 
+    scope.calls_backend();
     let (mut conversation, edited) = match scope.inbound(payload).await {
         Inbound::Refuse(refusal) => {
             return refused::<C>(scope, &request, &refusal).map(Served::Whole);
         }
         Inbound::Forward { payload, edited } => (payload, edited),
     };
+    // The input rail's `parallel` plugins judge what goes to the backend, as the rails left it
+    // (text outside the contents still folded in), while the backend is already answering.
+    let beside = scope.beside(&conversation);
     // Folded text back where it came from, as the rails left it.
     for m in &mut conversation.messages {
         if closed::unfold(m) {
@@ -170,32 +176,60 @@ async fn serve<C: Codec>(
     if let Some(trace) = scope.trace() {
         forwarded.extend(trace.backend_starts("POST", &app.backend.url(C::ROUTE)));
     }
-    let response = app
-        .backend
-        .post(C::ROUTE, upstream, client_auth, forwarded)
-        .await
-        .inspect_err(|e| backend_failed(scope, e))?;
-    app.metrics().backend(started.elapsed());
-    let status = response.status();
+    let stream = C::stream_requested(&request);
+    let exchange = async {
+        let response = app
+            .backend
+            .post(C::ROUTE, upstream, client_auth, forwarded)
+            .await?;
+        app.metrics().backend(started.elapsed());
+        let status = response.status();
+        if stream && status.is_success() {
+            return Ok(Exchange::Stream(response));
+        }
+        let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+        let left = app.backend.timeout().saturating_sub(started.elapsed());
+        let bytes = app.backend.read_body(response.into_body(), left).await?;
+        Ok(Exchange::Whole {
+            status,
+            retry_after,
+            bytes,
+        })
+    };
+    let exchange = match beside {
+        None => exchange.await,
+        Some(beside) => {
+            let (eval, exchange) = alongside(exchange, beside).await;
+            let backend = match exchange {
+                Some(_) => BackendCall::Discarded,
+                None => BackendCall::Cancelled,
+            };
+            if let Some(refusal) = scope.settle_beside(eval, backend) {
+                return refused::<C>(scope, &request, &refusal).map(Served::Whole);
+            }
+            exchange.expect("the backend call is awaited unless the run beside it refused")
+        }
+    };
+    let exchange = exchange.inspect_err(|e| backend_failed(scope, e))?;
+    let (status, retry_after, bytes) = match exchange {
+        Exchange::Stream(response) => {
+            if let Some(trace) = scope.trace() {
+                trace.backend_status(response.status().as_u16());
+            }
+            return Ok(Served::Stream {
+                conversation,
+                request,
+                response,
+            });
+        }
+        Exchange::Whole {
+            status,
+            retry_after,
+            bytes,
+        } => (status, retry_after, bytes),
+    };
     if let Some(trace) = scope.trace() {
         trace.backend_status(status.as_u16());
-    }
-
-    if C::stream_requested(&request) && status.is_success() {
-        return Ok(Served::Stream {
-            conversation,
-            request,
-            response,
-        });
-    }
-    let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
-    let left = app.backend.timeout().saturating_sub(started.elapsed());
-    let bytes = app
-        .backend
-        .read_body(response.into_body(), left)
-        .await
-        .inspect_err(|e| backend_failed(scope, e))?;
-    if let Some(trace) = scope.trace() {
         trace.backend_ends();
     }
     if !status.is_success() {
@@ -263,6 +297,36 @@ async fn serve<C: Codec>(
     let outcome = scope.reply_outcome();
     scope.finish(200, outcome);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// The backend's answer: a stream's head, or a whole body.
+enum Exchange {
+    Stream(hyper::Response<hyper::body::Incoming>),
+    Whole {
+        status: StatusCode,
+        retry_after: Option<HeaderValue>,
+        bytes: Bytes,
+    },
+}
+
+/// The backend `call` and the run `beside` it at once: the run's evaluation, and the call's
+/// result unless the run refused the request before the call ended (the call is then dropped,
+/// which closes its connection: the backend stops where it can tell).
+async fn alongside<T>(
+    call: impl std::future::Future<Output = T>,
+    beside: Beside,
+) -> (crate::policy::chain::Evaluation, Option<T>) {
+    let call = std::pin::pin!(call);
+    match futures_util::future::select(beside, call).await {
+        Either::Left((eval, call)) => {
+            if refused_beside(&eval).is_some() {
+                (eval, None)
+            } else {
+                (eval, Some(call.await))
+            }
+        }
+        Either::Right((answer, beside)) => (beside.await, Some(answer)),
+    }
 }
 
 /// `object` (a JSON object's text, holding at least one key) with `"railyard": railyard` (JSON

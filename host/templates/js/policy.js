@@ -5,10 +5,21 @@
 // - it looks for each phrase in the message's text, ignoring case. The text is the content
 //   string, or the `text` of each content part when the content is a list of parts;
 // - with `"action": "block"`, the first message that contains a phrase blocks the request;
-// - with `"action": "redact"`, every match is replaced by `[redacted]` and the request goes on.
+// - with `"action": "redact"`, every match is replaced by `[redacted]` and the request goes on;
+// - with a `classifier` in the config, each of those messages that a phrase did not block is
+//   then shown to a classifier model the daemon lends the plugin (a guard model, see below); a
+//   message it scores at or above `threshold` for `label` blocks the request, in either action
+//   (a classifier says nothing about where in the text, so there is nothing to redact).
 //
 // Reasons name the message and count the phrases, but never quote them. Reasons end up in logs
 // and decision records, and the phrase list is often something an operator keeps private.
+//
+// Guard models: the daemon's config lists models (`[[guard_models]]`) and grants each plugin
+// entry the ones it may ask (`guard_models = [...]`). The plugin names a model, never a URL; the
+// host talks to it, waits for it without holding up other requests (the call looks synchronous
+// from here), and answers with the model's answer or a `guard-error`. An error is thrown as this
+// plugin's error, a fault the entry's `on_error` resolves (block, by default): allowing on an
+// error would let everything through whenever the model is down.
 //
 // Rails: `describe` offers input, tool_result and output; railyard.toml chooses where it runs
 // (input only, by default). On output only the last message (the model's reply) is checked,
@@ -24,10 +35,16 @@
 // - enums are strings ('input', 'tool-result', ...);
 // - variants are `{tag, val}` objects (`{tag: 'text', val: 'hello'}`);
 // - an `option` is the value, or undefined for none;
-// - a `result` is the return value, or what the function throws for the error (see configure).
+// - a `result` is the return value, or what the function throws for the error: an exported
+//   function throws `{payload: error}` (see configure); an imported one (such as `classify`)
+//   throws a `ComponentError` whose `payload` is the error (see classify below; it is not an
+//   `instanceof Error`).
 //
 // To write to the daemon's log: `import { log } from 'railyard:policy/host@0.3.0';` and then
 // `log('info', 'message')`. console.log goes nowhere: the build turns stdio off.
+
+// The guard models the daemon lends (wit/policy.wit, interface guard-models).
+import { classify as askClassifier } from 'railyard:policy/guard-models@0.3.0';
 
 /** Reported by describe(); keep it in step with package.json. */
 const NAME = '{{name}}';
@@ -41,6 +58,12 @@ const DEFAULT_PHRASES = ['ignore previous instructions', 'reveal your system pro
 
 /** Used when the config has no `roles`: only what the end user typed is checked. */
 const DEFAULT_ROLES = ['user'];
+
+/** Used when the config's `classifier` has no `label`: the label of an injection. */
+const DEFAULT_LABEL = 'INJECTION';
+
+/** Used when the config's `classifier` has no `threshold`. */
+const DEFAULT_THRESHOLD = 0.9;
 
 /**
  * JSON Schema for the config, returned by describe(). The daemon checks the config against it
@@ -72,12 +95,39 @@ const CONFIG_SCHEMA = {
       minItems: 1,
       default: DEFAULT_ROLES,
     },
+    classifier: {
+      description: 'Also ask this classifier about each checked message no phrase blocked.',
+      type: 'object',
+      additionalProperties: false,
+      required: ['model'],
+      properties: {
+        model: {
+          description: "The classifier's [[guard_models]] name, granted in its entry.",
+          type: 'string',
+          minLength: 1,
+        },
+        label: {
+          description: 'The label that flags a message, exactly as the model names it.',
+          type: 'string',
+          minLength: 1,
+          default: DEFAULT_LABEL,
+        },
+        threshold: {
+          description: 'The score (0 to 1) from which the label flags a message.',
+          type: 'number',
+          minimum: 0,
+          maximum: 1,
+          default: DEFAULT_THRESHOLD,
+        },
+      },
+    },
   },
 };
 
 // The daemon calls configure() once per instance, then evaluate() many times, so the checked
 // config is kept here, at module level, between calls. null until configure() succeeds.
-//   phrases: lowercased (see foldText), without duplicates; redact: boolean; roles: strings.
+//   phrases: lowercased (see foldText), without duplicates; redact: boolean; roles: strings;
+//   classifier: null, or {model, label, threshold}.
 let config = null;
 
 export const plugin = {
@@ -113,7 +163,7 @@ export const plugin = {
     try {
       return evaluate(config, request);
     } catch (e) {
-      throw { payload: describeError(e) };
+      throw { payload: e instanceof Fault ? e.message : describeError(e) };
     }
   },
 };
@@ -144,8 +194,10 @@ function parseConfig(text) {
     throw new ConfigError('config must be a JSON object');
   }
   for (const key of Object.keys(value)) {
-    if (!['phrases', 'action', 'roles'].includes(key)) {
-      throw new ConfigError(`unknown config field '${key}' (expected phrases, action, roles)`);
+    if (!['phrases', 'action', 'roles', 'classifier'].includes(key)) {
+      throw new ConfigError(
+        `unknown config field '${key}' (expected phrases, action, roles, classifier)`,
+      );
     }
   }
 
@@ -176,7 +228,40 @@ function parseConfig(text) {
     throw new ConfigError("'roles' must list at least one role");
   }
 
-  return { phrases: folded, redact: action === 'redact', roles };
+  const classifier = 'classifier' in value ? parseClassifier(value.classifier) : null;
+
+  return { phrases: folded, redact: action === 'redact', roles, classifier };
+}
+
+/** The config's `classifier` object. */
+function parseClassifier(value) {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError("'classifier' must be an object with model, label, threshold");
+  }
+  for (const key of Object.keys(value)) {
+    if (!['model', 'label', 'threshold'].includes(key)) {
+      throw new ConfigError(
+        `unknown config field 'classifier.${key}' (expected model, label, threshold)`,
+      );
+    }
+  }
+  if (!('model' in value)) {
+    throw new ConfigError("'classifier.model' is required");
+  }
+  if (typeof value.model !== 'string' || value.model === '') {
+    throw new ConfigError("'classifier.model' must be a non-empty string");
+  }
+  const label = 'label' in value ? value.label : DEFAULT_LABEL;
+  if (typeof label !== 'string' || label === '') {
+    throw new ConfigError("'classifier.label' must be a non-empty string");
+  }
+  const threshold = 'threshold' in value ? value.threshold : DEFAULT_THRESHOLD;
+  if (typeof threshold !== 'number' || !(threshold >= 0 && threshold <= 1)) {
+    throw new ConfigError("'classifier.threshold' must be a number from 0 to 1");
+  }
+  // Scores arrive as 32-bit floats (f32 in the contract), so the threshold is rounded to one:
+  // a score of exactly 0.9 then reaches a threshold of 0.9 (the twins round it the same way).
+  return { model: value.model, label, threshold: Math.fround(threshold) };
 }
 
 /** A JSON array of strings, or a ConfigError naming the field (and the item) that is wrong. */
@@ -192,7 +277,10 @@ function stringList(value, field) {
   return value;
 }
 
-/** Judges one request: see the top of this file. */
+/**
+ * Judges one request: see the top of this file. Throws (a fault) when a guard model gave no
+ * answer.
+ */
 function evaluate(config, request) {
   const messages = request.messages;
   // On the output rail the last message is the model's reply; everything before it was already
@@ -201,6 +289,8 @@ function evaluate(config, request) {
 
   const edits = [];
   const notes = [];
+  // The messages to show the classifier, with their text as it goes on to the model.
+  const toClassify = [];
   for (let index = first; index < messages.length; index++) {
     const message = messages[index];
     if (!config.roles.includes(message.role)) {
@@ -211,21 +301,124 @@ function evaluate(config, request) {
       continue;
     }
     const result = checkContent(config, message.content);
-    if (result === null) {
-      continue;
-    }
-    if (!config.redact) {
+    if (result !== null && !config.redact) {
       // One offending message is enough to refuse the request: stop here.
       return { tag: 'block', val: `found ${phraseCount(result.count)} in message ${index}` };
     }
-    notes.push(`${phraseCount(result.count)} in message ${index}`);
-    edits.push({ tag: 'content', val: { message: index, content: result.content } });
+    if (config.classifier !== null) {
+      const text = messageText(result === null ? message.content : result.content);
+      if (text !== null) {
+        toClassify.push({ index, text });
+      }
+    }
+    if (result !== null) {
+      notes.push(`${phraseCount(result.count)} in message ${index}`);
+      edits.push({ tag: 'content', val: { message: index, content: result.content } });
+    }
+  }
+
+  // The phrases did not block: ask the classifier, one message at a time (the daemon caches
+  // each answer, so a conversation's earlier turns cost nothing the next time).
+  if (config.classifier !== null) {
+    const { model, label } = config.classifier;
+    for (const { index, text } of toClassify) {
+      const score = classify(config.classifier, text);
+      if (score !== null) {
+        const reason = `the classifier '${model}' flagged message ${index} as ${label}`;
+        return { tag: 'block', val: `${reason} (${twoDecimals(score)})` };
+      }
+    }
   }
 
   if (edits.length === 0) {
     return { tag: 'allow' };
   }
   return { tag: 'modify', val: { edits, reason: `redacted ${notes.join(', ')}` } };
+}
+
+/** A fault with a message of its own: evaluate returns its message as it is. */
+class Fault extends Error {}
+
+/**
+ * Asks the classifier about one text. Returns the label's score when it reaches the threshold,
+ * null when it does not (or the model did not give the label at all), and throws a Fault,
+ * naming the model but never the text, when the model gave no answer.
+ */
+function classify(classifier, text) {
+  const model = classifier.model;
+  let answer;
+  try {
+    // Synchronous from here: the host waits for the model without blocking other requests.
+    answer = askClassifier(model, [text]);
+  } catch (e) {
+    // The `guard-error` variant, `{tag, val}`, is the thrown ComponentError's `payload`.
+    if (e !== null && typeof e === 'object' && 'payload' in e) {
+      throw new Fault(`the classifier '${model}' ${guardError(e.payload)}`);
+    }
+    throw e;
+  }
+  // One list of labels per text asked about.
+  if (answer.length !== 1) {
+    throw new Fault(`the classifier '${model}' answered for ${answer.length} texts instead of 1`);
+  }
+  const found = answer[0].find((l) => l.label === classifier.label);
+  return found !== undefined && found.score >= classifier.threshold ? found.score : null;
+}
+
+/** What went wrong with a guard model (a `guard-error`), to follow its name in a message. */
+function guardError(error) {
+  switch (error.tag) {
+    case 'denied':
+      return `was denied: ${error.val}`;
+    case 'timeout':
+      return 'did not answer in time';
+    case 'budget-exhausted':
+      return "is over the request's budget";
+    case 'rate-limited':
+      return 'is rate limited';
+    case 'unavailable':
+      return `is unavailable: ${error.val}`;
+    case 'invalid-output':
+      return `answered something unreadable: ${error.val}`;
+    default:
+      return `failed (${String(error.tag)})`;
+  }
+}
+
+/**
+ * A score with two decimals, rounded half up ("0.98"), exactly as the twins print it (each
+ * language's own formatting rounds ties such as 0.125 differently).
+ */
+function twoDecimals(score) {
+  const hundredths = Math.floor(score * 100 + 0.5);
+  return (hundredths / 100).toFixed(2);
+}
+
+/**
+ * The text of a message's content, as the classifier is shown it: the content string, or the
+ * `text` of each text part, one per line. null when there is no text (or the parts are not
+ * readable).
+ */
+function messageText(content) {
+  let text;
+  if (content.tag === 'text') {
+    text = content.val;
+  } else {
+    let parts;
+    try {
+      parts = JSON.parse(content.val);
+    } catch {
+      return null;
+    }
+    if (!Array.isArray(parts)) {
+      return null;
+    }
+    text = parts
+      .filter((part) => typeof part === 'object' && part !== null && typeof part.text === 'string')
+      .map((part) => part.text)
+      .join('\n');
+  }
+  return text === '' ? null : text;
 }
 
 /** "1 denied phrase", "2 denied phrases". */

@@ -45,15 +45,32 @@ struct RawConfig {
     types: BTreeMap<String, Action>,
     #[serde(default)]
     memo_kib: Option<u64>,
+    #[serde(default)]
+    entities: Option<RawEntities>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntities {
+    model: String,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    threshold: Option<f32>,
 }
 
 /// The action for every type, resolved once at configure time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
     actions: [Action; PiiType::COUNT],
     /// KiB of scanned texts an instance keeps for the turns after (`memo.rs`).
     memo_kib: u64,
+    /// The `entities` guard model that finds names, addresses and dates of birth, if any.
+    pub entities: Option<crate::entities::Entities>,
 }
+
+/// Spans an `entities` model scores lower are dropped, unless the config says otherwise.
+pub const ENTITY_THRESHOLD: f32 = 0.5;
 
 /// What an instance keeps by default: a few turns of an ordinary conversation.
 pub const MEMO_KIB: u64 = 256;
@@ -66,6 +83,7 @@ impl Default for Policy {
         Policy {
             actions: [Action::Redact; PiiType::COUNT],
             memo_kib: MEMO_KIB,
+            entities: None,
         }
     }
 }
@@ -101,7 +119,29 @@ impl Policy {
                 "invalid pii-filter config: memo_kib {memo_kib} is over {MAX_MEMO_KIB}"
             ));
         }
-        Ok(Policy { actions, memo_kib })
+        let entities = match raw.entities {
+            None => None,
+            Some(e) if e.model.is_empty() => {
+                return Err("invalid pii-filter config: entities.model is empty".into())
+            }
+            Some(e) => Some(crate::entities::Entities {
+                model: e.model,
+                language: e.language,
+                threshold: match e.threshold.unwrap_or(ENTITY_THRESHOLD) {
+                    t if (0.0..=1.0).contains(&t) => t,
+                    t => {
+                        return Err(format!(
+                            "invalid pii-filter config: entities.threshold {t} is not in 0..1"
+                        ))
+                    }
+                },
+            }),
+        };
+        Ok(Policy {
+            actions,
+            memo_kib,
+            entities,
+        })
     }
 
     /// The action for a type.
@@ -168,6 +208,17 @@ pub fn schema() -> String {
                 "description": "Per-type actions: `redact` replaces the value with a placeholder such as [EMAIL], `block` refuses the request, `allow` leaves it.",
                 "additionalProperties": false,
                 "properties": Value::Object(types),
+            },
+            "entities": {
+                "type": "object",
+                "description": "Find PERSON, LOCATION and DATE_OF_BIRTH values with an `entities` guard model granted to this entry (`guard_models`): each text that could hold one is asked of it, and what it finds is merged with the patterns' findings and treated by the same per-type actions. A model that cannot answer is a fault (the entry's `on_error` decides).",
+                "additionalProperties": false,
+                "required": ["model"],
+                "properties": {
+                    "model": {"type": "string", "minLength": 1, "description": "The guard model's name in `[[guard_models]]` (kind `entities`)."},
+                    "language": {"type": "string", "description": "The texts' language, e.g. `en` (default: the model's)."},
+                    "threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": ENTITY_THRESHOLD, "description": "Spans the model scores lower are dropped."},
+                },
             },
             "memo_kib": {
                 "type": "integer",

@@ -829,7 +829,7 @@ fn positive(r: &mut Rng, s: &mut Sample, t: PiiType) {
             s.raw(&rest);
             s.raw(r.pick(&["", "\"", " now", "\n"]));
         }
-        ApiKey | Credential => unreachable!("not in GENERATED"),
+        ApiKey | Credential | Person | Location | DateOfBirth => unreachable!("not in GENERATED"),
     }
 }
 

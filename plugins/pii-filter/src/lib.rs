@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod detect;
+pub mod entities;
 pub mod evaluate;
 pub mod json;
 pub mod memo;
@@ -22,7 +23,7 @@ mod realtext;
 #[cfg(test)]
 mod throughput;
 
-use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
+use railyard_plugin_sdk::{export_policy, guard, Info, PolicyPlugin, Rail, Request, Verdict};
 
 /// The plugin: the policy this instance was configured with.
 pub struct PiiFilter {
@@ -54,6 +55,34 @@ impl PolicyPlugin for PiiFilter {
 
     fn evaluate(&mut self, request: &Request) -> Verdict {
         evaluate::evaluate_with(request, &self.policy, &mut self.memo)
+    }
+
+    fn try_evaluate(&mut self, request: &Request) -> Result<Verdict, String> {
+        let Some(e) = self.policy.entities.clone() else {
+            return Ok(self.evaluate(request));
+        };
+        let ask = move |text: &str| {
+            let found = guard::entities(&e.model, text, e.language.as_deref()).map_err(|err| {
+                format!("the entities model '{}' {}", e.model, guard::describe(&err))
+            })?;
+            Ok(found
+                .into_iter()
+                .map(|f| entities::Found {
+                    entity_type: f.entity_type,
+                    start: f.start as usize,
+                    end: f.end as usize,
+                    score: f.score,
+                })
+                .collect())
+        };
+        let (policy, memo) = (&self.policy, &mut self.memo);
+        let verdict = entities::asking(ask, || evaluate::evaluate_with(request, policy, memo));
+        if verdict.is_err() {
+            // Texts scanned before the error were kept with what the model had found; those
+            // after it, without: none may answer a later request.
+            self.memo = memo::Memo::new(self.policy.memo_bytes());
+        }
+        verdict
     }
 }
 

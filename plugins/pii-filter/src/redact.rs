@@ -136,7 +136,10 @@ pub fn plain(
     policy: &Policy,
     counts: &mut Counts,
 ) -> Result<Option<String>, Blocked> {
-    let found = detect::scan(s, hint);
+    let mut found = detect::scan(s, hint);
+    if let Some(entities) = &policy.entities {
+        crate::entities::merge(&mut found, crate::entities::find(s, entities));
+    }
     if found.is_empty() {
         return Ok(None);
     }

@@ -19,6 +19,12 @@ pub enum PiiType {
     UrlCredentials,
     ApiKey,
     Credential,
+    /// A person's name: found by an `entities` guard model only (`entities.rs`).
+    Person,
+    /// A street address or place: found by an `entities` guard model only.
+    Location,
+    /// A date of birth: a date an `entities` guard model found, said to be one by its words.
+    DateOfBirth,
 }
 
 /// Config name of the group that holds every secret sub-type.
@@ -26,7 +32,7 @@ pub const SECRET_GROUP: &str = "SECRET";
 
 impl PiiType {
     /// Every type, in reporting order.
-    pub const ALL: [PiiType; 14] = [
+    pub const ALL: [PiiType; 17] = [
         PiiType::Email,
         PiiType::Phone,
         PiiType::CreditCard,
@@ -41,7 +47,18 @@ impl PiiType {
         PiiType::UrlCredentials,
         PiiType::ApiKey,
         PiiType::Credential,
+        PiiType::Person,
+        PiiType::Location,
+        PiiType::DateOfBirth,
     ];
+
+    /// The types the filter's own detectors find (the others need an `entities` model).
+    pub fn by_pattern(self) -> bool {
+        !matches!(
+            self,
+            PiiType::Person | PiiType::Location | PiiType::DateOfBirth
+        )
+    }
 
     /// Number of types (array sizes).
     pub const COUNT: usize = Self::ALL.len();
@@ -68,6 +85,9 @@ impl PiiType {
             PiiType::UrlCredentials => "URL_CREDENTIALS",
             PiiType::ApiKey => "API_KEY",
             PiiType::Credential => "CREDENTIAL",
+            PiiType::Person => "PERSON",
+            PiiType::Location => "LOCATION",
+            PiiType::DateOfBirth => "DATE_OF_BIRTH",
         }
     }
 
@@ -88,6 +108,9 @@ impl PiiType {
             PiiType::UrlCredentials => "[URL_CREDENTIALS]",
             PiiType::ApiKey => "[API_KEY]",
             PiiType::Credential => "[CREDENTIAL]",
+            PiiType::Person => "[PERSON]",
+            PiiType::Location => "[LOCATION]",
+            PiiType::DateOfBirth => "[DATE_OF_BIRTH]",
         }
     }
 

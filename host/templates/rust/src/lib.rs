@@ -5,10 +5,21 @@
 //! - it looks for each phrase in the message's text, ignoring case. The text is the content
 //!   string, or the `text` of each content part when the content is a list of parts;
 //! - with `"action": "block"`, the first message that contains a phrase blocks the request;
-//! - with `"action": "redact"`, every match is replaced by `[redacted]` and the request goes on.
+//! - with `"action": "redact"`, every match is replaced by `[redacted]` and the request goes on;
+//! - with a `classifier` in the config, each of those messages that a phrase did not block is
+//!   then shown to a classifier model the daemon lends the plugin (a guard model, see below); a
+//!   message it scores at or above `threshold` for `label` blocks the request, in either action
+//!   (a classifier says nothing about where in the text, so there is nothing to redact).
 //!
 //! Reasons name the message and count the phrases, but never quote them. Reasons end up in logs
 //! and decision records, and the phrase list is often something an operator keeps private.
+//!
+//! Guard models: the daemon's config lists models (`[[guard_models]]`) and grants each plugin
+//! entry the ones it may ask (`guard_models = [...]`). The plugin names a model, never a URL; the
+//! host talks to it, waits for it without holding up other requests (the call looks synchronous
+//! from here), and answers with the model's answer or a `GuardError`. An error is returned as
+//! this plugin's error, a fault the entry's `on_error` resolves (block, by default): allowing on
+//! an error would let everything through whenever the model is down.
 //!
 //! Rails: `describe` offers input, tool_result and output; railyard.toml chooses where it runs
 //! (input only, by default). On output only the last message (the model's reply) is checked,
@@ -26,7 +37,8 @@ use serde_json::Value;
 // Generate Rust types and traits from the contract in wit/policy.wit. This gives us:
 // - `exports::railyard::policy::plugin::Guest`, the trait the plugin implements;
 // - the shared types (`Request`, `Verdict`, ...) in `railyard::policy::types`;
-// - `railyard::policy::host::log`, the one function the daemon lends to plugins;
+// - `railyard::policy::host::log`, which writes to the daemon's log;
+// - `railyard::policy::guard_models`, the guard models the daemon lends (`classify`, ...);
 // - the `export!` macro that wires our type up as the component's export.
 wit_bindgen::generate!({
     path: "wit",
@@ -34,6 +46,7 @@ wit_bindgen::generate!({
 });
 
 use exports::railyard::policy::plugin::Guest;
+use railyard::policy::guard_models::{self, GuardError};
 use railyard::policy::types::{
     Content, ContentEdit, Edit, Info, Modification, Rail, Request, Verdict,
 };
@@ -49,6 +62,12 @@ const DEFAULT_PHRASES: &[&str] = &["ignore previous instructions", "reveal your 
 
 /// Used when the config has no `roles`: only what the end user typed is checked.
 const DEFAULT_ROLES: &[&str] = &["user"];
+
+/// Used when the config's `classifier` has no `label`: the label of an injection.
+const DEFAULT_LABEL: &str = "INJECTION";
+
+/// Used when the config's `classifier` has no `threshold`.
+const DEFAULT_THRESHOLD: f64 = 0.9;
 
 /// JSON Schema for the config, returned by `describe`. The daemon checks the config against it
 /// before `configure` is called, so an operator's typo is reported when the daemon loads the
@@ -77,6 +96,32 @@ const CONFIG_SCHEMA: &str = r#"{
       "items": {"type": "string"},
       "minItems": 1,
       "default": ["user"]
+    },
+    "classifier": {
+      "description": "Also ask this classifier about each checked message no phrase blocked.",
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["model"],
+      "properties": {
+        "model": {
+          "description": "The classifier's [[guard_models]] name, granted in its entry.",
+          "type": "string",
+          "minLength": 1
+        },
+        "label": {
+          "description": "The label that flags a message, exactly as the model names it.",
+          "type": "string",
+          "minLength": 1,
+          "default": "INJECTION"
+        },
+        "threshold": {
+          "description": "The score (0 to 1) from which the label flags a message.",
+          "type": "number",
+          "minimum": 0,
+          "maximum": 1,
+          "default": 0.9
+        }
+      }
     }
   }
 }"#;
@@ -89,6 +134,19 @@ struct Config {
     redact: bool,
     /// Roles whose messages are checked.
     roles: Vec<String>,
+    /// The classifier to ask, when the config has one.
+    classifier: Option<Classifier>,
+}
+
+/// The config's `classifier`.
+struct Classifier {
+    /// The guard model's name in the daemon's config.
+    model: String,
+    /// The label that flags a message.
+    label: String,
+    /// Scores arrive as 32-bit floats (`f32` in the contract), so the threshold is kept as one:
+    /// a score of exactly 0.9 then reaches a threshold of 0.9 (the twins round it the same way).
+    threshold: f32,
 }
 
 // The daemon calls `configure` once per instance, then `evaluate` many times, so the parsed
@@ -124,7 +182,7 @@ impl Guest for DenyPhrases {
     /// to stderr, which the daemon captures.)
     fn evaluate(request: Request) -> Result<Verdict, String> {
         CONFIG.with(|c| match c.borrow().as_ref() {
-            Some(config) => Ok(evaluate(config, &request)),
+            Some(config) => evaluate(config, &request),
             // The daemon always configures an instance first. Should that ever not happen,
             // refuse rather than let the request through unchecked (fail closed).
             None => Ok(Verdict::Block(format!(
@@ -146,9 +204,9 @@ fn parse_config(text: &str) -> Result<Config, String> {
         return Err("config must be a JSON object".to_string());
     };
     for key in fields.keys() {
-        if !matches!(key.as_str(), "phrases" | "action" | "roles") {
+        if !matches!(key.as_str(), "phrases" | "action" | "roles" | "classifier") {
             return Err(format!(
-                "unknown config field '{key}' (expected phrases, action, roles)"
+                "unknown config field '{key}' (expected phrases, action, roles, classifier)"
             ));
         }
     }
@@ -188,10 +246,52 @@ fn parse_config(text: &str) -> Result<Config, String> {
         return Err("'roles' must list at least one role".to_string());
     }
 
+    let classifier = match fields.get("classifier") {
+        Some(v) => Some(parse_classifier(v)?),
+        None => None,
+    };
+
     Ok(Config {
         phrases: folded,
         redact,
         roles,
+        classifier,
+    })
+}
+
+/// The config's `classifier` object.
+fn parse_classifier(value: &Value) -> Result<Classifier, String> {
+    let Value::Object(fields) = value else {
+        return Err("'classifier' must be an object with model, label, threshold".to_string());
+    };
+    for key in fields.keys() {
+        if !matches!(key.as_str(), "model" | "label" | "threshold") {
+            return Err(format!(
+                "unknown config field 'classifier.{key}' (expected model, label, threshold)"
+            ));
+        }
+    }
+    let model = match fields.get("model") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return Err("'classifier.model' must be a non-empty string".to_string()),
+        None => return Err("'classifier.model' is required".to_string()),
+    };
+    let label = match fields.get("label") {
+        None => DEFAULT_LABEL.to_string(),
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return Err("'classifier.label' must be a non-empty string".to_string()),
+    };
+    let threshold = match fields.get("threshold") {
+        None => DEFAULT_THRESHOLD,
+        Some(v) => match v.as_f64() {
+            Some(t) if (0.0..=1.0).contains(&t) => t,
+            _ => return Err("'classifier.threshold' must be a number from 0 to 1".to_string()),
+        },
+    };
+    Ok(Classifier {
+        model,
+        label,
+        threshold: threshold as f32,
     })
 }
 
@@ -210,8 +310,9 @@ fn string_list(value: &Value, field: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// Judges one request: see the top of this file.
-fn evaluate(config: &Config, request: &Request) -> Verdict {
+/// Judges one request: see the top of this file. `Err` is a fault: a guard model that gave no
+/// answer.
+fn evaluate(config: &Config, request: &Request) -> Result<Verdict, String> {
     // On the output rail the last message is the model's reply; everything before it was
     // already checked on the input rail, and the daemon only accepts edits to the reply there.
     let first = match request.rail {
@@ -221,6 +322,8 @@ fn evaluate(config: &Config, request: &Request) -> Verdict {
 
     let mut edits = Vec::new();
     let mut notes = Vec::new();
+    // The messages to show the classifier, with their text as it goes on to the model.
+    let mut to_classify: Vec<(usize, String)> = Vec::new();
     for (index, message) in request.messages.iter().enumerate().skip(first) {
         if !config.roles.contains(&message.role) {
             continue;
@@ -229,28 +332,117 @@ fn evaluate(config: &Config, request: &Request) -> Verdict {
         let Some(content) = &message.content else {
             continue;
         };
-        let Some((count, new_content)) = check_content(config, content) else {
-            continue;
+        let redacted = match check_content(config, content) {
+            None => None,
+            Some((count, _)) if !config.redact => {
+                // One offending message is enough to refuse the request: stop here.
+                return Ok(Verdict::Block(format!(
+                    "found {} in message {index}",
+                    phrase_count(count)
+                )));
+            }
+            Some((count, new_content)) => {
+                notes.push(format!("{} in message {index}", phrase_count(count)));
+                Some(new_content)
+            }
         };
-        if !config.redact {
-            // One offending message is enough to refuse the request: stop here.
-            return Verdict::Block(format!("found {} in message {index}", phrase_count(count)));
+        if config.classifier.is_some() {
+            if let Some(text) = message_text(redacted.as_ref().unwrap_or(content)) {
+                to_classify.push((index, text));
+            }
         }
-        notes.push(format!("{} in message {index}", phrase_count(count)));
-        edits.push(Edit::Content(ContentEdit {
-            message: index as u32,
-            content: new_content,
-        }));
+        if let Some(new_content) = redacted {
+            edits.push(Edit::Content(ContentEdit {
+                message: index as u32,
+                content: new_content,
+            }));
+        }
     }
 
-    if edits.is_empty() {
+    // The phrases did not block: ask the classifier, one message at a time (the daemon caches
+    // each answer, so a conversation's earlier turns cost nothing the next time).
+    if let Some(classifier) = &config.classifier {
+        for (index, text) in to_classify {
+            if let Some(score) = classify(classifier, text)? {
+                return Ok(Verdict::Block(format!(
+                    "the classifier '{}' flagged message {index} as {} ({})",
+                    classifier.model,
+                    classifier.label,
+                    two_decimals(score)
+                )));
+            }
+        }
+    }
+
+    Ok(if edits.is_empty() {
         Verdict::Allow
     } else {
         Verdict::Modify(Modification {
             edits,
             reason: format!("redacted {}", notes.join(", ")),
         })
+    })
+}
+
+/// Asks the classifier about one text. Returns the label's score when it reaches the threshold,
+/// `None` when it does not (or the model did not give the label at all), and an error, naming
+/// the model but never the text, when the model gave no answer.
+fn classify(classifier: &Classifier, text: String) -> Result<Option<f32>, String> {
+    let model = &classifier.model;
+    // Synchronous from here: the host waits for the model without blocking other requests.
+    let answer = guard_models::classify(model, &[text])
+        .map_err(|e| format!("the classifier '{model}' {}", guard_error(&e)))?;
+    // One list of labels per text asked about.
+    let [labels] = answer.as_slice() else {
+        return Err(format!(
+            "the classifier '{model}' answered for {} texts instead of 1",
+            answer.len()
+        ));
+    };
+    Ok(labels
+        .iter()
+        .find(|l| l.label == classifier.label)
+        .map(|l| l.score)
+        .filter(|score| *score >= classifier.threshold))
+}
+
+/// What went wrong with a guard model, to follow its name in an error message.
+fn guard_error(error: &GuardError) -> String {
+    match error {
+        GuardError::Denied(m) => format!("was denied: {m}"),
+        GuardError::Timeout => "did not answer in time".to_string(),
+        GuardError::BudgetExhausted => "is over the request's budget".to_string(),
+        GuardError::RateLimited => "is rate limited".to_string(),
+        GuardError::Unavailable(m) => format!("is unavailable: {m}"),
+        GuardError::InvalidOutput(m) => format!("answered something unreadable: {m}"),
     }
+}
+
+/// A score with two decimals, rounded half up ("0.98"), exactly as the twins print it (each
+/// language's own formatting rounds ties such as 0.125 differently).
+fn two_decimals(score: f32) -> String {
+    let hundredths = (f64::from(score) * 100.0 + 0.5).floor();
+    format!("{:.2}", hundredths / 100.0)
+}
+
+/// The text of a message's content, as the classifier is shown it: the content string, or the
+/// `text` of each text part, one per line. `None` when there is no text (or the parts are not
+/// readable).
+fn message_text(content: &Content) -> Option<String> {
+    let text = match content {
+        Content::Text(text) => text.clone(),
+        Content::Parts(json) => {
+            let Ok(Value::Array(parts)) = serde_json::from_str::<Value>(json) else {
+                return None;
+            };
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect();
+            texts.join("\n")
+        }
+    };
+    (!text.is_empty()).then_some(text)
 }
 
 /// "1 denied phrase", "2 denied phrases".
