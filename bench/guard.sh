@@ -82,6 +82,15 @@ guard_models = ["guard"]
 config = { model = "guard" }
 
 [[plugins]]
+name = "content-safety-beside"
+path = "$plugins/content_safety.wasm"
+rails = ["input"]
+models = ["beside"]
+guard_models = ["guard"]
+parallel = true
+config = { model = "guard" }
+
+[[plugins]]
 name = "content-safety-cached"
 path = "$plugins/content_safety.wasm"
 rails = ["input"]
@@ -157,39 +166,8 @@ echo "    daemon RSS while they wait: $(rss)"
 wait "$slow" || true
 echo "    the waiting requests: $(awk '/Requests\/sec/ {print $2}' "$work/slow") req/s, $(awk '/\[200\]/ {print $2}' "$work/slow") answered 200"
 
-# Before the backend call, or beside it.
-cat >"$work/beside.toml" <<TOML
-[server]
-max_connections = 8192
-[auth]
-open = true
-
-[[guard_models]]
-name = "guard"
-kind = "llama-guard"
-url = "http://127.0.0.1:19131/v1"
-model = "guard"
-timeout_ms = 10000
-cache_entries = 0
-
-[[plugins]]
-name = "content-safety"
-path = "$plugins/content_safety.wasm"
-rails = ["input"]
-models = ["guarded"]
-guard_models = ["guard"]
-config = { model = "guard" }
-
-[[plugins]]
-name = "content-safety-beside"
-path = "$plugins/content_safety.wasm"
-rails = ["input"]
-models = ["beside"]
-guard_models = ["guard"]
-parallel = true
-config = { model = "guard" }
-TOML
-RAILYARD_LOG=warn "$bin" serve --config "$work/beside.toml" --listen 127.0.0.1:19136 \
+# Before the backend call, or beside it: the same config, in front of a slow backend.
+RAILYARD_LOG=warn "$bin" serve --config "$work/railyard.toml" --listen 127.0.0.1:19136 \
     --backend http://127.0.0.1:19134/v1 --no-watch >/dev/null &
 for _ in $(seq 1 300); do
     curl -sf -o /dev/null http://127.0.0.1:19136/readyz && break

@@ -199,7 +199,9 @@ async fn serve<C: Codec>(
     let exchange = match beside {
         None => exchange.await,
         Some(beside) => {
-            let (eval, exchange) = alongside(exchange, beside).await;
+            // Boxed: the pair holds the call's state twice over, which every request's future
+            // would otherwise carry (and every mover of it copy) for the few that run beside.
+            let (eval, exchange) = Box::pin(alongside(exchange, beside)).await;
             let backend = match exchange {
                 Some(_) => BackendCall::Discarded,
                 None => BackendCall::Cancelled,
