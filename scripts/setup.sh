@@ -53,9 +53,22 @@ if ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then
         echo "warning: no apt-get: install chromium and chromium-driver for the console's browser test" >&2
     fi
 fi
+# The state store's tests (#48) start their own Redis servers on loopback ports (Debian's
+# redis-server; nothing runs as a service). Without it those tests fail, saying so.
+if ! command -v redis-server >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO="sudo"
+        { $SUDO apt-get install -y -qq redis-server >/dev/null ||
+            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null; }; } ||
+            echo "warning: redis-server did not install; the state store's tests will fail" >&2
+    else
+        echo "warning: no apt-get: install redis-server (7 or newer) or valkey-server for the state store's tests" >&2
+    fi
+fi
 tools="${RAILYARD_TOOLS_DIR:-$HOME/.cargo}"
 if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]; then
     cargo install --quiet --locked --root "$tools" wit-bindgen-cli@0.63.0 \
         --no-default-features --features c
 fi
-echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none)"
+echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none), redis: $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo none)"

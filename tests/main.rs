@@ -22,6 +22,7 @@
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
+//! - `state`: rate limits in the shared state store, in memory and on a real Redis (#48);
 //! - `deploy`: the Kubernetes base rendered by `kubectl kustomize`, and its config run (#20);
 //! - `telemetry`: OpenTelemetry traces into a real OTLP receiver (#20);
 //! - `fuzz`: every decoder fuzzed for a bounded time from the corpus in `tests/fuzz/corpus` (#20);
@@ -64,6 +65,7 @@ mod records;
 mod reload;
 mod runtime;
 mod shadow;
+mod state;
 mod streaming;
 mod support;
 mod telemetry;

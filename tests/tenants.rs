@@ -16,7 +16,7 @@ fn hello() -> Value {
 }
 
 /// The gRPC status code of a Check on the input rail presenting `key`.
-fn grpc_check(grpc: SocketAddr, key: Option<&str>) -> tonic::Code {
+pub(crate) fn grpc_check(grpc: SocketAddr, key: Option<&str>) -> tonic::Code {
     runtime().block_on(async {
         let mut client = client_with(format!("http://{grpc}"), key).await;
         let result = client

@@ -22,6 +22,8 @@ pub struct ApiKey {
     pub tenant: Option<String>,
     /// Extra labels, passed to plugins as context metadata.
     pub labels: Vec<(String, String)>,
+    /// Requests this key may make per minute, across replicas; `None`: no limit of its own.
+    pub requests_per_minute: Option<u32>,
 }
 
 /// An authenticated caller (or, when the daemon runs open, an anonymous one).
@@ -33,6 +35,8 @@ pub struct Caller {
     pub tenant: Option<String>,
     /// The key's labels.
     pub labels: Vec<(String, String)>,
+    /// The key's own rate limit (requests per minute), if it has one.
+    pub requests_per_minute: Option<u32>,
 }
 
 impl Caller {
@@ -135,6 +139,7 @@ pub fn authenticate(keys: Option<&[ApiKey]>, header: Option<&str>) -> Result<Cal
         principal: Some(key.principal.clone()),
         tenant: key.tenant.clone(),
         labels: key.labels.clone(),
+        requests_per_minute: key.requests_per_minute,
     })
 }
 
@@ -148,6 +153,7 @@ mod tests {
             principal: principal.into(),
             tenant: Some("acme".into()),
             labels: vec![("team".into(), "support".into())],
+            requests_per_minute: None,
         }
     }
 

@@ -97,6 +97,33 @@ pub struct StartupConfig {
     pub shutdown_timeout: std::time::Duration,
     /// `[telemetry]`: OTLP traces; `None`: off.
     pub telemetry: Option<TelemetryConfig>,
+    /// `[state]`: where state shared by replicas lives.
+    pub state: StateConfig,
+}
+
+/// `[state]`: the store that holds what replicas share (rate limits today).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateConfig {
+    /// `redis://...` for Redis or Valkey; `None`: in this process (`backend = "memory"`).
+    pub redis_url: Option<String>,
+    /// Prepended to every key (several deployments on one Redis).
+    pub key_prefix: String,
+    /// The longest a request waits for the store.
+    pub timeout: std::time::Duration,
+    /// What a request gets when the store cannot answer in time: refused (`closed`, the
+    /// default) or let through unlimited (`open`).
+    pub fail_open: bool,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            redis_url: None,
+            key_prefix: "railyard:".into(),
+            timeout: std::time::Duration::from_millis(50),
+            fail_open: false,
+        }
+    }
 }
 
 /// `[telemetry]`: where traces go, and how many.
@@ -196,6 +223,16 @@ impl StartupConfig {
             telemetry(&running.telemetry),
             telemetry(&self.telemetry),
         );
+        let state = |s: &StateConfig| {
+            format!(
+                "{} {} {}ms {}",
+                s.redis_url.as_deref().map_or("memory", |_| "redis"),
+                s.key_prefix,
+                s.timeout.as_millis(),
+                if s.fail_open { "open" } else { "closed" }
+            )
+        };
+        diff("state", state(&running.state), state(&self.state));
         out
     }
 }
@@ -280,6 +317,9 @@ pub struct TenantConfig {
     pub extend: Vec<(Rail, Vec<String>)>,
     /// Plugins whose mode differs in this tenant's chains from their `[[plugins]]` entry.
     pub modes: Vec<(String, Mode)>,
+    /// Requests it may make per minute, across replicas (counted in `[state]`'s store); `None`:
+    /// no limit.
+    pub requests_per_minute: Option<u32>,
     /// Guard-model calls per minute, where it replaces `[guard]`'s `tenant_calls_per_minute`
     /// (`Some(0)`: no limit).
     pub guard_calls_per_minute: Option<u32>,

@@ -36,6 +36,7 @@ pub mod reload;
 pub mod scaffold;
 pub mod server;
 pub mod shard;
+pub mod state;
 pub mod telemetry;
 pub mod util;
 

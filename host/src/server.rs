@@ -99,6 +99,8 @@ pub struct App {
     draining: std::sync::atomic::AtomicBool,
     /// Traces, when `[telemetry]` is on.
     telemetry: Option<crate::telemetry::Telemetry>,
+    /// What replicas share (`[state]`).
+    state: crate::state::Store,
 }
 
 impl App {
@@ -114,9 +116,11 @@ impl App {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
+        let state = crate::state::Store::new(&startup.state);
         App {
             reloader,
             backend,
+            state,
             startup,
             observer: Arc::new(Sink {
                 metrics: metrics.clone(),

@@ -37,6 +37,19 @@ pub(super) struct RawConfig {
     pub(super) guard_models: Vec<Spanned<RawGuardModel>>,
     #[serde(default)]
     pub(super) guard: RawGuard,
+    #[serde(default)]
+    pub(super) state: RawState,
+}
+
+/// `[state]`: the shared state store.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    pub(super) backend: Option<Spanned<String>>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) key_prefix: Option<String>,
+    pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) on_unavailable: Option<Spanned<String>>,
 }
 
 /// `[guard]`: budgets.
@@ -153,6 +166,7 @@ pub(super) struct RawKey {
     pub(super) tenant: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) labels: BTreeMap<String, String>,
+    pub(super) requests_per_minute: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -181,6 +195,7 @@ pub(super) struct RawTenant {
     pub(super) extend: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     pub(super) modes: BTreeMap<String, Spanned<Mode>>,
+    pub(super) requests_per_minute: Option<Spanned<u64>>,
     pub(super) guard_calls_per_minute: Option<Spanned<u64>>,
     pub(super) guard_wait_ms_per_minute: Option<Spanned<u64>>,
 }

@@ -170,6 +170,7 @@ pub(super) fn server(
             })
         }
     };
+    let state = state(p, &raw.state);
     let startup = StartupConfig {
         listen: raw
             .server
@@ -186,6 +187,7 @@ pub(super) fn server(
         shutdown_delay,
         shutdown_timeout,
         telemetry,
+        state,
     };
     (startup, server)
 }
@@ -322,6 +324,18 @@ pub(super) fn resolve_tenants(
             }
             modes.push((id.clone(), *mode.get_ref()));
         }
+        let requests_per_minute = match &t.requests_per_minute {
+            Some(v) if !(1..=100_000_000).contains(v.get_ref()) => {
+                p.at(
+                    v.span(),
+                    format!("{key}.requests_per_minute"),
+                    "must be between 1 and 100000000 (leave it out for no limit)",
+                );
+                None
+            }
+            Some(v) => Some(*v.get_ref() as u32),
+            None => None,
+        };
         let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|v| {
             super::guard::per_minute(
                 p,
@@ -349,6 +363,7 @@ pub(super) fn resolve_tenants(
             chains,
             extend,
             modes,
+            requests_per_minute,
             guard_calls_per_minute,
             guard_wait_per_minute,
             line: super::line_of(p.text, entry.span().start),
@@ -583,4 +598,68 @@ pub(super) fn resolve_plugins(
     }
 
     plugins
+}
+
+/// Resolve `[state]`.
+fn state(p: &mut Problems<'_>, raw: &super::raw::RawState) -> super::StateConfig {
+    let mut out = super::StateConfig::default();
+    let backend = raw
+        .backend
+        .as_ref()
+        .map(|b| (b.get_ref().as_str(), b.span()));
+    match backend {
+        None | Some(("memory", _)) => {
+            if let Some(url) = &raw.url {
+                p.at(
+                    url.span(),
+                    "state.url",
+                    "the memory backend has no url: set backend = \"redis\" to use one",
+                );
+            }
+        }
+        Some(("redis", span)) => match &raw.url {
+            None => p.at(
+                span,
+                "state.url",
+                "backend = \"redis\" needs a url, e.g. \"redis://127.0.0.1:6379/0\"",
+            ),
+            Some(url) => {
+                let text = url.get_ref().trim();
+                match redis::Client::open(text) {
+                    Ok(_) => out.redis_url = Some(text.to_string()),
+                    Err(e) => p.at(
+                        url.span(),
+                        "state.url",
+                        format!("'{text}' is not a Redis URL ({e}); e.g. redis://127.0.0.1:6379/0 or rediss:// for TLS"),
+                    ),
+                }
+            }
+        },
+        Some((other, span)) => p.at(
+            span,
+            "state.backend",
+            format!("unknown backend '{other}' (expected memory or redis)"),
+        ),
+    }
+    if let Some(prefix) = &raw.key_prefix {
+        out.key_prefix = prefix.clone();
+    }
+    if let Some(t) = &raw.timeout_ms {
+        match *t.get_ref() {
+            1..=60_000 => out.timeout = Duration::from_millis(*t.get_ref()),
+            _ => p.at(t.span(), "state.timeout_ms", "must be between 1 and 60000"),
+        }
+    }
+    if let Some(o) = &raw.on_unavailable {
+        match o.get_ref().as_str() {
+            "closed" => out.fail_open = false,
+            "open" => out.fail_open = true,
+            other => p.at(
+                o.span(),
+                "state.on_unavailable",
+                format!("unknown value '{other}' (expected closed or open)"),
+            ),
+        }
+    }
+    out
 }

@@ -150,6 +150,7 @@ fn caller(scope: &RequestScope, body: &mut Map<String, Value>) -> Result<Caller,
         principal,
         tenant,
         labels,
+        requests_per_minute: None,
     })
 }
 

@@ -68,6 +68,19 @@ pub enum ApiError {
         /// Its limit.
         limit: usize,
     },
+    /// The caller's tenant or key is over its `requests_per_minute` (429, with `Retry-After`).
+    #[error("{who} is over its limit of {limit} requests per minute; retry after {retry_after} s")]
+    RateLimited {
+        /// Whose limit: "tenant 'x'" or "the key of 'p'".
+        who: String,
+        /// Its limit.
+        limit: u32,
+        /// Whole seconds until a request fits again.
+        retry_after: u64,
+    },
+    /// The state store did not answer in time and `[state] on_unavailable = "closed"` (503).
+    #[error("the limits of this request cannot be checked right now (the state store is unavailable); retry shortly")]
+    StateUnavailable,
     /// The model backend answered an error status: its message (judged by the output rail, or
     /// withheld when it is not JSON) in the door's error shape, with its status and Retry-After.
     #[error("{message}")]
@@ -155,6 +168,16 @@ impl ApiError {
                 "rate_limit_error",
                 "tenant_concurrency_limit",
             ),
+            ApiError::RateLimited { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "tenant_rate_limit",
+            ),
+            ApiError::StateUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "state_unavailable",
+            ),
             ApiError::Blocked { .. } => (StatusCode::BAD_REQUEST, "policy_violation", "blocked"),
             ApiError::Upstream { status, .. } => {
                 let kind = match status.as_u16() {
@@ -173,7 +196,10 @@ impl ApiError {
             ApiError::BadRequest { .. }
             | ApiError::NotFound(_)
             | ApiError::MethodNotAllowed { .. } => Outcome::Invalid,
-            ApiError::TooLarge { .. } | ApiError::TooManyRequests { .. } => Outcome::Throttled,
+            ApiError::TooLarge { .. }
+            | ApiError::TooManyRequests { .. }
+            | ApiError::RateLimited { .. }
+            | ApiError::StateUnavailable => Outcome::Throttled,
             ApiError::Backend(_) | ApiError::BadBackendResponse(_) | ApiError::Upstream { .. } => {
                 Outcome::BackendError
             }
@@ -249,8 +275,11 @@ impl ApiError {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             // Requests in flight are short: a second is a fair first back-off.
-            ApiError::TooManyRequests { .. } => {
+            ApiError::TooManyRequests { .. } | ApiError::StateUnavailable => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::RateLimited { retry_after, .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
             }
             ApiError::Upstream {
                 retry_after: Some(after),

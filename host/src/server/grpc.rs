@@ -84,7 +84,8 @@ async fn check(
     } else {
         request.request_id.chars().take(128).collect()
     };
-    let admitted = super::ingress::admit(app, Door::Grpc, request_id.clone(), authorization, None);
+    let admitted =
+        super::ingress::admit(app, Door::Grpc, request_id.clone(), authorization, None).await;
     let super::ingress::Admitted {
         mut scope,
         permit: _permit,
@@ -97,6 +98,7 @@ async fn check(
             scope.finish(status.as_u16(), error.outcome());
             return Err(match status.as_u16() {
                 401 => Status::unauthenticated(error.to_string()),
+                503 => Status::unavailable(error.to_string()),
                 _ => Status::resource_exhausted(error.to_string()),
             });
         }

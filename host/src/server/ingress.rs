@@ -43,9 +43,10 @@ pub(crate) fn authorization(headers: &HeaderMap, door: Door) -> Option<String> {
     None
 }
 
-/// Open a scope for a request on `door`, authenticate and admit its caller. `headers`: the
+/// Open a scope for a request on `door`, authenticate and admit its caller (its tenant's
+/// concurrency limit in this process, its rate limit in the shared store). `headers`: the
 /// caller's HTTP headers (a trace's parent), where there are some.
-pub(crate) fn admit(
+pub(crate) async fn admit(
     app: &Arc<App>,
     door: Door,
     request_id: String,
@@ -66,18 +67,69 @@ pub(crate) fn admit(
         }
     };
     scope.set_caller(&caller);
-    let max = set
-        .tenant(caller.tenant.as_deref())
-        .and_then(|t| t.max_concurrent);
-    match app.limits.acquire(caller.tenant_name(), max) {
-        Ok(permit) => Ok(Admitted { scope, permit }),
+    let tenant = set.tenant(caller.tenant.as_deref());
+    let max = tenant.and_then(|t| t.max_concurrent);
+    let permit = match app.limits.acquire(caller.tenant_name(), max) {
+        Ok(permit) => permit,
         Err(limit) => {
             app.metrics().throttled(caller.tenant_name());
             let tenant = caller.tenant_name().to_string();
-            Err(Box::new((
+            return Err(Box::new((
                 scope,
                 ApiError::TooManyRequests { tenant, limit },
-            )))
+            )));
+        }
+    };
+    // Only a caller with a rate limit (its tenant's, its key's) touches the store.
+    let limits = [
+        tenant
+            .and_then(|t| t.requests_per_minute)
+            .map(|l| (Limited::Tenant(caller.tenant_name()), l)),
+        caller
+            .requests_per_minute
+            .zip(caller.principal.as_deref())
+            .map(|(l, p)| (Limited::Key(p), l)),
+    ];
+    for (who, limit) in limits.into_iter().flatten() {
+        if let Err(error) = rate(app, who, limit).await {
+            app.metrics().throttled(caller.tenant_name());
+            return Err(Box::new((scope, error)));
+        }
+    }
+    Ok(Admitted { scope, permit })
+}
+
+/// Whose rate a request counts against.
+#[derive(Clone, Copy)]
+enum Limited<'a> {
+    /// The caller's tenant (`[tenants.NAME] requests_per_minute`).
+    Tenant(&'a str),
+    /// The caller's key, by its principal (`requests_per_minute` in its `[[keys]]` entry).
+    Key(&'a str),
+}
+
+/// Take one request from `who`'s bucket of `limit` a minute.
+async fn rate(app: &App, who: Limited<'_>, limit: u32) -> Result<(), ApiError> {
+    use crate::state::{Rate, Taken};
+    let (key, name) = match who {
+        Limited::Tenant(t) => (format!("rpm:tenant:{t}"), format!("tenant '{t}'")),
+        Limited::Key(p) => (format!("rpm:key:{p}"), format!("the key of '{p}'")),
+    };
+    match app.state.take(&key, Rate { per_minute: limit }, 1).await {
+        Ok(Taken::Yes) => Ok(()),
+        Ok(Taken::No { retry_after }) => Err(ApiError::RateLimited {
+            who: name,
+            limit,
+            // Whole seconds, rounded up: a client that waits that long gets in.
+            retry_after: retry_after.as_micros().div_ceil(1_000_000).max(1) as u64,
+        }),
+        Err(unavailable) if app.startup().state.fail_open => {
+            tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its rate limit (on_unavailable = \"open\")");
+            Ok(())
+        }
+        Err(unavailable) => {
+            tracing::warn!(error = %unavailable, "state store unavailable: request refused (on_unavailable = \"closed\")");
+            Err(ApiError::StateUnavailable)
         }
     }
 }
@@ -98,7 +150,7 @@ where
     Fut: std::future::Future<Output = Response>,
 {
     let auth = authorization(headers, door);
-    match admit(app, door, request_id, auth.as_deref(), Some(headers)) {
+    match admit(app, door, request_id, auth.as_deref(), Some(headers)).await {
         Ok(Admitted { scope, permit }) => {
             let tenant = TenantLabel(scope.tenant_name().to_string());
             (hold(permit, serve(scope).await), tenant)

@@ -1,0 +1,133 @@
+//! The state replicas share (`[state]`): in this process (`memory`, the default) or in Redis or
+//! Valkey (`redis`), so that N replicas behind a load balancer hold one limit, not N.
+//!
+//! What it holds today: rate limits, as GCRA buckets (the "generic cell rate algorithm": one
+//! timestamp per bucket, the theoretical arrival time of the next unit). A limit of L per minute
+//! lets L through at once from rest and then one every 60/L s, with no window edge at which
+//! twice the limit gets through. On Redis the check and the take are one script, run
+//! atomically on the server with the server's clock, so replicas never race or disagree on
+//! time.
+//!
+//! A store that does not answer within `timeout_ms` is `Unavailable`; the caller decides what
+//! that means (`on_unavailable`). Nothing waits on it longer.
+
+mod memory;
+mod redis;
+
+use crate::config::StateConfig;
+use std::time::Duration;
+
+/// What taking from a bucket gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Taken.
+    Yes,
+    /// Over the limit: how long until the cost would fit.
+    No {
+        /// Time until a retry can succeed.
+        retry_after: Duration,
+    },
+}
+
+/// The store did not answer in time, or failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the state store is unavailable: {0}")]
+pub struct Unavailable(pub String);
+
+/// A rate: `per_minute` units a minute, all of them at once from rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Units per minute.
+    pub per_minute: u32,
+}
+
+impl Rate {
+    /// The time one unit takes to come back, in microseconds.
+    fn interval_us(self) -> u64 {
+        60_000_000 / u64::from(self.per_minute.max(1))
+    }
+    /// How far ahead of now a bucket may run: a whole minute's worth.
+    const BURST_US: u64 = 60_000_000;
+}
+
+/// The store.
+pub enum Store {
+    /// In this process.
+    Memory(memory::Memory),
+    /// In Redis or Valkey (boxed: its client is large, and there is one store per daemon).
+    Redis(Box<redis::Redis>),
+}
+
+impl Store {
+    /// The store `config` describes. Connecting to Redis waits for its first use, so a daemon
+    /// starts (and answers what needs no state) while the store is down.
+    pub fn new(config: &StateConfig) -> Store {
+        match &config.redis_url {
+            None => Store::Memory(memory::Memory::default()),
+            Some(url) => Store::Redis(Box::new(redis::Redis::new(url, config))),
+        }
+    }
+
+    /// Which backend it is (`memory` or `redis`).
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Store::Memory(_) => "memory",
+            Store::Redis(_) => "redis",
+        }
+    }
+
+    /// Take `cost` units from the bucket `key` under `rate`, if they fit.
+    pub async fn take(&self, key: &str, rate: Rate, cost: u32) -> Result<Taken, Unavailable> {
+        match self {
+            Store::Memory(m) => Ok(m.take(key, rate, cost)),
+            Store::Redis(r) => r.take(key, rate, cost).await,
+        }
+    }
+}
+
+/// GCRA on one bucket: `tat` (its theoretical arrival time, µs; `None`: at rest) at `now`; the
+/// new `tat` when `cost` fits, and what taking gave. Shared by the memory backend and the tests
+/// of the Redis script.
+fn gcra(tat: Option<u64>, now: u64, rate: Rate, cost: u32) -> (Option<u64>, Taken) {
+    let tat = tat.unwrap_or(now).max(now);
+    let new = tat + u64::from(cost) * rate.interval_us();
+    if new - now > Rate::BURST_US {
+        let wait = new - now - Rate::BURST_US;
+        return (
+            None,
+            Taken::No {
+                retry_after: Duration::from_micros(wait),
+            },
+        );
+    }
+    (Some(new), Taken::Yes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_minute_at_once_then_one_per_interval() {
+        let rate = Rate { per_minute: 100 };
+        let mut tat = None;
+        let mut taken = 0;
+        for _ in 0..300 {
+            let (next, t) = gcra(tat, 1_000_000, rate, 1);
+            if t == Taken::Yes {
+                tat = next;
+                taken += 1;
+            }
+        }
+        assert_eq!(taken, 100);
+        let (_, t) = gcra(tat, 1_000_000, rate, 1);
+        assert_eq!(
+            t,
+            Taken::No {
+                retry_after: Duration::from_millis(600)
+            }
+        );
+        // 0.6 s later, one more fits.
+        assert_eq!(gcra(tat, 1_600_000, rate, 1).1, Taken::Yes);
+    }
+}

@@ -1,0 +1,325 @@
+//! Many replicas, one state (#48): rate limits held in `[state]`'s store, in this process
+//! (`memory`) or in a real Redis server shared by several daemons; 429 with `Retry-After` in each
+//! door's own shape (RESOURCE_EXHAUSTED on gRPC); a store that stops answering decided by
+//! `on_unavailable`, within `timeout_ms`.
+
+use crate::http::*;
+use crate::records::record;
+use crate::support::*;
+use serde_json::{json, Value};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A real Redis server on a loopback port, nothing persisted; killed when dropped.
+pub(crate) struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        RedisServer::on(port)
+    }
+
+    /// On `port` (a restart keeps the daemons' URL).
+    pub fn on(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("redis-server did not start ({e}): install it (scripts/setup.sh does)")
+            });
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        eventually("redis-server to listen", || {
+            TcpStream::connect(addr).is_ok()
+        });
+        RedisServer { child, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A config: tenants `small` (key `small-key`, `rpm` requests a minute) and `other` (key
+/// `other-key`, no limit), `state` as the `[state]` table's lines, one allow-all plugin.
+fn config(rpm: u32, state: &str) -> TempConfig {
+    write_config(&format!(
+        "[auth]\n{}{}\n[tenants.small]\nrequests_per_minute = {rpm}\n\n[tenants.other]\n\n[state]\n{state}\n\n{}",
+        key_entry("auth.keys", "small-key", "s", Some("small")),
+        key_entry("auth.keys", "other-key", "o", Some("other")),
+        scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
+    ))
+}
+
+fn chat() -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": "hello"}]})
+}
+
+fn reply_backend() -> MockBackend {
+    MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "hi"}), "stop"),
+    ))
+}
+
+fn send(daemon: &Daemon, key: &str, id: &str) -> Reply {
+    request(
+        daemon.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &format!("Bearer {key}")),
+            ("x-request-id", id),
+        ],
+        chat().to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn a_tenant_over_its_rate_gets_429_in_each_doors_shape() {
+    let backend = reply_backend();
+    let cfg = config(3, "backend = \"memory\"");
+    let daemon = Daemon::start_logged(
+        &cfg.path,
+        &["--backend", &backend.url(), "--grpc-listen", "127.0.0.1:0"],
+    );
+    for i in 0..3 {
+        assert_eq!(send(&daemon, "small-key", &format!("ok-{i}")).status, 200);
+    }
+    let over = send(&daemon, "small-key", "over");
+    assert_eq!(over.status, 429, "{}", over.body);
+    let after: u64 = over.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=20).contains(&after), "retry-after {after}");
+    assert_eq!(over.json()["error"]["type"], "rate_limit_error");
+    assert_eq!(over.json()["error"]["code"], "tenant_rate_limit");
+    let r = record(&daemon, "over");
+    assert_eq!(
+        (r["status"].as_u64(), &r["outcome"]),
+        (Some(429), &json!("throttled"))
+    );
+    assert_eq!(
+        backend.seen().len(),
+        3,
+        "a refused request never reaches the backend"
+    );
+
+    // Anthropic's door answers in Anthropic's error shape; gRPC with RESOURCE_EXHAUSTED.
+    let messages = request(
+        daemon.addr,
+        "POST",
+        "/v1/messages",
+        &[
+            ("Content-Type", "application/json"),
+            ("x-api-key", "small-key"),
+            ("anthropic-version", "2023-06-01"),
+            ("Authorization", ""),
+        ],
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(messages.status, 429, "{}", messages.body);
+    assert_eq!(messages.json()["type"], "error", "{}", messages.body);
+    assert_eq!(messages.json()["error"]["type"], "rate_limit_error");
+    assert!(messages.header("retry-after").is_some());
+    assert_eq!(
+        crate::tenants::grpc_check(daemon.grpc.unwrap(), Some("small-key")),
+        tonic::Code::ResourceExhausted
+    );
+
+    // Another tenant is not held to it.
+    for i in 0..5 {
+        assert_eq!(
+            send(&daemon, "other-key", &format!("other-{i}")).status,
+            200
+        );
+    }
+}
+
+#[test]
+fn three_replicas_on_one_redis_hold_one_limit() {
+    let redis = RedisServer::start();
+    let backend = reply_backend();
+    let cfg = config(
+        100,
+        &format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 200",
+            redis.url()
+        ),
+    );
+    let replicas: Vec<Daemon> = (0..3)
+        .map(|_| Daemon::start(&cfg.path, &backend.url()))
+        .collect();
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|d| d.addr).collect();
+    // 300 requests as fast as 12 clients can send them, round-robin over the replicas.
+    let started = Instant::now();
+    let threads: Vec<_> = (0..12)
+        .map(|t| {
+            let addrs = addrs.clone();
+            std::thread::spawn(move || {
+                (0..25)
+                    .map(|i| {
+                        let addr = addrs[(t * 25 + i) % 3];
+                        let r = post_as(addr, "/v1/chat/completions", Some("small-key"), &chat());
+                        (r.status, r.header("retry-after").map(str::to_string))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, Option<String>)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let took = started.elapsed();
+    let served = answers.iter().filter(|(s, _)| *s == 200).count();
+    // GCRA lets 100 through at once and then one every 0.6 s.
+    let most = 100 + (took.as_millis() / 600) as usize;
+    assert!(
+        (100..=most.max(103)).contains(&served),
+        "{served} served in {took:?}"
+    );
+    for (status, after) in &answers {
+        assert!(*status == 200 || *status == 429, "status {status}");
+        if *status == 429 {
+            assert!(after.is_some(), "a 429 without Retry-After");
+        }
+    }
+    assert_eq!(backend.seen().len(), served);
+}
+
+#[test]
+fn a_store_that_stops_answering_is_decided_by_on_unavailable() {
+    let mut redis = RedisServer::start();
+    let backend = reply_backend();
+    let state = |on: &str| {
+        format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 100\non_unavailable = \"{on}\"",
+            redis.url()
+        )
+    };
+    let closed_cfg = config(1000, &state("closed"));
+    let open_cfg = config(1000, &state("open"));
+    let closed = Daemon::start_logged(&closed_cfg.path, &["--backend", &backend.url()]);
+    let open = Daemon::start(&open_cfg.path, &backend.url());
+    assert_eq!(send(&closed, "small-key", "up").status, 200);
+
+    redis.stop();
+    for i in 0..3 {
+        let started = Instant::now();
+        let refused = send(&closed, "small-key", &format!("down-{i}"));
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refused.json()["error"]["code"], "state_unavailable");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "hung {:?} on a dead store",
+            started.elapsed()
+        );
+        assert_eq!(send(&open, "small-key", &format!("open-{i}")).status, 200);
+    }
+    assert_eq!(record(&closed, "down-0")["outcome"], "throttled");
+    // A tenant without a rate limit never touches the store.
+    assert_eq!(send(&closed, "other-key", "no-limit").status, 200);
+
+    // The store back on the same port: requests are counted again, the daemon never restarted.
+    let _back = RedisServer::on(redis.port);
+    eventually("the daemon to reach the store again", || {
+        send(&closed, "small-key", "back").status == 200
+    });
+}
+
+#[test]
+fn a_state_table_that_cannot_work_is_refused_with_its_line() {
+    for (state, line, want) in [
+        (
+            "backend = \"redis\"",
+            2,
+            "state.url: backend = \"redis\" needs a url",
+        ),
+        (
+            "backend = \"redis\"\nurl = \"http://127.0.0.1:6379\"",
+            3,
+            "is not a Redis URL",
+        ),
+        (
+            "backend = \"etcd\"",
+            2,
+            "unknown backend 'etcd' (expected memory or redis)",
+        ),
+        (
+            "url = \"redis://127.0.0.1:6379\"",
+            2,
+            "the memory backend has no url",
+        ),
+        ("on_unavailable = \"maybe\"", 2, "expected closed or open"),
+        (
+            "timeout_ms = 0",
+            2,
+            "state.timeout_ms: must be between 1 and 60000",
+        ),
+    ] {
+        let error = policy_error(&with_auth(&format!("[state]\n{state}\n")));
+        assert!(error.contains(want), "{state}: {error}");
+        assert!(
+            error.contains(&format!(":{line}: state.")),
+            "the line: {error}"
+        );
+    }
+    let error = policy_error(&with_auth("[tenants.t]\nrequests_per_minute = 0\n"));
+    assert!(
+        error.contains("tenants.t.requests_per_minute: must be between 1"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_key_has_a_limit_of_its_own_inside_its_tenant() {
+    let backend = reply_backend();
+    // Two keys of tenant `other` (no tenant limit); one of them limited to 2 a minute.
+    let cfg = write_config(&format!(
+        "[auth]\n{}{}\n[tenants.other]\n\n{}",
+        key_entry("auth.keys", "capped-key", "capped", Some("other")).replace(
+            "tenant = \"other\"\n",
+            "tenant = \"other\"\nrequests_per_minute = 2\n"
+        ),
+        key_entry("auth.keys", "free-key", "free", Some("other")),
+        scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
+    ));
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    assert_eq!(send(&daemon, "capped-key", "c0").status, 200);
+    assert_eq!(send(&daemon, "capped-key", "c1").status, 200);
+    let over = send(&daemon, "capped-key", "c2");
+    assert_eq!(over.status, 429, "{}", over.body);
+    assert!(
+        over.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the key of 'capped' is over its limit of 2 requests per minute"),
+        "{}",
+        over.body
+    );
+    for i in 0..4 {
+        assert_eq!(send(&daemon, "free-key", &format!("f{i}")).status, 200);
+    }
+}
