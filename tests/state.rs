@@ -323,3 +323,103 @@ fn a_key_has_a_limit_of_its_own_inside_its_tenant() {
         assert_eq!(send(&daemon, "free-key", &format!("f{i}")).status, 200);
     }
 }
+
+/// A config whose tenant `small` (key `small-key`) may use `tpm` tokens a minute.
+fn token_config(tpm: u32, state: &str) -> TempConfig {
+    write_config(&format!(
+        "[auth]\n{}\n[tenants.small]\ntokens_per_minute = {tpm}\n\n[state]\n{state}\n\n{}",
+        key_entry("auth.keys", "small-key", "s", Some("small")),
+        scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
+    ))
+}
+
+#[test]
+fn a_token_budget_is_reserved_then_settled_from_usage_on_memory_and_redis() {
+    let redis = RedisServer::start();
+    for state in [
+        "backend = \"memory\"".to_string(),
+        format!("backend = \"redis\"\nurl = \"{}\"", redis.url()),
+    ] {
+        // Each answer reports 400 tokens; the budget is 1,000 a minute.
+        let mut answer = completion(json!({"role": "assistant", "content": "hi"}), "stop");
+        answer["usage"] =
+            json!({"prompt_tokens": 100, "completion_tokens": 300, "total_tokens": 400});
+        let backend = MockBackend::start(Script::Json(200, answer));
+        let cfg = token_config(1000, &state);
+        let daemon = Daemon::start(&cfg.path, &backend.url());
+        let mut statuses = Vec::new();
+        for i in 0..5 {
+            statuses.push(send(&daemon, "small-key", &format!("t{i}")).status);
+            // Settling is off the request's path: give it a moment.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Reserved ~30 each, settled to 400: 400, 800, 1,200 used; the fourth finds it spent.
+        assert_eq!(statuses, [200, 200, 200, 429, 429], "{state}");
+        let over = send(&daemon, "small-key", "over");
+        assert!(
+            over.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("1000 tokens per minute"),
+            "{}",
+            over.body
+        );
+        assert_eq!(backend.seen().len(), 3);
+
+        // A request that asks for more than the budget has left is refused before the backend.
+        // (A fresh bucket: another key prefix on the same store.)
+        let fresh = token_config(1000, &format!("{state}\nkey_prefix = \"fresh:\""));
+        drop(daemon);
+        let daemon = Daemon::start(&fresh.path, &backend.url());
+        let big = post_as(
+            daemon.addr,
+            "/v1/chat/completions",
+            Some("small-key"),
+            &json!({"model": "m", "max_tokens": 5000, "messages": [{"role": "user", "content": "hi"}]}),
+        );
+        assert_eq!(big.status, 200, "{state}: from rest it fits: {}", big.body);
+    }
+}
+
+#[test]
+fn a_streamed_answer_settles_with_the_usage_its_events_report() {
+    // Anthropic's stream: input tokens in message_start, the running output in message_delta.
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": 200, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 400}}),
+        json!({"type": "message_stop"}),
+    ]
+    .map(|e| e.to_string())
+    .to_vec();
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(2)));
+    let cfg = token_config(1000, "backend = \"memory\"");
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let stream = |i: usize| {
+        request(
+            daemon.addr,
+            "POST",
+            "/v1/messages",
+            &[
+                ("Content-Type", "application/json"),
+                ("x-api-key", "small-key"),
+                ("anthropic-version", "2023-06-01"),
+                ("Authorization", ""),
+                ("x-request-id", &format!("s{i}")),
+            ],
+            json!({"model": "m", "max_tokens": 10, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
+                .to_string()
+                .as_bytes(),
+        )
+    };
+    // 600 tokens each: the first two fit (600, then 1,200 used), the third is refused.
+    assert_eq!(stream(0).status, 200);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(stream(1).status, 200);
+    std::thread::sleep(Duration::from_millis(100));
+    let third = stream(2);
+    assert_eq!(third.status, 429, "{}", third.body);
+    assert_eq!(third.json()["error"]["type"], "rate_limit_error");
+}

@@ -18,6 +18,7 @@ pub mod messages;
 pub mod responses;
 pub mod sse;
 pub mod stream;
+pub mod usage;
 
 use crate::model::{Message, Payload, PayloadError};
 use serde_json::{Map, Value};

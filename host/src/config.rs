@@ -320,6 +320,9 @@ pub struct TenantConfig {
     /// Requests it may make per minute, across replicas (counted in `[state]`'s store); `None`:
     /// no limit.
     pub requests_per_minute: Option<u32>,
+    /// Tokens (prompt and answer) its requests may use per minute on the model doors, across
+    /// replicas: reserved before the backend call, settled from the answer's `usage`.
+    pub tokens_per_minute: Option<u32>,
     /// Guard-model calls per minute, where it replaces `[guard]`'s `tenant_calls_per_minute`
     /// (`Some(0)`: no limit).
     pub guard_calls_per_minute: Option<u32>,

@@ -18,6 +18,7 @@
 //!   counters.
 
 mod admin;
+mod budget;
 mod check;
 mod console;
 pub mod error;

@@ -83,6 +83,29 @@ impl Store {
             Store::Redis(r) => r.take(key, rate, cost).await,
         }
     }
+
+    /// Settle a reservation on bucket `key`: `delta` more units taken whether they fit or not
+    /// (what was used beyond what was reserved), or `-delta` given back (what was not).
+    pub async fn settle(&self, key: &str, rate: Rate, delta: i64) -> Result<(), Unavailable> {
+        if delta == 0 {
+            return Ok(());
+        }
+        match self {
+            Store::Memory(m) => {
+                m.settle(key, rate, delta);
+                Ok(())
+            }
+            Store::Redis(r) => r.settle(key, rate, delta).await,
+        }
+    }
+}
+
+/// A bucket's `tat` (µs) at `now` after settling `delta` units: taken beyond the limit, or given
+/// back no further than to rest; `None` when it is back at rest.
+fn settled(tat: Option<u64>, now: u64, rate: Rate, delta: i64) -> Option<u64> {
+    let tat = tat.unwrap_or(now).max(now) as i128;
+    let new = tat + i128::from(delta) * i128::from(rate.interval_us());
+    (new > now as i128).then_some(new as u64)
 }
 
 /// GCRA on one bucket: `tat` (its theoretical arrival time, µs; `None`: at rest) at `now`; the
@@ -129,5 +152,19 @@ mod tests {
         );
         // 0.6 s later, one more fits.
         assert_eq!(gcra(tat, 1_600_000, rate, 1).1, Taken::Yes);
+    }
+
+    #[test]
+    fn settling_takes_past_the_limit_and_gives_back_no_further_than_rest() {
+        let rate = Rate { per_minute: 60 }; // one a second
+        let (tat, _) = gcra(None, 0, rate, 10);
+        assert_eq!(tat, Some(10_000_000));
+        // Used 70 more than reserved: the bucket is over, and the next take waits.
+        let over = settled(tat, 0, rate, 70);
+        assert_eq!(over, Some(80_000_000));
+        assert!(matches!(gcra(over, 0, rate, 1).1, Taken::No { .. }));
+        // Used 4 fewer than reserved: 4 come back; giving back more than was taken stops at rest.
+        assert_eq!(settled(tat, 0, rate, -4), Some(6_000_000));
+        assert_eq!(settled(tat, 0, rate, -40), None);
     }
 }

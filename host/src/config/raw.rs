@@ -196,6 +196,7 @@ pub(super) struct RawTenant {
     #[serde(default)]
     pub(super) modes: BTreeMap<String, Spanned<Mode>>,
     pub(super) requests_per_minute: Option<Spanned<u64>>,
+    pub(super) tokens_per_minute: Option<Spanned<u64>>,
     pub(super) guard_calls_per_minute: Option<Spanned<u64>>,
     pub(super) guard_wait_ms_per_minute: Option<Spanned<u64>>,
 }

@@ -324,18 +324,20 @@ pub(super) fn resolve_tenants(
             }
             modes.push((id.clone(), *mode.get_ref()));
         }
-        let requests_per_minute = match &t.requests_per_minute {
-            Some(v) if !(1..=100_000_000).contains(v.get_ref()) => {
+        let mut per_minute = |v: &Option<Spanned<u64>>, what: &str| match v {
+            Some(v) if !(1..=4_000_000_000).contains(v.get_ref()) => {
                 p.at(
                     v.span(),
-                    format!("{key}.requests_per_minute"),
-                    "must be between 1 and 100000000 (leave it out for no limit)",
+                    format!("{key}.{what}"),
+                    "must be between 1 and 4000000000 (leave it out for no limit)",
                 );
                 None
             }
             Some(v) => Some(*v.get_ref() as u32),
             None => None,
         };
+        let requests_per_minute = per_minute(&t.requests_per_minute, "requests_per_minute");
+        let tokens_per_minute = per_minute(&t.tokens_per_minute, "tokens_per_minute");
         let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|v| {
             super::guard::per_minute(
                 p,
@@ -364,6 +366,7 @@ pub(super) fn resolve_tenants(
             extend,
             modes,
             requests_per_minute,
+            tokens_per_minute,
             guard_calls_per_minute,
             guard_wait_per_minute,
             line: super::line_of(p.text, entry.span().start),

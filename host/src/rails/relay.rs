@@ -101,9 +101,16 @@ pub struct Relay<C: StreamCodec> {
     /// The lane whose held text the client's next events wait behind (it holds a part's end).
     gate: Option<(u32, Part)>,
     choices: BTreeMap<u32, ChoiceState>,
+    /// Where the usage the stream reports is noted (a token budget settles with it).
+    meter: Option<std::sync::Arc<crate::codec::usage::Meter>>,
 }
 
 impl<C: StreamCodec> Relay<C> {
+    /// Note the usage the stream reports in `meter`.
+    pub fn meter(&mut self, meter: std::sync::Arc<crate::codec::usage::Meter>) {
+        self.meter = Some(meter);
+    }
+
     /// A relay for `scope`'s request, whose conversation was `conversation`; `idle` is the most
     /// the backend may stay silent.
     pub fn new(
@@ -126,6 +133,7 @@ impl<C: StreamCodec> Relay<C> {
             windows: BTreeMap::new(),
             gate: None,
             choices: BTreeMap::new(),
+            meter: None,
         }
     }
 
@@ -155,6 +163,9 @@ impl<C: StreamCodec> Relay<C> {
                 return self.fail(&message, "backend_invalid_response", 502).await;
             }
             while let Some(event) = parser.next_event() {
+                if let Some(meter) = &self.meter {
+                    meter.note(&event.data);
+                }
                 let ups = match self.codec.decode(event) {
                     Ok(ups) => ups,
                     Err(why) => {

@@ -69,12 +69,14 @@ pub enum ApiError {
         limit: usize,
     },
     /// The caller's tenant or key is over its `requests_per_minute` (429, with `Retry-After`).
-    #[error("{who} is over its limit of {limit} requests per minute; retry after {retry_after} s")]
+    #[error("{who} is over its limit of {limit} {unit} per minute; retry after {retry_after} s")]
     RateLimited {
         /// Whose limit: "tenant 'x'" or "the key of 'p'".
         who: String,
         /// Its limit.
         limit: u32,
+        /// What it counts: `requests` or `tokens`.
+        unit: &'static str,
         /// Whole seconds until a request fits again.
         retry_after: u64,
     },

@@ -120,6 +120,7 @@ async fn rate(app: &App, who: Limited<'_>, limit: u32) -> Result<(), ApiError> {
         Ok(Taken::No { retry_after }) => Err(ApiError::RateLimited {
             who: name,
             limit,
+            unit: "requests",
             // Whole seconds, rounded up: a client that waits that long gets in.
             retry_after: retry_after.as_micros().div_ceil(1_000_000).max(1) as u64,
         }),

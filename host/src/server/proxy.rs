@@ -60,7 +60,8 @@ pub(crate) async fn handle<C: Codec>(
                 conversation,
                 request,
                 response,
-            }) => stream::<C>(app, scope, conversation, &request, response),
+                reserved,
+            }) => stream::<C>(app, scope, conversation, &request, response, reserved),
             Err(error) => {
                 if matches!(error, ApiError::Backend(_) | ApiError::Upstream { .. }) {
                     app.metrics().backend_error(error.parts().2);
@@ -81,6 +82,8 @@ enum Served<C: Codec> {
         conversation: Payload,
         request: C::Request,
         response: hyper::Response<hyper::body::Incoming>,
+        /// A token budget's reservation, settled when the stream ends.
+        reserved: Option<super::budget::Reserved>,
     },
 }
 
@@ -116,6 +119,12 @@ async fn serve<C: Codec>(
             return Err(unknown_field(path));
         }
     }
+    // Read before the body is taken apart: a token budget reserves what the model may write.
+    let tokens_per_minute = scope
+        .set()
+        .tenant(scope.ctx().tenant.as_deref())
+        .and_then(|t| t.tokens_per_minute);
+    let max_out = tokens_per_minute.map_or(0, |_| super::budget::max_out(&body));
     let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {
             crate::codec::check_arguments(&payload)?;
@@ -155,7 +164,16 @@ async fn serve<C: Codec>(
     // What the rails allowed unchanged goes on as the caller's own bytes: the hop stays
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
+    let body_len = bytes.len();
     let upstream = C::upstream(&request, &conversation, edited, bytes, as_it_came);
+    let reserved = super::budget::reserve(
+        app,
+        scope.tenant_name(),
+        tokens_per_minute,
+        body_len,
+        max_out,
+    )
+    .await?;
 
     let started = Instant::now();
     let startup = app.startup();
@@ -212,7 +230,16 @@ async fn serve<C: Codec>(
             exchange.expect("the backend call is awaited unless the run beside it refused")
         }
     };
-    let exchange = exchange.inspect_err(|e| backend_failed(scope, e))?;
+    let exchange = match exchange {
+        Ok(exchange) => exchange,
+        Err(e) => {
+            backend_failed(scope, &e);
+            if let Some(r) = reserved {
+                r.refund(app);
+            }
+            return Err(e.into());
+        }
+    };
     let (status, retry_after, bytes) = match exchange {
         Exchange::Stream(response) => {
             if let Some(trace) = scope.trace() {
@@ -222,6 +249,7 @@ async fn serve<C: Codec>(
                 conversation,
                 request,
                 response,
+                reserved,
             });
         }
         Exchange::Whole {
@@ -233,6 +261,18 @@ async fn serve<C: Codec>(
     if let Some(trace) = scope.trace() {
         trace.backend_status(status.as_u16());
         trace.backend_ends();
+    }
+    if let Some(r) = reserved {
+        match status.is_success() {
+            true => r.settle(
+                app,
+                serde_json::from_slice::<Value>(&bytes)
+                    .ok()
+                    .as_ref()
+                    .and_then(crate::codec::usage::of),
+            ),
+            false => r.refund(app),
+        }
     }
     if !status.is_success() {
         // The backend's own error keeps its status and Retry-After, in the door's error shape;
@@ -463,6 +503,7 @@ fn stream<C: Codec>(
     conversation: Payload,
     request: &C::Request,
     response: hyper::Response<hyper::body::Incoming>,
+    reserved: Option<super::budget::Reserved>,
 ) -> Response {
     use crate::codec::stream::StreamCodec;
     let (tx, rx) = mpsc::channel::<Bytes>(32);
@@ -472,12 +513,26 @@ fn stream<C: Codec>(
         provenance,
         scope.tenant_name(),
     ));
-    let relay = Relay::new(scope, conversation, codec, tx, app.backend.timeout());
+    let mut relay = Relay::new(scope, conversation, codec, tx, app.backend.timeout());
     let backend = response
         .into_body()
         .into_data_stream()
         .map(|r| r.map_err(|e| e.to_string()));
-    tokio::spawn(relay.run(backend));
+    match reserved {
+        None => {
+            tokio::spawn(relay.run(backend));
+        }
+        Some(reserved) => {
+            // The stream's reported usage settles the reservation once it ends, however.
+            let meter = Arc::new(crate::codec::usage::Meter::default());
+            relay.meter(meter.clone());
+            let app = app.clone();
+            tokio::spawn(async move {
+                relay.run(backend).await;
+                reserved.settle(&app, meter.usage());
+            });
+        }
+    }
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });

@@ -1,6 +1,6 @@
 //! The memory backend: buckets in this process (one replica, no setup).
 
-use super::{gcra, Rate, Taken};
+use super::{gcra, settled, Rate, Taken};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -36,5 +36,19 @@ impl Memory {
             buckets.insert(key.to_string(), tat);
         }
         taken
+    }
+
+    /// Settle `delta` on bucket `key` (see `Store::settle`).
+    pub fn settle(&self, key: &str, rate: Rate, delta: i64) {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        match settled(buckets.get(key).copied(), now, rate, delta) {
+            Some(tat) => {
+                buckets.insert(key.to_string(), tat);
+            }
+            None => {
+                buckets.remove(key);
+            }
+        }
     }
 }

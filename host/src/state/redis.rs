@@ -25,6 +25,18 @@ redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.floor((new - n
 return -1
 ";
 
+/// A settlement (see `super::settled`, its twin): `ARGV` the interval in µs and the delta.
+const SETTLE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if tat == nil or tat < now then tat = now end
+local new = tat + tonumber(ARGV[2]) * tonumber(ARGV[1])
+if new <= now then redis.call('DEL', KEYS[1]) return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.floor((new - now) / 1000) + 1000)
+return 1
+";
+
 /// A Redis store.
 pub struct Redis {
     client: redis::Client,
@@ -32,6 +44,7 @@ pub struct Redis {
     prefix: String,
     timeout: Duration,
     take: redis::Script,
+    settle: redis::Script,
 }
 
 impl Redis {
@@ -43,6 +56,7 @@ impl Redis {
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
             take: redis::Script::new(TAKE),
+            settle: redis::Script::new(SETTLE),
         }
     }
 
@@ -85,5 +99,24 @@ impl Redis {
                 self.timeout.as_millis()
             ))),
         }
+    }
+
+    /// Settle `delta` on bucket `key`, within the timeout (see `Store::settle`).
+    pub async fn settle(&self, key: &str, rate: Rate, delta: i64) -> Result<(), Unavailable> {
+        let call = async {
+            let mut connection = self.connection().await?;
+            let _: i64 = self
+                .settle
+                .key(format!("{}{key}", self.prefix))
+                .arg(rate.interval_us())
+                .arg(delta)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(|e| Unavailable(e.to_string()))?;
+            Ok(())
+        };
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| Err(Unavailable("no answer in time".into())))
     }
 }
