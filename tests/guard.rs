@@ -841,17 +841,7 @@ config = {{ model = "llama-guard" }}
     ));
     let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
     let ask = |key: &str, id: &str| {
-        request(
-            daemon.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[
-                ("Content-Type", "application/json"),
-                ("Authorization", &format!("Bearer {key}")),
-                ("x-request-id", id),
-            ],
-            chat("hello").to_string().as_bytes(),
-        )
+        crate::records::send(&daemon, id, Some(key), chat("hello").to_string().as_bytes())
     };
     for i in 0..2 {
         let reply = ask("small-key", &format!("small-{i}"));

@@ -83,16 +83,23 @@ fn reply_backend() -> MockBackend {
 }
 
 fn send(daemon: &Daemon, key: &str, id: &str) -> Reply {
+    crate::records::send(daemon, id, Some(key), chat().to_string().as_bytes())
+}
+
+/// POST `body` to Anthropic's door presenting `key` as Anthropic's clients do.
+fn send_anthropic(daemon: &Daemon, key: &str, id: &str, body: &Value) -> Reply {
     request(
         daemon.addr,
         "POST",
-        "/v1/chat/completions",
+        "/v1/messages",
         &[
             ("Content-Type", "application/json"),
-            ("Authorization", &format!("Bearer {key}")),
+            ("x-api-key", key),
+            ("anthropic-version", "2023-06-01"),
+            ("Authorization", ""),
             ("x-request-id", id),
         ],
-        chat().to_string().as_bytes(),
+        body.to_string().as_bytes(),
     )
 }
 
@@ -125,19 +132,11 @@ fn a_tenant_over_its_rate_gets_429_in_each_doors_shape() {
     );
 
     // Anthropic's door answers in Anthropic's error shape; gRPC with RESOURCE_EXHAUSTED.
-    let messages = request(
-        daemon.addr,
-        "POST",
-        "/v1/messages",
-        &[
-            ("Content-Type", "application/json"),
-            ("x-api-key", "small-key"),
-            ("anthropic-version", "2023-06-01"),
-            ("Authorization", ""),
-        ],
-        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
-            .to_string()
-            .as_bytes(),
+    let messages = send_anthropic(
+        &daemon,
+        "small-key",
+        "over-messages",
+        &json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
     );
     assert_eq!(messages.status, 429, "{}", messages.body);
     assert_eq!(messages.json()["type"], "error", "{}", messages.body);
@@ -398,20 +397,11 @@ fn a_streamed_answer_settles_with_the_usage_its_events_report() {
     let cfg = token_config(1000, "backend = \"memory\"");
     let daemon = Daemon::start(&cfg.path, &backend.url());
     let stream = |i: usize| {
-        request(
-            daemon.addr,
-            "POST",
-            "/v1/messages",
-            &[
-                ("Content-Type", "application/json"),
-                ("x-api-key", "small-key"),
-                ("anthropic-version", "2023-06-01"),
-                ("Authorization", ""),
-                ("x-request-id", &format!("s{i}")),
-            ],
-            json!({"model": "m", "max_tokens": 10, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
-                .to_string()
-                .as_bytes(),
+        send_anthropic(
+            &daemon,
+            "small-key",
+            &format!("s{i}"),
+            &json!({"model": "m", "max_tokens": 10, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
         )
     };
     // 600 tokens each: the first two fit (600, then 1,200 used), the third is refused.

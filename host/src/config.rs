@@ -487,7 +487,29 @@ impl ConfigError {
     }
 }
 
-/// 1-based line of a byte offset.
+/// The most `requests_per_minute` a tenant or a key may be given.
+const MOST_REQUESTS_PER_MINUTE: u32 = 100_000_000;
+
+/// A limit per minute an operator may leave out (no limit), else from 1 to `most`: a tenant's or
+/// a key's `requests_per_minute`, a tenant's `tokens_per_minute`.
+fn per_minute_limit(
+    p: &mut Problems<'_>,
+    v: &Option<toml::Spanned<u64>>,
+    key: String,
+    most: u32,
+) -> Option<u32> {
+    let v = v.as_ref()?;
+    if !(1..=u64::from(most)).contains(v.get_ref()) {
+        p.at(
+            v.span(),
+            key,
+            format!("must be between 1 and {most} (leave it out for no limit)"),
+        );
+        return None;
+    }
+    Some(*v.get_ref() as u32)
+}
+
 /// Whether `name` is 1 to 64 ASCII letters, digits, `-` or `_`: what names of MCP servers and
 /// guard models may be (a URL path segment, a metric label).
 fn short_name(name: &str) -> bool {
@@ -498,6 +520,7 @@ fn short_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// 1-based line of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()

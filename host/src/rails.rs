@@ -290,11 +290,7 @@ impl RequestScope {
     ) -> Then<'_, Evaluation> {
         let part = self.part(rail);
         if self.set.waits(rail, &self.ctx, part) {
-            // The request's guard scope (its budget), made when a plugin that may consult a
-            // guard model is first to run: requests no such plugin judges never need one.
-            if self.ctx.guard.is_none() {
-                self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
-            }
+            self.open_guard_scope();
             return Then::Right(Box::pin(async move {
                 let joined = join::join(&mut payload);
                 let set = self.set.clone();
@@ -313,6 +309,14 @@ impl RequestScope {
             Then::Right(_) => unreachable!("a chain that does not wait runs at once"),
         };
         Then::Left(std::future::ready(self.checked(eval, joined)))
+    }
+
+    /// The request's guard scope (its budget), made when a plugin that may consult a guard
+    /// model is first to run: requests no such plugin judges never need one.
+    fn open_guard_scope(&mut self) {
+        if self.ctx.guard.is_none() {
+            self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
+        }
     }
 
     /// A run's text parts split back as they came, and the run recorded.
@@ -390,16 +394,11 @@ impl RequestScope {
         let model = self.ctx.model.as_deref();
         if !self.calls_backend
             || self.options.disabled(Rail::Input)
-            || !chain
-                .steps()
-                .iter()
-                .any(|s| Part::Beside.takes(s) && s.runs_for(model))
+            || chain.steps_for(Part::Beside, model).next().is_none()
         {
             return None;
         }
-        if self.ctx.guard.is_none() {
-            self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
-        }
+        self.open_guard_scope();
         let set = self.set.clone();
         let ctx = self.ctx.clone();
         let mut payload = payload.clone();

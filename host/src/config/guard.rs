@@ -66,7 +66,7 @@ pub struct GuardModelConfig {
     pub max_input_chars: usize,
 }
 
-fn ranged(
+pub(super) fn ranged(
     p: &mut Problems<'_>,
     v: &Option<Spanned<u64>>,
     key: String,

@@ -113,18 +113,12 @@ pub(super) fn resolve_keys(
                 );
             }
         }
-        let requests_per_minute = match &k.requests_per_minute {
-            Some(v) if !(1..=100_000_000).contains(v.get_ref()) => {
-                p.at(
-                    v.span(),
-                    format!("{at}.requests_per_minute"),
-                    "must be between 1 and 100000000 (leave it out for no limit)",
-                );
-                None
-            }
-            Some(v) => Some(*v.get_ref() as u32),
-            None => None,
-        };
+        let requests_per_minute = super::per_minute_limit(
+            p,
+            &k.requests_per_minute,
+            format!("{at}.requests_per_minute"),
+            super::MOST_REQUESTS_PER_MINUTE,
+        );
         if let Some(digest) = digest {
             keys.push(ApiKey {
                 requests_per_minute,

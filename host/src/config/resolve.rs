@@ -324,39 +324,28 @@ pub(super) fn resolve_tenants(
             }
             modes.push((id.clone(), *mode.get_ref()));
         }
-        let mut per_minute = |v: &Option<Spanned<u64>>, what: &str| match v {
-            Some(v) if !(1..=4_000_000_000).contains(v.get_ref()) => {
-                p.at(
-                    v.span(),
-                    format!("{key}.{what}"),
-                    "must be between 1 and 4000000000 (leave it out for no limit)",
-                );
-                None
-            }
-            Some(v) => Some(*v.get_ref() as u32),
-            None => None,
-        };
-        let requests_per_minute = per_minute(&t.requests_per_minute, "requests_per_minute");
-        let tokens_per_minute = per_minute(&t.tokens_per_minute, "tokens_per_minute");
-        let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|v| {
-            super::guard::per_minute(
-                p,
-                &Some(v.clone()),
-                format!("{key}.guard_calls_per_minute"),
-                100_000_000,
-            )
-            .unwrap_or(0) as u32
+        let requests_per_minute = super::per_minute_limit(
+            p,
+            &t.requests_per_minute,
+            format!("{key}.requests_per_minute"),
+            super::MOST_REQUESTS_PER_MINUTE,
+        );
+        let tokens_per_minute = super::per_minute_limit(
+            p,
+            &t.tokens_per_minute,
+            format!("{key}.tokens_per_minute"),
+            4_000_000_000,
+        );
+        // Given, 0 is "no limit" (not the `[guard]` default): `TenantConfig::guard_budget`.
+        let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|_| {
+            let key = format!("{key}.guard_calls_per_minute");
+            super::guard::ranged(p, &t.guard_calls_per_minute, key, 0..=100_000_000, 0) as u32
         });
-        let guard_wait_per_minute = t.guard_wait_ms_per_minute.as_ref().map(|v| {
-            Duration::from_millis(
-                super::guard::per_minute(
-                    p,
-                    &Some(v.clone()),
-                    format!("{key}.guard_wait_ms_per_minute"),
-                    1_000_000_000,
-                )
-                .unwrap_or(0),
-            )
+        let guard_wait_per_minute = t.guard_wait_ms_per_minute.as_ref().map(|_| {
+            let key = format!("{key}.guard_wait_ms_per_minute");
+            let ms =
+                super::guard::ranged(p, &t.guard_wait_ms_per_minute, key, 0..=1_000_000_000, 0);
+            Duration::from_millis(ms)
         });
         tenants.push(TenantConfig {
             name: name.clone(),

@@ -342,18 +342,14 @@ impl Chain {
         part: Part,
     ) -> Running<'a> {
         let model = ctx.model.as_deref();
-        let turns = self
-            .steps
-            .iter()
-            .filter(move |s| part.takes(s) && s.runs_for(model))
-            .map(|s| Turn {
-                plugin: &*s.plugin,
-                on_error: s.on_error,
-                mode: s.mode,
-                history: s.history,
-                declared_tools: s.declared_tools,
-                memo: s.memo.as_deref(),
-            });
+        let turns = self.steps_for(part, model).map(|s| Turn {
+            plugin: &*s.plugin,
+            on_error: s.on_error,
+            mode: s.mode,
+            history: s.history,
+            declared_tools: s.declared_tools,
+            memo: s.memo.as_deref(),
+        });
         if self.waits(model, part) {
             return Then::Right(Box::pin(run_explained(
                 self.rail, turns, payload, ctx, partial, explain,
@@ -367,11 +363,20 @@ impl Chain {
         Then::Left(std::future::ready(done))
     }
 
-    /// Whether a step of `part` that runs for `model` may wait (a plugin granted guard models).
-    pub fn waits(&self, model: Option<&str>, part: Part) -> bool {
+    /// The steps of `part` that run for `model`, in order.
+    pub fn steps_for<'a>(
+        &'a self,
+        part: Part,
+        model: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Step> + Send + 'a {
         self.steps
             .iter()
-            .any(|s| part.takes(s) && s.plugin.waits() && s.runs_for(model))
+            .filter(move |s| part.takes(s) && s.runs_for(model))
+    }
+
+    /// Whether a step of `part` that runs for `model` may wait (a plugin granted guard models).
+    pub fn waits(&self, model: Option<&str>, part: Part) -> bool {
+        self.steps_for(part, model).any(|s| s.plugin.waits())
     }
 
     /// Whether `part` takes any step of the chain.

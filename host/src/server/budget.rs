@@ -9,7 +9,7 @@
 use super::error::ApiError;
 use super::App;
 use crate::codec::usage::Usage;
-use crate::state::{Rate, Taken};
+use crate::state::Rate;
 use std::sync::Arc;
 
 /// The fields in which a request bounds what the model writes.
@@ -47,26 +47,14 @@ pub(crate) async fn reserve(
         .div_ceil(4)
         .saturating_add(out)
         .min(u64::from(limit)) as u32;
-    let rate = Rate { per_minute: limit };
     let key = format!("tpm:tenant:{tenant}");
-    match app.state.take(&key, rate, estimate).await {
-        Ok(Taken::Yes) => Ok(Some(Reserved {
-            key,
-            rate,
-            reserved: estimate,
-        })),
-        Ok(Taken::No { retry_after }) => Err(ApiError::RateLimited {
-            who: format!("tenant '{tenant}'"),
-            limit,
-            unit: "tokens",
-            retry_after: retry_after.as_micros().div_ceil(1_000_000).max(1) as u64,
-        }),
-        Err(_) if app.startup().state.fail_open => Ok(None),
-        Err(unavailable) => {
-            tracing::warn!(error = %unavailable, "state store unavailable: request refused (on_unavailable = \"closed\")");
-            Err(ApiError::StateUnavailable)
-        }
-    }
+    let who = format!("tenant '{tenant}'");
+    let taken = super::ingress::take(app, &key, who, limit, "tokens", estimate).await?;
+    Ok(taken.then_some(Reserved {
+        key,
+        rate: Rate { per_minute: limit },
+        reserved: estimate,
+    }))
 }
 
 impl Reserved {

@@ -110,23 +110,37 @@ enum Limited<'a> {
 
 /// Take one request from `who`'s bucket of `limit` a minute.
 async fn rate(app: &App, who: Limited<'_>, limit: u32) -> Result<(), ApiError> {
-    use crate::state::{Rate, Taken};
     let (key, name) = match who {
         Limited::Tenant(t) => (format!("rpm:tenant:{t}"), format!("tenant '{t}'")),
         Limited::Key(p) => (format!("rpm:key:{p}"), format!("the key of '{p}'")),
     };
-    match app.state.take(&key, Rate { per_minute: limit }, 1).await {
-        Ok(Taken::Yes) => Ok(()),
+    take(app, &key, name, limit, "requests", 1).await.map(drop)
+}
+
+/// Take `cost` from bucket `key` of `limit` `unit` a minute (`who`'s, as the refusal names it):
+/// whether it was taken (`false`: the store could not answer and `on_unavailable = "open"` let
+/// the request through untaken), or the refusal (over the limit, or the store unavailable).
+pub(crate) async fn take(
+    app: &App,
+    key: &str,
+    who: String,
+    limit: u32,
+    unit: &'static str,
+    cost: u32,
+) -> Result<bool, ApiError> {
+    use crate::state::{Rate, Taken};
+    match app.state.take(key, Rate { per_minute: limit }, cost).await {
+        Ok(Taken::Yes) => Ok(true),
         Ok(Taken::No { retry_after }) => Err(ApiError::RateLimited {
-            who: name,
+            who,
             limit,
-            unit: "requests",
+            unit,
             // Whole seconds, rounded up: a client that waits that long gets in.
             retry_after: retry_after.as_micros().div_ceil(1_000_000).max(1) as u64,
         }),
         Err(unavailable) if app.startup().state.fail_open => {
-            tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its rate limit (on_unavailable = \"open\")");
-            Ok(())
+            tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its limit (on_unavailable = \"open\")");
+            Ok(false)
         }
         Err(unavailable) => {
             tracing::warn!(error = %unavailable, "state store unavailable: request refused (on_unavailable = \"closed\")");
