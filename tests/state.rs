@@ -413,3 +413,18 @@ fn a_streamed_answer_settles_with_the_usage_its_events_report() {
     assert_eq!(third.status, 429, "{}", third.body);
     assert_eq!(third.json()["error"]["type"], "rate_limit_error");
 }
+
+#[test]
+fn an_absurd_usage_spends_the_budget_and_never_refunds_it() {
+    // A backend reporting more tokens than a count can hold: the daemon keeps serving, and the
+    // tenant's budget is spent (not wrapped into a refund).
+    let mut answer = completion(json!({"role": "assistant", "content": "hi"}), "stop");
+    answer["usage"] = json!({"prompt_tokens": u64::MAX, "completion_tokens": u64::MAX});
+    let backend = MockBackend::start(Script::Json(200, answer));
+    let cfg = token_config(1000, "backend = \"memory\"");
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    assert_eq!(send(&daemon, "small-key", "absurd").status, 200);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(send(&daemon, "small-key", "after").status, 429);
+    assert_eq!(get(daemon.addr, "/healthz").status, 200);
+}

@@ -50,6 +50,9 @@ impl Rate {
     const BURST_US: u64 = 60_000_000;
 }
 
+/// The most units one settlement moves a bucket (with a unit per µs, about 12 days).
+const MAX_SETTLE: i64 = 1 << 40;
+
 /// The store.
 pub enum Store {
     /// In this process.
@@ -90,6 +93,9 @@ impl Store {
         if delta == 0 {
             return Ok(());
         }
+        // A backend's absurd count moves a bucket far ahead, not past what a clock or Redis's
+        // expiry can hold.
+        let delta = delta.clamp(-MAX_SETTLE, MAX_SETTLE);
         match self {
             Store::Memory(m) => {
                 m.settle(key, rate, delta);

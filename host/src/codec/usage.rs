@@ -17,9 +17,9 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// In and out together.
+    /// In and out together (a backend's absurd counts saturate rather than wrap).
     pub fn total(self) -> u64 {
-        self.input + self.output
+        self.input.saturating_add(self.output)
     }
 }
 
@@ -100,5 +100,7 @@ mod tests {
             })
         );
         assert_eq!(Meter::default().usage(), None);
+        let absurd = json!({"usage": {"input_tokens": u64::MAX, "output_tokens": 7}});
+        assert_eq!(of(&absurd).map(Usage::total), Some(u64::MAX));
     }
 }

@@ -64,7 +64,9 @@ impl Reserved {
         let Some(used) = used else {
             return;
         };
-        let delta = used.total() as i64 - i64::from(self.reserved);
+        // Counts past i64 are taken as the most there is, never wrapped into a refund.
+        let used = i64::try_from(used.total()).unwrap_or(i64::MAX);
+        let delta = used - i64::from(self.reserved);
         let app = app.clone();
         tokio::spawn(async move {
             if let Err(e) = app.state.settle(&self.key, self.rate, delta).await {
