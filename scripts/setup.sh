@@ -66,9 +66,22 @@ if ! command -v redis-server >/dev/null 2>&1; then
         echo "warning: no apt-get: install redis-server (7 or newer) or valkey-server for the state store's tests" >&2
     fi
 fi
+# The replicas' tests (#48) put three daemons behind nginx round-robin (Debian's nginx-light,
+# started by the tests on a loopback port as the user running them).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO="sudo"
+        { $SUDO apt-get install -y -qq nginx-light >/dev/null ||
+            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq nginx-light >/dev/null; }; } ||
+            echo "warning: nginx-light did not install; the replicas' tests will fail" >&2
+    else
+        echo "warning: no apt-get: install nginx for the replicas' tests" >&2
+    fi
+fi
 tools="${RAILYARD_TOOLS_DIR:-$HOME/.cargo}"
 if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]; then
     cargo install --quiet --locked --root "$tools" wit-bindgen-cli@0.63.0 \
         --no-default-features --features c
 fi
-echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none), redis: $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo none)"
+echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none), redis: $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo none), nginx: $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | head -1 | cut -d/ -f2 || echo none)"

@@ -23,6 +23,8 @@
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
 //! - `state`: rate limits in the shared state store, in memory and on a real Redis (#48);
+//! - `replicas`: three daemons on one Redis behind nginx: one agent's MCP session over them, the
+//!   upstream's changed tool list, a tenant's concurrency limit (#48);
 //! - `deploy`: the Kubernetes base rendered by `kubectl kustomize`, and its config run (#20);
 //! - `telemetry`: OpenTelemetry traces into a real OTLP receiver (#20);
 //! - `fuzz`: every decoder fuzzed for a bounded time from the corpus in `tests/fuzz/corpus` (#20);
@@ -63,6 +65,7 @@ mod provenance;
 mod proxy;
 mod records;
 mod reload;
+mod replicas;
 mod runtime;
 mod shadow;
 mod state;

@@ -15,14 +15,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The test MCP server (tests/mcp/server.py): SSE answers on `sse`, JSON on `json`.
-struct Upstream {
-    sse: u16,
-    json: u16,
+pub(crate) struct Upstream {
+    pub sse: u16,
+    pub json: u16,
     child: Child,
 }
 
 impl Upstream {
-    fn start() -> Upstream {
+    pub fn start() -> Upstream {
         let port = || {
             std::net::TcpListener::bind("127.0.0.1:0")
                 .unwrap()
@@ -60,7 +60,7 @@ impl Drop for Upstream {
 
 /// The bundled policies with the test server's two endpoints, a server that is down, and the
 /// support tenant allowed every test tool but `issue_refund`.
-fn config(up: &Upstream) -> TempConfig {
+pub(crate) fn config(up: &Upstream) -> TempConfig {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let down = closed.local_addr().unwrap().port();
     drop(closed);
@@ -81,12 +81,26 @@ fn config(up: &Upstream) -> TempConfig {
 
 /// Run the SDK client against `url` with `key` in `mode`, doing `steps`.
 fn client(url: &str, key: &str, mode: &str, steps: &[&str]) -> Value {
-    let out = Command::new(python())
+    client_in(None, url, key, mode, steps)
+}
+
+/// [`client`] in the agent session `session` (its `Railyard-Session` header), if given.
+pub(crate) fn client_in(
+    session: Option<&str>,
+    url: &str,
+    key: &str,
+    mode: &str,
+    steps: &[&str],
+) -> Value {
+    let mut command = Command::new(python());
+    command
         .arg(root().join("tests/mcp/client.py"))
         .args([url, key, mode])
-        .args(steps)
-        .output()
-        .unwrap();
+        .args(steps);
+    if let Some(session) = session {
+        command.env("RAILYARD_SESSION", session);
+    }
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "client.py: {}",
@@ -271,8 +285,10 @@ fn one_key_sees_a_tool_another_does_not() {
         steps[1]
     );
 
-    // Data flow (#18): once the session has read a web page, the privileged refund is refused
-    // before it reaches the server; a fresh session may refund again (the server's second).
+    // Data flow (#18): once the agent has read a web page, the privileged refund is refused
+    // before it reaches the server. The agent is the key's (it names no session): its next MCP
+    // session is the same conversation (#48); another agent session of the key may refund (the
+    // server's second).
     let fetch = r#"web_fetch:{"url": "https://shop.example/deals"}"#;
     let flowed = client(&url(&d, "json"), "demo-key", "legacy", &[fetch, refund]);
     let steps = flowed["steps"].as_array().unwrap();
@@ -286,7 +302,15 @@ fn one_key_sees_a_tool_another_does_not() {
         message.contains("policy 'flow'") && message.contains("untrusted tool 'web_fetch'"),
         "{message}"
     );
-    let fresh = client(&url(&d, "json"), "demo-key", "legacy", &[refund]);
+    let next = client(&url(&d, "json"), "demo-key", "legacy", &[refund]);
+    assert_eq!(next["steps"][0]["error"]["code"], -32050, "{next}");
+    let fresh = client_in(
+        Some("another-agent"),
+        &url(&d, "json"),
+        "demo-key",
+        "legacy",
+        &[refund],
+    );
     assert_eq!(
         fresh["steps"][0]["text"], "Refunded 20.00 on order o-1 (refund #2).",
         "{fresh}"
@@ -682,7 +706,9 @@ fn resources_and_prompts_are_judged_as_results() {
         ("json", "legacy"),
         ("json", "2026-07-28"),
     ] {
-        let seen = client(&url(&d, server), "demo-key", mode, &steps);
+        // Each run its own agent session: what refuses its refund is its own read.
+        let agent = format!("{server}-{mode}");
+        let seen = client_in(Some(&agent), &url(&d, server), "demo-key", mode, &steps);
         let got = seen["steps"].as_array().unwrap();
         for step in &got[..2] {
             let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
@@ -705,9 +731,9 @@ fn resources_and_prompts_are_judged_as_results() {
                 "{server} {mode}: {step}"
             );
         }
-        if mode == "legacy" {
-            // Only a session has a history (a stateless request belongs to no conversation the
-            // door can see).
+        {
+            // The agent's conversation spans its MCP sessions, and the stateless protocol's
+            // requests, which have none (#48).
             let refund = &got[5]["error"];
             assert_eq!(refund["code"], -32050, "{server} {mode}: {seen}");
             assert!(

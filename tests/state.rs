@@ -168,18 +168,17 @@ fn three_replicas_on_one_redis_hold_one_limit() {
         ),
     );
     let replicas: Vec<Daemon> = (0..3)
-        .map(|_| Daemon::start(&cfg.path, &backend.url()))
+        .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
         .collect();
-    let addrs: Vec<SocketAddr> = replicas.iter().map(|d| d.addr).collect();
-    // 300 requests as fast as 12 clients can send them, round-robin over the replicas.
+    let lb = crate::replicas::Nginx::start(&replicas.iter().map(|d| d.addr).collect::<Vec<_>>());
+    // 300 requests as fast as 12 clients can send them, through nginx round-robin.
     let started = Instant::now();
     let threads: Vec<_> = (0..12)
-        .map(|t| {
-            let addrs = addrs.clone();
+        .map(|_| {
+            let addr = lb.addr;
             std::thread::spawn(move || {
                 (0..25)
-                    .map(|i| {
-                        let addr = addrs[(t * 25 + i) % 3];
+                    .map(|_| {
                         let r = post_as(addr, "/v1/chat/completions", Some("small-key"), &chat());
                         (r.status, r.header("retry-after").map(str::to_string))
                     })
@@ -206,6 +205,15 @@ fn three_replicas_on_one_redis_hold_one_limit() {
         }
     }
     assert_eq!(backend.seen().len(), served);
+    // Every replica answered some of them.
+    for d in &replicas {
+        let records = d
+            .logs()
+            .into_iter()
+            .filter(|l| l["target"] == "railyard::decision")
+            .count();
+        assert!(records >= 50, "a replica answered {records}");
+    }
 }
 
 #[test]

@@ -95,13 +95,12 @@ pub struct App {
     next_id: AtomicU64,
     mcp_upstream: crate::backend::mcp::McpUpstream,
     mcp_tools: mcp::ToolCache,
-    mcp_history: mcp::History,
     /// Set when shutdown begins: `/readyz` turns not-ready.
     draining: std::sync::atomic::AtomicBool,
     /// Traces, when `[telemetry]` is on.
     telemetry: Option<crate::telemetry::Telemetry>,
     /// What replicas share (`[state]`).
-    state: crate::state::Store,
+    state: Arc<crate::state::Store>,
 }
 
 impl App {
@@ -117,7 +116,7 @@ impl App {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let state = crate::state::Store::new(&startup.state);
+        let state = Arc::new(crate::state::Store::new(&startup.state));
         App {
             reloader,
             backend,
@@ -136,7 +135,6 @@ impl App {
             next_id: AtomicU64::new(1),
             mcp_upstream: crate::backend::mcp::McpUpstream::new(),
             mcp_tools: mcp::ToolCache::default(),
-            mcp_history: mcp::History::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
             telemetry: None,
         }
@@ -179,10 +177,6 @@ impl App {
 
     pub(crate) fn mcp_tools(&self) -> &mcp::ToolCache {
         &self.mcp_tools
-    }
-
-    pub(crate) fn mcp_history(&self) -> &mcp::History {
-        &self.mcp_history
     }
 
     pub(crate) fn observer(&self) -> Arc<dyn Observer> {

@@ -1,20 +1,29 @@
 //! The state replicas share (`[state]`): in this process (`memory`, the default) or in Redis or
 //! Valkey (`redis`), so that N replicas behind a load balancer hold one limit, not N.
 //!
-//! What it holds today: rate limits, as GCRA buckets (the "generic cell rate algorithm": one
-//! timestamp per bucket, the theoretical arrival time of the next unit). A limit of L per minute
-//! lets L through at once from rest and then one every 60/L s, with no window edge at which
-//! twice the limit gets through. On Redis the check and the take are one script, run
-//! atomically on the server with the server's clock, so replicas never race or disagree on
-//! time.
+//! What it holds:
+//! - rate limits and token budgets, as GCRA buckets (the "generic cell rate algorithm": one
+//!   timestamp per bucket, the theoretical arrival time of the next unit). A limit of L per
+//!   minute lets L through at once from rest and then one every 60/L s, with no window edge at
+//!   which twice the limit gets through;
+//! - concurrency limits, as leases that end by themselves if their replica dies;
+//! - small values and sets with a time to live: MCP tool lists, the tools an agent session has
+//!   read (`flow`'s memory on MCP).
+//!
+//! On Redis every check-and-change is one script, run atomically on the server with the server's
+//! clock, so replicas never race or disagree on time. In memory, each owner (a tenant) holds at
+//! most `OWNER_QUOTA` entries, so no tenant can push out another's state; on Redis nothing is
+//! pushed out while the server keeps its default `noeviction` policy.
 //!
 //! A store that does not answer within `timeout_ms` is `Unavailable`; the caller decides what
 //! that means (`on_unavailable`). Nothing waits on it longer.
 
 mod memory;
+pub use memory::OWNER_QUOTA;
 mod redis;
 
 use crate::config::StateConfig;
+use bytes::Bytes;
 use std::time::Duration;
 
 /// What taking from a bucket gave.
@@ -79,6 +88,11 @@ impl Store {
         }
     }
 
+    /// Whether replicas share it (a limit counted in this process holds for the replica only).
+    pub fn shared(&self) -> bool {
+        matches!(self, Store::Redis(_))
+    }
+
     /// Take `cost` units from the bucket `key` under `rate`, if they fit.
     pub async fn take(&self, key: &str, rate: Rate, cost: u32) -> Result<Taken, Unavailable> {
         match self {
@@ -102,6 +116,98 @@ impl Store {
                 Ok(())
             }
             Store::Redis(r) => r.settle(key, rate, delta).await,
+        }
+    }
+}
+
+impl Store {
+    /// The value at `key`, if any; its life starts again at `refresh`, if given.
+    pub async fn get(
+        &self,
+        key: &str,
+        refresh: Option<Duration>,
+    ) -> Result<Option<Bytes>, Unavailable> {
+        match self {
+            Store::Memory(m) => Ok(m.get(key, refresh)),
+            Store::Redis(r) => r.get(key, refresh).await,
+        }
+    }
+
+    /// Set `key`, one of `owner`'s (a tenant: the memory store bounds what each holds), to
+    /// `value` for `ttl`.
+    pub async fn put(
+        &self,
+        owner: &str,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        match self {
+            Store::Memory(m) => m.put(owner, key, value, ttl),
+            Store::Redis(r) => r.put(key, value, ttl).await,
+        }
+    }
+
+    /// Drop `key`.
+    pub async fn delete(&self, key: &str) -> Result<(), Unavailable> {
+        match self {
+            Store::Memory(m) => {
+                m.delete(key);
+                Ok(())
+            }
+            Store::Redis(r) => r.delete(key).await,
+        }
+    }
+
+    /// Add `member` to the set `key` (`owner`'s) unless it already holds `cap` others, and start
+    /// the set's life again at `ttl`: whether `member` is in the set now (`false`: it was full).
+    pub async fn add_member(
+        &self,
+        owner: &str,
+        key: &str,
+        member: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        match self {
+            Store::Memory(m) => m.add_member(owner, key, member, cap, ttl),
+            Store::Redis(r) => r.add_member(key, member, cap, ttl).await,
+        }
+    }
+
+    /// The members of the set `key`, sorted (none if there is no set); its life starts again at
+    /// `ttl`.
+    pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {
+        match self {
+            Store::Memory(m) => Ok(m.members(key, ttl)),
+            Store::Redis(r) => r.members(key, ttl).await,
+        }
+    }
+
+    /// Hold the lease `id` among `key`'s (`owner`'s) for at most `ttl`, unless `limit` others
+    /// are held: whether it is held. A lease nobody releases (its replica died) ends at `ttl`.
+    pub async fn lease(
+        &self,
+        owner: &str,
+        key: &str,
+        id: &str,
+        limit: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        match self {
+            Store::Memory(m) => m.lease(owner, key, id, limit, ttl),
+            Store::Redis(r) => r.lease(key, id, limit, ttl).await,
+        }
+    }
+
+    /// Let the lease `id` among `key`'s go.
+    pub async fn release(&self, key: &str, id: &str) -> Result<(), Unavailable> {
+        match self {
+            Store::Memory(m) => {
+                m.release(key, id);
+                Ok(())
+            }
+            Store::Redis(r) => r.release(key, id).await,
         }
     }
 }

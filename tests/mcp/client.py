@@ -4,12 +4,14 @@ transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
 or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
 `prompt:<name>:{json arguments}`, `resources` / `prompts` (the lists' descriptions), or
-`complete` (the completions for draft_reply's argument). Its sampling callback answers with what its "model" was shown, its elicitation callback with
+`complete` (the completions for draft_reply's argument), or `sleep:<seconds>`. With
+RAILYARD_SESSION set, every request names that agent session (the `Railyard-Session` header). Its sampling callback answers with what its "model" was shown, its elicitation callback with
 the message its "user" was shown. Prints one JSON object:
 what each step returned, as the SDK's own objects say it, the session id the upstream issued,
 the content types of the answers, and whether a request in the ended session still works."""
 
 import json
+import os
 import sys
 
 import anyio
@@ -59,8 +61,11 @@ async def main() -> None:
         if sid := response.headers.get("mcp-session-id"):
             seen["session"] = sid
 
+    headers = {"Authorization": f"Bearer {key}"}
+    if os.environ.get("RAILYARD_SESSION"):
+        headers["Railyard-Session"] = os.environ["RAILYARD_SESSION"]
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {key}"},
+        headers=headers,
         event_hooks={"response": [on_response]},
         timeout=30,
     )
@@ -107,6 +112,9 @@ async def main() -> None:
                         seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
                     continue
                 kind, _, rest = step.partition(":")
+                if kind == "sleep":
+                    await anyio.sleep(float(rest))
+                    continue
                 if kind in ("read", "prompt"):
                     try:
                         if kind == "read":

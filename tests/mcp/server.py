@@ -5,7 +5,8 @@ streams (the SDK's default), one with JSON. Usage: server.py PORT_SSE PORT_JSON.
 Tools: `add` (an input schema), `get_weather` (an output schema), `lookup_customer` (returns an
 email address and a card number), `issue_refund` (not allowed to every principal),
 `web_fetch` (untrusted text), `quarterly_report` (declares an output schema its results do not match: a server out of step
-with its own declaration), `announce_tools` (tells the session its tool list changed).
+with its own declaration), `announce_tools` (tells the session its tool list changed), `grow`
+(declares `late_tool`, then tells the session its tool list changed).
 
 `summarise_ticket` asks the client's model (sampling) to summarise a ticket, and answers with
 what the model was shown; `confirm_contact` asks the user (elicitation), and answers with what
@@ -83,6 +84,21 @@ async def announce_tools(ctx: Context) -> str:
     """Tell the session that the tool list changed."""
     await ctx.session.send_tool_list_changed()
     return "announced"
+
+
+def late_tool(note: str) -> str:
+    """A tool the server declares only once `grow` was called."""
+    return f"late: {note}"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Declare `late_tool` (once), then tell the session the tool list changed."""
+    if not calls.get("grown"):
+        calls["grown"] = 1
+        server.add_tool(late_tool)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 @server.tool()

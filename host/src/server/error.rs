@@ -81,7 +81,7 @@ pub enum ApiError {
         retry_after: u64,
     },
     /// The state store did not answer in time and `[state] on_unavailable = "closed"` (503).
-    #[error("the limits of this request cannot be checked right now (the state store is unavailable); retry shortly")]
+    #[error("the shared state this request needs (its limits, its agent session's reads) cannot be read right now (the state store is unavailable); retry shortly")]
     StateUnavailable,
     /// The model backend answered an error status: its message (judged by the output rail, or
     /// withheld when it is not JSON) in the door's error shape, with its status and Retry-After.

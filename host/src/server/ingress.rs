@@ -69,15 +69,11 @@ pub(crate) async fn admit(
     scope.set_caller(&caller);
     let tenant = set.tenant(caller.tenant.as_deref());
     let max = tenant.and_then(|t| t.max_concurrent);
-    let permit = match app.limits.acquire(caller.tenant_name(), max) {
+    let permit = match concurrent(app, caller.tenant_name(), max, scope.request_id()).await {
         Ok(permit) => permit,
-        Err(limit) => {
+        Err(error) => {
             app.metrics().throttled(caller.tenant_name());
-            let tenant = caller.tenant_name().to_string();
-            return Err(Box::new((
-                scope,
-                ApiError::TooManyRequests { tenant, limit },
-            )));
+            return Err(Box::new((scope, error)));
         }
     };
     // Only a caller with a rate limit (its tenant's, its key's) touches the store.
@@ -97,6 +93,31 @@ pub(crate) async fn admit(
         }
     }
     Ok(Admitted { scope, permit })
+}
+
+/// A place for request `id` under its tenant's concurrency limit `max` (`None`: no limit):
+/// counted here with the memory store, leased in the shared one with Redis.
+async fn concurrent(
+    app: &App,
+    tenant: &str,
+    max: Option<usize>,
+    id: &str,
+) -> Result<Option<Permit>, ApiError> {
+    let over = |limit| ApiError::TooManyRequests {
+        tenant: tenant.to_string(),
+        limit,
+    };
+    let Some(max) = max else {
+        return Ok(None);
+    };
+    if !app.state.shared() {
+        return app.limits.acquire(tenant, Some(max)).map_err(over);
+    }
+    match super::limits::lease(&app.state, tenant, max, id).await {
+        Ok(Some(permit)) => Ok(Some(permit)),
+        Ok(None) => Err(over(max)),
+        Err(unavailable) => unavailable_store(app, unavailable).map(|_| None),
+    }
 }
 
 /// Whose rate a request counts against.
@@ -138,14 +159,19 @@ pub(crate) async fn take(
             // Whole seconds, rounded up: a client that waits that long gets in.
             retry_after: retry_after.as_micros().div_ceil(1_000_000).max(1) as u64,
         }),
-        Err(unavailable) if app.startup().state.fail_open => {
-            tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its limit (on_unavailable = \"open\")");
-            Ok(false)
-        }
-        Err(unavailable) => {
-            tracing::warn!(error = %unavailable, "state store unavailable: request refused (on_unavailable = \"closed\")");
-            Err(ApiError::StateUnavailable)
-        }
+        Err(unavailable) => unavailable_store(app, unavailable),
+    }
+}
+
+/// A limit the store could not check: `Ok(false)` (admitted, nothing taken) with
+/// `on_unavailable = "open"`, else the refusal.
+fn unavailable_store(app: &App, unavailable: crate::state::Unavailable) -> Result<bool, ApiError> {
+    if app.startup().state.fail_open {
+        tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its limit (on_unavailable = \"open\")");
+        Ok(false)
+    } else {
+        tracing::warn!(error = %unavailable, "state store unavailable: request refused (on_unavailable = \"closed\")");
+        Err(ApiError::StateUnavailable)
     }
 }
 

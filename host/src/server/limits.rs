@@ -1,10 +1,18 @@
-//! Per-tenant concurrency limits: a counter of requests in flight per tenant, so one noisy
-//! tenant gets 429 instead of starving the others. Counters outlive reloads (a reload changes
-//! the limit, not who is in flight).
+//! Per-tenant concurrency limits (`max_concurrent`): requests in flight per tenant, so one noisy
+//! tenant gets 429 instead of starving the others. With the memory store, a counter in this
+//! process; with Redis, a lease per request in the shared store, so N replicas hold one limit,
+//! not N (a lease its replica never released, because it died, ends after `LEASE`). Counts
+//! outlive reloads (a reload changes the limit, not who is in flight).
 
+use crate::state::{Store, Unavailable};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The longest a request counts against its tenant's limit on a shared store: a stream longer
+/// than this stops counting, and a dead replica's requests stop counting after it.
+pub(crate) const LEASE: Duration = Duration::from_secs(300);
 
 /// In-flight counters by tenant.
 #[derive(Default)]
@@ -14,14 +22,54 @@ pub(crate) struct TenantLimits {
 
 /// One request in flight; the count goes down when it is dropped (for a streamed response, when
 /// the stream ends).
-pub(crate) struct Permit {
-    counter: Arc<AtomicUsize>,
+pub(crate) enum Permit {
+    /// Counted in this process.
+    Local(Arc<AtomicUsize>),
+    /// A lease in the shared store.
+    Shared {
+        store: Arc<Store>,
+        key: String,
+        id: String,
+    },
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.counter.fetch_sub(1, Ordering::AcqRel);
+        match self {
+            Permit::Local(counter) => {
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+            Permit::Shared { store, key, id } => {
+                let (store, key, id) = (store.clone(), std::mem::take(key), std::mem::take(id));
+                // Off the response's path; without a runtime (shutting down) the lease ends by
+                // itself.
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        if let Err(e) = store.release(&key, &id).await {
+                            tracing::warn!(error = %e, "a concurrency lease was not released: it ends by itself");
+                        }
+                    });
+                }
+            }
+        }
     }
+}
+
+/// Hold a lease for request `id` of `tenant` under its limit `max` in the shared `store`:
+/// `Ok(None)` over the limit.
+pub(crate) async fn lease(
+    store: &Arc<Store>,
+    tenant: &str,
+    max: usize,
+    id: &str,
+) -> Result<Option<Permit>, Unavailable> {
+    let key = format!("inflight:tenant:{tenant}");
+    let held = store.lease(tenant, &key, id, max, LEASE).await?;
+    Ok(held.then(|| Permit::Shared {
+        store: store.clone(),
+        key,
+        id: id.to_string(),
+    }))
 }
 
 impl TenantLimits {
@@ -40,7 +88,7 @@ impl TenantLimits {
             map.entry(tenant.to_string()).or_default().clone()
         };
         let before = counter.fetch_add(1, Ordering::AcqRel);
-        let permit = Permit { counter };
+        let permit = Permit::Local(counter);
         if before >= max {
             return Err(max); // dropping the permit undoes the increment
         }

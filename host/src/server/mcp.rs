@@ -29,7 +29,6 @@ mod headers;
 mod history;
 mod tools;
 
-pub(crate) use history::History;
 pub(crate) use tools::ToolCache;
 
 use super::error::ApiError;
@@ -60,6 +59,8 @@ pub(super) struct Exchange {
     server: McpServer,
     /// Whose tool list applies.
     key: tools::Key,
+    /// Whose reads a call is judged after.
+    agent: history::Agent,
     /// The headers for the upstream.
     headers: HeaderMap,
     /// The caller uses the stateless protocol's routing headers.
@@ -122,6 +123,7 @@ async fn serve(
         .collect();
     let key = tools::Key::new(&name, session, &credentials);
     let ex = Exchange {
+        agent: history::Agent::of(&scope, &caller),
         headers: headers::upstream(&caller, &server.forward_headers),
         routed: headers::routed(&caller),
         app,
@@ -132,11 +134,12 @@ async fn serve(
         Method::POST => post(ex, scope, body).await,
         Method::GET => forward(ex, scope, Method::GET, Bytes::new(), Watch::None).await,
         Method::DELETE => {
+            // The session's tool list goes with it; the agent's reads stay (its next session,
+            // through any server, is the same conversation).
             let (app, key) = (ex.app.clone(), ex.key.clone());
             let response = forward(ex, scope, Method::DELETE, Bytes::new(), Watch::None).await;
             if response.status().is_success() {
-                app.mcp_tools().forget(&key);
-                app.mcp_history().forget(&key);
+                app.mcp_tools().forget(&app.state, &key).await;
             }
             response
         }
@@ -306,7 +309,17 @@ async fn call(
     let mut judged = call.clone();
     if scope.runs(Rail::ToolCall) {
         // The session's earlier results come before the call, as a conversation would have them.
-        let mut messages = ex.app.mcp_history().messages(&ex.key);
+        let mut messages = match ex.agent.messages(&ex.app.state).await {
+            Ok(messages) => messages,
+            Err(e) if ex.app.startup().state.fail_open => {
+                tracing::warn!(error = %e, "state store unavailable: an MCP call judged without the session's earlier reads (on_unavailable = \"open\")");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "state store unavailable: an MCP call refused (on_unavailable = \"closed\")");
+                return fail(scope, ApiError::StateUnavailable);
+            }
+        };
         messages.push(codec::call_message(call.clone()));
         let payload = Payload {
             messages,
@@ -426,14 +439,14 @@ async fn declared(
     meta: Option<&Map<String, Value>>,
 ) -> Result<Arc<Vec<ToolDef>>, crate::backend::BackendError> {
     let cache = ex.app.mcp_tools();
-    if let Some(tools) = cache.get(&ex.key) {
+    if let Some(tools) = cache.get(&ex.app.state, &ex.key).await {
         return Ok(tools);
     }
     let mut headers = headers::own_message(&ex.headers);
     if ex.routed {
         headers.insert("mcp-method", HeaderValue::from_static("tools/list"));
     }
-    let mut tools = Vec::new();
+    let mut raw = Vec::new();
     let mut cursor: Option<String> = None;
     for page in 0..MAX_PAGES {
         let id = format!("railyard-tools-{page}");
@@ -450,21 +463,27 @@ async fn declared(
             .await?;
         let Some(result) = answer::read_result(ex, response, &Value::String(id)).await? else {
             tracing::debug!(server = %ex.server.name, "the upstream gave no tool list");
-            return Ok(Arc::new(tools));
+            return Ok(Arc::new(unkept(&raw)));
         };
-        match codec::tools_of(&result) {
-            Ok(page) => tools.extend(page),
-            Err(_) => return Ok(Arc::new(tools)),
+        match result.get("tools").and_then(Value::as_array) {
+            Some(page) => raw.extend(page.iter().cloned()),
+            None => return Ok(Arc::new(unkept(&raw))),
         }
         cursor = result
             .get("nextCursor")
             .and_then(Value::as_str)
             .map(str::to_string);
         if cursor.is_none() {
-            return Ok(cache.put(ex.key.clone(), tools));
+            let owner = ex.agent.tenant();
+            return Ok(cache.put(&ex.app.state, owner, &ex.key, &raw).await);
         }
     }
-    Ok(Arc::new(tools))
+    Ok(Arc::new(unkept(&raw)))
+}
+
+/// The tools of a list that is not kept (incomplete).
+fn unkept(raw: &[Value]) -> Vec<ToolDef> {
+    codec::tools_of(&serde_json::json!({ "tools": raw })).unwrap_or_default()
 }
 
 /// Send the request upstream and answer with what comes back (judged, where `watch` says).

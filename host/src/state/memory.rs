@@ -1,14 +1,17 @@
-//! The memory backend: buckets in this process (one replica, no setup).
+//! The memory backend: buckets and entries in this process (one replica, no setup).
 
-use super::{gcra, settled, Rate, Taken};
+use super::{gcra, settled, Rate, Taken, Unavailable};
+use bytes::Bytes;
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Buckets by key, each its theoretical arrival time in µs since the store was made.
+/// Buckets by key, each its theoretical arrival time in µs since the store was made; and the
+/// entries (values, sets, leases), each with its expiry and owner.
 pub struct Memory {
     epoch: Instant,
     buckets: Mutex<HashMap<String, u64>>,
+    table: Mutex<Table>,
 }
 
 impl Default for Memory {
@@ -16,6 +19,7 @@ impl Default for Memory {
         Memory {
             epoch: Instant::now(),
             buckets: Mutex::default(),
+            table: Mutex::default(),
         }
     }
 }
@@ -50,5 +54,287 @@ impl Memory {
                 buckets.remove(key);
             }
         }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value at `key`; its life starts again at `refresh`, if given.
+    pub fn get(&self, key: &str, refresh: Option<Duration>) -> Option<Bytes> {
+        let now = Instant::now();
+        let mut table = self.table();
+        let entry = table.live(key, now)?;
+        let Held::Bytes(b) = &entry.held else {
+            return None;
+        };
+        let b = b.clone();
+        if let Some(ttl) = refresh {
+            entry.expires = now + ttl;
+        }
+        Some(b)
+    }
+
+    /// Set `key` (of `owner`) to `value` for `ttl`.
+    pub fn put(
+        &self,
+        owner: &str,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let now = Instant::now();
+        self.table()
+            .insert(owner, key, Held::Bytes(value), now + ttl, now)
+    }
+
+    /// Drop `key`.
+    pub fn delete(&self, key: &str) {
+        self.table().remove(key);
+    }
+
+    /// Add `member` to the set `key` (of `owner`) unless it holds `cap` others; its life starts
+    /// again at `ttl`. Whether the member is in the set now.
+    pub fn add_member(
+        &self,
+        owner: &str,
+        key: &str,
+        member: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let now = Instant::now();
+        let mut table = self.table();
+        match table.live(key, now) {
+            Some(Entry {
+                held: Held::Set(set),
+                expires,
+                ..
+            }) => {
+                *expires = now + ttl;
+                if set.iter().any(|m| m == member) {
+                    return Ok(true);
+                }
+                if set.len() >= cap {
+                    return Ok(false);
+                }
+                set.push(member.to_string());
+                Ok(true)
+            }
+            _ => {
+                let set = Held::Set(vec![member.to_string()]);
+                table.insert(owner, key, set, now + ttl, now)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The members of the set `key`, sorted; its life starts again at `ttl`.
+    pub fn members(&self, key: &str, ttl: Duration) -> Vec<String> {
+        let now = Instant::now();
+        let mut table = self.table();
+        match table.live(key, now) {
+            Some(Entry {
+                held: Held::Set(set),
+                expires,
+                ..
+            }) => {
+                *expires = now + ttl;
+                let mut out = set.clone();
+                out.sort();
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Hold lease `id` in `key` (of `owner`) for `ttl`, unless `limit` others are held.
+    pub fn lease(
+        &self,
+        owner: &str,
+        key: &str,
+        id: &str,
+        limit: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let now = Instant::now();
+        let mut table = self.table();
+        match table.live(key, now) {
+            Some(Entry {
+                held: Held::Leases(leases),
+                expires,
+                ..
+            }) => {
+                leases.retain(|(l, until)| *until > now && l != id);
+                if leases.len() >= limit {
+                    return Ok(false);
+                }
+                leases.push((id.to_string(), now + ttl));
+                *expires = now + ttl;
+                Ok(true)
+            }
+            _ => {
+                if limit == 0 {
+                    return Ok(false);
+                }
+                let leases = Held::Leases(vec![(id.to_string(), now + ttl)]);
+                table.insert(owner, key, leases, now + ttl, now)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Let lease `id` in `key` go.
+    pub fn release(&self, key: &str, id: &str) {
+        let now = Instant::now();
+        let mut table = self.table();
+        let empty = match table.live(key, now) {
+            Some(Entry {
+                held: Held::Leases(leases),
+                ..
+            }) => {
+                leases.retain(|(l, until)| *until > now && l != id);
+                leases.is_empty()
+            }
+            _ => false,
+        };
+        if empty {
+            table.remove(key);
+        }
+    }
+}
+
+/// Most live entries one owner (a tenant) may hold in the memory store: past it, its writes fail
+/// (and `on_unavailable` decides), so no tenant can push out another's state.
+pub const OWNER_QUOTA: usize = 100_000;
+
+/// What an entry holds.
+enum Held {
+    Bytes(Bytes),
+    Set(Vec<String>),
+    Leases(Vec<(String, Instant)>),
+}
+
+struct Entry {
+    held: Held,
+    expires: Instant,
+    owner: Arc<str>,
+}
+
+/// Entries by key, and how many each owner holds.
+#[derive(Default)]
+struct Table {
+    entries: HashMap<String, Entry>,
+    owned: HashMap<Arc<str>, usize>,
+}
+
+impl Table {
+    /// The live entry at `key` (an expired one is dropped).
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+        if self.entries.get(key).is_some_and(|e| e.expires <= now) {
+            self.remove(key);
+        }
+        self.entries.get_mut(key)
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(e) = self.entries.remove(key) {
+            if let Some(n) = self.owned.get_mut(&e.owner) {
+                *n -= 1;
+                if *n == 0 {
+                    self.owned.remove(&e.owner);
+                }
+            }
+        }
+    }
+
+    /// Make `key` a new entry of `owner`, if the owner's quota allows it.
+    fn insert(
+        &mut self,
+        owner: &str,
+        key: &str,
+        held: Held,
+        expires: Instant,
+        now: Instant,
+    ) -> Result<(), Unavailable> {
+        self.remove(key);
+        if self.owned.get(owner).copied().unwrap_or(0) >= OWNER_QUOTA {
+            let expired: Vec<String> = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.expires <= now)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in expired {
+                self.remove(&k);
+            }
+            if self.owned.get(owner).copied().unwrap_or(0) >= OWNER_QUOTA {
+                return Err(Unavailable(format!(
+                    "'{owner}' holds {OWNER_QUOTA} entries in the memory store, its most"
+                )));
+            }
+        }
+        let owner: Arc<str> = match self.owned.get_key_value(owner) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(owner),
+        };
+        *self.owned.entry(owner.clone()).or_default() += 1;
+        self.entries.insert(
+            key.to_string(),
+            Entry {
+                held,
+                expires,
+                owner,
+            },
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_tenant_that_fills_its_share_pushes_nobody_out() {
+        let m = Memory::default();
+        m.add_member("victim", "flow:victim", "web_fetch", 8, MINUTE)
+            .unwrap();
+        for i in 0..OWNER_QUOTA {
+            m.add_member("noisy", &format!("flow:noisy:{i}"), "x", 8, MINUTE)
+                .unwrap();
+        }
+        // Past its share, the noisy tenant's writes fail (`on_unavailable` decides)...
+        assert!(m
+            .add_member("noisy", "flow:noisy:more", "x", 8, MINUTE)
+            .is_err());
+        assert!(m.put("noisy", "v", Bytes::new(), MINUTE).is_err());
+        // ...and the victim's memory is whole, and it can still write.
+        assert_eq!(m.members("flow:victim", MINUTE), ["web_fetch"]);
+        m.add_member("victim", "flow:victim", "other", 8, MINUTE)
+            .unwrap();
+        // Entries that expired make room again.
+        m.put("brief", "a", Bytes::from_static(b"1"), Duration::ZERO)
+            .unwrap();
+        assert!(m.get("a", None).is_none());
+    }
+
+    #[test]
+    fn leases_hold_a_limit_and_end_by_themselves() {
+        let m = Memory::default();
+        assert!(m.lease("t", "k", "a", 2, MINUTE).unwrap());
+        assert!(m.lease("t", "k", "b", 2, MINUTE).unwrap());
+        assert!(!m.lease("t", "k", "c", 2, MINUTE).unwrap());
+        m.release("k", "a");
+        assert!(m.lease("t", "k", "c", 2, MINUTE).unwrap());
+        // A lease nobody releases ends at its time.
+        let n = Memory::default();
+        assert!(n
+            .lease("t", "k", "dead", 1, Duration::from_millis(1))
+            .unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(n.lease("t", "k", "next", 1, MINUTE).unwrap());
     }
 }

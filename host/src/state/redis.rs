@@ -5,6 +5,7 @@
 
 use super::{Rate, Taken, Unavailable};
 use crate::config::StateConfig;
+use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -37,6 +38,37 @@ redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.floor((new - n
 return 1
 ";
 
+/// Add a member to a set unless it holds `ARGV[2]` others, and start its life again: `1` when
+/// the member is in the set, `0` when it was full.
+const ADD_MEMBER: &str = r"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+  redis.call('SADD', KEYS[1], ARGV[1])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+";
+
+/// A set's members, its life started again.
+const MEMBERS: &str = r"
+local m = redis.call('SMEMBERS', KEYS[1])
+if #m > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return m
+";
+
+/// Hold lease `ARGV[1]` for `ARGV[3]` ms unless `ARGV[2]` others are held (leases past their time,
+/// a replica's that died mid-request, no longer count): `1` held, `0` not.
+const LEASE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+";
+
 /// A Redis store.
 pub struct Redis {
     client: redis::Client,
@@ -45,6 +77,9 @@ pub struct Redis {
     timeout: Duration,
     take: redis::Script,
     settle: redis::Script,
+    add_member: redis::Script,
+    members: redis::Script,
+    lease: redis::Script,
 }
 
 impl Redis {
@@ -57,6 +92,9 @@ impl Redis {
             timeout: config.timeout,
             take: redis::Script::new(TAKE),
             settle: redis::Script::new(SETTLE),
+            add_member: redis::Script::new(ADD_MEMBER),
+            members: redis::Script::new(MEMBERS),
+            lease: redis::Script::new(LEASE),
         }
     }
 
@@ -74,23 +112,52 @@ impl Redis {
 
     /// Take `cost` from bucket `key`, within the timeout.
     pub async fn take(&self, key: &str, rate: Rate, cost: u32) -> Result<Taken, Unavailable> {
-        let call = async {
-            let mut connection = self.connection().await?;
+        let key = self.key(key);
+        self.call(|mut c| async move {
             let waited: i64 = self
                 .take
-                .key(format!("{}{key}", self.prefix))
+                .key(&key)
                 .arg(rate.interval_us())
                 .arg(Rate::BURST_US)
                 .arg(cost)
-                .invoke_async(&mut connection)
-                .await
-                .map_err(|e| Unavailable(e.to_string()))?;
+                .invoke_async(&mut c)
+                .await?;
             Ok(match waited {
                 w if w < 0 => Taken::Yes,
                 w => Taken::No {
                     retry_after: Duration::from_micros(w as u64),
                 },
             })
+        })
+        .await
+    }
+
+    /// Settle `delta` on bucket `key`, within the timeout (see `Store::settle`).
+    pub async fn settle(&self, key: &str, rate: Rate, delta: i64) -> Result<(), Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            self.settle
+                .key(&key)
+                .arg(rate.interval_us())
+                .arg(delta)
+                .invoke_async::<i64>(&mut c)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Run `work` on the connection within the timeout.
+    async fn call<T, F, Fut>(&self, work: F) -> Result<T, Unavailable>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let call = async {
+            let connection = self.connection().await?;
+            work(connection)
+                .await
+                .map_err(|e| Unavailable(e.to_string()))
         };
         match tokio::time::timeout(self.timeout, call).await {
             Ok(answer) => answer,
@@ -101,22 +168,132 @@ impl Redis {
         }
     }
 
-    /// Settle `delta` on bucket `key`, within the timeout (see `Store::settle`).
-    pub async fn settle(&self, key: &str, rate: Rate, delta: i64) -> Result<(), Unavailable> {
-        let call = async {
-            let mut connection = self.connection().await?;
-            let _: i64 = self
-                .settle
-                .key(format!("{}{key}", self.prefix))
-                .arg(rate.interval_us())
-                .arg(delta)
-                .invoke_async(&mut connection)
+    fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// The value at `key`; its life starts again at `refresh`, if given.
+    pub async fn get(
+        &self,
+        key: &str,
+        refresh: Option<Duration>,
+    ) -> Result<Option<Bytes>, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let cmd = match refresh {
+                Some(ttl) => {
+                    let mut cmd = redis::cmd("GETEX");
+                    cmd.arg(&key).arg("PX").arg(ttl.as_millis() as u64);
+                    cmd
+                }
+                None => {
+                    let mut cmd = redis::cmd("GET");
+                    cmd.arg(&key);
+                    cmd
+                }
+            };
+            let value: Option<Vec<u8>> = cmd.query_async(&mut c).await?;
+            Ok(value.map(Bytes::from))
+        })
+        .await
+    }
+
+    /// Set `key` to `value` for `ttl`.
+    pub async fn put(&self, key: &str, value: Bytes, ttl: Duration) -> Result<(), Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(value.as_ref())
+                .arg("PX")
+                .arg(ttl.as_millis().max(1) as u64)
+                .query_async::<()>(&mut c)
                 .await
-                .map_err(|e| Unavailable(e.to_string()))?;
-            Ok(())
-        };
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .unwrap_or_else(|_| Err(Unavailable("no answer in time".into())))
+        })
+        .await
+    }
+
+    /// Drop `key`.
+    pub async fn delete(&self, key: &str) -> Result<(), Unavailable> {
+        let key = self.key(key);
+        self.call(
+            |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await },
+        )
+        .await
+    }
+
+    /// See `Store::add_member`.
+    pub async fn add_member(
+        &self,
+        key: &str,
+        member: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let added: i64 = self
+                .add_member
+                .key(&key)
+                .arg(member)
+                .arg(cap)
+                .arg(ttl.as_millis().max(1) as u64)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(added == 1)
+        })
+        .await
+    }
+
+    /// See `Store::members`.
+    pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let mut members: Vec<String> = self
+                .members
+                .key(&key)
+                .arg(ttl.as_millis().max(1) as u64)
+                .invoke_async(&mut c)
+                .await?;
+            members.sort();
+            Ok(members)
+        })
+        .await
+    }
+
+    /// See `Store::lease`.
+    pub async fn lease(
+        &self,
+        key: &str,
+        id: &str,
+        limit: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let held: i64 = self
+                .lease
+                .key(&key)
+                .arg(id)
+                .arg(limit)
+                .arg(ttl.as_millis().max(1) as u64)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(held == 1)
+        })
+        .await
+    }
+
+    /// See `Store::release`.
+    pub async fn release(&self, key: &str, id: &str) -> Result<(), Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(id)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
     }
 }

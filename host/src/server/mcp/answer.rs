@@ -13,7 +13,7 @@
 //! an event stream is read as JSON. What goes to the caller is the value the rails judged,
 //! written anew, so a repeated key or an odd number means the same to both.
 
-use super::{headers, offered, Exchange};
+use super::{headers, history, offered, Exchange};
 use crate::backend::BackendError;
 use crate::codec::mcp::{self as codec, Kind};
 use crate::codec::sse::{self, SseParser};
@@ -100,15 +100,17 @@ pub(super) async fn relay(
     watch: Watch,
 ) -> Response {
     let status = response.status();
-    if status == StatusCode::NOT_FOUND {
-        // The upstream no longer knows the session: its tools and history go too.
-        ex.app.mcp_tools().forget(&ex.key);
-        ex.app.mcp_history().forget(&ex.key);
+    if status == StatusCode::NOT_FOUND && ex.key.session() {
+        // The upstream no longer knows the session: its tool list goes too.
+        ex.app.mcp_tools().forget(&ex.app.state, &ex.key).await;
     }
     if let (Watch::Call(c), true) = (&watch, status.is_success()) {
         // The session reads whatever the tool answered, before anything else can fail: flow
-        // must never miss a read, whether its result is judged, refused or unreadable.
-        ex.app.mcp_history().read(&ex.key, &c.call.name);
+        // must never miss a read, whether its result is judged, refused or unreadable. A read
+        // that cannot be remembered is not handed over.
+        if let Err(withheld) = remember(&ex, c).await {
+            return withheld.answer(scope, &c.id);
+        }
     }
     let mut out_headers = headers::downstream(response.headers());
     let content_type = response
@@ -156,7 +158,9 @@ pub(super) async fn relay(
         if let Watch::Call(c) = &watch {
             // An error status can carry the tool's text too (a read all the same).
             if !status.is_success() && message.get("error").is_some() {
-                ex.app.mcp_history().read(&ex.key, &c.call.name);
+                if let Err(withheld) = remember(&ex, c).await {
+                    return withheld.answer(scope, &c.id);
+                }
             }
         }
         bytes = Bytes::from(message.to_string());
@@ -177,6 +181,52 @@ pub(super) async fn relay(
     *out.status_mut() = status;
     *out.headers_mut() = out_headers;
     out
+}
+
+/// A result the caller's agent session cannot be known to have read, so it is not handed over.
+struct Withheld(history::Unremembered);
+
+impl Withheld {
+    fn answer(self, scope: RequestScope, id: &Value) -> Response {
+        let message = format!(
+            "the answer is withheld: Railyard could not remember that this session read it ({})",
+            self.0
+        );
+        match self.0 {
+            history::Unremembered::Full => error(
+                scope,
+                StatusCode::OK,
+                Outcome::Refused,
+                id,
+                codec::POLICY_VIOLATION,
+                &message,
+            ),
+            history::Unremembered::Store(_) => error(
+                scope,
+                StatusCode::SERVICE_UNAVAILABLE,
+                Outcome::Throttled,
+                id,
+                codec::INTERNAL_ERROR,
+                &message,
+            ),
+        }
+    }
+}
+
+/// Remember that the caller's agent session read the answer to `c`; a store that cannot answer
+/// lets the answer through only with `on_unavailable = "open"`.
+async fn remember(ex: &Exchange, c: &CallWatch) -> Result<(), Withheld> {
+    match ex.agent.read(&ex.app.state, &c.call.name).await {
+        Ok(()) => Ok(()),
+        Err(history::Unremembered::Store(e)) if ex.app.startup().state.fail_open => {
+            tracing::warn!(error = %e, "state store unavailable: an MCP read handed over unremembered (on_unavailable = \"open\")");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "an MCP read withheld: it could not be remembered");
+            Err(Withheld(e))
+        }
+    }
 }
 
 /// One JSON-RPC message an upstream answered a judged request with, if it is a response (a
@@ -355,7 +405,7 @@ async fn inspect(
     if let Ok(message) = &parsed {
         if matches!(codec::kind(message), Kind::Notification { ref method } if method == "notifications/tools/list_changed")
         {
-            ex.app.mcp_tools().forget(&ex.key);
+            ex.app.mcp_tools().forget(&ex.app.state, &ex.key).await;
         }
     }
     if let Ok(message) = &parsed {
@@ -501,7 +551,13 @@ async fn judge_list(
         }
     };
     if !paged && result.get("nextCursor").is_none_or(Value::is_null) {
-        ex.app.mcp_tools().put(ex.key.clone(), tools.clone());
+        if let Some(raw) = result.get("tools").and_then(Value::as_array) {
+            let owner = ex.agent.tenant();
+            ex.app
+                .mcp_tools()
+                .put(&ex.app.state, owner, &ex.key, raw)
+                .await;
+        }
     }
     match offered(scope, &tools).await {
         Err(refusal) => *message = blocked_error(scope, id, &refusal),

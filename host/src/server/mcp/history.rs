@@ -1,67 +1,104 @@
-//! What each MCP session has read: the tools whose results the door relayed to it, in order. A
-//! `tools/call` is judged with that history before it (a `tool` message per earlier result, named
-//! by its call), so a policy reasoning over the conversation (the `flow` rule: no privileged call
-//! after an untrusted result) holds on MCP too, where the client sends one call at a time. Only
-//! sessions have a history: a sessionless request belongs to no conversation the door can see.
+//! What each agent session has read over MCP: the tools whose results the door relayed to it. A
+//! `tools/call` is judged with that history before it (a `tool` message per earlier result,
+//! named by its call), so a policy reasoning over the conversation (the `flow` rule: no
+//! privileged call after an untrusted result) holds on MCP too, where the client sends one call
+//! at a time.
+//!
+//! An agent session is the caller's tenant and principal (its Railyard key) and, if the client
+//! sends one, its `Railyard-Session` header. It spans every MCP server and every replica: the
+//! history lives in the shared store (`[state]`). It is not the MCP session: one agent talking to
+//! two servers has two MCP sessions (and none in the stateless protocol), and a read through one
+//! must count for a call through the other. A client that runs several agents on one key tells
+//! them apart with the header; without it, they are one conversation (more refusals, never fewer).
+//!
 //! Results are named, never kept: the history holds tool names only.
 
-use super::tools::Key;
 use crate::model::{Content, Message, ToolCall};
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use crate::rails::RequestScope;
+use crate::state::{Store, Unavailable};
+use axum::http::HeaderMap;
+use std::time::Duration;
 
-/// Most sessions remembered; past it the least recently used goes.
-const MAX_SESSIONS: usize = 10_000;
+/// The header a client names its agent session with.
+pub const HEADER: &str = "railyard-session";
 /// Distinct tools remembered per session (a tool read twice counts once).
 const MAX_TOOLS: usize = 256;
 /// A session unused this long is forgotten (the SDK reaps idle sessions after 30 minutes).
 const IDLE: Duration = Duration::from_secs(30 * 60);
 
-struct Entry {
-    tools: Vec<String>,
-    used: Instant,
+/// An agent session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// Its tenant: the memory store bounds what each tenant holds.
+    tenant: String,
+    /// Its key in the store.
+    key: String,
 }
 
-/// The sessions' histories.
-#[derive(Default)]
-pub struct History {
-    sessions: Mutex<HashMap<Key, Entry>>,
+/// Why a read could not be remembered.
+#[derive(Debug)]
+pub enum Unremembered {
+    /// The store did not answer.
+    Store(Unavailable),
+    /// The session has read as many distinct tools as are remembered.
+    Full,
 }
 
-impl History {
-    /// `key`'s session was handed a result of `tool`.
-    pub fn read(&self, key: &Key, tool: &str) {
-        if !key.session() {
-            return;
+impl std::fmt::Display for Unremembered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unremembered::Store(e) => e.fmt(f),
+            Unremembered::Full => write!(
+                f,
+                "the agent session has read {MAX_TOOLS} distinct tools, the most remembered: start a new session"
+            ),
         }
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        super::tools::make_room(&mut sessions, key, MAX_SESSIONS, |e| e.used);
-        let entry = sessions.entry(key.clone()).or_insert_with(|| Entry {
-            tools: Vec::new(),
-            used: now,
-        });
-        entry.used = now;
-        if !entry.tools.iter().any(|t| t == tool) && entry.tools.len() < MAX_TOOLS {
-            entry.tools.push(tool.to_string());
+    }
+}
+
+impl Agent {
+    /// The agent session of a request in `scope` (authenticated) with the caller's `headers`.
+    pub fn of(scope: &RequestScope, headers: &HeaderMap) -> Agent {
+        let ctx = scope.ctx();
+        let mut who = Vec::new();
+        who.extend_from_slice(ctx.principal.as_deref().unwrap_or("").as_bytes());
+        who.push(0);
+        if let Some(session) = headers.get(HEADER) {
+            who.push(1);
+            who.extend_from_slice(session.as_bytes());
+        }
+        let tenant = scope.tenant_name().to_string();
+        let key = format!(
+            "flow:{}:{}",
+            &crate::util::sha256_hex(tenant.as_bytes())[..16],
+            &crate::util::sha256_hex(&who)[..32]
+        );
+        Agent { tenant, key }
+    }
+
+    /// Its tenant's name.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The session was handed a result of `tool`.
+    pub async fn read(&self, store: &Store, tool: &str) -> Result<(), Unremembered> {
+        match store
+            .add_member(&self.tenant, &self.key, tool, MAX_TOOLS, IDLE)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Unremembered::Full),
+            Err(e) => Err(Unremembered::Store(e)),
         }
     }
 
     /// The conversation so far as messages: for each tool read, an assistant call and its
     /// (empty) result.
-    pub fn messages(&self, key: &Key) -> Vec<Message> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = sessions.get_mut(key) else {
-            return Vec::new();
-        };
-        if entry.used.elapsed() > IDLE {
-            sessions.remove(key);
-            return Vec::new();
-        }
-        entry
-            .tools
-            .iter()
+    pub async fn messages(&self, store: &Store) -> Result<Vec<Message>, Unavailable> {
+        let tools = store.members(&self.key, IDLE).await?;
+        Ok(tools
+            .into_iter()
             .enumerate()
             .flat_map(|(i, tool)| {
                 let id = format!("railyard-history-{i}");
@@ -71,18 +108,10 @@ impl History {
                 );
                 let mut result = Message::new("tool", Some(Content::Text(String::new())));
                 result.tool_call_id = Some(id);
-                result.name = Some(tool.clone());
+                result.name = Some(tool);
                 [call, result]
             })
-            .collect()
-    }
-
-    /// Forget `key`'s session (it ended).
-    pub fn forget(&self, key: &Key) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+            .collect())
     }
 }
 
@@ -90,22 +119,35 @@ impl History {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sessions_remember_the_tools_they_read_once_each() {
-        let h = History::default();
-        let a = Key::new("s", Some("1"), &[]);
-        let shared = Key::new("s", None, &[b"x"]);
-        h.read(&a, "web_fetch");
-        h.read(&a, "web_fetch");
-        h.read(&a, "get_time");
-        h.read(&shared, "web_fetch");
-        let m = h.messages(&a);
+    fn agent(tenant: &str, principal: &str) -> Agent {
+        let who = [principal.as_bytes(), &[0]].concat();
+        Agent {
+            tenant: tenant.into(),
+            key: format!("flow:{}:{}", tenant, &crate::util::sha256_hex(&who)[..32]),
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_remember_the_tools_they_read_once_each() {
+        let store = Store::new(&crate::config::StateConfig::default());
+        let a = agent("t", "alice");
+        let b = agent("t", "bob");
+        a.read(&store, "web_fetch").await.unwrap();
+        a.read(&store, "web_fetch").await.unwrap();
+        a.read(&store, "get_time").await.unwrap();
+        let m = a.messages(&store).await.unwrap();
         assert_eq!(m.len(), 4);
-        assert_eq!(m[0].tool_calls[0].name, "web_fetch");
+        assert_eq!(m[0].tool_calls[0].name, "get_time");
         assert_eq!(m[1].tool_call_id.as_deref(), Some("railyard-history-0"));
-        assert_eq!(m[3].name.as_deref(), Some("get_time"));
-        assert!(h.messages(&shared).is_empty(), "no session, no history");
-        h.forget(&a);
-        assert!(h.messages(&a).is_empty());
+        assert_eq!(m[3].name.as_deref(), Some("web_fetch"));
+        assert!(b.messages(&store).await.unwrap().is_empty());
+        for i in 2..MAX_TOOLS {
+            a.read(&store, &format!("tool_{i}")).await.unwrap();
+        }
+        assert!(matches!(
+            a.read(&store, "one_too_many").await,
+            Err(Unremembered::Full)
+        ));
+        a.read(&store, "web_fetch").await.unwrap();
     }
 }

@@ -1,27 +1,39 @@
-//! The tools each upstream declared, as the rails judge calls against them: cached per upstream
-//! session (or, without one, per server and forwarded credentials), replaced by every complete
-//! `tools/list` that passes, dropped on `notifications/tools/list_changed`, on `DELETE` and on an
-//! upstream's 404 for the session.
+//! The tools each upstream declared, as the rails judge calls against them: kept in the shared
+//! store (`[state]`) per upstream session (or, without one, per server and forwarded
+//! credentials), so every replica judges a session's calls by the same list; replaced by every
+//! complete `tools/list` that passes, dropped on `notifications/tools/list_changed`, on `DELETE`
+//! and on an upstream's 404 for the session, whichever replica sees it.
+//!
+//! The store holds the list as the upstream wrote it, behind a digest of it; each replica keeps
+//! the lists it parsed by digest, so a call costs one read of the store and no parsing.
+//! A store that cannot answer is a miss: the list is fetched from the upstream again, never
+//! assumed.
 
+use crate::codec::mcp as codec;
 use crate::model::ToolDef;
+use crate::state::Store;
+use bytes::Bytes;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Most cached lists; past it the least recently used goes.
-const MAX_ENTRIES: usize = 10_000;
 /// A session's list unused this long is dropped (the SDK reaps idle sessions after 30 minutes).
 const IDLE: Duration = Duration::from_secs(30 * 60);
 /// How long a list without a session is trusted: sessionless servers have no channel to say it
 /// changed unless a client listens, so it is fetched again after this.
 pub const SESSIONLESS_TTL: Duration = Duration::from_secs(60);
+/// Parsed lists a replica keeps (by digest); past it, it starts again.
+const MAX_PARSED: usize = 1024;
+/// Length of the digest in front of a stored list.
+const DIGEST: usize = 32;
 
 /// Whose list it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
     /// The server's name.
     pub server: String,
-    /// `session:<id>`, or `shared:<digest of the forwarded credentials>`.
+    /// `session:<digest of the id>`, or `shared:<digest of the forwarded credentials>`.
     pub scope: String,
 }
 
@@ -30,14 +42,14 @@ impl Key {
     /// of the headers forwarded to the upstream (a list may depend on who asks).
     pub fn new(server: &str, session: Option<&str>, credentials: &[&[u8]]) -> Key {
         let scope = match session {
-            Some(id) => format!("session:{id}"),
+            Some(id) => format!("session:{}", &crate::util::sha256_hex(id.as_bytes())[..32]),
             None => {
                 let mut joined = Vec::new();
                 for c in credentials {
                     joined.extend_from_slice(c);
                     joined.push(0);
                 }
-                format!("shared:{}", &crate::util::sha256_hex(&joined)[..16])
+                format!("shared:{}", &crate::util::sha256_hex(&joined)[..32])
             }
         };
         Key {
@@ -49,126 +61,120 @@ impl Key {
     pub fn session(&self) -> bool {
         self.scope.starts_with("session:")
     }
+
+    /// Its key in the store.
+    fn stored(&self) -> String {
+        format!("mcp-tools:{}:{}", self.server, self.scope)
+    }
 }
 
-struct Entry {
-    tools: Arc<Vec<ToolDef>>,
-    fetched: Instant,
-    used: Instant,
-}
-
-/// The cache.
+/// The lists this replica parsed, by digest.
 #[derive(Default)]
 pub struct ToolCache {
-    entries: Mutex<HashMap<Key, Entry>>,
+    parsed: Mutex<HashMap<String, Arc<Vec<ToolDef>>>>,
 }
 
 impl ToolCache {
-    /// The list for `key`, if cached and fresh.
-    pub fn get(&self, key: &Key) -> Option<Arc<Vec<ToolDef>>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let entry = entries.get_mut(key)?;
-        let stale = if key.session() {
-            now.duration_since(entry.used) > IDLE
-        } else {
-            now.duration_since(entry.fetched) > SESSIONLESS_TTL
+    /// The list for `key`, if the store holds one (a store that cannot answer holds none).
+    pub async fn get(&self, store: &Store, key: &Key) -> Option<Arc<Vec<ToolDef>>> {
+        let refresh = key.session().then_some(IDLE);
+        let stored = match store.get(&key.stored(), refresh).await {
+            Ok(stored) => stored?,
+            Err(e) => {
+                tracing::debug!(error = %e, "MCP tool list not read from the state store");
+                return None;
+            }
         };
-        if stale {
-            entries.remove(key);
-            return None;
+        let (digest, json) = stored.split_at(DIGEST.min(stored.len()));
+        let digest = std::str::from_utf8(digest).ok()?;
+        if let Some(tools) = self.parsed().get(digest) {
+            return Some(tools.clone());
         }
-        entry.used = now;
-        Some(entry.tools.clone())
+        let tools = Arc::new(parse(json)?);
+        let mut parsed = self.parsed();
+        if parsed.len() >= MAX_PARSED {
+            parsed.clear();
+        }
+        parsed.insert(digest.to_string(), tools.clone());
+        Some(tools)
     }
 
-    /// Store a complete list for `key`.
-    pub fn put(&self, key: Key, tools: Vec<ToolDef>) -> Arc<Vec<ToolDef>> {
-        let tools = Arc::new(tools);
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        make_room(&mut entries, &key, MAX_ENTRIES, |e| e.used);
-        let now = Instant::now();
-        entries.insert(
-            key,
-            Entry {
-                tools: tools.clone(),
-                fetched: now,
-                used: now,
-            },
-        );
+    /// Keep the complete list `raw` (the upstream's `tools` entries) for `key`, a list of
+    /// `owner`'s (its tenant): the tools it declares.
+    pub async fn put(
+        &self,
+        store: &Store,
+        owner: &str,
+        key: &Key,
+        raw: &[Value],
+    ) -> Arc<Vec<ToolDef>> {
+        let json = serde_json::json!({ "tools": raw }).to_string();
+        let digest = &crate::util::sha256_hex(json.as_bytes())[..DIGEST];
+        let tools = Arc::new(parse(json.as_bytes()).unwrap_or_default());
+        let ttl = if key.session() { IDLE } else { SESSIONLESS_TTL };
+        let value = Bytes::from([digest.as_bytes(), json.as_bytes()].concat());
+        if let Err(e) = store.put(owner, &key.stored(), value, ttl).await {
+            tracing::warn!(error = %e, "MCP tool list not kept in the state store");
+        }
+        let mut parsed = self.parsed();
+        if parsed.len() >= MAX_PARSED {
+            parsed.clear();
+        }
+        parsed.insert(digest.to_string(), tools.clone());
         tools
     }
 
     /// Forget `key`'s list (it changed, or its session ended).
-    pub fn forget(&self, key: &Key) {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+    pub async fn forget(&self, store: &Store, key: &Key) {
+        if let Err(e) = store.delete(&key.stored()).await {
+            tracing::warn!(error = %e, "a changed MCP tool list could not be dropped from the state store: replicas may use it until it expires");
+        }
     }
 
-    /// How many lists are cached.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    fn parsed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<ToolDef>>>> {
+        self.parsed.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// Before `key` goes into a map holding at most `max` entries: if it is new and the map is full,
-/// the least recently `used` entry goes.
-pub(super) fn make_room<V>(
-    map: &mut HashMap<Key, V>,
-    key: &Key,
-    max: usize,
-    used: impl Fn(&V) -> Instant,
-) {
-    if map.len() >= max && !map.contains_key(key) {
-        if let Some(oldest) = map
-            .iter()
-            .min_by_key(|(_, v)| used(v))
-            .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-    }
+/// A stored list's tools.
+fn parse(json: &[u8]) -> Option<Vec<ToolDef>> {
+    let result: Value = serde_json::from_slice(json).ok()?;
+    codec::tools_of(&result).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn tool(name: &str) -> ToolDef {
-        ToolDef::declared("function", Some(name), None, None)
+    fn tool(name: &str) -> Value {
+        json!({"name": name, "inputSchema": {"type": "object"}})
     }
 
-    #[test]
-    fn lists_are_kept_per_session_and_per_credentials() {
+    #[tokio::test]
+    async fn lists_are_kept_per_session_and_per_credentials() {
+        let store = Store::new(&crate::config::StateConfig::default());
         let cache = ToolCache::default();
         let a = Key::new("s", Some("1"), &[]);
         let b = Key::new("s", Some("2"), &[]);
         let shared_x = Key::new("s", None, &[b"x"]);
         let shared_y = Key::new("s", None, &[b"y"]);
         assert_ne!(shared_x, shared_y);
-        cache.put(a.clone(), vec![tool("one")]);
-        cache.put(shared_x.clone(), vec![tool("two")]);
-        assert_eq!(cache.get(&a).unwrap()[0].name.as_deref(), Some("one"));
-        assert!(cache.get(&b).is_none());
-        assert!(cache.get(&shared_y).is_none());
+        cache.put(&store, "t", &a, &[tool("one")]).await;
+        cache.put(&store, "t", &shared_x, &[tool("two")]).await;
+        let got = cache.get(&store, &a).await.unwrap();
+        assert_eq!(got[0].name.as_deref(), Some("one"));
+        assert!(cache.get(&store, &b).await.is_none());
+        assert!(cache.get(&store, &shared_y).await.is_none());
+        let got = cache.get(&store, &shared_x).await.unwrap();
+        assert_eq!(got[0].name.as_deref(), Some("two"));
+        // Another replica's cache (nothing parsed yet) reads the same list from the store.
+        let other = ToolCache::default();
         assert_eq!(
-            cache.get(&shared_x).unwrap()[0].name.as_deref(),
-            Some("two")
+            other.get(&store, &a).await.unwrap()[0].name.as_deref(),
+            Some("one")
         );
-        cache.forget(&a);
-        assert!(cache.get(&a).is_none());
-        assert_eq!(cache.len(), 1);
-    }
-
-    #[test]
-    fn the_cache_is_bounded() {
-        let cache = ToolCache::default();
-        for i in 0..MAX_ENTRIES + 5 {
-            cache.put(Key::new("s", Some(&i.to_string()), &[]), vec![]);
-        }
-        assert_eq!(cache.len(), MAX_ENTRIES);
+        cache.forget(&store, &a).await;
+        assert!(other.get(&store, &a).await.is_none());
     }
 }
