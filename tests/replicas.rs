@@ -376,3 +376,128 @@ fn a_store_that_stops_answering_withholds_what_it_cannot_remember() {
         "{records:?}"
     );
 }
+
+/// A refund the model asks for, and the check of it on the `tool_call` rail.
+fn refund_check(amount: u32) -> Value {
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "refund",
+        "arguments": format!("{{\"order\":\"A1\",\"amount\":{amount}}}")}}]});
+    let tool = json!({"type": "function", "function": {"name": "refund", "parameters": {
+        "type": "object", "properties": {"order": {"type": "string"}, "amount": {"type": "number"}},
+        "required": ["order", "amount"]}}});
+    json!({"rail": "tool_call", "tools": [tool],
+        "messages": [{"role": "user", "content": "refund order A1"}, call]})
+}
+
+#[test]
+fn a_plugins_cumulative_limit_holds_across_replicas() {
+    // The bundled tool-limits (Python, contract 0.3 `state`): at most 3 refunds a day for the
+    // payments tenant's principal, counted in the store every replica shares.
+    let redis = RedisServer::start();
+    let cfg = bundled_with(&[(
+        "calls = { \"billing-service\" = 200",
+        "calls = { \"billing-service\" = 3",
+    )]);
+    on_redis(&cfg, &redis);
+    let replicas: Vec<Daemon> = (0..3).map(|_| Daemon::start_with(&cfg.path, &[])).collect();
+    let verdicts: Vec<String> = (0..5)
+        .map(|i| {
+            let r = post_as(
+                replicas[i % 3].addr,
+                "/v1/check",
+                Some("demo-payments-key"),
+                &refund_check(20),
+            )
+            .json();
+            r["verdict"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["allow", "allow", "allow", "reject", "reject"],
+        "{verdicts:?}"
+    );
+    let refused = post_as(
+        replicas[1].addr,
+        "/v1/check",
+        Some("demo-payments-key"),
+        &refund_check(20),
+    )
+    .json();
+    let reason = refused.to_string();
+    assert!(
+        reason.contains("would pass the limit 'refunds-per-day' for 86400 s (3)"),
+        "{reason}"
+    );
+    // The other limit, the day's total (20,000 for this principal), is counted too: the three
+    // refunds that passed made 60 of it, and one of 19,941 would pass it. (A refused call is
+    // taken back from the limits it had already counted against.)
+    let mut redis_cli = Command::new("redis-cli");
+    redis_cli.args([
+        "-p",
+        &redis.port.to_string(),
+        "--scan",
+        "--pattern",
+        "railyard:plugin:tool-limits:*",
+    ]);
+    let keys = String::from_utf8(redis_cli.output().unwrap().stdout).unwrap();
+    assert_eq!(keys.lines().count(), 2, "{keys}");
+    for key in keys.lines() {
+        let value = Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "GET", key])
+            .output()
+            .unwrap()
+            .stdout;
+        let value = String::from_utf8(value).unwrap();
+        let expected = if key.ends_with("refunds-per-day:billing-service") {
+            "3"
+        } else {
+            "6000"
+        };
+        assert_eq!(value.trim(), expected, "{key}");
+    }
+}
+
+#[test]
+fn a_plugin_not_granted_state_cannot_count() {
+    // Without `state = true` the same plugin's state calls are denied: a fault, which its
+    // entry's on_error (closed) turns into a block, never an unlimited allow.
+    let cfg = bundled_with(&[("timeout_ms = 250\nstate = true\n", "timeout_ms = 250\n")]);
+    let d = Daemon::start_with(&cfg.path, &[]);
+    let r = post_as(
+        d.addr,
+        "/v1/check",
+        Some("demo-payments-key"),
+        &refund_check(20),
+    )
+    .json();
+    assert_eq!(r["verdict"], "block", "{r}");
+    assert!(r.to_string().contains("not granted state"), "{r}");
+    // With the memory store (the default), the grant counts in this process.
+    let cfg = bundled_with(&[(
+        "calls = { \"billing-service\" = 200",
+        "calls = { \"billing-service\" = 1",
+    )]);
+    let d = Daemon::start_with(&cfg.path, &[]);
+    let check = |d: &Daemon| {
+        post_as(
+            d.addr,
+            "/v1/check",
+            Some("demo-payments-key"),
+            &refund_check(20),
+        )
+        .json()["verdict"]
+            .clone()
+    };
+    assert_eq!(check(&d), "allow");
+    assert_eq!(check(&d), "reject");
+    // A memo cannot stand in for a plugin with state.
+    let error = policy_error(&std::fs::read_to_string(&cfg.path).unwrap().replace(
+        "timeout_ms = 250\nstate = true\n",
+        "timeout_ms = 250\nstate = true\nmemo = true\n",
+    ));
+    assert!(error.contains("cannot have `memo = true`"), "{error}");
+}

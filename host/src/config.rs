@@ -390,6 +390,8 @@ pub struct PluginConfig {
     pub parallel: bool,
     /// Line of `parallel` in the entry, if set.
     pub parallel_line: Option<usize>,
+    /// Whether it reaches counters and values in the `[state]` store (`state = true`).
+    pub state: bool,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

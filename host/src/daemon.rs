@@ -71,8 +71,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let workers = crate::shard::count(config.startup.workers);
     let backend =
         Backend::for_workers(&config.startup.backend, workers).map_err(DaemonError::Backend)?;
+    // One store for the daemon: its limits and sessions, and its plugins' state.
+    let store = Arc::new(crate::state::Store::new(&config.startup.state));
     let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
-        .map_err(|e| DaemonError::Engine(e.to_string()))?;
+        .map_err(|e| DaemonError::Engine(e.to_string()))?
+        .with_store(store.clone());
     let engine = Arc::new(engine);
     let metrics = Arc::new(Metrics::default());
     let started = std::time::Instant::now();
@@ -118,7 +121,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
             Some(telemetry)
         }
     };
-    let app = Arc::new(App::new(reloader, backend, startup, metrics).with_telemetry(telemetry));
+    let app = Arc::new(
+        App::new(reloader, backend, startup, metrics)
+            .with_telemetry(telemetry)
+            .with_store(store),
+    );
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await

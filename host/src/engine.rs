@@ -230,6 +230,8 @@ pub struct Engine {
     /// Linked components by digest and linker, while some plugin uses them: plugins loaded from
     /// the same component (one allowlist per tenant, say) share its compiled code.
     linked: Mutex<Vec<(String, bool, Weak<plugin::Pre>)>>,
+    /// The store plugins granted state reach (`[state]`; in memory until the daemon sets it).
+    store: Arc<crate::state::Store>,
 }
 
 impl Engine {
@@ -264,7 +266,19 @@ impl Engine {
             cache,
             ticker,
             linked: Mutex::new(Vec::new()),
+            store: Arc::new(crate::state::Store::new(&Default::default())),
         })
+    }
+
+    /// This engine, its plugins granted state reaching `store`.
+    pub fn with_store(mut self, store: Arc<crate::state::Store>) -> Engine {
+        self.store = store;
+        self
+    }
+
+    /// The store plugins granted state reach.
+    pub fn store(&self) -> &Arc<crate::state::Store> {
+        &self.store
     }
 
     /// Load the plugin at `path`: compile (or fetch from cache), check contract version and

@@ -506,6 +506,7 @@ impl GuardModels {
     pub fn grant(&self, names: &[String]) -> Grant {
         Grant {
             models: names.iter().filter_map(|n| self.get(n).cloned()).collect(),
+            state: None,
         }
     }
 }
@@ -536,16 +537,24 @@ fn same(a: &GuardModelConfig, b: &GuardModelConfig) -> bool {
         && a.max_input_chars == b.max_input_chars
 }
 
-/// The guard models one plugin may consult.
+/// What one plugin is granted (contract 0.3): the guard models it may consult, and state.
 #[derive(Clone, Default)]
 pub struct Grant {
     models: Vec<Arc<GuardModel>>,
+    /// Its state (`state = true`).
+    pub state: Option<crate::state::Grant>,
 }
 
 impl Grant {
     /// Whether it grants anything.
     pub fn is_empty(&self) -> bool {
-        self.models.is_empty()
+        self.models.is_empty() && self.state.is_none()
+    }
+
+    /// This grant and `state`.
+    pub fn with_state(mut self, state: Option<crate::state::Grant>) -> Grant {
+        self.state = state;
+        self
     }
 
     /// Ask model `name` `question`, if granted, within what the request's `scope` has left (or

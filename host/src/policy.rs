@@ -83,7 +83,10 @@ impl PolicySet {
             let mut problem = |line: Option<usize>, key: String, message: String| {
                 problems.push(Problem { line, key, message })
             };
-            let grant = guard_models.grant(&pc.guard_models);
+            let state = pc
+                .state
+                .then(|| crate::state::Grant::new(engine.store().clone(), &pc.name));
+            let grant = guard_models.grant(&pc.guard_models).with_state(state);
             let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
                 Err(e) => {
@@ -445,6 +448,7 @@ impl PolicySet {
                     "config": pc.config,
                     "memo": pc.memo,
                     "guard_models": (!pc.guard_models.is_empty()).then_some(&pc.guard_models),
+                    "state": pc.state.then_some(true),
                     "waits": p.waits(),
                     "parallel": pc.parallel,
                 })

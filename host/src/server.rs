@@ -140,6 +140,12 @@ impl App {
         }
     }
 
+    /// Keep what replicas share in `store` (the one the daemon's plugins reach too).
+    pub fn with_store(mut self, store: Arc<crate::state::Store>) -> App {
+        self.state = store;
+        self
+    }
+
     /// Trace requests with `telemetry`.
     pub fn with_telemetry(mut self, telemetry: Option<crate::telemetry::Telemetry>) -> App {
         self.telemetry = telemetry;

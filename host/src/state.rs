@@ -159,6 +159,26 @@ impl Store {
         }
     }
 
+    /// Add `delta` to the counter `key` (`owner`'s) unless its value would pass `limit`: the new
+    /// value, or `None` (unchanged). A new counter starts at 0 and lives `ttl`; later additions
+    /// keep its expiry (a fixed window). Counters are decimal text, read by [`Store::get`].
+    pub async fn add_within(
+        &self,
+        owner: &str,
+        key: &str,
+        delta: i64,
+        limit: i64,
+        ttl: Duration,
+    ) -> Result<Option<i64>, Unavailable> {
+        // Within what Redis's Lua numbers (doubles) hold exactly.
+        const EXACT: i64 = 1 << 53;
+        let (delta, limit) = (delta.clamp(-EXACT, EXACT), limit.clamp(-EXACT, EXACT));
+        match self {
+            Store::Memory(m) => m.add_within(owner, key, delta, limit, ttl),
+            Store::Redis(r) => r.add_within(key, delta, limit, ttl).await,
+        }
+    }
+
     /// Add `member` to the set `key` (`owner`'s) unless it already holds `cap` others, and start
     /// the set's life again at `ttl`: whether `member` is in the set now (`false`: it was full).
     pub async fn add_member(
@@ -212,6 +232,112 @@ impl Store {
     }
 }
 
+/// The state a plugin entry with `state = true` reaches (contract 0.3's `state` interface):
+/// its keys filed under the entry's name and the request's tenant.
+#[derive(Clone)]
+pub struct Grant {
+    store: std::sync::Arc<Store>,
+    plugin: String,
+}
+
+/// Why a plugin's state call gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateError {
+    /// Not granted, or out of bounds.
+    Denied(String),
+    /// The store did not answer.
+    Unavailable(String),
+}
+
+/// Longest key a plugin may use, in bytes.
+pub const MAX_KEY: usize = 256;
+/// Largest value a plugin may set, in bytes.
+pub const MAX_VALUE: usize = 64 << 10;
+/// Longest an entry may live, in seconds (30 days).
+pub const MAX_TTL_S: u32 = 30 * 24 * 3600;
+
+impl Grant {
+    /// State in `store` for the plugin entry `plugin`.
+    pub fn new(store: std::sync::Arc<Store>, plugin: &str) -> Grant {
+        Grant {
+            store,
+            plugin: plugin.to_string(),
+        }
+    }
+
+    /// `key` of `tenant`'s, as the store files it; or why it cannot be one.
+    fn key(&self, tenant: &str, key: &str) -> Result<String, StateError> {
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(StateError::Denied(format!(
+                "a key is 1 to {MAX_KEY} bytes, not {}",
+                key.len()
+            )));
+        }
+        Ok(format!(
+            "plugin:{}:{}:{key}",
+            self.plugin,
+            &crate::util::sha256_hex(tenant.as_bytes())[..16]
+        ))
+    }
+
+    fn ttl(ttl_s: u32) -> Result<Duration, StateError> {
+        if ttl_s == 0 || ttl_s > MAX_TTL_S {
+            return Err(StateError::Denied(format!(
+                "a time to live is 1 to {MAX_TTL_S} seconds, not {ttl_s}"
+            )));
+        }
+        Ok(Duration::from_secs(u64::from(ttl_s)))
+    }
+
+    /// See the `state` interface's `add`.
+    pub async fn add(
+        &self,
+        tenant: &str,
+        key: &str,
+        delta: i64,
+        limit: i64,
+        ttl_s: u32,
+    ) -> Result<Option<i64>, StateError> {
+        let (key, ttl) = (self.key(tenant, key)?, Self::ttl(ttl_s)?);
+        self.store
+            .add_within(tenant, &key, delta, limit, ttl)
+            .await
+            .map_err(|e| StateError::Unavailable(e.0))
+    }
+
+    /// See the `state` interface's `get`.
+    pub async fn get(&self, tenant: &str, key: &str) -> Result<Option<String>, StateError> {
+        let key = self.key(tenant, key)?;
+        let value = self
+            .store
+            .get(&key, None)
+            .await
+            .map_err(|e| StateError::Unavailable(e.0))?;
+        Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// See the `state` interface's `set`.
+    pub async fn set(
+        &self,
+        tenant: &str,
+        key: &str,
+        value: String,
+        ttl_s: u32,
+    ) -> Result<(), StateError> {
+        let (key, ttl) = (self.key(tenant, key)?, Self::ttl(ttl_s)?);
+        if value.len() > MAX_VALUE {
+            return Err(StateError::Denied(format!(
+                "a value is at most {MAX_VALUE} bytes, not {}",
+                value.len()
+            )));
+        }
+        self.store
+            .put(tenant, &key, Bytes::from(value), ttl)
+            .await
+            .map_err(|e| StateError::Unavailable(e.0))
+    }
+}
+
 /// A bucket's `tat` (µs) at `now` after settling `delta` units: taken beyond the limit, or given
 /// back no further than to rest; `None` when it is back at rest.
 fn settled(tat: Option<u64>, now: u64, rate: Rate, delta: i64) -> Option<u64> {
@@ -241,6 +367,12 @@ fn gcra(tat: Option<u64>, now: u64, rate: Rate, cost: u32) -> (Option<u64>, Take
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_urls_are_understood() {
+        // rediss:// is Redis over TLS (rustls, the system's roots): a managed Redis needs it.
+        assert!(::redis::Client::open("rediss://railyard:secret@redis.example:6380/0").is_ok());
+    }
 
     #[test]
     fn a_full_minute_at_once_then_one_per_interval() {

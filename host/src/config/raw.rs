@@ -229,6 +229,7 @@ pub(super) struct RawPlugin {
     pub(super) memo: Option<Spanned<bool>>,
     pub(super) guard_models: Option<Vec<Spanned<String>>>,
     pub(super) parallel: Option<Spanned<bool>>,
+    pub(super) state: Option<Spanned<bool>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

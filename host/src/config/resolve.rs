@@ -555,6 +555,17 @@ pub(super) fn resolve_plugins(
                 );
             }
         }
+        let state = raw.state.as_ref().is_some_and(|v| *v.get_ref());
+        if let (Some(v), true) = (
+            raw.state.as_ref().filter(|_| state),
+            raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
+        ) {
+            p.at(
+                v.span(),
+                format!("{key}.state"),
+                "a plugin with state cannot have `memo = true`: a memoised verdict would answer without reaching the state (a counter would not count)",
+            );
+        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
@@ -571,6 +582,7 @@ pub(super) fn resolve_plugins(
             memo: raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
             guard_models: granted,
             parallel,
+            state,
             parallel_line: raw
                 .parallel
                 .as_ref()

@@ -63,7 +63,11 @@ mod v03async {
     wasmtime::component::bindgen!({
         world: "policy",
         path: "../wit",
-        imports: { "railyard:policy/guard-models": async, default: trappable },
+        imports: {
+            "railyard:policy/guard-models": async,
+            "railyard:policy/state": async,
+            default: trappable,
+        },
         exports: { default: async },
         with: {
             "railyard:policy/types": super::v02::railyard::policy::types,
@@ -82,8 +86,10 @@ pub use v02packed::exports::railyard::policy_packed::plugin as packed;
 pub use v02packed::{Policy as PolicyPacked, PolicyIndices as PolicyIndicesPacked};
 pub use v03::railyard::policy::guard_models as guard;
 pub use v03::railyard::policy::host::Host as LogImport03;
+pub use v03::railyard::policy::state;
 pub use v03::Policy as Policy03;
 pub use v03async::railyard::policy::guard_models as guard_async;
+pub use v03async::railyard::policy::state as state_async;
 pub use v03async::Policy as Policy03Async;
 
 /// The contract package this host speaks.

@@ -8,6 +8,7 @@
 
 mod guard;
 mod output;
+mod state;
 mod wasi;
 
 pub(crate) use guard::GuardAccess;

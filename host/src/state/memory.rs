@@ -93,6 +93,42 @@ impl Memory {
         self.table().remove(key);
     }
 
+    /// See `Store::add_within`.
+    pub fn add_within(
+        &self,
+        owner: &str,
+        key: &str,
+        delta: i64,
+        limit: i64,
+        ttl: Duration,
+    ) -> Result<Option<i64>, Unavailable> {
+        let now = Instant::now();
+        let mut table = self.table();
+        let (value, expires) = match table.live(key, now) {
+            Some(Entry {
+                held: Held::Bytes(b),
+                expires,
+                ..
+            }) => (counter(b), Some(*expires)),
+            Some(_) => (0, None),
+            None => (0, None),
+        };
+        let new = value.saturating_add(delta);
+        if new > limit {
+            return Ok(None);
+        }
+        let text = Bytes::from(new.to_string());
+        match expires {
+            Some(_) => {
+                if let Some(entry) = table.live(key, now) {
+                    entry.held = Held::Bytes(text);
+                }
+            }
+            None => table.insert(owner, key, Held::Bytes(text), now + ttl, now)?,
+        }
+        Ok(Some(new))
+    }
+
     /// Add `member` to the set `key` (of `owner`) unless it holds `cap` others; its life starts
     /// again at `ttl`. Whether the member is in the set now.
     pub fn add_member(
@@ -207,6 +243,14 @@ impl Memory {
 /// Most live entries one owner (a tenant) may hold in the memory store: past it, its writes fail
 /// (and `on_unavailable` decides), so no tenant can push out another's state.
 pub const OWNER_QUOTA: usize = 100_000;
+
+/// A counter's value from its decimal text (0 when it is not one).
+fn counter(text: &[u8]) -> i64 {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
 
 /// What an entry holds.
 enum Held {

@@ -69,6 +69,20 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 ";
 
+/// Add `ARGV[1]` to the counter unless it would pass `ARGV[2]`; a new counter lives `ARGV[3]` ms.
+/// `{1, new}` when added, `{0, value}` when not.
+const ADD_WITHIN: &str = r"
+local v = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local n = v + tonumber(ARGV[1])
+if n > tonumber(ARGV[2]) then return {0, v} end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('SET', KEYS[1], string.format('%.0f', n), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], string.format('%.0f', n), 'PX', ARGV[3])
+end
+return {1, n}
+";
+
 /// A Redis store.
 pub struct Redis {
     client: redis::Client,
@@ -80,6 +94,7 @@ pub struct Redis {
     add_member: redis::Script,
     members: redis::Script,
     lease: redis::Script,
+    add_within: redis::Script,
 }
 
 impl Redis {
@@ -95,6 +110,7 @@ impl Redis {
             add_member: redis::Script::new(ADD_MEMBER),
             members: redis::Script::new(MEMBERS),
             lease: redis::Script::new(LEASE),
+            add_within: redis::Script::new(ADD_WITHIN),
         }
     }
 
@@ -293,6 +309,29 @@ impl Redis {
                 .arg(id)
                 .query_async::<()>(&mut c)
                 .await
+        })
+        .await
+    }
+
+    /// See `Store::add_within`.
+    pub async fn add_within(
+        &self,
+        key: &str,
+        delta: i64,
+        limit: i64,
+        ttl: Duration,
+    ) -> Result<Option<i64>, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let (added, value): (i64, i64) = self
+                .add_within
+                .key(&key)
+                .arg(delta)
+                .arg(limit)
+                .arg(ttl.as_millis().max(1) as u64)
+                .invoke_async(&mut c)
+                .await?;
+            Ok((added == 1).then_some(value))
         })
         .await
     }

@@ -1,7 +1,7 @@
 """tool-limits policy plugin (rail: tool_call), written in Python and built into a WebAssembly
 component with componentize-py against wit/policy.wit (world `policy`).
 
-This file is only the WIT glue: the `plugin` export and the `host` import. The decision logic is
+This file is only the WIT glue: the `plugin` export, and the `host` and `state` imports. The decision logic is
 in tool_limits.py, which imports nothing from the bindings and is unit-tested under CPython
 (test/test_tool_limits.py).
 """
@@ -10,7 +10,7 @@ import json
 
 from wit_world import exports
 from componentize_py_types import Err
-from wit_world.imports import host
+from wit_world.imports import host, state
 from wit_world.imports.types import (
     CallRef,
     Info,
@@ -58,7 +58,7 @@ class Plugin(exports.Plugin):
         if _config is None:
             host.log(Level.ERROR, "evaluate called before configure")
             return Verdict_Block("tool-limits is not configured")
-        outcome = tool_limits.evaluate(_config, request)
+        outcome = tool_limits.evaluate(_config, request, counter)
         if outcome[0] == "allow":
             return Verdict_Allow()
         if outcome[0] == "block":
@@ -70,6 +70,17 @@ class Plugin(exports.Plugin):
                 for ci, text in rejections
             ]
         )
+
+
+def counter(key: str, delta: int, limit: int, window_s: int):
+    """A counter in the daemon's state store (contract 0.3's `state`): the new value, or None
+    when the addition would pass `limit`. A store that cannot answer (or a plugin entry without
+    `state = true`) raises: the call is a fault, and the entry's `on_error` decides."""
+    try:
+        return state.add(key, delta, limit, window_s)
+    except Err as e:
+        kind = type(e.value).__name__.rsplit("_", 1)[-1].lower()
+        raise RuntimeError(f"the state store gave no answer ({kind}: {e.value.value})") from None
 
 
 def describe_error(e: BaseException) -> str:

@@ -100,6 +100,48 @@ CONFIG_SCHEMA = {
                     "maxItems": 256,
                     "items": {"$ref": "#/$defs/rule"},
                 },
+                "cumulative": {
+                    "description": "Limits across requests and replicas, per principal and"
+                    " window: counted in the daemon's state store (the plugin's entry needs"
+                    " `state = true`).",
+                    "type": "array",
+                    "maxItems": 16,
+                    "items": {"$ref": "#/$defs/cumulative"},
+                },
+            },
+        },
+        "cumulative": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id", "window_s"],
+            "properties": {
+                "id": {
+                    "description": "Name of the limit in reasons and in the store's keys.",
+                    "type": "string",
+                    "pattern": _ID,
+                },
+                "calls": _per_principal(
+                    _COUNT, "Most calls of the tool per principal in one window."
+                ),
+                "argument": {
+                    "description": "With total: the numeric argument summed (a top-level or"
+                    " nested name, one value per call).",
+                    "type": "string",
+                    "pattern": _PATH,
+                },
+                "total": _per_principal(
+                    _NUMBER,
+                    "Largest sum of the argument over the tool's calls per principal in one"
+                    " window (kept to a hundredth of the argument's unit).",
+                ),
+                "window_s": {
+                    "description": "Length of the window in seconds; it starts at the first"
+                    " counted call (a fixed window), at most 30 days.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 2592000,
+                },
+                "action": {"description": "Overrides the tool's action.", "enum": list(ACTIONS)},
             },
         },
         "rule": {
@@ -414,12 +456,72 @@ class Rule:
             raise ConfigError(f"{where}: max_total needs a path to a single value, not '{self.argument}'")
 
 
+#: Sums are kept in hundredths of the argument's unit (the store counts integers).
+SCALE = 100
+#: Longest window, in seconds (what the store keeps at most).
+MAX_WINDOW_S = 30 * 24 * 3600
+
+
+class Cumulative:
+    """A limit across requests: calls of a tool, or the sum of an argument, per principal and
+    window, counted in the daemon's state store."""
+
+    def __init__(self, tool, raw, index, tool_action):
+        where = f"tools.{tool}.cumulative[{index}]"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where} must be an object")
+        _check_keys(raw, ("id", "calls", "argument", "total", "window_s", "action"), where)
+        if not isinstance(raw.get("id"), str) or not re.match(_ID, raw["id"]):
+            raise ConfigError(f"{where}.id must match {_ID}")
+        self.tool = tool
+        self.id = raw["id"]
+        window = raw.get("window_s")
+        if not isinstance(window, int) or isinstance(window, bool) or not 1 <= window <= MAX_WINDOW_S:
+            raise ConfigError(f"{where}.window_s must be a whole number of seconds from 1 to {MAX_WINDOW_S}")
+        self.window_s = window
+        self.action = _action(raw["action"], f"{where}.action") if "action" in raw else tool_action
+        self.calls = PerPrincipal(raw["calls"], f"{where}.calls", _count) if "calls" in raw else None
+        self.total = PerPrincipal(raw["total"], f"{where}.total", _number) if "total" in raw else None
+        if (self.calls is None) == (self.total is None):
+            raise ConfigError(f"{where} ('{self.id}') needs one of calls or total")
+        if self.total is not None:
+            if "argument" not in raw:
+                raise ConfigError(f"{where} ('{self.id}'): total needs the argument it sums")
+            self.argument = raw["argument"]
+            self.path = parse_path(self.argument, f"{where}.argument")
+            if any(step == "*" for step in self.path):
+                raise ConfigError(f"{where}: total needs a path to a single value, not '{self.argument}'")
+        elif "argument" in raw:
+            raise ConfigError(f"{where} ('{self.id}'): argument goes with total, not calls")
+
+    def amount(self, args):
+        """What one call counts: 1, or its argument in hundredths (rounded up); None when the
+        argument is missing or not a number."""
+        if self.calls is not None:
+            return 1
+        values = _values(args, self.path)
+        if len(values) != 1 or not _is_number(values[0]):
+            return None
+        return int((Decimal(values[0]) * SCALE).to_integral_value(rounding="ROUND_CEILING"))
+
+    def limit(self, principal):
+        """(limit in counted units, label) for the principal, or (None, None) when not covered."""
+        per = self.calls if self.calls is not None else self.total
+        value, found = per.lookup(principal)
+        if not found:
+            return None, None
+        default = ", the default" if per.is_default(principal) else ""
+        if self.calls is not None:
+            return value, f"({value}{default})"
+        return int((value * SCALE).to_integral_value(rounding="ROUND_FLOOR")), f"({_fmt(value)}{default})"
+
+
 class Tool:
     def __init__(self, name, raw, default_action):
         where = f"tools.{name}"
         if not isinstance(raw, dict):
             raise ConfigError(f"{where} must be an object")
-        _check_keys(raw, ("action", "max_calls", "rules"), where)
+        _check_keys(raw, ("action", "max_calls", "rules", "cumulative"), where)
         self.name = name
         self.action = _action(raw["action"], f"{where}.action") if "action" in raw else default_action
         self.max_calls = (
@@ -429,10 +531,14 @@ class Tool:
         if not isinstance(rules, list):
             raise ConfigError(f"{where}.rules must be an array")
         self.rules = [Rule(name, r, i, self.action) for i, r in enumerate(rules)]
-        if not self.rules and self.max_calls is None:
-            raise ConfigError(f"{where} has neither rules nor max_calls")
+        cumulative = raw.get("cumulative", [])
+        if not isinstance(cumulative, list):
+            raise ConfigError(f"{where}.cumulative must be an array")
+        self.cumulative = [Cumulative(name, c, i, self.action) for i, c in enumerate(cumulative)]
+        if not self.rules and self.max_calls is None and not self.cumulative:
+            raise ConfigError(f"{where} has neither rules, max_calls nor cumulative limits")
         seen = set()
-        for r in self.rules:
+        for r in self.rules + self.cumulative:
             if r.id in seen:
                 raise ConfigError(f"{where}: rule id '{r.id}' is used twice; give the rules distinct ids")
             seen.add(r.id)
@@ -602,9 +708,13 @@ def _violates(rule, name, limit, v, principal):
     raise AssertionError(name)
 
 
-def evaluate(cfg, request):
+def evaluate(cfg, request, counter=None):
     """Judges the tool calls of the last message. Returns one of:
-    ("allow",), ("reject", [(call_index, message)], message_index), ("block", reason)."""
+    ("allow",), ("reject", [(call_index, message)], message_index), ("block", reason).
+
+    ``counter(key, delta, limit, window_s)`` adds to a counter in the daemon's state store unless
+    it would pass ``limit``: the new value, or None. It raises when the store cannot answer (a
+    fault: the entry's ``on_error`` decides). Without it, a cumulative limit is never met."""
     messages = request.messages
     if not messages:
         return ("allow",)
@@ -637,6 +747,8 @@ def evaluate(cfg, request):
                 found.extend(Violation(rule.action, t) for t in check_rule(rule, args, principal))
         if not found:
             found.extend(_aggregate(tool, args, principal, accepted_counts, totals))
+        if not found and tool.cumulative:
+            found.extend(_cumulative(tool, args, principal, counter))
         if found:
             violations[ci] = found
 
@@ -711,4 +823,39 @@ def _aggregate(tool, args, principal, accepted_counts, totals):
         accepted_counts[tool.name] = count + 1
         for key, total in pending:
             totals[key] = total
+    return found
+
+
+def _cumulative(tool, args, principal, counter):
+    """Limits across requests for a call that passed everything else: each adds the call to its
+    counter, unless that would pass the principal's limit. A call refused by one limit is taken
+    back from those it was already added to."""
+    found = []
+    added = []
+    who = principal if principal is not None else ANONYMOUS
+    for limit in tool.cumulative:
+        amount = limit.amount(args)
+        if amount is None:
+            found.append(Violation(limit.action, f"{tool.name} {limit.argument} must be a number for the limit '{limit.id}'"))
+            break
+        most, label = limit.limit(principal)
+        if most is None:
+            found.append(Violation(limit.action, f"{tool.name}: no limit '{limit.id}' is configured for {_who(principal)}, so the call is not allowed"))
+            break
+        if counter is None:
+            found.append(Violation(limit.action, f"{tool.name}: the limit '{limit.id}' needs the daemon's state (the plugin's entry needs state = true)"))
+            break
+        key = f"{limit.id}:{who}"
+        if counter(key, amount, most, limit.window_s) is None:
+            what = "calls of" if limit.calls is not None else f"{limit.argument} over the calls of"
+            found.append(Violation(
+                limit.action,
+                f"{tool.name}: the {what} {tool.name} by {_who(principal)} would pass the limit"
+                f" '{limit.id}' for {limit.window_s} s {label}",
+            ))
+            break
+        added.append((key, amount, limit.window_s))
+    if found:
+        for key, amount, window in added:
+            counter(key, -amount, 2 ** 53, window)
     return found

@@ -52,6 +52,78 @@ def req(calls, principal=None, history=()):
     return NS(messages=msgs, context=NS(principal=principal))
 
 
+class Counter:
+    """The daemon's state store as the plugin sees it: add-unless-over-limit counters."""
+
+    def __init__(self, fail=False):
+        self.values = {}
+        self.fail = fail
+
+    def __call__(self, key, delta, limit, window_s):
+        if self.fail:
+            raise RuntimeError("the state store gave no answer (unavailable: down)")
+        new = self.values.get(key, 0) + delta
+        if new > limit:
+            return None
+        self.values[key] = new
+        return new
+
+
+CUMULATIVE = {"tools": {"refund": {"cumulative": [
+    {"id": "refunds-per-day", "calls": {"alice": 2, "*": 1}, "window_s": 86400},
+    {"id": "refunded-per-day", "argument": "amount", "total": 100.5, "window_s": 86400},
+]}}}
+
+
+class Cumulative(unittest.TestCase):
+    def refund(self, c, counter, amount, principal="alice"):
+        return tl.evaluate(c, req([call("refund", {"amount": amount})], principal), counter)
+
+    def test_calls_and_totals_across_requests(self):
+        c, counter = cfg(CUMULATIVE), Counter()
+        self.assertEqual(self.refund(c, counter, 60), ("allow",))
+        # The second call fits the count (2) but not the total (60 + 50 > 100.5): refused, and
+        # taken back from the count.
+        out = self.refund(c, counter, 50)
+        self.assertEqual(out[0], "reject")
+        self.assertIn("would pass the limit 'refunded-per-day' for 86400 s (100.5)", out[1][0][1])
+        self.assertEqual(counter.values["refunds-per-day:alice"], 1)
+        self.assertEqual(self.refund(c, counter, 40.5), ("allow",))
+        self.assertEqual(counter.values["refunded-per-day:alice"], 10050)
+        out = self.refund(c, counter, 0)
+        self.assertIn("would pass the limit 'refunds-per-day' for 86400 s (2)", out[1][0][1])
+        # Another principal has its own counters, and the default limit.
+        self.assertEqual(self.refund(c, counter, 1, "bob"), ("allow",))
+        out = self.refund(c, counter, 1, "bob")
+        self.assertIn("(1, the default)", out[1][0][1])
+        # Hundredths round up: 0.001 counts as 0.01.
+        self.assertEqual(self.refund(c, counter, 0.001, "carol"), ("allow",))
+        self.assertEqual(counter.values["refunded-per-day:carol"], 1)
+
+    def test_without_the_store_no_call_passes(self):
+        c = cfg(CUMULATIVE)
+        out = self.refund(c, None, 1)
+        self.assertIn("needs the daemon's state", out[1][0][1])
+        with self.assertRaises(RuntimeError):
+            self.refund(c, Counter(fail=True), 1)
+        out = self.refund(c, Counter(), "20")
+        self.assertIn("amount must be a number for the limit 'refunded-per-day'", out[1][0][1])
+
+    def test_config_errors(self):
+        for raw, fragment in [
+            ({"id": "x", "window_s": 60}, "needs one of calls or total"),
+            ({"id": "x", "calls": 1, "total": 1, "window_s": 60}, "needs one of calls or total"),
+            ({"id": "x", "total": 1, "window_s": 60}, "total needs the argument"),
+            ({"id": "x", "calls": 1, "argument": "a", "window_s": 60}, "argument goes with total"),
+            ({"id": "x", "calls": 1, "window_s": 0}, "window_s must be"),
+            ({"id": "x", "calls": 1, "window_s": 2592001}, "window_s must be"),
+            ({"id": "x y", "calls": 1, "window_s": 60}, ".id must match"),
+        ]:
+            with self.assertRaises(tl.ConfigError) as ctx:
+                tl.parse_config(json.dumps({"tools": {"t": {"cumulative": [raw]}}}))
+            self.assertIn(fragment, str(ctx.exception))
+
+
 class Limits(unittest.TestCase):
     def test_under_and_over_limit_per_principal(self):
         c = cfg()
@@ -165,7 +237,7 @@ class ConfigErrors(unittest.TestCase):
         self.bad({"tools": {"x": {"rules": [{"argument": "a b", "required": True}]}}}, "is not an argument path")
         self.bad({"tools": {"x": {"rules": [{"argument": "a", "required": True, "message": "{amount}"}]}}}, "uses {amount}")
         self.bad({"tools": {"x": {"rules": [{"argument": "a", "required": True}, {"argument": "a", "max": 1}]}}}, "rule id 'x.a' is used twice")
-        self.bad({"tools": {"x": {}}}, "neither rules nor max_calls")
+        self.bad({"tools": {"x": {}}}, "neither rules, max_calls nor cumulative limits")
         self.bad({"tools": {"x": {"max_calls": {}}}}, "at least one entry")
         self.bad({"action": "explode", "tools": {"x": {"max_calls": 1}}}, "action must be one of reject, block")
         self.bad({"tools": {"x": {"max_calls": 1, "colour": 1}}}, "unknown key 'colour'")

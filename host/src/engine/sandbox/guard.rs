@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// What one instance may consult, and what it consulted in the running call.
 #[derive(Default)]
 pub(crate) struct GuardAccess {
-    grant: domain::Grant,
+    pub(super) grant: domain::Grant,
     /// The ticker of the engine the instance runs on, to move its deadline past a wait.
     ticker: Option<Arc<Ticker>>,
     /// The running call's entry in the ticker.
@@ -24,6 +24,8 @@ pub(crate) struct GuardAccess {
     pub(crate) calls: Vec<GuardCall>,
     /// The running call's request's guard scope (budget, recorded answers).
     pub(crate) scope: Option<Arc<crate::util::GuardScope>>,
+    /// The running call's request's tenant (whose state the plugin reaches).
+    pub(crate) tenant: String,
 }
 
 impl GuardAccess {
@@ -47,6 +49,19 @@ impl HostState {
         }
     }
 
+    /// Run `wait` (a call on a capability), giving the time waited back to the call's deadline.
+    pub(super) async fn waiting<T>(&mut self, wait: impl std::future::Future<Output = T>) -> T {
+        let ticker = self.guard.ticker.clone();
+        let began = ticker.as_ref().map(|t| t.now());
+        let answer = wait.await;
+        if let (Some(ticker), Some(began)) = (ticker, began) {
+            let waited = ticker.now().saturating_sub(began);
+            self.due = self.due.saturating_add(waited);
+            ticker.postpone(self.guard.entry, self.due);
+        }
+        answer
+    }
+
     /// Ask `model` `question` through the plugin's grant, waiting without holding the worker, and
     /// give the time waited back to the call's deadline.
     async fn ask(
@@ -62,15 +77,10 @@ impl HostState {
             return Err(error);
         }
         let grant = self.guard.grant.clone();
-        let ticker = self.guard.ticker.clone();
-        let began = ticker.as_ref().map(|t| t.now());
         let scope = self.guard.scope.clone();
-        let (answer, call) = grant.ask(&model, &question, scope.as_deref()).await;
-        if let (Some(ticker), Some(began)) = (ticker, began) {
-            let waited = ticker.now().saturating_sub(began);
-            self.due = self.due.saturating_add(waited);
-            ticker.postpone(self.guard.entry, self.due);
-        }
+        let (answer, call) = self
+            .waiting(grant.ask(&model, &question, scope.as_deref()))
+            .await;
         self.record(call);
         answer
     }
