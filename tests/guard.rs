@@ -801,15 +801,10 @@ config = {{ entities = {{ model = "presidio" }} }}
     assert_eq!(backend.seen().len(), before);
 }
 
-#[test]
-fn a_tenant_spends_no_more_than_its_minute_and_another_tenant_is_not_held_to_it() {
-    let guard = MockBackend::start(llama("safe"));
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
-    ));
-    // Every tenant may make 2 guard calls a minute; "big" may make as many as it likes.
-    let cfg = write_config(&format!(
+/// Every tenant may make 2 guard calls a minute; "big" may make as many as it likes. `state`:
+/// lines of a `[state]` table.
+fn tenant_minute_config(guard: &MockBackend, state: &str) -> TempConfig {
+    write_config(&format!(
         r#"[auth]
 {}{}
 [guard]
@@ -833,12 +828,26 @@ path = "{}"
 rails = ["input"]
 guard_models = ["llama-guard"]
 config = {{ model = "llama-guard" }}
+
+[state]
+{}
 "#,
         key_entry("auth.keys", "small-key", "s", Some("small")),
         key_entry("auth.keys", "big-key", "b", Some("big")),
         guard.url(),
-        plugin("content_safety").display()
+        plugin("content_safety").display(),
+        state
+    ))
+}
+
+#[test]
+fn a_tenant_spends_no_more_than_its_minute_and_another_tenant_is_not_held_to_it() {
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
     ));
+    let cfg = tenant_minute_config(&guard, "");
     let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
     let ask = |key: &str, id: &str| {
         crate::records::send(&daemon, id, Some(key), chat("hello").to_string().as_bytes())
@@ -881,6 +890,50 @@ config = {{ model = "llama-guard" }}
     ask("small-key", "small-3");
     assert_eq!(record(&daemon, "small-3")["outcome"], "refused");
     assert_eq!(guard.seen().len(), 5);
+}
+
+#[test]
+fn a_tenants_guard_minute_holds_across_replicas() {
+    // Two replicas on one Redis: the tenant's 2 calls a minute are 2, not 2 per replica.
+    let redis = crate::state::RedisServer::start();
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    let cfg = tenant_minute_config(
+        &guard,
+        &format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500",
+            redis.url()
+        ),
+    );
+    let replicas: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
+        .collect();
+    for (i, d) in replicas.iter().enumerate() {
+        let id = format!("small-{i}");
+        crate::records::send(
+            d,
+            &id,
+            Some("small-key"),
+            chat("hello").to_string().as_bytes(),
+        );
+        assert_eq!(record(d, &id)["outcome"], "served");
+    }
+    for (i, d) in replicas.iter().enumerate() {
+        let id = format!("small-over-{i}");
+        crate::records::send(
+            d,
+            &id,
+            Some("small-key"),
+            chat("hello").to_string().as_bytes(),
+        );
+        let r = record(d, &id);
+        assert_eq!(r["outcome"], "refused", "{r}");
+        assert_eq!(r["guard"][0]["errors"], json!(["rate_limited"]), "{r}");
+    }
+    assert_eq!(guard.seen().len(), 2);
 }
 
 #[test]

@@ -452,8 +452,6 @@ pub struct GuardModels {
     models: Vec<Arc<GuardModel>>,
     /// Their connections (made with the first guard model; a reload keeps it, warm).
     client: Option<HttpClient>,
-    /// Each tenant's spending this minute (a reload keeps it).
-    tenants: Arc<crate::util::TenantWindows>,
 }
 
 impl GuardModels {
@@ -488,13 +486,7 @@ impl GuardModels {
         Ok(GuardModels {
             models,
             client: Some(client),
-            tenants: previous.map(|p| p.tenants.clone()).unwrap_or_default(),
         })
-    }
-
-    /// Each tenant's spending this minute.
-    pub fn tenants(&self) -> &Arc<crate::util::TenantWindows> {
-        &self.tenants
     }
 
     /// The model named `name`.
@@ -583,7 +575,11 @@ impl Grant {
         // The tenant's minute, after the request's own budget: a request over its own budget
         // takes nothing from its tenant.
         let tenant = budget.and_then(|b| b.tenant.as_ref());
-        if tenant.is_some_and(|t| !t.take_call()) {
+        let spent = match tenant {
+            Some(t) => !t.take_call().await,
+            None => false,
+        };
+        if spent {
             let error = GuardError::RateLimited;
             let call = refused(name, question, &error);
             return (Err(error), call);
@@ -593,7 +589,7 @@ impl Grant {
             b.spend(call.duration_us);
         }
         if let Some(t) = tenant {
-            t.spend(call.duration_us);
+            t.spend(call.duration_us).await;
         }
         (answer, call)
     }

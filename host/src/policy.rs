@@ -41,6 +41,9 @@ pub struct PolicySet {
     loaded_at: u64,
     /// The guard models its plugins may consult.
     guard_models: Arc<crate::guard::GuardModels>,
+    /// Where tenants' guard-model minutes are counted (the engine's `[state]` store, which
+    /// outlives reloads: a reload does not hand a tenant a fresh minute).
+    store: Arc<crate::state::Store>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -315,6 +318,7 @@ impl PolicySet {
             warnings,
             loaded_at: crate::util::unix_secs(),
             guard_models,
+            store: engine.store().clone(),
         })
     }
 
@@ -332,7 +336,7 @@ impl PolicySet {
         };
         if limits.calls.is_some() || limits.wait.is_some() {
             scope.tenant = Some(crate::util::TenantSpend::new(
-                self.guard_models.tenants().clone(),
+                self.store.clone(),
                 tenant.unwrap_or(crate::auth::DEFAULT_TENANT),
                 limits.calls,
                 limits.wait,
@@ -382,6 +386,7 @@ impl PolicySet {
             warnings: self.warnings.clone(),
             loaded_at: crate::util::unix_secs(),
             guard_models: self.guard_models.clone(),
+            store: self.store.clone(),
         }
     }
 

@@ -51,9 +51,10 @@ pub struct Rate {
 }
 
 impl Rate {
-    /// The time one unit takes to come back, in microseconds.
-    fn interval_us(self) -> u64 {
-        60_000_000 / u64::from(self.per_minute.max(1))
+    /// The time one unit takes to come back, in microseconds: fractional, so a limit of
+    /// millions of tokens a minute keeps its rate (an integer would round it to 0, no limit).
+    fn interval_us(self) -> f64 {
+        60_000_000.0 / f64::from(self.per_minute.max(1))
     }
     /// How far ahead of now a bucket may run: a whole minute's worth.
     const BURST_US: u64 = 60_000_000;
@@ -91,6 +92,15 @@ impl Store {
     /// Whether replicas share it (a limit counted in this process holds for the replica only).
     pub fn shared(&self) -> bool {
         matches!(self, Store::Redis(_))
+    }
+
+    /// Whether what needs the store goes on without it when it cannot answer
+    /// (`on_unavailable = "open"`; the memory store always answers).
+    pub fn fails_open(&self) -> bool {
+        match self {
+            Store::Memory(_) => false,
+            Store::Redis(r) => r.fail_open,
+        }
     }
 
     /// Take `cost` units from the bucket `key` under `rate`, if they fit.
@@ -232,6 +242,69 @@ impl Store {
     }
 }
 
+/// Tenants' guard-model minutes (`[guard] tenant_calls_per_minute`, `tenant_wait_ms_per_minute`):
+/// a bucket of calls, taken one a call, and one of milliseconds waited, settled after each call
+/// (a call starts only while it is not spent). A store that cannot answer lets the call through
+/// only with `on_unavailable = "open"`.
+impl crate::util::TenantMeter for Store {
+    fn take_call<'a>(
+        &'a self,
+        tenant: &'a str,
+        calls: Option<u32>,
+        wait: Option<Duration>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let buckets = [
+                wait.map(|w| (format!("guard-wait:tenant:{tenant}"), wait_rate(w), 0)),
+                calls.map(|c| {
+                    (
+                        format!("guard-calls:tenant:{tenant}"),
+                        Rate { per_minute: c },
+                        1,
+                    )
+                }),
+            ];
+            for (key, rate, cost) in buckets.into_iter().flatten() {
+                match self.take(&key, rate, cost).await {
+                    Ok(Taken::Yes) => {}
+                    Ok(Taken::No { .. }) => return false,
+                    Err(e) if self.fails_open() => {
+                        tracing::warn!(error = %e, "state store unavailable: a guard-model call made without its tenant's minute (on_unavailable = \"open\")");
+                        return true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "state store unavailable: a guard-model call refused (on_unavailable = \"closed\")");
+                        return false;
+                    }
+                }
+            }
+            true
+        })
+    }
+
+    fn spend<'a>(
+        &'a self,
+        tenant: &'a str,
+        wait: Duration,
+        waited: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            let key = format!("guard-wait:tenant:{tenant}");
+            let ms = waited.as_millis().min(i64::MAX as u128) as i64;
+            if let Err(e) = self.settle(&key, wait_rate(wait), ms).await {
+                tracing::warn!(error = %e, "a tenant's guard-model wait was not counted");
+            }
+        })
+    }
+}
+
+/// A tenant's waiting per minute as a rate of milliseconds.
+fn wait_rate(wait: Duration) -> Rate {
+    Rate {
+        per_minute: wait.as_millis().clamp(1, u128::from(u32::MAX)) as u32,
+    }
+}
+
 /// The state a plugin entry with `state = true` reaches (contract 0.3's `state` interface):
 /// its keys filed under the entry's name and the request's tenant.
 #[derive(Clone)]
@@ -342,7 +415,7 @@ impl Grant {
 /// back no further than to rest; `None` when it is back at rest.
 fn settled(tat: Option<u64>, now: u64, rate: Rate, delta: i64) -> Option<u64> {
     let tat = tat.unwrap_or(now).max(now) as i128;
-    let new = tat + i128::from(delta) * i128::from(rate.interval_us());
+    let new = tat + (delta as f64 * rate.interval_us()).round() as i128;
     (new > now as i128).then_some(new as u64)
 }
 
@@ -351,7 +424,7 @@ fn settled(tat: Option<u64>, now: u64, rate: Rate, delta: i64) -> Option<u64> {
 /// of the Redis script.
 fn gcra(tat: Option<u64>, now: u64, rate: Rate, cost: u32) -> (Option<u64>, Taken) {
     let tat = tat.unwrap_or(now).max(now);
-    let new = tat + u64::from(cost) * rate.interval_us();
+    let new = tat + (f64::from(cost) * rate.interval_us()).round() as u64;
     if new - now > Rate::BURST_US {
         let wait = new - now - Rate::BURST_US;
         return (
@@ -367,6 +440,18 @@ fn gcra(tat: Option<u64>, now: u64, rate: Rate, cost: u32) -> (Option<u64>, Take
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_rate_still_limits() {
+        // 100 million tokens a minute: a unit comes back every 0.6 ns.
+        let rate = Rate {
+            per_minute: 100_000_000,
+        };
+        let (tat, taken) = gcra(None, 0, rate, 100_000_000);
+        assert_eq!((tat, taken), (Some(60_000_000), Taken::Yes));
+        assert!(matches!(gcra(tat, 0, rate, 1_000).1, Taken::No { .. }));
+        assert_eq!(gcra(tat, 1_000, rate, 1_000).1, Taken::Yes);
+    }
 
     #[test]
     fn tls_urls_are_understood() {

@@ -83,81 +83,75 @@ pub struct GuardScope {
     pub tenant: Option<TenantSpend>,
 }
 
-/// Each tenant's guard-model spending in the current minute, in this process; kept across
-/// reloads, so a reload does not hand every tenant a fresh minute.
-#[derive(Debug, Default)]
-pub struct TenantWindows(std::sync::Mutex<std::collections::HashMap<String, Window>>);
+/// Where a tenant's guard-model spending is counted: the `[state]` store, so every replica
+/// holds the tenant to one minute (`state::Store` implements it; a trait here keeps the layers
+/// below `state` free of it).
+pub trait TenantMeter: Send + Sync {
+    /// Take one call of `tenant`'s minute, unless its `calls` per minute or its `wait` per
+    /// minute are spent (`None`: no limit).
+    fn take_call<'a>(
+        &'a self,
+        tenant: &'a str,
+        calls: Option<u32>,
+        wait: Option<std::time::Duration>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
 
-/// One tenant's minute.
-#[derive(Debug, Clone, Copy)]
-pub struct Window {
-    start: std::time::Instant,
-    calls: u32,
-    wait: std::time::Duration,
+    /// Count `waited` against `tenant`'s `wait` per minute.
+    fn spend<'a>(
+        &'a self,
+        tenant: &'a str,
+        wait: std::time::Duration,
+        waited: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 }
 
 /// One request's part of its tenant's minute: the tenant, its limits, and where its spending is
 /// counted.
-#[derive(Debug)]
 pub struct TenantSpend {
-    windows: std::sync::Arc<TenantWindows>,
+    meter: std::sync::Arc<dyn TenantMeter>,
     tenant: String,
     calls: Option<u32>,
     wait: Option<std::time::Duration>,
 }
 
+impl std::fmt::Debug for TenantSpend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantSpend")
+            .field("tenant", &self.tenant)
+            .field("calls", &self.calls)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
 impl TenantSpend {
-    /// `tenant`'s spending, counted in `windows`, limited to `calls` calls and `wait` waited per
+    /// `tenant`'s spending, counted by `meter`, limited to `calls` calls and `wait` waited per
     /// minute (`None`: no limit).
     pub fn new(
-        windows: std::sync::Arc<TenantWindows>,
+        meter: std::sync::Arc<dyn TenantMeter>,
         tenant: &str,
         calls: Option<u32>,
         wait: Option<std::time::Duration>,
     ) -> TenantSpend {
         TenantSpend {
-            windows,
+            meter,
             tenant: tenant.to_string(),
             calls,
             wait,
         }
     }
 
-    /// With this minute's window of the tenant (a new one once a minute has passed).
-    fn window<T>(&self, f: impl FnOnce(&mut Window) -> T) -> T {
-        let now = std::time::Instant::now();
-        let mut all = self.windows.0.lock().unwrap_or_else(|e| e.into_inner());
-        let w = all.entry(self.tenant.clone()).or_insert(Window {
-            start: now,
-            calls: 0,
-            wait: std::time::Duration::ZERO,
-        });
-        if now.duration_since(w.start) >= std::time::Duration::from_secs(60) {
-            *w = Window {
-                start: now,
-                calls: 0,
-                wait: std::time::Duration::ZERO,
-            };
-        }
-        f(w)
-    }
-
     /// Take one call of the tenant's minute, if its calls and time waited are not spent.
-    pub fn take_call(&self) -> bool {
-        self.window(|w| {
-            let spent =
-                self.calls.is_some_and(|c| w.calls >= c) || self.wait.is_some_and(|l| w.wait >= l);
-            if !spent {
-                w.calls += 1;
-            }
-            !spent
-        })
+    pub async fn take_call(&self) -> bool {
+        self.meter
+            .take_call(&self.tenant, self.calls, self.wait)
+            .await
     }
 
     /// Count `waited` against the tenant's minute.
-    pub fn spend(&self, waited: std::time::Duration) {
-        if self.wait.is_some() {
-            self.window(|w| w.wait += waited);
+    pub async fn spend(&self, waited: std::time::Duration) {
+        if let Some(wait) = self.wait {
+            self.meter.spend(&self.tenant, wait, waited).await;
         }
     }
 }

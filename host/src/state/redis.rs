@@ -89,6 +89,8 @@ pub struct Redis {
     connection: OnceCell<ConnectionManager>,
     prefix: String,
     timeout: Duration,
+    /// `on_unavailable = "open"`.
+    pub fail_open: bool,
     take: redis::Script,
     settle: redis::Script,
     add_member: redis::Script,
@@ -105,6 +107,7 @@ impl Redis {
             connection: OnceCell::new(),
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
+            fail_open: config.fail_open,
             take: redis::Script::new(TAKE),
             settle: redis::Script::new(SETTLE),
             add_member: redis::Script::new(ADD_MEMBER),
