@@ -8,6 +8,10 @@
 # address and a card number). The tool list is fetched once and cached, as in steady state.
 # Load generator: wrk (Debian package `wrk`), one thread, keep-alive connections.
 #
+# With redis-server on the PATH, a second daemon keeps its state in a Redis on loopback (#48):
+# every call then reads the session's tool list and the agent's reads from the store and adds
+# this one, the cost a replica pays for sharing them.
+#
 # Usage: [RAILYARD_BIN=/path/to/railyard] bench/mcp.sh [seconds-per-run]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +30,22 @@ printf '\n[[mcp.servers]]\nname = "bench"\nurl = "http://127.0.0.1:19110/mcp"\n'
 
 target/release/railyard demo-backend --listen 127.0.0.1:19110 >/dev/null &
 RAILYARD_LOG=warn "$bin" serve --config "$work/railyard.toml" --listen 127.0.0.1:19111 --no-watch >/dev/null &
+targets="direct:19110:/mcp railyard:19111:/mcp/bench"
+ports="19110 19111"
+if command -v redis-server >/dev/null; then
+    redis-server --port 19113 --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+    { cat "$work/railyard.toml"; printf '
+[state]
+backend = "redis"
+url = "redis://127.0.0.1:19113/0"
+'; } > "$work/redis.toml"
+    RAILYARD_LOG=warn "$bin" serve --config "$work/redis.toml" --listen 127.0.0.1:19112 --no-watch >/dev/null &
+    targets="$targets +redis:19112:/mcp/bench"
+    ports="$ports 19112"
+fi
 . bench/ready.sh
-wait_ready 100 "" 19110 19111
+# shellcheck disable=SC2086
+wait_ready 100 "" $ports
 
 for tool in get_weather lookup_customer; do
     case $tool in
@@ -70,11 +88,16 @@ for tool in get_weather lookup_customer; do
     echo "tool: $tool"
     printf '%-5s %-9s %10s %10s %10s\n' conc target p50_ms p99_ms req/s
     for c in 1 16; do
-        read -r dp50 dp99 drps < <(run "http://127.0.0.1:19110/mcp" "$c" "$tool")
-        read -r rp50 rp99 rrps < <(run "http://127.0.0.1:19111/mcp/bench" "$c" "$tool")
-        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" direct "$dp50" "$dp99" "$drps"
-        printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" railyard "$rp50" "$rp99" "$rrps"
-        awk -v a="$dp50" -v b="$rp50" -v c="$dp99" -v d="$rp99" -v e="$drps" -v f="$rrps" \
-            'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+        for t in $targets; do
+            IFS=: read -r name port path <<<"$t"
+            read -r p50 p99 rps < <(run "http://127.0.0.1:$port$path" "$c" "$tool")
+            printf '%-5s %-9s %10.3f %10.3f %10.0f\n' "$c" "$name" "$p50" "$p99" "$rps"
+            if [ "$name" = direct ]; then
+                dp50=$p50 dp99=$p99 drps=$rps
+            else
+                awk -v a="$dp50" -v b="$p50" -v c="$dp99" -v d="$p99" -v e="$drps" -v f="$rps" \
+                    'BEGIN { printf "      added p50 %+.3f ms, added p99 %+.3f ms, throughput %.0f%% of direct\n", b-a, d-c, 100*f/e }'
+            fi
+        done
     done
 done

@@ -937,6 +937,45 @@ fn a_tenants_guard_minute_holds_across_replicas() {
 }
 
 #[test]
+fn replicas_share_their_guard_answers() {
+    // Two replicas on one Redis: the same text judged through the second is answered from what
+    // the first was told, without asking the guard again.
+    let redis = crate::state::RedisServer::start();
+    let guard = MockBackend::start(llama("safe"));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    let cfg = tenant_minute_config(
+        &guard,
+        &format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500",
+            redis.url()
+        ),
+    );
+    let text = std::fs::read_to_string(&cfg.path)
+        .unwrap()
+        .replace("cache_entries = 0", "cache_entries = 100");
+    std::fs::write(&cfg.path, text).unwrap();
+    let replicas: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
+        .collect();
+    let body = chat("is this fine?").to_string();
+    crate::records::send(&replicas[0], "first", Some("big-key"), body.as_bytes());
+    assert_eq!(guard.seen().len(), 1);
+    eventually("the answer to be shared", || {
+        let id = format!("second-{}", guard.seen().len());
+        crate::records::send(&replicas[1], &id, Some("big-key"), body.as_bytes());
+        record(&replicas[1], &id)["guard"][0]["cached"] == 1
+    });
+    assert_eq!(
+        guard.seen().len(),
+        1,
+        "the second replica asked the guard again"
+    );
+}
+
+#[test]
 fn railyard_check_consults_the_guard_model_from_the_command_line() {
     let guard = MockBackend::start(llama("unsafe\nS1"));
     let cfg = config(

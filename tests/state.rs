@@ -257,6 +257,50 @@ fn a_store_that_stops_answering_is_decided_by_on_unavailable() {
 }
 
 #[test]
+fn a_store_that_answers_slowly_costs_no_more_than_timeout_ms() {
+    let redis = RedisServer::start();
+    let backend = reply_backend();
+    let cfg = config(
+        1000,
+        &format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 100",
+            redis.url()
+        ),
+    );
+    let d = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    assert_eq!(send(&d, "small-key", "before").status, 200);
+    // The server stops answering clients for 3 s (it keeps their connections).
+    let paused = Command::new("redis-cli")
+        .args([
+            "-p",
+            &redis.port.to_string(),
+            "CLIENT",
+            "PAUSE",
+            "3000",
+            "ALL",
+        ])
+        .output()
+        .unwrap();
+    assert!(paused.status.success());
+    let started = Instant::now();
+    for i in 0..3 {
+        let r = send(&d, "small-key", &format!("slow-{i}"));
+        assert_eq!(r.status, 503, "{}", r.body);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "3 requests took {took:?} on a store that does not answer"
+    );
+    // Requests that need no state are not slowed at all by it.
+    assert_eq!(send(&d, "other-key", "no-limit").status, 200);
+    // Once it answers again, so do limited requests.
+    eventually("the store to answer again", || {
+        send(&d, "small-key", "after").status == 200
+    });
+}
+
+#[test]
 fn a_state_table_that_cannot_work_is_refused_with_its_line() {
     for (state, line, want) in [
         (

@@ -61,7 +61,7 @@ impl GuardError {
 }
 
 /// A category a model scored or named.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Category {
     /// As the model names it.
     pub name: String,
@@ -72,7 +72,7 @@ pub struct Category {
 }
 
 /// A moderation answer for one text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Moderation {
     /// Flagged in any category.
     pub flagged: bool,
@@ -99,7 +99,7 @@ pub struct Turn {
 }
 
 /// A safety guard's verdict.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Guarded {
     /// Safe or not.
     pub safe: bool,
@@ -110,7 +110,7 @@ pub struct Guarded {
 }
 
 /// A classifier's label.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Label {
     /// The label.
     pub label: String,
@@ -119,7 +119,7 @@ pub struct Label {
 }
 
 /// A named entity, in bytes of the text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Entity {
     /// Its type as the model names it.
     pub entity_type: String,
@@ -175,7 +175,7 @@ impl Question {
 }
 
 /// A model's typed answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Answer {
     /// To `moderate`.
     Moderated(Vec<Moderation>),
@@ -289,7 +289,12 @@ pub struct GuardModel {
     /// Calls in flight at once (`max_concurrent`).
     slots: tokio::sync::Semaphore,
     cache: Cache,
+    /// The store replicas share their answers in, with Redis (`None`: this replica's only).
+    shared: Option<Arc<crate::state::Store>>,
 }
+
+/// How long an answer is kept in the shared store.
+const SHARED_TTL: Duration = Duration::from_secs(600);
 
 impl GuardModel {
     /// Its config.
@@ -307,7 +312,11 @@ impl GuardModel {
         let started = Instant::now();
         let mut record = GuardCall::of(&self.config.name, question);
         let key = self.cache.key(self.config.kind, question);
-        let answer = match self.cache.get(&key) {
+        let kept = match self.cache.get(&key) {
+            Some(answer) => Some(answer),
+            None => self.shared_answer(&key).await,
+        };
+        let answer = match kept {
             Some(answer) => {
                 record.cached = true;
                 Ok(answer)
@@ -316,6 +325,7 @@ impl GuardModel {
                 let answer = self.fetch(question, left).await;
                 if let Ok(a) = &answer {
                     self.cache.put(key, a.clone());
+                    self.share(&key, a);
                 }
                 answer
             }
@@ -323,6 +333,47 @@ impl GuardModel {
         record.duration_us = started.elapsed();
         record.answered(&answer);
         (answer, record)
+    }
+
+    /// Its answer for `key` another replica kept in the shared store (then kept here too).
+    async fn shared_answer(&self, key: &cache::Key) -> Option<Answer> {
+        let store = self
+            .shared
+            .as_ref()
+            .filter(|_| self.config.cache_entries > 0)?;
+        let stored = store.get(&self.shared_key(key), None).await.ok()??;
+        let answer: Answer = serde_json::from_slice(&stored).ok()?;
+        self.cache.put(*key, answer.clone());
+        Some(answer)
+    }
+
+    /// Keep `answer` for `key` in the shared store, off the request's path.
+    fn share(&self, key: &cache::Key, answer: &Answer) {
+        let Some(store) = self
+            .shared
+            .clone()
+            .filter(|_| self.config.cache_entries > 0)
+        else {
+            return;
+        };
+        let (Ok(json), Ok(runtime)) = (
+            serde_json::to_vec(answer),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let key = self.shared_key(key);
+        runtime.spawn(async move {
+            let value = Bytes::from(json);
+            if let Err(e) = store.put("guard-cache", &key, value, SHARED_TTL).await {
+                tracing::debug!(error = %e, "a guard model's answer was not shared");
+            }
+        });
+    }
+
+    fn shared_key(&self, key: &cache::Key) -> String {
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        format!("guard-cache:{}:{hex}", self.config.name)
     }
 
     /// The answer `recorded` holds for this model, through the same parser as a live one: a
@@ -460,6 +511,7 @@ impl GuardModels {
     pub fn new(
         configs: &[GuardModelConfig],
         previous: Option<&GuardModels>,
+        store: &Arc<crate::state::Store>,
     ) -> Result<Self, String> {
         if configs.is_empty() {
             return Ok(GuardModels::default());
@@ -480,6 +532,7 @@ impl GuardModels {
                     client: client.clone(),
                     slots: tokio::sync::Semaphore::new(c.max_concurrent),
                     cache: kept.unwrap_or_else(|| Cache::new(c.cache_entries)),
+                    shared: store.shared().then(|| store.clone()),
                 })
             })
             .collect();

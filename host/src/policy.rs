@@ -67,6 +67,7 @@ impl PolicySet {
         let guard_models = match crate::guard::GuardModels::new(
             &config.guard_models,
             previous.map(|p| &*p.guard_models),
+            engine.store(),
         ) {
             Ok(g) => Arc::new(g),
             Err(message) => {
