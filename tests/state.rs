@@ -433,6 +433,51 @@ fn a_token_budget_is_reserved_then_settled_from_usage_on_memory_and_redis() {
 }
 
 #[test]
+fn a_key_has_a_token_budget_of_its_own_across_replicas() {
+    // Tenant `small` has no token budget; the key of `s` has 1,000 a minute, held by two
+    // replicas on one Redis. Each answer reports 400.
+    let redis = RedisServer::start();
+    let mut answer = completion(json!({"role": "assistant", "content": "hi"}), "stop");
+    answer["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 300, "total_tokens": 400});
+    let backend = MockBackend::start(Script::Json(200, answer));
+    let keyed = key_entry("auth.keys", "small-key", "s", Some("small")).replace(
+        "tenant = \"small\"\n",
+        "tenant = \"small\"\ntokens_per_minute = 1000\n",
+    );
+    assert!(keyed.contains("tokens_per_minute"));
+    let cfg = write_config(&format!(
+        "[auth]\n{keyed}{}\n[tenants.small]\n\n[state]\nbackend = \"redis\"\nurl = \"{}\"\n\n{}",
+        key_entry("auth.keys", "other-key", "o", Some("small")),
+        redis.url(),
+        scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
+    ));
+    let replicas: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start(&cfg.path, &backend.url()))
+        .collect();
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        statuses.push(send(&replicas[i % 2], "small-key", &format!("k{i}")).status);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let over = send(&replicas[0], "small-key", "over").json();
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the key of 's'"),
+        "{over}"
+    );
+    // Another key of the same tenant is not held to it.
+    for i in 0..3 {
+        assert_eq!(
+            send(&replicas[i % 2], "other-key", &format!("o{i}")).status,
+            200
+        );
+    }
+}
+
+#[test]
 fn a_streamed_answer_settles_with_the_usage_its_events_report() {
     // Anthropic's stream: input tokens in message_start, the running output in message_delta.
     let events = [

@@ -24,6 +24,8 @@ pub struct ApiKey {
     pub labels: Vec<(String, String)>,
     /// Requests this key may make per minute, across replicas; `None`: no limit of its own.
     pub requests_per_minute: Option<u32>,
+    /// Tokens (prompt and answer) this key may spend per minute, across replicas.
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// An authenticated caller (or, when the daemon runs open, an anonymous one).
@@ -37,6 +39,8 @@ pub struct Caller {
     pub labels: Vec<(String, String)>,
     /// The key's own rate limit (requests per minute), if it has one.
     pub requests_per_minute: Option<u32>,
+    /// The key's own token budget (tokens per minute), if it has one.
+    pub tokens_per_minute: Option<u32>,
 }
 
 impl Caller {
@@ -140,6 +144,7 @@ pub fn authenticate(keys: Option<&[ApiKey]>, header: Option<&str>) -> Result<Cal
         tenant: key.tenant.clone(),
         labels: key.labels.clone(),
         requests_per_minute: key.requests_per_minute,
+        tokens_per_minute: key.tokens_per_minute,
     })
 }
 
@@ -154,6 +159,7 @@ mod tests {
             tenant: Some("acme".into()),
             labels: vec![("team".into(), "support".into())],
             requests_per_minute: None,
+            tokens_per_minute: None,
         }
     }
 

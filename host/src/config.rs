@@ -491,6 +491,8 @@ impl ConfigError {
 
 /// The most `requests_per_minute` a tenant or a key may be given.
 const MOST_REQUESTS_PER_MINUTE: u32 = 100_000_000;
+/// The largest token budget a tenant or a key may have.
+const MOST_TOKENS_PER_MINUTE: u32 = 4_000_000_000;
 
 /// A limit per minute an operator may leave out (no limit), else from 1 to `most`: a tenant's or
 /// a key's `requests_per_minute`, a tenant's `tokens_per_minute`.

@@ -122,6 +122,8 @@ pub struct RequestScope {
     /// A model door calls the backend: the input rail's `parallel` plugins are left out of
     /// [`RequestScope::inbound`] and run beside that call ([`RequestScope::beside`]).
     calls_backend: bool,
+    /// The caller's key's own token budget (tokens per minute), if it has one.
+    key_tokens_per_minute: Option<u32>,
 }
 
 impl RequestScope {
@@ -149,6 +151,7 @@ impl RequestScope {
             reply_refused: false,
             trace: None,
             calls_backend: false,
+            key_tokens_per_minute: None,
         }
     }
 
@@ -183,6 +186,12 @@ impl RequestScope {
         self.ctx.metadata = caller.labels.clone();
         self.record.tenant = caller.tenant_name().to_string();
         self.record.principal = caller.principal.clone();
+        self.key_tokens_per_minute = caller.tokens_per_minute;
+    }
+
+    /// The caller's key's own token budget, if it has one.
+    pub fn key_tokens_per_minute(&self) -> Option<u32> {
+        self.key_tokens_per_minute
     }
 
     /// Labels the caller claimed in the request (namespaced `request.`, so they can never pose

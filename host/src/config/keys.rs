@@ -119,9 +119,16 @@ pub(super) fn resolve_keys(
             format!("{at}.requests_per_minute"),
             super::MOST_REQUESTS_PER_MINUTE,
         );
+        let tokens_per_minute = super::per_minute_limit(
+            p,
+            &k.tokens_per_minute,
+            format!("{at}.tokens_per_minute"),
+            super::MOST_TOKENS_PER_MINUTE,
+        );
         if let Some(digest) = digest {
             keys.push(ApiKey {
                 requests_per_minute,
+                tokens_per_minute,
                 digest,
                 principal,
                 tenant: k.tenant.as_ref().map(|t| t.get_ref().clone()),

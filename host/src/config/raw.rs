@@ -167,6 +167,7 @@ pub(super) struct RawKey {
     #[serde(default)]
     pub(super) labels: BTreeMap<String, String>,
     pub(super) requests_per_minute: Option<Spanned<u64>>,
+    pub(super) tokens_per_minute: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

@@ -334,7 +334,7 @@ pub(super) fn resolve_tenants(
             p,
             &t.tokens_per_minute,
             format!("{key}.tokens_per_minute"),
-            4_000_000_000,
+            super::MOST_TOKENS_PER_MINUTE,
         );
         // Given, 0 is "no limit" (not the `[guard]` default): `TenantConfig::guard_budget`.
         let guard_calls_per_minute = t.guard_calls_per_minute.as_ref().map(|_| {

@@ -151,6 +151,7 @@ fn caller(scope: &RequestScope, body: &mut Map<String, Value>) -> Result<Caller,
         tenant,
         labels,
         requests_per_minute: None,
+        tokens_per_minute: None,
     })
 }
 

@@ -120,11 +120,17 @@ async fn serve<C: Codec>(
         }
     }
     // Read before the body is taken apart: a token budget reserves what the model may write.
-    let tokens_per_minute = scope
-        .set()
-        .tenant(scope.ctx().tenant.as_deref())
-        .and_then(|t| t.tokens_per_minute);
-    let max_out = tokens_per_minute.map_or(0, |_| super::budget::max_out(&body));
+    let budgets = super::budget::Budgets {
+        tenant: scope
+            .set()
+            .tenant(scope.ctx().tenant.as_deref())
+            .and_then(|t| t.tokens_per_minute),
+        key: scope.key_tokens_per_minute(),
+    };
+    let max_out = match budgets.any() {
+        true => super::budget::max_out(&body),
+        false => 0,
+    };
     let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {
             crate::codec::check_arguments(&payload)?;
@@ -169,7 +175,8 @@ async fn serve<C: Codec>(
     let reserved = super::budget::reserve(
         app,
         scope.tenant_name(),
-        tokens_per_minute,
+        scope.ctx().principal.as_deref(),
+        budgets,
         body_len,
         max_out,
     )
