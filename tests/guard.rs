@@ -892,25 +892,52 @@ fn a_tenant_spends_no_more_than_its_minute_and_another_tenant_is_not_held_to_it(
     assert_eq!(guard.seen().len(), 5);
 }
 
+/// Two replicas of [`tenant_minute_config`] on one Redis, keeping `cache_entries` answers each.
+struct OnRedis {
+    _redis: crate::state::RedisServer,
+    guard: MockBackend,
+    _backend: MockBackend,
+    _cfg: TempConfig,
+    replicas: Vec<Daemon>,
+}
+
+impl OnRedis {
+    fn start(cache_entries: usize) -> OnRedis {
+        let redis = crate::state::RedisServer::start();
+        let guard = MockBackend::start(llama("safe"));
+        let backend = MockBackend::start(Script::Json(
+            200,
+            completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+        ));
+        let state = format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500",
+            redis.url()
+        );
+        let cfg = tenant_minute_config(&guard, &state);
+        let text = std::fs::read_to_string(&cfg.path).unwrap().replace(
+            "cache_entries = 0",
+            &format!("cache_entries = {cache_entries}"),
+        );
+        std::fs::write(&cfg.path, text).unwrap();
+        let replicas = (0..2)
+            .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
+            .collect();
+        OnRedis {
+            _redis: redis,
+            guard,
+            _backend: backend,
+            _cfg: cfg,
+            replicas,
+        }
+    }
+}
+
 #[test]
 fn a_tenants_guard_minute_holds_across_replicas() {
     // Two replicas on one Redis: the tenant's 2 calls a minute are 2, not 2 per replica.
-    let redis = crate::state::RedisServer::start();
-    let guard = MockBackend::start(llama("safe"));
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
-    ));
-    let cfg = tenant_minute_config(
-        &guard,
-        &format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500",
-            redis.url()
-        ),
-    );
-    let replicas: Vec<Daemon> = (0..2)
-        .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
-        .collect();
+    let r = OnRedis::start(0);
+    let guard = &r.guard;
+    let replicas = &r.replicas;
     for (i, d) in replicas.iter().enumerate() {
         let id = format!("small-{i}");
         crate::records::send(
@@ -940,26 +967,9 @@ fn a_tenants_guard_minute_holds_across_replicas() {
 fn replicas_share_their_guard_answers() {
     // Two replicas on one Redis: the same text judged through the second is answered from what
     // the first was told, without asking the guard again.
-    let redis = crate::state::RedisServer::start();
-    let guard = MockBackend::start(llama("safe"));
-    let backend = MockBackend::start(Script::Json(
-        200,
-        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
-    ));
-    let cfg = tenant_minute_config(
-        &guard,
-        &format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500",
-            redis.url()
-        ),
-    );
-    let text = std::fs::read_to_string(&cfg.path)
-        .unwrap()
-        .replace("cache_entries = 0", "cache_entries = 100");
-    std::fs::write(&cfg.path, text).unwrap();
-    let replicas: Vec<Daemon> = (0..2)
-        .map(|_| Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]))
-        .collect();
+    let r = OnRedis::start(100);
+    let guard = &r.guard;
+    let replicas = &r.replicas;
     let body = chat("is this fine?").to_string();
     crate::records::send(&replicas[0], "first", Some("big-key"), body.as_bytes());
     assert_eq!(guard.seen().len(), 1);

@@ -106,6 +106,35 @@ fn calls(replicas: &[Daemon]) -> Vec<(usize, String, String)> {
     out
 }
 
+/// The test MCP server behind three daemons on one Redis, behind nginx.
+struct McpReplicas {
+    replicas: Vec<Daemon>,
+    lb: Nginx,
+    _up: Upstream,
+    _cfg: TempConfig,
+    _redis: RedisServer,
+}
+
+impl McpReplicas {
+    fn start() -> McpReplicas {
+        let redis = RedisServer::start();
+        let up = Upstream::start();
+        let cfg = mcp_config(&up);
+        on_redis(&cfg, &redis);
+        let replicas: Vec<Daemon> = (0..3)
+            .map(|_| Daemon::start_logged(&cfg.path, &[]))
+            .collect();
+        let lb = Nginx::start(&replicas.iter().map(|d| d.addr).collect::<Vec<_>>());
+        McpReplicas {
+            replicas,
+            lb,
+            _up: up,
+            _cfg: cfg,
+            _redis: redis,
+        }
+    }
+}
+
 const FETCH: &str = r#"web_fetch:{"url": "https://shop.example/deals"}"#;
 const REFUND: &str = r#"issue_refund:{"order_id": "o-1", "amount": 20}"#;
 
@@ -118,14 +147,8 @@ fn refused(step: &Value) -> bool {
 
 #[test]
 fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
-    let redis = RedisServer::start();
-    let up = Upstream::start();
-    let cfg = mcp_config(&up);
-    on_redis(&cfg, &redis);
-    let replicas: Vec<Daemon> = (0..3)
-        .map(|_| Daemon::start_logged(&cfg.path, &[]))
-        .collect();
-    let lb = Nginx::start(&replicas.iter().map(|d| d.addr).collect::<Vec<_>>());
+    let set = McpReplicas::start();
+    let (replicas, lb) = (&set.replicas, &set.lb);
     let url = |server: &str| format!("http://{}/mcp/{server}", lb.addr);
 
     // One MCP session through the balancer: the read goes through one replica, the three
@@ -148,7 +171,7 @@ fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
     for step in &steps[1..] {
         assert!(refused(step), "{seen}");
     }
-    let records = calls(&replicas);
+    let records = calls(replicas);
     let reader = records
         .iter()
         .find(|(_, tool, _)| tool == "web_fetch")
@@ -207,14 +230,8 @@ fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
 
 #[test]
 fn every_replica_judges_by_the_upstreams_changed_tool_list() {
-    let redis = RedisServer::start();
-    let up = Upstream::start();
-    let cfg = mcp_config(&up);
-    on_redis(&cfg, &redis);
-    let replicas: Vec<Daemon> = (0..3)
-        .map(|_| Daemon::start_logged(&cfg.path, &[]))
-        .collect();
-    let lb = Nginx::start(&replicas.iter().map(|d| d.addr).collect::<Vec<_>>());
+    let set = McpReplicas::start();
+    let (replicas, lb) = (&set.replicas, &set.lb);
     let add = r#"add:{"a": 1, "b": 2}"#;
     let late = r#"late_tool:{"note": "hi"}"#;
     // Calls through every replica judge by the session's list; then the upstream declares a
@@ -253,7 +270,7 @@ fn every_replica_judges_by_the_upstreams_changed_tool_list() {
         .as_array()
         .unwrap()
         .contains(&json!("late_tool")));
-    let records = calls(&replicas);
+    let records = calls(replicas);
     let served: std::collections::BTreeSet<usize> = records
         .iter()
         .filter(|(_, tool, outcome)| tool == "late_tool" && outcome == "served")
