@@ -434,8 +434,8 @@ fn a_token_budget_is_reserved_then_settled_from_usage_on_memory_and_redis() {
 
 #[test]
 fn a_key_has_a_token_budget_of_its_own_across_replicas() {
-    // Tenant `small` has no token budget; the key of `s` has 1,000 a minute, held by two
-    // replicas on one Redis. Each answer reports 400.
+    // Tenant `small` has no token budget; the key of `s` has 1,000 a minute, held by three
+    // replicas on one Redis behind nginx round-robin. Each answer reports 400 (`usage`).
     let redis = RedisServer::start();
     let mut answer = completion(json!({"role": "assistant", "content": "hi"}), "stop");
     answer["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 300, "total_tokens": 400});
@@ -451,16 +451,18 @@ fn a_key_has_a_token_budget_of_its_own_across_replicas() {
         redis.url(),
         scripted("noop", "[\"input\"]", "", "{ mode = \"allow\" }")
     ));
-    let replicas: Vec<Daemon> = (0..2)
+    let replicas: Vec<Daemon> = (0..3)
         .map(|_| Daemon::start(&cfg.path, &backend.url()))
         .collect();
+    let lb = crate::replicas::Nginx::start(&replicas.iter().map(|d| d.addr).collect::<Vec<_>>());
+    let ask = |key: &str| post_as(lb.addr, "/v1/chat/completions", Some(key), &chat());
     let mut statuses = Vec::new();
-    for i in 0..5 {
-        statuses.push(send(&replicas[i % 2], "small-key", &format!("k{i}")).status);
+    for _ in 0..5 {
+        statuses.push(ask("small-key").status);
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(statuses, [200, 200, 200, 429, 429]);
-    let over = send(&replicas[0], "small-key", "over").json();
+    let over = ask("small-key").json();
     assert!(
         over["error"]["message"]
             .as_str()
@@ -469,12 +471,10 @@ fn a_key_has_a_token_budget_of_its_own_across_replicas() {
         "{over}"
     );
     // Another key of the same tenant is not held to it.
-    for i in 0..3 {
-        assert_eq!(
-            send(&replicas[i % 2], "other-key", &format!("o{i}")).status,
-            200
-        );
+    for _ in 0..3 {
+        assert_eq!(ask("other-key").status, 200);
     }
+    assert_eq!(backend.seen().len(), 6);
 }
 
 #[test]
