@@ -151,15 +151,15 @@ fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
     let (replicas, lb) = (&set.replicas, &set.lb);
     let url = |server: &str| format!("http://{}/mcp/{server}", lb.addr);
 
-    // One MCP session through the balancer: the read goes through one replica, the three
-    // refunds after it through three consecutive turns of the round, so two of them through
-    // replicas that did not relay the read. All refused.
+    // One MCP session through the balancer: the read goes through one replica, the five
+    // refunds after it round the replicas (whatever the SDK sends between them), so some of
+    // them through replicas that did not relay the read. All refused.
     let seen = client_in(
         Some("agent-1"),
         &url("json"),
         "demo-key",
         "legacy",
-        &[FETCH, REFUND, REFUND, REFUND],
+        &[FETCH, REFUND, REFUND, REFUND, REFUND, REFUND],
     );
     let steps = seen["steps"].as_array().unwrap();
     assert!(
@@ -270,13 +270,21 @@ fn every_replica_judges_by_the_upstreams_changed_tool_list() {
         .as_array()
         .unwrap()
         .contains(&json!("late_tool")));
+    // Every replica passed some of them on (each answered above). A record says `served`, or
+    // `disconnected` when the client closed the SSE answer once it had read the result; never
+    // `refused`.
     let records = calls(replicas);
-    let served: std::collections::BTreeSet<usize> = records
+    let late: Vec<_> = records
         .iter()
-        .filter(|(_, tool, outcome)| tool == "late_tool" && outcome == "served")
-        .map(|(i, _, _)| *i)
+        .filter(|(_, t, _)| t == "late_tool")
         .collect();
-    assert_eq!(served.len(), 3, "{records:?}");
+    assert!(
+        late.iter()
+            .all(|(_, _, o)| o == "served" || o == "disconnected"),
+        "{records:?}"
+    );
+    let replicas: std::collections::BTreeSet<usize> = late.iter().map(|(i, _, _)| *i).collect();
+    assert_eq!(replicas.len(), 3, "{records:?}");
 }
 
 #[test]

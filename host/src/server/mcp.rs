@@ -269,7 +269,17 @@ async fn call(
         .pointer("/params/_meta")
         .and_then(Value::as_object)
         .cloned();
-    let declared = match declared(&ex, meta.as_ref()).await {
+    // The tool list and the agent's reads, asked of the store together: on Redis the two
+    // requests share one round trip on the multiplexed connection.
+    let judges_call = scope.runs(Rail::ToolCall);
+    let reads = async {
+        match judges_call {
+            true => Some(ex.agent.messages(&ex.app.state).await),
+            false => None,
+        }
+    };
+    let (declared, reads) = tokio::join!(declared(&ex, meta.as_ref()), reads);
+    let declared = match declared {
         Ok(tools) => tools,
         Err(e) => return answer::upstream_failure(scope, &ex.server.name, &id, e),
     };
@@ -307,9 +317,9 @@ async fn call(
         );
     }
     let mut judged = call.clone();
-    if scope.runs(Rail::ToolCall) {
+    if let Some(reads) = reads {
         // The session's earlier results come before the call, as a conversation would have them.
-        let mut messages = match ex.agent.messages(&ex.app.state).await {
+        let mut messages = match reads {
             Ok(messages) => messages,
             Err(e) if ex.app.startup().state.fail_open => {
                 tracing::warn!(error = %e, "state store unavailable: an MCP call judged without the session's earlier reads (on_unavailable = \"open\")");
