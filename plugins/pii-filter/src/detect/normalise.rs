@@ -2,7 +2,8 @@
 //!
 //! Attackers break values up with characters a reader does not see or does not notice:
 //! zero-width spaces and joiners, soft hyphens, no-break and other Unicode spaces, full-width
-//! digits and `＠`, typographic dashes. The detectors match on a view where those are folded the
+//! and small-form `＠` and `﹫`, typographic dashes, digits of other scripts (`٠١٢`, `०१२`,
+//! mathematical `𝟎𝟏𝟐`), variation selectors and Unicode tag characters. The detectors match on a view where those are folded the
 //! way NFKC (plus dropping invisibles) would fold them, and each match is mapped back to the
 //! original byte span, so a redaction removes the whole disguised value (invisible characters
 //! inside it included) and leaves every other byte as it was.
@@ -39,13 +40,57 @@ fn fold(c: char) -> Fold {
         '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE58}' | '\u{FE63}' => Fold::To(b'-'),
         // Full-width ASCII (NFKC maps U+FF01..U+FF5E to U+0021..U+007E).
         '\u{FF01}'..='\u{FF5E}' => Fold::To((c as u32 - 0xFEE0) as u8),
-        _ => Fold::Keep,
+        // Small form variants NFKC maps to ASCII (the small commercial at, full stop, ...).
+        '\u{FE50}'..='\u{FE6B}' => match SMALL_FORMS[(c as u32 - 0xFE50) as usize] {
+            0 => Fold::Keep,
+            a => Fold::To(a),
+        },
+        // Variation selectors and their supplement, and Unicode tag characters: invisible, and
+        // used to hide text from a reader or split a value for a matcher.
+        '\u{FE00}'..='\u{FE0F}' | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}' => {
+            Fold::Drop
+        }
+        // Mathematical digits (bold, double-struck, sans-serif, monospace): NFKC maps them to
+        // ASCII digits.
+        '\u{1D7CE}'..='\u{1D7FF}' => Fold::To(b'0' + ((c as u32 - 0x1D7CE) % 10) as u8),
+        _ => match decimal(c) {
+            Some(d) => Fold::To(b'0' + d),
+            None => Fold::Keep,
+        },
     }
 }
 
-/// Whether a character's UTF-8 lead byte can start a folded character (a cheap pre-filter).
+/// What each small form variant (U+FE50..U+FE6B) is in ASCII, 0 for none.
+const SMALL_FORMS: [u8; 28] = [
+    b',', 0, b'.', 0, b';', b':', b'?', b'!', b'-', b'(', b')', b'{', b'}', 0, 0, b'#', b'&', b'*',
+    b'+', b'-', b'<', b'>', b'=', 0, b'\\', b'$', b'%', b'@',
+];
+
+/// The zeros of the decimal digit blocks a reader reads as digits though NFKC keeps them
+/// (Arabic-Indic, Extended Arabic-Indic, N'Ko, the Indic scripts, Sinhala, Thai, Lao, Tibetan,
+/// Myanmar, Khmer, Mongolian): each block is ten digits from its zero.
+const DIGIT_ZEROS: [u32; 19] = [
+    0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6, 0x0D66,
+    0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x17E0, 0x1810,
+];
+
+/// The value of a decimal digit of one of the [`DIGIT_ZEROS`] blocks.
+fn decimal(c: char) -> Option<u8> {
+    let c = c as u32;
+    let k = DIGIT_ZEROS.partition_point(|&z| z <= c);
+    let zero = *DIGIT_ZEROS.get(k.checked_sub(1)?)?;
+    (c - zero < 10).then(|| (c - zero) as u8)
+}
+
+/// Whether a character's UTF-8 lead byte can start a folded character (a cheap pre-filter):
+/// Latin-1 (no-break space, soft hyphen), Arabic and N'Ko digits, the Indic to Mongolian blocks,
+/// punctuation and spaces, the ideographic space, the half- and full-width and small forms,
+/// mathematical digits, and tags and variation selectors.
 fn may_fold(lead: u8) -> bool {
-    matches!(lead, 0xC2 | 0xE1 | 0xE2 | 0xE3 | 0xEF)
+    matches!(
+        lead,
+        0xC2 | 0xD9 | 0xDB | 0xDF | 0xE0 | 0xE1 | 0xE2 | 0xE3 | 0xEF | 0xF0 | 0xF3
+    )
 }
 
 /// A stretch of the normalised text and where it came from.
@@ -187,6 +232,23 @@ mod tests {
         assert!(Normalised::of("Grüße, 東京").is_none());
         let n = Normalised::of("ｊｏ＠ｅｘａｍｐｌｅ.com").unwrap();
         assert_eq!(n.text, "jo@example.com");
+    }
+
+    #[test]
+    fn other_scripts_digits_small_forms_tags_and_selectors_fold() {
+        // Arabic-Indic and Devanagari digits, a small commercial at, tag characters and a
+        // variation selector inside values, mathematical bold digits.
+        let s = "tel \u{0665}\u{0665}\u{0665}-\u{0966}\u{0967}\u{0968}\u{0969} mail jo\u{FE6B}ex\u{E0041}ample.com card 4111\u{FE0F}1111 \u{1D7CF}\u{1D7D0}";
+        let n = Normalised::of(s).unwrap();
+        assert_eq!(n.text, "tel 555-0123 mail jo@example.com card 41111111 12");
+        let a = n.text.find("jo@").unwrap();
+        let (x, y) = n.original(a, a + "jo@example.com".len());
+        assert_eq!(&s[x..y], "jo\u{FE6B}ex\u{E0041}ample.com");
+        // Letters of those scripts, and emoji, are kept as they are.
+        assert!(Normalised::of("مرحبا नमस्ते สวัสดี 🙂").is_none());
+        assert_eq!(decimal('\u{0E59}'), Some(9));
+        assert_eq!(decimal('\u{0E5A}'), None);
+        assert_eq!(decimal('a'), None);
     }
 
     #[test]

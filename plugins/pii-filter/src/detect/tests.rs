@@ -337,3 +337,20 @@ fn cards_of_every_length() {
     }
     none("let x = 4111111111111111; f(5555555555554444)");
 }
+
+#[test]
+fn values_in_other_scripts_digits_small_forms_and_hidden_characters() {
+    // Issue #50's look-alikes: each redacted whole, in its original bytes.
+    let card = "\u{0664}\u{0661}\u{0661}\u{0661} \u{0661}\u{0661}\u{0661}\u{0661} \u{0661}\u{0661}\u{0661}\u{0661} \u{0661}\u{0661}\u{0661}\u{0661}";
+    one(&format!("card {card} thanks"), "CREDIT_CARD", card);
+    let mail = "jo.doe\u{FE6B}example.com";
+    one(&format!("write to {mail} now"), "EMAIL", mail);
+    let tagged = "jo.doe@exa\u{E0061}\u{E0062}mple.com";
+    one(&format!("write to {tagged} now"), "EMAIL", tagged);
+    let selected = "4111\u{FE0F}1111\u{FE0F}1111\u{FE0F}1111";
+    one(&format!("card {selected}."), "CREDIT_CARD", selected);
+    let bold = "\u{1D7D2}\u{1D7CF}\u{1D7CF}\u{1D7CF} \u{1D7CF}\u{1D7CF}\u{1D7CF}\u{1D7CF} \u{1D7CF}\u{1D7CF}\u{1D7CF}\u{1D7CF} \u{1D7CF}\u{1D7CF}\u{1D7CF}\u{1D7CF}";
+    one(&format!("card {bold}"), "CREDIT_CARD", bold);
+    // Prose in those scripts stays as it is.
+    none("مرحبا بالعالم، नमस्ते दुनिया، สวัสดีชาวโลก 🙂");
+}
