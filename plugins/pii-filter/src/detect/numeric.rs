@@ -29,6 +29,12 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     }
     let d_end = run(b, i, is_digit);
     let next = at(b, d_end);
+    // `4111_1111_1111_1111`: a card whose groups are joined by a word character.
+    if next == b'_' && d_end - i == 4 && is_digit(at(b, d_end + 1)) {
+        if let Card::Valid(end) = card(b, i) {
+            return found(PiiType::CreditCard, i, end);
+        }
+    }
     // `5d41402a...` (hashes), `10am`, `2x`, `1st`.
     if is_word(next) {
         return Step::Skip(run(b, i, is_word));
@@ -170,7 +176,8 @@ enum Card {
 }
 
 /// A payment card number at `i`: 13-19 digits, plain or grouped (4-4-4-4, Amex 4-6-5, Diners
-/// 4-6-4) with one separator style, Luhn-valid and with a real issuer prefix.
+/// 4-6-4) with one separator style (spaces and dashes, or dots, or slashes, or underscores),
+/// Luhn-valid and with a real issuer prefix.
 fn card(b: &[u8], i: usize) -> Card {
     if continues_number(b, i) {
         return Card::No;
@@ -181,6 +188,8 @@ fn card(b: &[u8], i: usize) -> Card {
     let mut ends = [0usize; 5];
     let mut n = 0;
     let mut p = i;
+    // The separator style: spaces and dashes, which may mix, or one of `.`, `/`, `_` throughout.
+    let mut style = None;
     loop {
         let ge = run(b, p, is_digit);
         let len = ge - p;
@@ -196,13 +205,18 @@ fn card(b: &[u8], i: usize) -> Card {
             break;
         }
         let c = at(b, ge);
-        // Spaces and dashes may mix (`4111 1111-1111 1111`: a disguise folds to either); the
-        // group lengths, Luhn and the issuer still have to agree.
-        if matches!(c, b' ' | b'-') && is_digit(at(b, ge + 1)) {
-            p = ge + 1;
-        } else {
+        // Spaces and dashes may mix (`4111 1111-1111 1111`: a disguise folds to either); dots,
+        // slashes and underscores (`4111.1111.1111.1111`) may not. The group lengths, Luhn and
+        // the issuer still have to agree.
+        let kind = match c {
+            b' ' | b'-' => b' ',
+            b'.' | b'/' | b'_' => c,
+            _ => break,
+        };
+        if *style.get_or_insert(kind) != kind || !is_digit(at(b, ge + 1)) {
             break;
         }
+        p = ge + 1;
     }
     let mut total: usize = lens[..n].iter().sum();
     let mut shaped = None;

@@ -354,3 +354,18 @@ fn values_in_other_scripts_digits_small_forms_and_hidden_characters() {
     // Prose in those scripts stays as it is.
     none("مرحبا بالعالم، नमस्ते दुनिया، สวัสดีชาวโลก 🙂");
 }
+
+#[test]
+fn cards_with_dots_slashes_and_underscores() {
+    for sep in [".", "/", "_"] {
+        let card = ["4111", "1111", "1111", "1111"].join(sep);
+        one(&format!("card {card} ok"), "CREDIT_CARD", &card);
+        let amex = ["3782", "822463", "10005"].join(sep);
+        one(&format!("amex {amex}"), "CREDIT_CARD", &amex);
+    }
+    // One style throughout: mixed, or Luhn-invalid, they are not cards.
+    none("id 4111.1111/1111_1111");
+    none("ref 4111.1111.1111.1112");
+    // Version strings, dates and paths keep their shape.
+    none("v1.2.3 on 2024/05/01 at /srv/4111/data and build_2024_05_01");
+}
