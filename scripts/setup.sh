@@ -40,44 +40,38 @@ if ! { command -v clang && command -v wasm-ld && [ -f /usr/lib/wasm32-wasi/libc.
         echo "warning: no apt-get: install clang, lld and wasi-libc for C plugins" >&2
     fi
 fi
+# apt_or_warn WHAT HINT PACKAGE...: install PACKAGEs with apt-get (updating the index once if
+# the first try fails), or warn that WHAT will fail or be skipped; HINT says what to install
+# by hand where there is no apt-get.
+apt_or_warn() {
+    local what="$1" hint="$2"
+    shift 2
+    if command -v apt-get >/dev/null 2>&1; then
+        local sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        { $sudo apt-get install -y -qq "$@" >/dev/null ||
+            { $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@" >/dev/null; }; } ||
+            echo "warning: $* did not install; $what" >&2
+    else
+        echo "warning: no apt-get: install $hint" >&2
+    fi
+}
 # The console's browser test: Debian's headless Chromium and its WebDriver (Selenium, from
 # requirements.txt, drives them). Its test says SKIPPED where they cannot be installed.
 if ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then
-    if command -v apt-get >/dev/null 2>&1; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO="sudo"
-        { $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null ||
-            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }; } ||
-            echo "warning: chromium did not install; the console's browser test will be skipped" >&2
-    else
-        echo "warning: no apt-get: install chromium and chromium-driver for the console's browser test" >&2
-    fi
+    apt_or_warn "the console's browser test will be skipped" \
+        "chromium and chromium-driver for the console's browser test" chromium chromium-driver
 fi
 # The state store's tests (#48) start their own Redis servers on loopback ports (Debian's
 # redis-server; nothing runs as a service). Without it those tests fail, saying so.
 if ! command -v redis-server >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO="sudo"
-        { $SUDO apt-get install -y -qq redis-server >/dev/null ||
-            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null; }; } ||
-            echo "warning: redis-server did not install; the state store's tests will fail" >&2
-    else
-        echo "warning: no apt-get: install redis-server (7 or newer) or valkey-server for the state store's tests" >&2
-    fi
+    apt_or_warn "the state store's tests will fail" \
+        "redis-server (7 or newer) or valkey-server for the state store's tests" redis-server
 fi
 # The replicas' tests (#48) put three daemons behind nginx round-robin (Debian's nginx-light,
 # started by the tests on a loopback port as the user running them).
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-    if command -v apt-get >/dev/null 2>&1; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO="sudo"
-        { $SUDO apt-get install -y -qq nginx-light >/dev/null ||
-            { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq nginx-light >/dev/null; }; } ||
-            echo "warning: nginx-light did not install; the replicas' tests will fail" >&2
-    else
-        echo "warning: no apt-get: install nginx for the replicas' tests" >&2
-    fi
+    apt_or_warn "the replicas' tests will fail" "nginx for the replicas' tests" nginx-light
 fi
 tools="${RAILYARD_TOOLS_DIR:-$HOME/.cargo}"
 if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]; then

@@ -75,7 +75,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
     let store = Arc::new(crate::state::Store::new(&config.startup.state));
     let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
         .map_err(|e| DaemonError::Engine(e.to_string()))?
-        .with_store(store.clone());
+        .with_store(store);
     let engine = Arc::new(engine);
     let metrics = Arc::new(Metrics::default());
     let started = std::time::Instant::now();
@@ -121,11 +121,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
             Some(telemetry)
         }
     };
-    let app = Arc::new(
-        App::new(reloader, backend, startup, metrics)
-            .with_telemetry(telemetry)
-            .with_store(store),
-    );
+    let app = Arc::new(App::new(reloader, backend, startup, metrics).with_telemetry(telemetry));
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await

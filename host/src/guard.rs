@@ -372,8 +372,7 @@ impl GuardModel {
     }
 
     fn shared_key(&self, key: &cache::Key) -> String {
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        format!("guard-cache:{}:{hex}", self.config.name)
+        format!("guard-cache:{}:{}", self.config.name, crate::util::hex(key))
     }
 
     /// The answer `recorded` holds for this model, through the same parser as a live one: a

@@ -151,6 +151,11 @@ impl Reloader {
         Ok((reloader, rx))
     }
 
+    /// The engine its sets are built on.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
     /// The set being served.
     pub fn current(&self) -> Arc<PolicySet> {
         self.tx.borrow().clone()

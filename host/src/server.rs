@@ -105,7 +105,8 @@ pub struct App {
 
 impl App {
     /// A daemon serving the policy sets `reloader` publishes, in front of `backend`, with the
-    /// start-up settings it was started with.
+    /// start-up settings it was started with. What replicas share is kept in the store its
+    /// engine's plugins reach (one per daemon).
     pub fn new(
         reloader: Arc<Reloader>,
         backend: Backend,
@@ -116,7 +117,7 @@ impl App {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let state = Arc::new(crate::state::Store::new(&startup.state));
+        let state = reloader.engine().store().clone();
         App {
             reloader,
             backend,
@@ -138,12 +139,6 @@ impl App {
             draining: std::sync::atomic::AtomicBool::new(false),
             telemetry: None,
         }
-    }
-
-    /// Keep what replicas share in `store` (the one the daemon's plugins reach too).
-    pub fn with_store(mut self, store: Arc<crate::state::Store>) -> App {
-        self.state = store;
-        self
     }
 
     /// Trace requests with `telemetry`.

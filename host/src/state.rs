@@ -128,9 +128,7 @@ impl Store {
             Store::Redis(r) => r.settle(key, rate, delta).await,
         }
     }
-}
 
-impl Store {
     /// The value at `key`, if any; its life starts again at `refresh`, if given.
     pub async fn get(
         &self,

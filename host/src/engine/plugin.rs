@@ -636,12 +636,15 @@ impl Plugin {
         store.data_mut().begin_call();
         store.data_mut().guard.open = true;
         store.data_mut().guard.scope = src.ctx.guard.clone();
-        store.data_mut().guard.tenant = src
-            .ctx
-            .tenant
-            .as_deref()
-            .unwrap_or(crate::auth::DEFAULT_TENANT)
-            .to_string();
+        // Whose state it reaches (a plugin granted only guard models needs no tenant).
+        if store.data().guard.grant.state.is_some() {
+            store.data_mut().guard.tenant = src
+                .ctx
+                .tenant
+                .as_deref()
+                .unwrap_or(crate::auth::DEFAULT_TENANT)
+                .to_string();
+        }
         let running = self.ticker.running_apart(store, deadline);
         let result = funcs.evaluate_async(store, src, prepared).await;
         drop(running);

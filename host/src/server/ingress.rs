@@ -166,7 +166,7 @@ pub(crate) async fn take(
 /// A limit the store could not check: `Ok(false)` (admitted, nothing taken) with
 /// `on_unavailable = "open"`, else the refusal.
 fn unavailable_store(app: &App, unavailable: crate::state::Unavailable) -> Result<bool, ApiError> {
-    if app.startup().state.fail_open {
+    if app.state.fails_open() {
         tracing::warn!(error = %unavailable, "state store unavailable: request admitted without its limit (on_unavailable = \"open\")");
         Ok(false)
     } else {

@@ -321,7 +321,7 @@ async fn call(
         // The session's earlier results come before the call, as a conversation would have them.
         let mut messages = match reads {
             Ok(messages) => messages,
-            Err(e) if ex.app.startup().state.fail_open => {
+            Err(e) if ex.app.state.fails_open() => {
                 tracing::warn!(error = %e, "state store unavailable: an MCP call judged without the session's earlier reads (on_unavailable = \"open\")");
                 Vec::new()
             }
@@ -473,27 +473,23 @@ async fn declared(
             .await?;
         let Some(result) = answer::read_result(ex, response, &Value::String(id)).await? else {
             tracing::debug!(server = %ex.server.name, "the upstream gave no tool list");
-            return Ok(Arc::new(unkept(&raw)));
+            return Ok(Arc::new(tools::declared(&raw)));
         };
         match result.get("tools").and_then(Value::as_array) {
             Some(page) => raw.extend(page.iter().cloned()),
-            None => return Ok(Arc::new(unkept(&raw))),
+            None => return Ok(Arc::new(tools::declared(&raw))),
         }
         cursor = result
             .get("nextCursor")
             .and_then(Value::as_str)
             .map(str::to_string);
         if cursor.is_none() {
-            let owner = ex.agent.tenant();
-            return Ok(cache.put(&ex.app.state, owner, &ex.key, &raw).await);
+            let (owner, tools) = (ex.agent.tenant(), tools::declared(&raw));
+            return Ok(cache.put(&ex.app.state, owner, &ex.key, &raw, tools).await);
         }
     }
-    Ok(Arc::new(unkept(&raw)))
-}
-
-/// The tools of a list that is not kept (incomplete).
-fn unkept(raw: &[Value]) -> Vec<ToolDef> {
-    codec::tools_of(&serde_json::json!({ "tools": raw })).unwrap_or_default()
+    // Incomplete: not kept.
+    Ok(Arc::new(tools::declared(&raw)))
 }
 
 /// Send the request upstream and answer with what comes back (judged, where `watch` says).

@@ -127,9 +127,10 @@ async fn serve<C: Codec>(
             .and_then(|t| t.tokens_per_minute),
         key: scope.key_tokens_per_minute(),
     };
-    let max_out = match budgets.any() {
-        true => super::budget::max_out(&body),
-        false => 0,
+    let max_out = if budgets.any() {
+        super::budget::max_out(&body)
+    } else {
+        0
     };
     let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {

@@ -104,29 +104,31 @@ impl Memory {
     ) -> Result<Option<i64>, Unavailable> {
         let now = Instant::now();
         let mut table = self.table();
-        let (value, expires) = match table.live(key, now) {
-            Some(Entry {
-                held: Held::Bytes(b),
-                expires,
-                ..
-            }) => (counter(b), Some(*expires)),
-            Some(_) => (0, None),
-            None => (0, None),
-        };
-        let new = value.saturating_add(delta);
-        if new > limit {
+        if let Some(Entry {
+            held: Held::Bytes(b),
+            ..
+        }) = table.live(key, now)
+        {
+            // A live counter keeps its expiry (a fixed window).
+            let new = counter(b).saturating_add(delta);
+            if new > limit {
+                return Ok(None);
+            }
+            *b = Bytes::from(new.to_string());
+            return Ok(Some(new));
+        }
+        // A new counter (one in place of anything else at `key`) starts at 0.
+        if delta > limit {
             return Ok(None);
         }
-        let text = Bytes::from(new.to_string());
-        match expires {
-            Some(_) => {
-                if let Some(entry) = table.live(key, now) {
-                    entry.held = Held::Bytes(text);
-                }
-            }
-            None => table.insert(owner, key, Held::Bytes(text), now + ttl, now)?,
-        }
-        Ok(Some(new))
+        table.insert(
+            owner,
+            key,
+            Held::Bytes(Bytes::from(delta.to_string())),
+            now + ttl,
+            now,
+        )?;
+        Ok(Some(delta))
     }
 
     /// Add `member` to the set `key` (of `owner`) unless it holds `cap` others; its life starts

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// What one instance may consult, and what it consulted in the running call.
 #[derive(Default)]
 pub(crate) struct GuardAccess {
-    pub(super) grant: domain::Grant,
+    pub(crate) grant: domain::Grant,
     /// The ticker of the engine the instance runs on, to move its deadline past a wait.
     ticker: Option<Arc<Ticker>>,
     /// The running call's entry in the ticker.

@@ -218,7 +218,7 @@ impl Withheld {
 async fn remember(ex: &Exchange, c: &CallWatch) -> Result<(), Withheld> {
     match ex.agent.read(&ex.app.state, &c.call.name).await {
         Ok(()) => Ok(()),
-        Err(history::Unremembered::Store(e)) if ex.app.startup().state.fail_open => {
+        Err(history::Unremembered::Store(e)) if ex.app.state.fails_open() => {
             tracing::warn!(error = %e, "state store unavailable: an MCP read handed over unremembered (on_unavailable = \"open\")");
             Ok(())
         }
@@ -552,10 +552,10 @@ async fn judge_list(
     };
     if !paged && result.get("nextCursor").is_none_or(Value::is_null) {
         if let Some(raw) = result.get("tools").and_then(Value::as_array) {
-            let owner = ex.agent.tenant();
+            let (owner, declared) = (ex.agent.tenant(), tools.clone());
             ex.app
                 .mcp_tools()
-                .put(&ex.app.state, owner, &ex.key, raw)
+                .put(&ex.app.state, owner, &ex.key, raw, declared)
                 .await;
         }
     }

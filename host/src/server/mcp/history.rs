@@ -59,21 +59,32 @@ impl std::fmt::Display for Unremembered {
 impl Agent {
     /// The agent session of a request in `scope` (authenticated) with the caller's `headers`.
     pub fn of(scope: &RequestScope, headers: &HeaderMap) -> Agent {
-        let ctx = scope.ctx();
+        let session = headers.get(HEADER).map(|v| v.as_bytes());
+        Agent::new(
+            scope.tenant_name(),
+            scope.ctx().principal.as_deref(),
+            session,
+        )
+    }
+
+    /// The session `session` (the header's bytes, if sent) of `principal` in `tenant`.
+    fn new(tenant: &str, principal: Option<&str>, session: Option<&[u8]>) -> Agent {
         let mut who = Vec::new();
-        who.extend_from_slice(ctx.principal.as_deref().unwrap_or("").as_bytes());
+        who.extend_from_slice(principal.unwrap_or("").as_bytes());
         who.push(0);
-        if let Some(session) = headers.get(HEADER) {
+        if let Some(session) = session {
             who.push(1);
-            who.extend_from_slice(session.as_bytes());
+            who.extend_from_slice(session);
         }
-        let tenant = scope.tenant_name().to_string();
         let key = format!(
             "flow:{}:{}",
             &crate::util::sha256_hex(tenant.as_bytes())[..16],
             &crate::util::sha256_hex(&who)[..32]
         );
-        Agent { tenant, key }
+        Agent {
+            tenant: tenant.to_string(),
+            key,
+        }
     }
 
     /// Its tenant's name.
@@ -119,19 +130,11 @@ impl Agent {
 mod tests {
     use super::*;
 
-    fn agent(tenant: &str, principal: &str) -> Agent {
-        let who = [principal.as_bytes(), &[0]].concat();
-        Agent {
-            tenant: tenant.into(),
-            key: format!("flow:{}:{}", tenant, &crate::util::sha256_hex(&who)[..32]),
-        }
-    }
-
     #[tokio::test]
     async fn sessions_remember_the_tools_they_read_once_each() {
         let store = Store::new(&crate::config::StateConfig::default());
-        let a = agent("t", "alice");
-        let b = agent("t", "bob");
+        let a = Agent::new("t", Some("alice"), None);
+        let b = Agent::new("t", Some("bob"), None);
         a.read(&store, "web_fetch").await.unwrap();
         a.read(&store, "web_fetch").await.unwrap();
         a.read(&store, "get_time").await.unwrap();
@@ -141,6 +144,8 @@ mod tests {
         assert_eq!(m[1].tool_call_id.as_deref(), Some("railyard-history-0"));
         assert_eq!(m[3].name.as_deref(), Some("web_fetch"));
         assert!(b.messages(&store).await.unwrap().is_empty());
+        let named = Agent::new("t", Some("alice"), Some(b"run-1"));
+        assert!(named.messages(&store).await.unwrap().is_empty());
         for i in 2..MAX_TOOLS {
             a.read(&store, &format!("tool_{i}")).await.unwrap();
         }

@@ -99,18 +99,19 @@ impl ToolCache {
         Some(tools)
     }
 
-    /// Keep the complete list `raw` (the upstream's `tools` entries) for `key`, a list of
-    /// `owner`'s (its tenant): the tools it declares.
+    /// Keep the complete list `raw` (the upstream's `tools` entries), which declares `tools`
+    /// ([`declared`] of it), for `key`, a list of `owner`'s (its tenant).
     pub async fn put(
         &self,
         store: &Store,
         owner: &str,
         key: &Key,
         raw: &[Value],
+        tools: Vec<ToolDef>,
     ) -> Arc<Vec<ToolDef>> {
         let json = serde_json::json!({ "tools": raw }).to_string();
         let digest = &crate::util::sha256_hex(json.as_bytes())[..DIGEST];
-        let tools = Arc::new(parse(json.as_bytes()).unwrap_or_default());
+        let tools = Arc::new(tools);
         let ttl = if key.session() { IDLE } else { SESSIONLESS_TTL };
         let value = Bytes::from([digest.as_bytes(), json.as_bytes()].concat());
         if let Err(e) = store.put(owner, &key.stored(), value, ttl).await {
@@ -142,6 +143,11 @@ fn parse(json: &[u8]) -> Option<Vec<ToolDef>> {
     codec::tools_of(&result).ok()
 }
 
+/// The tools a list's `tools` entries (`raw`) declare.
+pub fn declared(raw: &[Value]) -> Vec<ToolDef> {
+    codec::tools_of(&serde_json::json!({ "tools": raw })).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,8 +166,9 @@ mod tests {
         let shared_x = Key::new("s", None, &[b"x"]);
         let shared_y = Key::new("s", None, &[b"y"]);
         assert_ne!(shared_x, shared_y);
-        cache.put(&store, "t", &a, &[tool("one")]).await;
-        cache.put(&store, "t", &shared_x, &[tool("two")]).await;
+        for (key, raw) in [(&a, [tool("one")]), (&shared_x, [tool("two")])] {
+            cache.put(&store, "t", key, &raw, declared(&raw)).await;
+        }
         let got = cache.get(&store, &a).await.unwrap();
         assert_eq!(got[0].name.as_deref(), Some("one"));
         assert!(cache.get(&store, &b).await.is_none());
