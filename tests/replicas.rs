@@ -324,6 +324,44 @@ fn a_tenants_concurrency_limit_holds_across_replicas() {
         assert_eq!(*status, 429, "{body}");
         assert_eq!(body["error"]["code"], "tenant_concurrency_limit", "{body}");
     }
+    // A caller's request id does not name its place: three at once, all sent as one id, still
+    // take three places, so the third is refused (once the six above have let theirs go).
+    let in_flight = || {
+        let out = Command::new("redis-cli")
+            .args([
+                "-p",
+                &redis.port.to_string(),
+                "ZCARD",
+                "railyard:inflight:tenant:small",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    eventually("the six to let their places go", || in_flight() == "0");
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let (addr, body) = (replicas[i % 3].addr, chat.to_string());
+            std::thread::spawn(move || {
+                let headers = [
+                    ("Content-Type", "application/json"),
+                    ("Authorization", "Bearer small-key"),
+                    ("x-request-id", "one-id"),
+                ];
+                request(
+                    addr,
+                    "POST",
+                    "/v1/chat/completions",
+                    &headers,
+                    body.as_bytes(),
+                )
+                .status
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    statuses.sort();
+    assert_eq!(statuses, [200, 200, 429]);
     // Finished requests let their places go, through whichever replica.
     eventually("the leases to be released", || {
         post_as(

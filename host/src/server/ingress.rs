@@ -69,7 +69,7 @@ pub(crate) async fn admit(
     scope.set_caller(&caller);
     let tenant = set.tenant(caller.tenant.as_deref());
     let max = tenant.and_then(|t| t.max_concurrent);
-    let permit = match concurrent(app, caller.tenant_name(), max, scope.request_id()).await {
+    let permit = match concurrent(app, caller.tenant_name(), max).await {
         Ok(permit) => permit,
         Err(error) => {
             app.metrics().throttled(caller.tenant_name());
@@ -95,13 +95,12 @@ pub(crate) async fn admit(
     Ok(Admitted { scope, permit })
 }
 
-/// A place for request `id` under its tenant's concurrency limit `max` (`None`: no limit):
+/// A place for a request under its tenant's concurrency limit `max` (`None`: no limit):
 /// counted here with the memory store, leased in the shared one with Redis.
 async fn concurrent(
     app: &App,
     tenant: &str,
     max: Option<usize>,
-    id: &str,
 ) -> Result<Option<Permit>, ApiError> {
     let over = |limit| ApiError::TooManyRequests {
         tenant: tenant.to_string(),
@@ -113,7 +112,10 @@ async fn concurrent(
     if !app.state.shared() {
         return app.limits.acquire(tenant, Some(max)).map_err(over);
     }
-    match super::limits::lease(&app.state, tenant, max, id).await {
+    // The lease is named by an id this daemon makes, never the caller's `x-request-id`: two
+    // requests sent with one id would otherwise hold one place between them.
+    let id = app.new_request_id();
+    match super::limits::lease(&app.state, tenant, max, &id).await {
         Ok(Some(permit)) => Ok(Some(permit)),
         Ok(None) => Err(over(max)),
         Err(unavailable) => unavailable_store(app, unavailable).map(|_| None),
