@@ -285,7 +285,7 @@ fn one_key_sees_a_tool_another_does_not() {
         steps[1]
     );
 
-    // Data flow (#18): once the agent has read a web page, the privileged refund is refused
+    // Data flow (#18, #49): once the agent has read a web page, the privileged refund is refused
     // before it reaches the server. The agent is the key's (it names no session): its next MCP
     // session is the same conversation (#48); another agent session of the key may refund (the
     // server's second).
@@ -302,6 +302,9 @@ fn one_key_sees_a_tool_another_does_not() {
         message.contains("policy 'flow'") && message.contains("untrusted tool 'web_fetch'"),
         "{message}"
     );
+    // The session keeps tool names, not results: flow, judging values, takes what the page said
+    // as unseen and refuses as if by tool.
+    assert!(message.contains("whose content is not seen"), "{message}");
     let next = client(&url(&d, "json"), "demo-key", "legacy", &[refund]);
     assert_eq!(next["steps"][0]["error"]["code"], -32050, "{next}");
     let fresh = client_in(

@@ -9,6 +9,7 @@
 //! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue.
 
 pub mod policy;
+pub mod values;
 
 use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
 

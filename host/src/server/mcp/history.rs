@@ -13,7 +13,7 @@
 //!
 //! Results are named, never kept: the history holds tool names only.
 
-use crate::model::{Content, Message, ToolCall};
+use crate::model::{Message, ToolCall};
 use crate::rails::RequestScope;
 use crate::state::{Store, Unavailable};
 use axum::http::HeaderMap;
@@ -105,7 +105,7 @@ impl Agent {
     }
 
     /// The conversation so far as messages: for each tool read, an assistant call and its
-    /// (empty) result.
+    /// result, without content (not kept: a policy judging values takes it as unseen).
     pub async fn messages(&self, store: &Store) -> Result<Vec<Message>, Unavailable> {
         let tools = store.members(&self.key, IDLE).await?;
         Ok(tools
@@ -117,7 +117,7 @@ impl Agent {
                     None,
                     vec![ToolCall::function(id.clone(), tool.clone(), String::new())],
                 );
-                let mut result = Message::new("tool", Some(Content::Text(String::new())));
+                let mut result = Message::new("tool", None);
                 result.tool_call_id = Some(id);
                 result.name = Some(tool);
                 [call, result]

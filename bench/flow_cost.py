@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Plugin time of `flow` (values mode) on long agent conversations (#49): a conversation of N
+untrusted tool results (web pages of ~1 KB with links, addresses and numbers), then a privileged
+call, judged through the running daemon's check API on the `tool_call` rail with `flow` alone.
+Reports the plugin's own duration (the daemon's `duration_us` for it) over many requests: p50,
+p90, p99, for a call that passes (every value compared, no early exit) and one refused, with
+the same conversation each time (as an agent loop resends it) and with a new one each time.
+
+Usage: [RAILYARD_BIN=...] bench/flow_cost.py [results=20] [requests=400]
+"""
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+WORDS = ("the release notes cover fixes to the parser and a faster build while the team "
+         "reviewed security reports from users and partners across regions during the quarter "
+         "with more details in the changelog").split()
+
+
+def page(rng, i):
+    words = [rng.choice(WORDS) for _ in range(150)]
+    for at, token in [(20, f"https://site{i}.example/docs/{rng.randrange(10**6)}"),
+                      (60, f"contact{i}@vendor{i}.example"),
+                      (100, f"+1 (555) {rng.randrange(100, 999)}-{rng.randrange(1000, 9999)}"),
+                      (130, f"invoice INV-{rng.randrange(10**7)}")]:
+        words.insert(at, token)
+    return " ".join(words)
+
+
+def conversation(rng, results, target):
+    messages = [{"role": "system", "content": "You are a research assistant."},
+                {"role": "user", "content": "Read the pages and post a summary to "
+                                            "https://notes.example.com/inbox"}]
+    for i in range(results):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "web_fetch", "arguments": json.dumps({"url": f"https://site{i}.example/"})}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": page(rng, i)})
+    messages.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "r", "type": "function", "function": {"name": "send_message", "arguments": json.dumps(
+            {"url": target, "text": "A summary of the release notes and the security reports."})}}]})
+    return messages
+
+
+def main():
+    results = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    requests = int(sys.argv[2]) if len(sys.argv) > 2 else 400
+    common.BIN = os.environ.get("RAILYARD_BIN", common.BIN)
+    common.ensure()
+    wasm = os.path.join(common.ROOT, "target/plugins/wasm32-wasip2/release/flow.wasm")
+    config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    config.write(f"""[auth]
+open = true
+[backend]
+url = "http://127.0.0.1:9/v1"
+[[plugins]]
+name = "flow"
+path = "{wasm}"
+rails = ["tool_call"]
+config = {{ mode = "values", untrusted = ["web_fetch"], privileged = ["send_message"] }}
+""")
+    config.close()
+    proc, port = common.serve(config.name)
+    try:
+        def judge(messages):
+            body = json.dumps({"rail": "tool_call", "messages": messages}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/check", data=body,
+                                         headers={"content-type": "application/json"})
+            answer = json.load(urllib.request.urlopen(req))
+            step = answer["decisions"][0]
+            return step["verdict"], step["duration_us"]
+
+        rng = random.Random(7)
+        print(f"flow, values mode: {results} untrusted results of ~1 KB, then one privileged call; "
+              f"{requests} requests each")
+        print(f"{'case':44} {'verdict':8} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
+        for name, target, fresh in [
+            ("the user's URL, same conversation", "https://notes.example.com/inbox", False),
+            ("the user's URL, a new conversation", "https://notes.example.com/inbox", True),
+            ("a page's URL, same conversation", "https://site7.example/docs/1", False),
+        ]:
+            fixed = conversation(rng, results, target)
+            for _ in range(20):
+                judge(fixed)  # warm the instances
+            times, verdicts = [], set()
+            for _ in range(requests):
+                verdict, us = judge(conversation(rng, results, target) if fresh else fixed)
+                times.append(us)
+                verdicts.add(verdict)
+            q = statistics.quantiles(times, n=100)
+            print(f"{name:44} {'/'.join(sorted(verdicts)):8} {statistics.median(times):8.0f} "
+                  f"{q[89]:8.0f} {q[98]:8.0f}")
+    finally:
+        proc.terminate()
+        os.unlink(config.name)
+
+
+if __name__ == "__main__":
+    main()

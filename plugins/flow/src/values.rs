@@ -1,0 +1,646 @@
+//! Values as an attacker cannot cheaply disguise them: identifiers found inside any text, in one
+//! normal form, so that a value the model copied from a tool result into a call's arguments is
+//! recognised however either side wrote it.
+//!
+//! - emails: case-folded;
+//! - URLs: case-folded, without scheme, `www.` or a trailing `/`; each also gives its host;
+//! - hosts: a bare domain (`evil.example`), a URL's or an email's, case-folded, without `www.`;
+//! - numbers and codes (IBANs, phone and account numbers): runs of letters and digits joined by
+//!   spaces, dashes, dots, slashes or parentheses, holding at least `min_digits` digits, with
+//!   the separators stripped and letters upper-cased (`GB29 NWBK 6016…` = `gb29nwbk6016…`).
+//!   Dates are not numbers here: a date shared by an email and a call taints nothing.
+//!
+//! Only ASCII is looked at: a non-ASCII byte ends a token.
+
+use std::collections::HashSet;
+
+/// What kind of value a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Email,
+    Url,
+    Host,
+    /// A number or code, separators stripped.
+    Number,
+}
+
+/// One value in normal form.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token {
+    pub kind: Kind,
+    pub norm: String,
+}
+
+/// How tokens are found.
+#[derive(Debug, Clone, Copy)]
+pub struct Scan {
+    /// A number or code with fewer digits is not a token (amounts, counts, small ids).
+    pub min_digits: usize,
+}
+
+fn word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn email_local(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"._%+-".contains(&b)
+}
+
+fn domain_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'.' || b == b'-'
+}
+
+/// `host` folded: lower case, no `www.`, no trailing dot; `None` unless it looks like a domain
+/// (labels of letters, digits and dashes, the last of at least two letters).
+pub fn host(host: &str) -> Option<String> {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = host.strip_prefix("www.").unwrap_or(&host);
+    let mut labels = host.split('.');
+    let last = labels.next_back()?;
+    let mut any = false;
+    for label in labels {
+        if label.is_empty() || !label.bytes().all(|b| domain_byte(b) && b != b'.') {
+            return None;
+        }
+        any = true;
+    }
+    (any && last.len() >= 2 && last.bytes().all(|b| b.is_ascii_alphabetic()))
+        .then(|| host.to_string())
+}
+
+impl Scan {
+    /// Every token in `text`, added to `out`.
+    pub fn tokens(&self, text: &str, out: &mut Vec<Token>) {
+        let b = text.as_bytes();
+        self.emails(text, out);
+        self.urls(text, out);
+        // Bare domains: runs of letters, digits, dots and dashes holding a dot.
+        let mut i = 0;
+        while i < b.len() {
+            if !domain_byte(b[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && domain_byte(b[i]) {
+                i += 1;
+            }
+            let before = start.checked_sub(1).map(|s| b[s]);
+            let word = &text[start..i];
+            // A domain inside an email or a URL was taken with it.
+            if word.contains('.') && before != Some(b'@') && before != Some(b'/') {
+                if let Some(h) = host(word.trim_start_matches(['.', '-'])) {
+                    out.push(Token {
+                        kind: Kind::Host,
+                        norm: h,
+                    });
+                }
+            }
+        }
+        self.numbers(b, out);
+    }
+
+    fn emails(&self, text: &str, out: &mut Vec<Token>) {
+        let b = text.as_bytes();
+        for (at, _) in text.match_indices('@') {
+            let mut start = at;
+            while start > 0 && email_local(b[start - 1]) {
+                start -= 1;
+            }
+            let mut end = at + 1;
+            while end < b.len() && domain_byte(b[end]) {
+                end += 1;
+            }
+            let local = text[start..at].trim_start_matches('.');
+            let Some(domain) = host(text[at + 1..end].trim_end_matches(['.', '-'])) else {
+                continue;
+            };
+            if local.is_empty() {
+                continue;
+            }
+            out.push(Token {
+                kind: Kind::Email,
+                norm: format!("{}@{domain}", local.to_ascii_lowercase()),
+            });
+            out.push(Token {
+                kind: Kind::Host,
+                norm: domain,
+            });
+        }
+    }
+
+    fn urls(&self, text: &str, out: &mut Vec<Token>) {
+        let b = text.as_bytes();
+        for (sep, _) in text.match_indices("://") {
+            let mut start = sep;
+            while start > 0 && b[start - 1].is_ascii_alphabetic() {
+                start -= 1;
+            }
+            if start == sep {
+                continue;
+            }
+            let rest = &text[sep + 3..];
+            let end = rest
+                .find(|c: char| c.is_whitespace() || "\"'<>`\\|{}^".contains(c) || !c.is_ascii())
+                .unwrap_or(rest.len());
+            let url = rest[..end].trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']']);
+            let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+            let authority = &url[..authority_end];
+            let authority = authority.rsplit('@').next().unwrap_or(authority);
+            let name = authority.split(':').next().unwrap_or(authority);
+            let Some(h) = host(name) else { continue };
+            let path = url[authority_end..].trim_end_matches('/');
+            out.push(Token {
+                kind: Kind::Url,
+                norm: format!("{h}{}", path.to_ascii_lowercase()),
+            });
+            out.push(Token {
+                kind: Kind::Host,
+                norm: h,
+            });
+        }
+    }
+
+    /// Numbers and codes: runs of letter-and-digit groups joined by at most two separators.
+    fn numbers(&self, b: &[u8], out: &mut Vec<Token>) {
+        let groups = groups(b);
+        let mut i = 0;
+        while i < groups.len() {
+            let (s, e) = groups[i];
+            if !b[s..e].iter().any(u8::is_ascii_digit) {
+                i += 1;
+                continue;
+            }
+            // Extend over groups joined by separators, each holding a digit or being a short
+            // run of capitals (an IBAN's bank code), until the run breaks.
+            let mut j = i;
+            while j + 1 < groups.len() {
+                let (_, pe) = groups[j];
+                let (ns, ne) = groups[j + 1];
+                let between = &b[pe..ns];
+                let joined = !between.is_empty()
+                    && between.len() <= 2
+                    && between.iter().all(|c| b" -./()".contains(c));
+                let next = &b[ns..ne];
+                let fits = next.iter().any(u8::is_ascii_digit)
+                    || (next.len() <= 4 && next.iter().all(u8::is_ascii_uppercase));
+                if !joined || !fits {
+                    break;
+                }
+                j += 1;
+            }
+            // A run ends on a group with a digit.
+            let mut last = j;
+            while last > i
+                && !b[groups[last].0..groups[last].1]
+                    .iter()
+                    .any(u8::is_ascii_digit)
+            {
+                last -= 1;
+            }
+            let run = &groups[i..=last];
+            let digits: usize = run
+                .iter()
+                .map(|&(s, e)| b[s..e].iter().filter(|c| c.is_ascii_digit()).count())
+                .sum();
+            if digits >= self.min_digits && !is_date(b, run) {
+                let mut norm = String::new();
+                for &(s, e) in run {
+                    norm.extend(b[s..e].iter().map(|c| c.to_ascii_uppercase() as char));
+                }
+                out.push(Token {
+                    kind: Kind::Number,
+                    norm,
+                });
+            }
+            i = j + 1;
+        }
+    }
+}
+
+/// Maximal runs of ASCII letters and digits, as (start, end).
+fn groups(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if word_byte(b[i]) {
+            let s = i;
+            while i < b.len() && word_byte(b[i]) {
+                i += 1;
+            }
+            out.push((s, i));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether a run is a date: three groups of digits, one of them a year (19xx or 20xx), the
+/// others a month and a day, or eight digits written as `yyyymmdd`.
+fn is_date(b: &[u8], run: &[(usize, usize)]) -> bool {
+    let num = |&(s, e): &(usize, usize)| -> Option<u32> {
+        let g = &b[s..e];
+        (g.iter().all(u8::is_ascii_digit) && g.len() <= 4)
+            .then(|| std::str::from_utf8(g).ok()?.parse().ok())
+            .flatten()
+    };
+    let year = |y: u32| (1900..2100).contains(&y);
+    let md = |m: u32, d: u32| (1..=12).contains(&m) && (1..=31).contains(&d);
+    match run {
+        [a, m, d] => match (num(a), num(m), num(d)) {
+            (Some(a), Some(x), Some(y)) if year(a) => md(x, y),
+            (Some(x), Some(y), Some(c)) if year(c) => md(x, y) || md(y, x),
+            _ => false,
+        },
+        [one] => {
+            let g = &b[one.0..one.1];
+            g.len() == 8 && g.iter().all(u8::is_ascii_digit) && {
+                let n = |r: std::ops::Range<usize>| -> u32 {
+                    std::str::from_utf8(&g[r])
+                        .unwrap_or("0")
+                        .parse()
+                        .unwrap_or(0)
+                };
+                year(n(0..4)) && md(n(4..6), n(6..8))
+            }
+        }
+        _ => false,
+    }
+}
+
+/// A day, as a text names it (the year may be left out: "May 1st").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Date {
+    pub year: Option<u32>,
+    pub month: u32,
+    pub day: u32,
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The dates `text` names: `2024-05-01`, `05/01/2024` (read both ways when both are days),
+/// `1.5.2024`, `May 1st, 2024`, `1 May 2024`, `May 1` (English month names).
+pub fn dates(text: &str) -> Vec<Date> {
+    let b = text.as_bytes();
+    let groups = groups(b);
+    let word = |i: usize| -> &str { &text[groups[i].0..groups[i].1] };
+    let number = |w: &str, max: u32| -> Option<u32> {
+        let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let n: u32 = digits.parse().ok()?;
+        (digits.len() == w.len() || ["st", "nd", "rd", "th"].contains(&&w[digits.len()..]))
+            .then_some(n)
+            .filter(|n| (1..=max).contains(n))
+    };
+    let year = |w: &str| -> Option<u32> {
+        (w.len() == 4)
+            .then(|| w.parse().ok())
+            .flatten()
+            .filter(|y| (1900..2100).contains(y))
+    };
+    let month = |w: &str| -> Option<u32> {
+        // The name, its first three letters, or `sept`.
+        let w = w.to_ascii_lowercase();
+        MONTHS
+            .iter()
+            .position(|m| {
+                *m == w || (w.len() == 3 && m.starts_with(&w)) || w == "sept" && *m == "september"
+            })
+            .map(|m| m as u32 + 1)
+    };
+    let mut out = Vec::new();
+    let mut push = |year: Option<u32>, month: u32, day: u32| {
+        if (1..=12).contains(&month) && (1..=31).contains(&day) {
+            out.push(Date { year, month, day });
+        }
+    };
+    for i in 0..groups.len() {
+        if let Some(m) = month(word(i)) {
+            let next = |k: usize| (i + k < groups.len()).then(|| word(i + k));
+            if let Some(d) = next(1).and_then(|w| number(w, 31)) {
+                push(next(2).and_then(year), m, d);
+            } else if let Some(d) = i.checked_sub(1).and_then(|p| number(word(p), 31)) {
+                push(next(1).and_then(year), m, d);
+            }
+        }
+        // Numeric dates: three digit groups joined by one of `-./`.
+        if i + 2 < groups.len() {
+            let joined = |a: usize| {
+                let between = &b[groups[a].1..groups[a + 1].0];
+                between.len() == 1 && b"-./".contains(&between[0])
+            };
+            if joined(i) && joined(i + 1) {
+                let (x, y, z) = (word(i), word(i + 1), word(i + 2));
+                let n = |w: &str| -> Option<u32> {
+                    (w.len() <= 2 && w.bytes().all(|c| c.is_ascii_digit()))
+                        .then(|| w.parse().ok())
+                        .flatten()
+                };
+                if let (Some(yr), Some(m), Some(d)) = (year(x), n(y), n(z)) {
+                    push(Some(yr), m, d);
+                } else if let (Some(a), Some(c), Some(yr)) = (n(x), n(y), year(z)) {
+                    push(Some(yr), a, c);
+                    push(Some(yr), c, a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The values of one body of text (or several), for asking whether a value occurs in it.
+#[derive(Debug, Default, Clone)]
+pub struct Corpus {
+    tokens: HashSet<Token>,
+    /// The numbers again, for matching one inside another (a phone number with and without its
+    /// country code).
+    numbers: Vec<String>,
+    /// The texts, case-folded, for values that are not tokens (a short name, a file name).
+    folded: Vec<String>,
+    /// The dates the texts name.
+    dates: Vec<Date>,
+}
+
+impl Corpus {
+    /// Adds `text`'s values.
+    pub fn add(&mut self, scan: &Scan, text: &str) {
+        let mut found = Vec::new();
+        scan.tokens(text, &mut found);
+        for t in found {
+            if t.kind == Kind::Number {
+                self.numbers.push(t.norm.clone());
+            }
+            self.tokens.insert(t);
+        }
+        self.folded.push(text.to_lowercase());
+        self.dates.extend(dates(text));
+    }
+
+    /// Adds every value of another corpus.
+    pub fn extend(&mut self, other: &Corpus) {
+        self.tokens.extend(other.tokens.iter().cloned());
+        self.numbers.extend(other.numbers.iter().cloned());
+        self.folded.extend(other.folded.iter().cloned());
+        self.dates.extend(other.dates.iter().copied());
+    }
+
+    /// Whether the texts name `date`: the same day, or its month and day without a year.
+    pub fn dated(&self, date: Date) -> bool {
+        self.dates.iter().any(|d| {
+            d.month == date.month && d.day == date.day && (d.year.is_none() || d.year == date.year)
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.folded.is_empty()
+    }
+
+    /// Whether `token` occurs here at all, loosely: a number inside a longer one or holding
+    /// one, a host or any of its parent domains (so `a.evil.example` occurs where
+    /// `evil.example` does). The question an attacker's value must not escape.
+    pub fn mentions(&self, token: &Token) -> bool {
+        if self.tokens.contains(token) {
+            return true;
+        }
+        match token.kind {
+            Kind::Number => self.numbers.iter().any(|n| {
+                let (short, long) = if n.len() < token.norm.len() {
+                    (n.as_str(), token.norm.as_str())
+                } else {
+                    (token.norm.as_str(), n.as_str())
+                };
+                short.len() >= 6 && long.contains(short)
+            }),
+            Kind::Host => parents(&token.norm).any(|p| {
+                self.tokens.contains(&Token {
+                    kind: Kind::Host,
+                    norm: p.to_string(),
+                })
+            }),
+            // A URL occurs where its host and path do, whatever the query after them.
+            Kind::Url => self
+                .tokens
+                .iter()
+                .any(|t| t.kind == Kind::Url && url_path(&t.norm) == url_path(&token.norm)),
+            Kind::Email => false,
+        }
+    }
+
+    /// Whether `token` is vouched for here, strictly: the same value, a number that is part of
+    /// one here (or one here with at most a 3-digit prefix, a country code, added), a host here
+    /// or a subdomain of one here, a URL whose host is here (a path on a named site).
+    pub fn vouches(&self, token: &Token) -> bool {
+        if self.tokens.contains(token) {
+            return true;
+        }
+        match token.kind {
+            Kind::Number => self.numbers.iter().any(|n| {
+                (token.norm.len() >= 6 && n.contains(token.norm.as_str()))
+                    || (n.len() >= 7
+                        && token.norm.len() <= n.len() + 3
+                        && token.norm.ends_with(n.as_str())
+                        && token.norm[..token.norm.len() - n.len()]
+                            .bytes()
+                            .all(|c| c.is_ascii_digit()))
+            }),
+            Kind::Host => parents(&token.norm).any(|p| {
+                self.tokens.contains(&Token {
+                    kind: Kind::Host,
+                    norm: p.to_string(),
+                })
+            }),
+            Kind::Url => {
+                let h = token.norm.split('/').next().unwrap_or_default();
+                self.vouches(&Token {
+                    kind: Kind::Host,
+                    norm: h.to_string(),
+                })
+            }
+            Kind::Email => false,
+        }
+    }
+
+    /// Whether `text` (case-folded, not a token) occurs as whole words in one of the texts.
+    pub fn says(&self, text: &str) -> bool {
+        let needle = text.to_lowercase();
+        if needle.is_empty() {
+            return false;
+        }
+        self.folded.iter().any(|hay| {
+            hay.match_indices(needle.as_str()).any(|(at, _)| {
+                let before = hay[..at].chars().next_back();
+                let after = hay[at + needle.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        })
+    }
+}
+
+/// A URL's host and path, without its query or fragment.
+fn url_path(url: &str) -> &str {
+    &url[..url.find(['?', '#']).unwrap_or(url.len())]
+}
+
+/// A host's parent domains with at least two labels, itself first (`a.b.example`, `b.example`).
+fn parents(host: &str) -> impl Iterator<Item = &str> {
+    let dots = host.matches('.').count();
+    host.match_indices('.')
+        .map(|(i, _)| &host[i + 1..])
+        .take(dots.saturating_sub(1))
+        .chain(std::iter::once(host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(text: &str) -> Vec<(Kind, String)> {
+        let mut out = Vec::new();
+        Scan { min_digits: 6 }.tokens(text, &mut out);
+        let mut v: Vec<(Kind, String)> = out.into_iter().map(|t| (t.kind, t.norm)).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    fn has(text: &str, kind: Kind, norm: &str) -> bool {
+        scan(text).contains(&(kind, norm.to_string()))
+    }
+
+    #[test]
+    fn emails_urls_and_hosts_are_found_in_any_text_and_folded() {
+        let t = "Mail Mallory.X@Evil.Example, or see https://WWW.Evil.Example/Pay/?id=1.";
+        assert!(has(t, Kind::Email, "mallory.x@evil.example"));
+        assert!(has(t, Kind::Host, "evil.example"));
+        assert!(has(t, Kind::Url, "evil.example/pay/?id=1"));
+        assert!(has(
+            "upload to files.evil.example now",
+            Kind::Host,
+            "files.evil.example"
+        ));
+        assert!(has(
+            "http://user@evil.example:8080/x",
+            Kind::Host,
+            "evil.example"
+        ));
+        // Not domains.
+        for text in ["e.g. this", "version 1.2.3", "U.S. only", "a.b", "@handle"] {
+            assert!(
+                scan(text)
+                    .iter()
+                    .all(|(k, _)| *k != Kind::Host && *k != Kind::Email),
+                "{text}: {:?}",
+                scan(text)
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_lose_their_separators_and_dates_are_not_numbers() {
+        assert!(has(
+            "IBAN GB29 NWBK 6016 1331 9268 19 please",
+            Kind::Number,
+            "GB29NWBK60161331926819"
+        ));
+        assert!(has(
+            "iban gb29nwbk60161331926819",
+            Kind::Number,
+            "GB29NWBK60161331926819"
+        ));
+        assert!(has("call +1 (555) 123-4567", Kind::Number, "15551234567"));
+        assert!(has("acct 0042.7731.09", Kind::Number, "0042773109"));
+        for text in [
+            "on 2024-05-01",
+            "by 05/01/2024",
+            "at 20240501",
+            "pay 12500 now",
+            "v1.2.3",
+        ] {
+            assert!(
+                scan(text).iter().all(|(k, _)| *k != Kind::Number),
+                "{text}: {:?}",
+                scan(text)
+            );
+        }
+    }
+
+    fn corpus(texts: &[&str]) -> Corpus {
+        let mut c = Corpus::default();
+        for t in texts {
+            c.add(&Scan { min_digits: 6 }, t);
+        }
+        c
+    }
+
+    fn token(kind: Kind, norm: &str) -> Token {
+        Token {
+            kind,
+            norm: norm.into(),
+        }
+    }
+
+    #[test]
+    fn mentions_is_loose_and_vouches_is_strict() {
+        let c = corpus(&["Call 555 123 4567 or visit https://evil.example/a/b?x=1."]);
+        // A number with a country code added occurs, and is vouched for.
+        let with_cc = token(Kind::Number, "15551234567");
+        assert!(c.mentions(&with_cc) && c.vouches(&with_cc));
+        // A part of it occurs, and is vouched for; a longer number holding it only occurs.
+        let part = token(Kind::Number, "5551234567");
+        assert!(c.mentions(&part) && c.vouches(&part));
+        let longer = token(Kind::Number, "9999555123456799");
+        assert!(c.mentions(&longer) && !c.vouches(&longer));
+        // Subdomains of a host occur and are vouched for; a parent is not vouched for.
+        let sub = token(Kind::Host, "cdn.evil.example");
+        assert!(c.mentions(&sub) && c.vouches(&sub));
+        assert!(!c.vouches(&token(Kind::Host, "example")));
+        // A URL with another query occurs; a URL on the host is vouched for.
+        let url = token(Kind::Url, "evil.example/a/b?x=2");
+        assert!(c.mentions(&url) && c.vouches(&url));
+        assert!(!c.mentions(&token(Kind::Url, "other.example/a")));
+        assert!(!c.mentions(&token(Kind::Email, "x@evil.example")));
+    }
+
+    #[test]
+    fn dates_are_read_in_the_forms_people_write_them() {
+        let d = |y: Option<u32>, m: u32, day: u32| Date {
+            year: y,
+            month: m,
+            day,
+        };
+        assert_eq!(dates("due 2024-05-01."), [d(Some(2024), 5, 1)]);
+        assert_eq!(dates("on May 1st, 2024"), [d(Some(2024), 5, 1)]);
+        assert_eq!(dates("the 3rd of March"), []);
+        assert_eq!(dates("3 March 2025"), [d(Some(2025), 3, 3)]);
+        assert_eq!(dates("next mon, sept 9"), [d(None, 9, 9)]);
+        assert_eq!(
+            dates("05/01/2024"),
+            [d(Some(2024), 5, 1), d(Some(2024), 1, 5)]
+        );
+        let c = corpus(&["Book it for May 1."]);
+        assert!(c.dated(d(Some(2024), 5, 1)));
+        assert!(!c.dated(d(Some(2024), 5, 2)));
+    }
+
+    #[test]
+    fn says_matches_whole_words_case_folded() {
+        let c = corpus(&["Post it to #Ext-Attackers channel"]);
+        assert!(c.says("ext-attackers"));
+        assert!(!c.says("ext-attack"));
+        assert!(!c.says(""));
+    }
+}
