@@ -64,7 +64,7 @@ url = "http://127.0.0.1:9/v1"
 name = "flow"
 path = "{wasm}"
 rails = ["tool_call"]
-config = {{ mode = "values", untrusted = ["web_fetch"], privileged = ["send_message"] }}
+config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"] }}
 """)
     config.close()
     proc, port = common.serve(config.name)

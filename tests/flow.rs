@@ -159,7 +159,7 @@ fn a_value_from_untrusted_content_is_refused_and_the_users_passes_on_every_door(
             let reason = blocked["reason"].as_str().unwrap();
             assert!(
                 reason.contains(
-                    "argument 'url' holds a URL found in the result of untrusted tool 'web_fetch'"
+                    "argument 'url' holds a host found in the result of untrusted tool 'web_fetch'"
                 ),
                 "{reason}"
             );

@@ -15,6 +15,11 @@ of three modes. This measures the policy, not a model.
   fs.write, fs.delete, email.send); benign: the SDK's seven false-positive prompts, its
   `[BENIGN]` triage emails, and its harmless pages and email read then acted on.
 
+Modes: `tool` (every privileged call after untrusted content refused), `values`,
+`values+constraints` (with labels.toml's constraints), `values-lenient` (values with
+`unvouched = "allow"`: an identifier nothing trusted names passes unless untrusted text holds it).
+Each refused attack is counted by the rule whose reason refused it first.
+
 Usage: replay.py [--bin target/debug/railyard] [--modes tool,values,values+constraints]
                  [--data DIR] [--json OUT]
 `--data`: a directory holding the two packages (site-packages); without it they are installed
@@ -278,6 +283,8 @@ def config(mode, port, labels):
             "mode": "tool" if mode == "tool" else "values", "action": "block"}
     if mode == "values+constraints":
         flow["constraints"] = labels["constraints"]
+    if mode == "values-lenient":
+        flow["unvouched"] = "allow"
     wasm = ROOT / "target/plugins/wasm32-wasip2/release/flow.wasm"
     return (f'[server]\nlisten = "127.0.0.1:{port}"\n[auth]\nopen = true\n'
             f'[backend]\nurl = "http://127.0.0.1:9/v1"\n[defaults]\ntimeout_ms = 1000\n'
@@ -317,6 +324,20 @@ class Daemon:
 # --- the run ------------------------------------------------------------------------------
 
 
+def rule(reason):
+    """The rule a flow refusal names (its reasons' wording, plugins/flow/src/policy.rs)."""
+    for words, name in [("is not named by", "constraint"), ("not seen", "unseen"),
+                        ("holds a result of untrusted tool", "tool"),
+                        ("that no trusted message names", "unvouched"),
+                        ("is text found in", "text"), ("found in the result", "value"),
+                        ("not JSON", "not-json"), ("is above", "constraint"),
+                        ("is below", "constraint"), ("not a number", "constraint"),
+                        ("host not among", "constraint")]:
+        if words in reason:
+            return name
+    return "other"
+
+
 def run(binary, mode, labels, cases):
     daemon = Daemon(binary, mode, labels)
     try:
@@ -325,14 +346,19 @@ def run(binary, mode, labels, cases):
             verdicts = list(pool.map(lambda ct: daemon.judge(ct[1][0], ct[1][1]), turns))
     finally:
         daemon.stop()
-    passed = {}
-    for (case, turn), (allowed, _) in zip(turns, verdicts):
+    passed, why = {}, {}
+    for (case, turn), (allowed, reason) in zip(turns, verdicts):
         passed.setdefault(id(case), []).append(allowed)
+        if reason and id(case) not in why:
+            why[id(case)] = rule(reason)
     rows = {}
     for c in cases:
-        r = rows.setdefault((c.suite, c.group, c.kind), {"n": 0, "good": 0, "unique": set()})
+        r = rows.setdefault((c.suite, c.group, c.kind),
+                            {"n": 0, "good": 0, "unique": set(), "rules": {}})
         r["n"] += 1
         ok = passed[id(c)]
+        if c.kind == "attack" and not any(ok):
+            r["rules"][why[id(c)]] = r["rules"].get(why[id(c)], 0) + 1
         # An attack is stopped when none of its calls passes; a benign task kept when all do.
         r["good"] += (not any(ok)) if c.kind == "attack" else all(ok)
         r["unique"].add(json.dumps([t[1] for t in c.turns], sort_keys=True).replace(c.ident, ""))
@@ -342,7 +368,7 @@ def run(binary, mode, labels, cases):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "target/debug/railyard"))
-    ap.add_argument("--modes", default="tool,values,values+constraints")
+    ap.add_argument("--modes", default="tool,values,values+constraints,values-lenient")
     ap.add_argument("--data")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -352,7 +378,8 @@ def main():
     out = {}
     for mode in a.modes.split(","):
         rows = run(a.bin, mode, labels, cases)
-        out[mode] = {f"{s} | {g} | {k}": {"n": r["n"], "good": r["good"], "shapes": len(r["unique"])}
+        out[mode] = {f"{s} | {g} | {k}": {"n": r["n"], "good": r["good"], "shapes": len(r["unique"]),
+                                          "rules": r["rules"]}
                      for (s, g, k), r in sorted(rows.items())}
     print(f"{'suite | group | kind':70} {'n':>6} " + " ".join(f"{m:>20}" for m in out))
     for key in next(iter(out.values())):
@@ -361,6 +388,11 @@ def main():
                          for m in out)
         print(f"{key:70} {n:>6} {cells}")
     print("attack: stopped (no call of it passed); benign: kept (every call passed)")
+    print("attacks stopped, by the rule that refused first:")
+    for mode, rows in out.items():
+        for key, r in rows.items():
+            if r["rules"]:
+                print(f"  {mode:20} {key:70} {r['rules']}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 

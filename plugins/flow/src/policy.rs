@@ -29,6 +29,7 @@ use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{CallRef, Content, Rejection, Request, Target, ToolCall, Verdict};
 use serde::Deserialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// JSON Schema of the plugin's config, as given to the host in `describe`.
@@ -292,7 +293,7 @@ fn strings_under<'v>(value: &'v Value, key: &str, out: &mut Vec<std::borrow::Cow
 
 /// A message's text as the model reads it: a string (a JSON one read as its strings, so an
 /// escape hides nothing), or the strings of its content parts. `None`: no content.
-fn readable(content: &Option<Content>) -> Option<String> {
+fn readable(content: &Option<Content>) -> Option<Cow<'_, str>> {
     let text = match content.as_ref()? {
         Content::Text(t) => t.as_str(),
         Content::Parts(json) => json.as_str(),
@@ -303,10 +304,10 @@ fn readable(content: &Option<Content>) -> Option<String> {
         if let Ok(v) = serde_json::from_str::<Value>(text) {
             let mut out = Vec::new();
             strings(&v, &mut out);
-            return Some(out.join("\n"));
+            return Some(out.join("\n").into());
         }
     }
-    Some(text.to_string())
+    Some(text.into())
 }
 
 /// One tool result of the conversation.
@@ -319,13 +320,13 @@ struct Result_<'r> {
 struct Sources<'r> {
     config: &'r Config,
     /// The user's messages.
-    user: Corpus,
+    user: Corpus<'r>,
     /// The system and developer messages.
-    system: Corpus,
+    system: Corpus<'r>,
     /// The user's, the system's and trusted tools' results.
-    trusted: Corpus,
+    trusted: Corpus<'r>,
     /// Each untrusted result with its message and tool.
-    untrusted: Vec<(usize, &'r str, Corpus)>,
+    untrusted: Vec<(usize, &'r str, Corpus<'r>)>,
     /// Every tool result, for constraints naming a tool.
     results: Vec<Result_<'r>>,
 }
@@ -350,12 +351,12 @@ impl<'r> Sources<'r> {
             match m.role.as_str() {
                 "user" => {
                     if let Some(t) = readable(&m.content) {
-                        sources.user.add(&scan, &t);
+                        sources.user.add(&scan, t);
                     }
                 }
                 "system" | "developer" => {
                     if let Some(t) = readable(&m.content) {
-                        sources.system.add(&scan, &t);
+                        sources.system.add(&scan, t);
                     }
                 }
                 "tool" => {
@@ -373,10 +374,10 @@ impl<'r> Sources<'r> {
                     };
                     if config.untrusted(tool) {
                         let mut c = Corpus::default();
-                        c.add(&scan, &text);
+                        c.add(&scan, text);
                         sources.untrusted.push((index, tool, c));
                     } else {
-                        sources.trusted.add(&scan, &text);
+                        sources.trusted.add(&scan, text);
                     }
                 }
                 _ => {}
@@ -388,7 +389,7 @@ impl<'r> Sources<'r> {
     }
 
     /// The corpus a constraint's source names.
-    fn named(&self, source: &str) -> Corpus {
+    fn named(&self, source: &str) -> Corpus<'r> {
         match source {
             "user" => return self.user.clone(),
             "system" => return self.system.clone(),
@@ -405,7 +406,7 @@ impl<'r> Sources<'r> {
             match key {
                 None => {
                     if let Some(text) = readable(r.content) {
-                        corpus.add(&scan, &text);
+                        corpus.add(&scan, text);
                     }
                 }
                 Some(key) => {
@@ -416,7 +417,7 @@ impl<'r> Sources<'r> {
                         let mut out = Vec::new();
                         strings_under(&v, key, &mut out);
                         for s in out {
-                            corpus.add(&scan, &s);
+                            corpus.add(&scan, s.into_owned());
                         }
                     }
                 }
@@ -546,6 +547,10 @@ fn tainted(sources: &Sources, args: &Value, hosts_only: bool) -> Option<String> 
         }
         let whole = whole(&scan, text).filter(|t| !hosts_only || t.kind != Kind::Number);
         for t in &found {
+            // A URL's host is a token too, found wherever the URL is: one search for both.
+            if t.kind == Kind::Url {
+                continue;
+            }
             if let Some(at) = sources.only_untrusted(t) {
                 return Some(format!(
                     "{} holds {} found in {} and in no trusted message",

@@ -12,7 +12,7 @@
 //!
 //! Only ASCII is looked at: a non-ASCII byte ends a token.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
 
 /// What kind of value a token is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,22 +74,31 @@ impl Scan {
         let b = text.as_bytes();
         self.emails(text, out);
         self.urls(text, out);
-        // Bare domains: runs of letters, digits, dots and dashes holding a dot.
-        let mut i = 0;
-        while i < b.len() {
-            if !domain_byte(b[i]) {
-                i += 1;
+        // Bare domains: runs of letters, digits, dots and dashes holding a dot between two
+        // of them. Only dots are looked at: prose has few.
+        let mut next = 0;
+        for (dot, _) in text.match_indices('.') {
+            if dot < next
+                || dot == 0
+                || dot + 1 >= b.len()
+                || !b[dot - 1].is_ascii_alphanumeric()
+                || !b[dot + 1].is_ascii_alphanumeric()
+            {
                 continue;
             }
-            let start = i;
-            while i < b.len() && domain_byte(b[i]) {
-                i += 1;
+            let mut start = dot;
+            while start > 0 && domain_byte(b[start - 1]) {
+                start -= 1;
             }
+            let mut end = dot;
+            while end < b.len() && domain_byte(b[end]) {
+                end += 1;
+            }
+            next = end;
             let before = start.checked_sub(1).map(|s| b[s]);
-            let word = &text[start..i];
             // A domain inside an email or a URL was taken with it.
-            if word.contains('.') && before != Some(b'@') && before != Some(b'/') {
-                if let Some(h) = host(word.trim_start_matches(['.', '-'])) {
+            if before != Some(b'@') && before != Some(b'/') {
+                if let Some(h) = host(text[start..end].trim_start_matches(['.', '-'])) {
                     out.push(Token {
                         kind: Kind::Host,
                         norm: h,
@@ -162,50 +171,56 @@ impl Scan {
     }
 
     /// Numbers and codes: runs of letter-and-digit groups joined by at most two separators.
-    fn numbers(&self, b: &[u8], out: &mut Vec<Token>) {
-        let groups = groups(b);
-        let mut i = 0;
-        while i < groups.len() {
-            let (s, e) = groups[i];
-            if !b[s..e].iter().any(u8::is_ascii_digit) {
-                i += 1;
-                continue;
+    pub(crate) fn numbers(&self, b: &[u8], out: &mut Vec<Token>) {
+        // The group (maximal run of letters and digits) ending where `from` starts one, if any.
+        let group = |from: usize| -> (usize, usize) {
+            let mut e = from;
+            while e < b.len() && word_byte(b[e]) {
+                e += 1;
             }
-            // Extend over groups joined by separators, each holding a digit or being a short
-            // run of capitals (an IBAN's bank code), until the run breaks.
-            let mut j = i;
-            while j + 1 < groups.len() {
-                let (_, pe) = groups[j];
-                let (ns, ne) = groups[j + 1];
-                let between = &b[pe..ns];
-                let joined = !between.is_empty()
-                    && between.len() <= 2
-                    && between.iter().all(|c| b" -./()".contains(c));
-                let next = &b[ns..ne];
-                let fits = next.iter().any(u8::is_ascii_digit)
-                    || (next.len() <= 4 && next.iter().all(u8::is_ascii_uppercase));
-                if !joined || !fits {
+            (from, e)
+        };
+        let has_digit = |(s, e): (usize, usize)| b[s..e].iter().any(u8::is_ascii_digit);
+        let mut run: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        // Only digits start a number: prose is skipped to the next one.
+        while let Some(off) = b[i..].iter().position(u8::is_ascii_digit) {
+            let mut start = i + off;
+            while start > 0 && word_byte(b[start - 1]) {
+                start -= 1;
+            }
+            run.clear();
+            run.push(group(start));
+            // Extend over groups joined by at most two separators, each holding a digit or
+            // being a short run of capitals (an IBAN's bank code), until the run breaks.
+            loop {
+                let pe = run[run.len() - 1].1;
+                let mut ns = pe;
+                while ns < b.len() && ns - pe < 3 && b" -./()".contains(&b[ns]) {
+                    ns += 1;
+                }
+                if ns == pe || ns - pe > 2 || ns >= b.len() || !word_byte(b[ns]) {
                     break;
                 }
-                j += 1;
+                let next = group(ns);
+                let g = &b[next.0..next.1];
+                if !(has_digit(next) || (g.len() <= 4 && g.iter().all(u8::is_ascii_uppercase))) {
+                    break;
+                }
+                run.push(next);
             }
             // A run ends on a group with a digit.
-            let mut last = j;
-            while last > i
-                && !b[groups[last].0..groups[last].1]
-                    .iter()
-                    .any(u8::is_ascii_digit)
-            {
-                last -= 1;
+            while run.len() > 1 && !has_digit(run[run.len() - 1]) {
+                run.pop();
             }
-            let run = &groups[i..=last];
+            i = run[run.len() - 1].1;
             let digits: usize = run
                 .iter()
                 .map(|&(s, e)| b[s..e].iter().filter(|c| c.is_ascii_digit()).count())
                 .sum();
-            if digits >= self.min_digits && !is_date(b, run) {
+            if digits >= self.min_digits && !is_date(b, &run) {
                 let mut norm = String::new();
-                for &(s, e) in run {
+                for &(s, e) in &run {
                     norm.extend(b[s..e].iter().map(|c| c.to_ascii_uppercase() as char));
                 }
                 out.push(Token {
@@ -213,7 +228,6 @@ impl Scan {
                     norm,
                 });
             }
-            i = j + 1;
         }
     }
 }
@@ -361,62 +375,123 @@ pub fn dates(text: &str) -> Vec<Date> {
     out
 }
 
-/// The values of one body of text (or several), for asking whether a value occurs in it.
+/// The texts of one source (or several), for asking whether a value occurs in them. Nothing is
+/// extracted up front: a call has a few values and a conversation many texts, so each value is
+/// looked for in the texts (case-folded once), and numbers are read out only when a value is one.
 #[derive(Debug, Default, Clone)]
-pub struct Corpus {
-    tokens: HashSet<Token>,
-    /// The numbers again, for matching one inside another (a phone number with and without its
-    /// country code).
-    numbers: Vec<String>,
-    /// The texts, case-folded, for values that are not tokens (a short name, a file name).
-    folded: Vec<String>,
-    /// The dates the texts name.
-    dates: Vec<Date>,
+pub struct Corpus<'a> {
+    texts: Vec<Cow<'a, str>>,
+    /// The texts case-folded, made when first asked.
+    folded: std::cell::OnceCell<Vec<String>>,
+    /// The numbers and codes of the texts, read when first asked.
+    numbers: std::cell::OnceCell<Vec<String>>,
+    min_digits: usize,
 }
 
-impl Corpus {
-    /// Adds `text`'s values.
-    pub fn add(&mut self, scan: &Scan, text: &str) {
-        let mut found = Vec::new();
-        scan.tokens(text, &mut found);
-        for t in found {
-            if t.kind == Kind::Number {
-                self.numbers.push(t.norm.clone());
+/// `text` in lower case (ASCII, the common case, without Unicode's tables).
+fn fold(text: &str) -> String {
+    if text.is_ascii() {
+        text.to_ascii_lowercase()
+    } else {
+        text.to_lowercase()
+    }
+}
+
+/// How a value found in a text must be bounded to count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// As a whole: not inside a longer value of its kind.
+    Whole,
+    /// Also as a parent domain of a longer host (`evil.example` in `a.evil.example`).
+    Domain,
+}
+
+/// Whether `needle` (case-folded) occurs in `hay` (case-folded) bounded as `kind` and `bound`
+/// say: an email not inside a longer local part or domain, a host or URL not inside a longer
+/// name (after `www.` it is whole; after another `.` only with `Bound::Domain`).
+fn occurs(hay: &str, needle: &str, kind: Kind, bound: Bound) -> bool {
+    let h = hay.as_bytes();
+    hay.match_indices(needle).any(|(at, _)| {
+        let end = at + needle.len();
+        let before = at.checked_sub(1).map(|i| h[i]);
+        let after_ok = match kind {
+            // A URL may go on (a query, a longer path): its path was compared.
+            Kind::Url => true,
+            _ => match h.get(end) {
+                None => true,
+                Some(b'.') => !h.get(end + 1).is_some_and(|c| c.is_ascii_alphanumeric()),
+                Some(&c) => !(c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
+            },
+        };
+        let before_ok = match (kind, before) {
+            (_, None) => true,
+            (Kind::Email, Some(c)) => !email_local(c),
+            (_, Some(b'.')) => bound == Bound::Domain || hay[..at].ends_with("www."),
+            (_, Some(c)) => !(c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
+        };
+        before_ok && after_ok
+    })
+}
+
+impl<'a> Corpus<'a> {
+    /// Adds `text`.
+    pub fn add(&mut self, scan: &Scan, text: impl Into<Cow<'a, str>>) {
+        self.min_digits = scan.min_digits;
+        self.texts.push(text.into());
+        self.folded = Default::default();
+        self.numbers = Default::default();
+    }
+
+    /// Adds every text of another corpus.
+    pub fn extend(&mut self, other: &Corpus<'a>) {
+        self.min_digits = self.min_digits.max(other.min_digits);
+        self.texts.extend(other.texts.iter().cloned());
+        self.folded = Default::default();
+        self.numbers = Default::default();
+    }
+
+    fn folded(&self) -> &[String] {
+        self.folded
+            .get_or_init(|| self.texts.iter().map(|t| fold(t)).collect())
+    }
+
+    fn numbers(&self) -> &[String] {
+        self.numbers.get_or_init(|| {
+            let scan = Scan {
+                min_digits: self.min_digits,
+            };
+            let mut out = Vec::new();
+            for t in &self.texts {
+                scan.numbers(t.as_bytes(), &mut out);
             }
-            self.tokens.insert(t);
-        }
-        self.folded.push(text.to_lowercase());
-        self.dates.extend(dates(text));
+            out.into_iter().map(|t| t.norm).collect()
+        })
     }
 
-    /// Adds every value of another corpus.
-    pub fn extend(&mut self, other: &Corpus) {
-        self.tokens.extend(other.tokens.iter().cloned());
-        self.numbers.extend(other.numbers.iter().cloned());
-        self.folded.extend(other.folded.iter().cloned());
-        self.dates.extend(other.dates.iter().copied());
+    fn holds(&self, needle: &str, kind: Kind, bound: Bound) -> bool {
+        self.folded().iter().any(|t| occurs(t, needle, kind, bound))
     }
 
-    /// Whether the texts name `date`: the same day, or its month and day without a year.
+    /// Whether the texts name `date`: the same day, or its month and day without a year. Read
+    /// only when asked (a constraint on a date): most corpora are never asked.
     pub fn dated(&self, date: Date) -> bool {
-        self.dates.iter().any(|d| {
+        self.folded().iter().flat_map(|t| dates(t)).any(|d| {
             d.month == date.month && d.day == date.day && (d.year.is_none() || d.year == date.year)
         })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.folded.is_empty()
+        self.texts.is_empty()
     }
 
     /// Whether `token` occurs here at all, loosely: a number inside a longer one or holding
-    /// one, a host or any of its parent domains (so `a.evil.example` occurs where
-    /// `evil.example` does). The question an attacker's value must not escape.
+    /// one, a host or any of its parent domains, also as part of a longer host (so
+    /// `a.evil.example` occurs where `evil.example` or `x.evil.example` does), a URL by its host
+    /// and path whatever the query. The question an attacker's value must not escape.
     pub fn mentions(&self, token: &Token) -> bool {
-        if self.tokens.contains(token) {
-            return true;
-        }
         match token.kind {
-            Kind::Number => self.numbers.iter().any(|n| {
+            Kind::Email => self.holds(&token.norm, Kind::Email, Bound::Whole),
+            Kind::Number => self.numbers().iter().any(|n| {
                 let (short, long) = if n.len() < token.norm.len() {
                     (n.as_str(), token.norm.as_str())
                 } else {
@@ -424,30 +499,21 @@ impl Corpus {
                 };
                 short.len() >= 6 && long.contains(short)
             }),
-            Kind::Host => parents(&token.norm).any(|p| {
-                self.tokens.contains(&Token {
-                    kind: Kind::Host,
-                    norm: p.to_string(),
-                })
-            }),
-            // A URL occurs where its host and path do, whatever the query after them.
-            Kind::Url => self
-                .tokens
-                .iter()
-                .any(|t| t.kind == Kind::Url && url_path(&t.norm) == url_path(&token.norm)),
-            Kind::Email => false,
+            // Where a parent occurs, so does its shortest: one search.
+            Kind::Host => parents(&token.norm)
+                .next()
+                .is_some_and(|p| self.holds(p, Kind::Host, Bound::Domain)),
+            Kind::Url => self.holds(url_path(&token.norm), Kind::Url, Bound::Whole),
         }
     }
 
-    /// Whether `token` is vouched for here, strictly: the same value, a number that is part of
+    /// Whether `token` is vouched for here, strictly: the same email, a number that is part of
     /// one here (or one here with at most a 3-digit prefix, a country code, added), a host here
     /// or a subdomain of one here, a URL whose host is here (a path on a named site).
     pub fn vouches(&self, token: &Token) -> bool {
-        if self.tokens.contains(token) {
-            return true;
-        }
         match token.kind {
-            Kind::Number => self.numbers.iter().any(|n| {
+            Kind::Email => self.holds(&token.norm, Kind::Email, Bound::Whole),
+            Kind::Number => self.numbers().iter().any(|n| {
                 (token.norm.len() >= 6 && n.contains(token.norm.as_str()))
                     || (n.len() >= 7
                         && token.norm.len() <= n.len() + 3
@@ -456,12 +522,7 @@ impl Corpus {
                             .bytes()
                             .all(|c| c.is_ascii_digit()))
             }),
-            Kind::Host => parents(&token.norm).any(|p| {
-                self.tokens.contains(&Token {
-                    kind: Kind::Host,
-                    norm: p.to_string(),
-                })
-            }),
+            Kind::Host => parents(&token.norm).any(|p| self.holds(p, Kind::Host, Bound::Whole)),
             Kind::Url => {
                 let h = token.norm.split('/').next().unwrap_or_default();
                 self.vouches(&Token {
@@ -469,7 +530,6 @@ impl Corpus {
                     norm: h.to_string(),
                 })
             }
-            Kind::Email => false,
         }
     }
 
@@ -479,7 +539,7 @@ impl Corpus {
         if needle.is_empty() {
             return false;
         }
-        self.folded.iter().any(|hay| {
+        self.folded().iter().any(|hay| {
             hay.match_indices(needle.as_str()).any(|(at, _)| {
                 let before = hay[..at].chars().next_back();
                 let after = hay[at + needle.len()..].chars().next();
@@ -578,10 +638,10 @@ mod tests {
         }
     }
 
-    fn corpus(texts: &[&str]) -> Corpus {
+    fn corpus<'a>(texts: &[&'a str]) -> Corpus<'a> {
         let mut c = Corpus::default();
         for t in texts {
-            c.add(&Scan { min_digits: 6 }, t);
+            c.add(&Scan { min_digits: 6 }, *t);
         }
         c
     }
