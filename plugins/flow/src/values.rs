@@ -50,21 +50,71 @@ fn domain_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'.' || b == b'-'
 }
 
+/// The length of the character at `i` of `s` when it is a letter or digit outside ASCII (an
+/// internationalised name, or a look-alike letter an attacker put in one).
+fn wide_at(s: &str, i: usize) -> Option<usize> {
+    s.get(i..)?
+        .chars()
+        .next()
+        .filter(|c| !c.is_ascii() && c.is_alphanumeric())
+        .map(char::len_utf8)
+}
+
+/// The start of the character ending at `i` of `s` when it is a letter or digit outside ASCII.
+fn wide_before(s: &str, i: usize) -> Option<usize> {
+    s.get(..i)?
+        .chars()
+        .next_back()
+        .filter(|c| !c.is_ascii() && c.is_alphanumeric())
+        .map(|c| i - c.len_utf8())
+}
+
+/// From `start`, past every byte `ascii` accepts and every letter or digit outside ASCII.
+fn run_forward(s: &str, mut at: usize, ascii: fn(u8) -> bool) -> usize {
+    let b = s.as_bytes();
+    while at < b.len() {
+        if ascii(b[at]) {
+            at += 1;
+        } else if let Some(n) = wide_at(s, at) {
+            at += n;
+        } else {
+            break;
+        }
+    }
+    at
+}
+
+/// Back from `end`, likewise.
+fn run_back(s: &str, mut at: usize, ascii: fn(u8) -> bool) -> usize {
+    let b = s.as_bytes();
+    while at > 0 {
+        if ascii(b[at - 1]) {
+            at -= 1;
+        } else if let Some(start) = wide_before(s, at) {
+            at = start;
+        } else {
+            break;
+        }
+    }
+    at
+}
+
 /// `host` folded: lower case, no `www.`, no trailing dot; `None` unless it looks like a domain
-/// (labels of letters, digits and dashes, the last of at least two letters).
+/// (labels of letters, digits and dashes, the last of at least two letters; letters of any
+/// script).
 pub fn host(host: &str) -> Option<String> {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = fold(host.trim_end_matches('.'));
     let host = host.strip_prefix("www.").unwrap_or(&host);
     let mut labels = host.split('.');
     let last = labels.next_back()?;
     let mut any = false;
     for label in labels {
-        if label.is_empty() || !label.bytes().all(|b| domain_byte(b) && b != b'.') {
+        if label.is_empty() || !label.chars().all(|c| c.is_alphanumeric() || c == '-') {
             return None;
         }
         any = true;
     }
-    (any && last.len() >= 2 && last.bytes().all(|b| b.is_ascii_alphabetic()))
+    (any && last.chars().count() >= 2 && last.chars().all(char::is_alphabetic))
         .then(|| host.to_string())
 }
 
@@ -78,22 +128,15 @@ impl Scan {
         // of them. Only dots are looked at: prose has few.
         let mut next = 0;
         for (dot, _) in text.match_indices('.') {
-            if dot < next
-                || dot == 0
-                || dot + 1 >= b.len()
-                || !b[dot - 1].is_ascii_alphanumeric()
-                || !b[dot + 1].is_ascii_alphanumeric()
-            {
+            let alnum_before =
+                dot > 0 && (b[dot - 1].is_ascii_alphanumeric() || wide_before(text, dot).is_some());
+            let alnum_after = dot + 1 < b.len()
+                && (b[dot + 1].is_ascii_alphanumeric() || wide_at(text, dot + 1).is_some());
+            if dot < next || !alnum_before || !alnum_after {
                 continue;
             }
-            let mut start = dot;
-            while start > 0 && domain_byte(b[start - 1]) {
-                start -= 1;
-            }
-            let mut end = dot;
-            while end < b.len() && domain_byte(b[end]) {
-                end += 1;
-            }
+            let start = run_back(text, dot, domain_byte);
+            let end = run_forward(text, dot, domain_byte);
             next = end;
             let before = start.checked_sub(1).map(|s| b[s]);
             // A domain inside an email or a URL was taken with it.
@@ -110,16 +153,9 @@ impl Scan {
     }
 
     fn emails(&self, text: &str, out: &mut Vec<Token>) {
-        let b = text.as_bytes();
         for (at, _) in text.match_indices('@') {
-            let mut start = at;
-            while start > 0 && email_local(b[start - 1]) {
-                start -= 1;
-            }
-            let mut end = at + 1;
-            while end < b.len() && domain_byte(b[end]) {
-                end += 1;
-            }
+            let start = run_back(text, at, email_local);
+            let end = run_forward(text, at + 1, domain_byte);
             let local = text[start..at].trim_start_matches('.');
             let Some(domain) = host(text[at + 1..end].trim_end_matches(['.', '-'])) else {
                 continue;
@@ -129,7 +165,7 @@ impl Scan {
             }
             out.push(Token {
                 kind: Kind::Email,
-                norm: format!("{}@{domain}", local.to_ascii_lowercase()),
+                norm: format!("{}@{domain}", fold(local)),
             });
             out.push(Token {
                 kind: Kind::Host,
@@ -150,7 +186,11 @@ impl Scan {
             }
             let rest = &text[sep + 3..];
             let end = rest
-                .find(|c: char| c.is_whitespace() || "\"'<>`\\|{}^".contains(c) || !c.is_ascii())
+                .find(|c: char| {
+                    c.is_whitespace()
+                        || "\"'<>`\\|{}^".contains(c)
+                        || (!c.is_ascii() && !c.is_alphanumeric())
+                })
                 .unwrap_or(rest.len());
             let url = rest[..end].trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']']);
             let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
@@ -161,7 +201,7 @@ impl Scan {
             let path = url[authority_end..].trim_end_matches('/');
             out.push(Token {
                 kind: Kind::Url,
-                norm: format!("{h}{}", path.to_ascii_lowercase()),
+                norm: format!("{h}{}", fold(path)),
             });
             out.push(Token {
                 kind: Kind::Host,
@@ -607,6 +647,19 @@ mod tests {
                 scan(text)
             );
         }
+    }
+
+    #[test]
+    fn names_in_other_scripts_and_look_alike_letters_are_hosts_too() {
+        // A Cyrillic `і` in a Latin name: the attacker's domain, not a cut-off one.
+        let t = "Write to mallory@evіl.example or see https://evіl.example/pay.";
+        assert!(has(t, Kind::Email, "mallory@evіl.example"), "{:?}", scan(t));
+        assert!(has(t, Kind::Host, "evіl.example"));
+        assert!(has(t, Kind::Url, "evіl.example/pay"));
+        assert!(has("Visit MÜNCHEN.de today", Kind::Host, "münchen.de"));
+        // Punctuation outside ASCII still ends a name.
+        assert!(has("see example.com’s page", Kind::Host, "example.com"));
+        assert!(has("at example.org — now", Kind::Host, "example.org"));
     }
 
     #[test]
