@@ -265,7 +265,7 @@ fn admin_endpoints_report_what_is_loaded_and_what_happened() {
     assert_eq!(policies["plugins"].as_array().unwrap().len(), 14);
     assert_eq!(
         policies["chains"]["tool_call"],
-        json!(["normalise", "allowlist", "flow", "schema-validator"])
+        json!(["normalise", "allowlist", "flow", "schema-validator", "pii"])
     );
     assert_eq!(
         policies["chains"]["tool_result"],

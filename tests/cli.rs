@@ -166,7 +166,7 @@ fn plugins_lists_the_bundled_set() {
     }
     assert_eq!(
         list[7]["rails"],
-        serde_json::json!(["tool_result", "input", "tools", "output"])
+        serde_json::json!(["tool_result", "input", "tools", "tool_call", "output"])
     );
 }
 

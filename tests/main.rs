@@ -38,7 +38,8 @@
 //! - `guard`: guard models granted to plugins (contract 0.3), with the bundled content-safety
 //!   plugin and scripted guards in each kind's wire format (#47);
 //! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
-//!   and stream events longer than the window (#46).
+//!   and stream events longer than the window (#46);
+//! - `pii_calls`: personal data in the model's tool calls, on every door and MCP (#50).
 
 mod api;
 mod chain;
@@ -59,6 +60,7 @@ mod hardening;
 mod hosted;
 mod http;
 mod mcp;
+mod pii_calls;
 mod policies;
 mod polyglot;
 mod provenance;

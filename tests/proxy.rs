@@ -692,13 +692,13 @@ fn backend_connections_are_reused_and_a_closed_one_is_not() {
 #[test]
 fn a_conversation_sent_turn_after_turn_is_redacted_as_with_nothing_kept() {
     let reply = completion(json!({"role": "assistant", "content": "ok"}), "stop");
-    let pii = "memo = true\ndeclared_tools = false\nconfig = {}";
+    let pii = "config = { arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }";
     let kept_cfg = bundled_with(&[("workers = 0", "workers = 1")]);
     let none_cfg = bundled_with(&[
         ("workers = 0", "workers = 1"),
         (
             pii,
-            "memo = true\ndeclared_tools = false\nconfig = { memo_kib = 0 }",
+            "config = { memo_kib = 0, arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }",
         ),
     ]);
     let backend = MockBackend::start(Script::Json(200, reply));

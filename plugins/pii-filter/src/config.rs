@@ -47,6 +47,8 @@ struct RawConfig {
     memo_kib: Option<u64>,
     #[serde(default)]
     entities: Option<RawEntities>,
+    #[serde(default)]
+    arguments: BTreeMap<String, BTreeMap<String, Action>>,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +69,9 @@ pub struct Policy {
     memo_kib: u64,
     /// The `entities` guard model that finds names, addresses and dates of birth, if any.
     pub entities: Option<crate::entities::Entities>,
+    /// Policies of their own for tool calls' arguments: (tool glob, argument or `None` for
+    /// every argument of the tool, the policy), most specific first.
+    arguments: Vec<(String, Option<String>, Policy)>,
 }
 
 /// Spans an `entities` model scores lower are dropped, unless the config says otherwise.
@@ -84,6 +89,7 @@ impl Default for Policy {
             actions: [Action::Redact; PiiType::COUNT],
             memo_kib: MEMO_KIB,
             entities: None,
+            arguments: Vec::new(),
         }
     }
 }
@@ -97,22 +103,8 @@ impl Policy {
             config
         })
         .map_err(|e| format!("invalid pii-filter config: {e}"))?;
-        for name in raw.types.keys() {
-            if name != SECRET_GROUP && PiiType::from_name(name).is_none() {
-                return Err(format!(
-                    "invalid pii-filter config: unknown type {name:?} (known: {}, {SECRET_GROUP})",
-                    PiiType::ALL.map(PiiType::name).join(", ")
-                ));
-            }
-        }
         let default = raw.default_action.unwrap_or(Action::Redact);
-        let mut actions = [default; PiiType::COUNT];
-        for t in PiiType::ALL {
-            let by_group = t.group().and_then(|g| raw.types.get(g));
-            if let Some(&a) = raw.types.get(t.name()).or(by_group) {
-                actions[t.index()] = a;
-            }
-        }
+        let actions = resolve([default; PiiType::COUNT], &raw.types)?;
         let memo_kib = raw.memo_kib.unwrap_or(MEMO_KIB);
         if memo_kib > MAX_MEMO_KIB {
             return Err(format!(
@@ -137,11 +129,55 @@ impl Policy {
                 },
             }),
         };
+        let mut arguments = Vec::new();
+        for (place, types) in &raw.arguments {
+            let (tool, argument) = match place.split_once('.') {
+                Some((tool, arg)) if !tool.is_empty() && !arg.is_empty() => {
+                    (tool.to_string(), Some(arg.to_string()))
+                }
+                None if !place.is_empty() => (place.clone(), None),
+                _ => {
+                    return Err(format!(
+                        "invalid pii-filter config: arguments key {place:?} is not `tool` or `tool.argument`"
+                    ))
+                }
+            };
+            let policy = Policy {
+                actions: resolve(actions, types)?,
+                memo_kib: 0,
+                entities: entities.clone(),
+                arguments: Vec::new(),
+            };
+            arguments.push((tool, argument, policy));
+        }
+        // An argument's own entry before its tool's.
+        arguments.sort_by_key(|(_, argument, _)| argument.is_none());
         Ok(Policy {
             actions,
             memo_kib,
             entities,
+            arguments,
         })
+    }
+
+    /// Whether some tool's arguments have a policy of their own.
+    pub fn by_argument(&self, tool: &str) -> bool {
+        self.arguments
+            .iter()
+            .any(|(glob, _, _)| railyard_plugin_sdk::glob::glob_match(glob, tool))
+    }
+
+    /// The policy for `argument` (a top-level one; `None`: outside any) of a call to `tool`:
+    /// the argument's own, else the tool's, else this one.
+    pub fn for_argument(&self, tool: &str, argument: Option<&str>) -> &Policy {
+        self.arguments
+            .iter()
+            .find(|(glob, arg, _)| {
+                railyard_plugin_sdk::glob::glob_match(glob, tool)
+                    && arg.as_deref().is_none_or(|a| Some(a) == argument)
+            })
+            .map(|(_, _, p)| p)
+            .unwrap_or(self)
     }
 
     /// The action for a type.
@@ -169,6 +205,29 @@ impl Policy {
             .collect::<Vec<_>>()
             .join("; ")
     }
+}
+
+/// `base` with `types`' actions applied (a type's own over its group's).
+fn resolve(
+    base: [Action; PiiType::COUNT],
+    types: &BTreeMap<String, Action>,
+) -> Result<[Action; PiiType::COUNT], String> {
+    for name in types.keys() {
+        if name != SECRET_GROUP && PiiType::from_name(name).is_none() {
+            return Err(format!(
+                "invalid pii-filter config: unknown type {name:?} (known: {}, {SECRET_GROUP})",
+                PiiType::ALL.map(PiiType::name).join(", ")
+            ));
+        }
+    }
+    let mut actions = base;
+    for t in PiiType::ALL {
+        let by_group = t.group().and_then(|g| types.get(g));
+        if let Some(&a) = types.get(t.name()).or(by_group) {
+            actions[t.index()] = a;
+        }
+    }
+    Ok(actions)
 }
 
 /// The JSON Schema of the config (draft 2020-12).
@@ -207,7 +266,7 @@ pub fn schema() -> String {
                 "type": "object",
                 "description": "Per-type actions: `redact` replaces the value with a placeholder such as [EMAIL], `block` refuses the request, `allow` leaves it.",
                 "additionalProperties": false,
-                "properties": Value::Object(types),
+                "properties": Value::Object(types.clone()),
             },
             "entities": {
                 "type": "object",
@@ -218,6 +277,15 @@ pub fn schema() -> String {
                     "model": {"type": "string", "minLength": 1, "description": "The guard model's name in `[[guard_models]]` (kind `entities`)."},
                     "language": {"type": "string", "description": "The texts' language, e.g. `en` (default: the model's)."},
                     "threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": ENTITY_THRESHOLD, "description": "Spans the model scores lower are dropped."},
+                },
+            },
+            "arguments": {
+                "type": "object",
+                "description": "Tool calls' arguments with actions of their own, by `tool` (a glob: * matches any run of characters) or `tool.argument` (a top-level argument), e.g. {\"send_email.to\": {\"EMAIL\": \"allow\"}}: a recipient's address may go in `to` and nowhere else. Over `types` and `default_action`; an argument's entry over its tool's.",
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": Value::Object(types),
                 },
             },
             "memo_kib": {

@@ -97,13 +97,21 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
         }
         for (c, call) in msg.tool_calls.iter().enumerate() {
             let mut counts: Counts = [0; PiiType::COUNT];
-            match memo.redact(
-                Kind::Arguments,
-                tenant,
-                &call.arguments,
-                policy,
-                &mut counts,
-            ) {
+            // Arguments with policies of their own (`arguments` in the config) are scanned
+            // under them, never answered from the memo (kept under the base policy).
+            let answer = if policy.by_argument(&call.name) {
+                let policy_of = |argument: Option<&str>| policy.for_argument(&call.name, argument);
+                redact::arguments_with(&call.arguments, &policy_of, &mut counts)
+            } else {
+                memo.redact(
+                    Kind::Arguments,
+                    tenant,
+                    &call.arguments,
+                    policy,
+                    &mut counts,
+                )
+            };
+            match answer {
                 Err(Blocked(t)) if !crate::json::is_document(&call.arguments) => {
                     return Verdict::Block(format!(
                         "tool call {c} of {message} contains {} {} in arguments that are not \
@@ -435,6 +443,87 @@ mod tests {
             m.reason,
             "redacted 1 EMAIL, 1 PHONE in tool call 0 of message 1"
         );
+    }
+
+    /// The model's reply on the tool_call rail, calling `calls` (tool, arguments).
+    fn reply_calling(calls: &[(&str, &str)]) -> Request {
+        let mut m = msg("assistant", "");
+        m.content = None;
+        m.tool_calls = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| call(&format!("c{i}"), name, args))
+            .collect();
+        request(Rail::ToolCall, vec![msg("user", "hi"), m])
+    }
+
+    fn arguments_of(v: Verdict) -> Vec<(u32, String)> {
+        let Verdict::Modify(m) = v else {
+            panic!("expected modify, got {v:?}")
+        };
+        m.edits
+            .into_iter()
+            .map(|e| match e {
+                Edit::Arguments(a) => (a.call, a.arguments),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_calls_arguments_may_have_policies_of_their_own() {
+        let policy = Policy::from_json(
+            r#"{"arguments": {"send_email.to": {"EMAIL": "allow"}, "lookup_*": {"EMAIL": "allow"},
+                "send_email.body": {"CREDIT_CARD": "block"}}}"#,
+        )
+        .unwrap();
+        // The recipient's address stays in `to`, and only there; another tool's is redacted.
+        let r = reply_calling(&[
+            (
+                "send_email",
+                r#"{"to": "ana@partner.example", "cc": ["ana@partner.example"], "body": "mail bo@x.example"}"#,
+            ),
+            ("post", r#"{"to": "ana@partner.example"}"#),
+            (
+                "lookup_customer",
+                r#"{"email": "ana@partner.example", "note": {"to": "+44 20 7946 0958"}}"#,
+            ),
+        ]);
+        assert_eq!(
+            arguments_of(evaluate(&r, &policy)),
+            [
+                (
+                    0,
+                    r#"{"to": "ana@partner.example", "cc": ["[EMAIL]"], "body": "mail [EMAIL]"}"#
+                        .to_string()
+                ),
+                (1, r#"{"to": "[EMAIL]"}"#.to_string()),
+                (
+                    2,
+                    r#"{"email": "ana@partner.example", "note": {"to": "[PHONE]"}}"#.to_string()
+                ),
+            ]
+        );
+        // An argument's block holds there only.
+        let r = reply_calling(&[("send_email", r#"{"body": "card 4111 1111 1111 1111"}"#)]);
+        assert!(matches!(evaluate(&r, &policy), Verdict::Block(_)));
+        let r = reply_calling(&[("send_email", r#"{"subject": "card 4111 1111 1111 1111"}"#)]);
+        assert_eq!(
+            arguments_of(evaluate(&r, &policy)),
+            [(0, r#"{"subject": "card [CREDIT_CARD]"}"#.to_string())]
+        );
+        // Without a policy of their own, the call's arguments are judged as before.
+        let plain = reply_calling(&[("send_email", r#"{"to": "ana@partner.example"}"#)]);
+        assert_eq!(
+            arguments_of(evaluate(&plain, &Policy::default())),
+            [(0, r#"{"to": "[EMAIL]"}"#.to_string())]
+        );
+        for bad in [
+            r#"{"arguments": {"send.": {}}}"#,
+            r#"{"arguments": {"x": {"NAME": "allow"}}}"#,
+        ] {
+            assert!(Policy::from_json(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub struct Site<'k> {
     pub depth: usize,
     /// A number literal rather than a string.
     pub number: bool,
+    /// The member of the top-level object it sits in (for a top-level key, that key), if the
+    /// document is an object: a tool call's argument.
+    pub member: Option<&'k str>,
 }
 
 struct Frame<'a> {
@@ -101,11 +104,18 @@ pub fn rewrite<E>(
                     Some(t) if !is_key => t.outer.as_deref(),
                     _ => None,
                 };
+                let outermost = stack.first().filter(|t| t.object);
+                let member = match outermost {
+                    Some(_) if is_key && stack.len() == 1 => Some(&*decoded),
+                    Some(t) => t.key.as_deref(),
+                    None => None,
+                };
                 let site = Site {
                     is_key,
                     key,
                     depth: stack.len(),
                     number: false,
+                    member,
                 };
                 if let Some(new) = f(&decoded, site)? {
                     splice(&mut out, src, &mut copied, i, j + 1, &new);
@@ -134,6 +144,10 @@ pub fn rewrite<E>(
                     key,
                     depth: stack.len(),
                     number: true,
+                    member: stack
+                        .first()
+                        .filter(|t| t.object)
+                        .and_then(|t| t.key.as_deref()),
                 };
                 if let Some(new) = f(&src[i..j], site)? {
                     splice(&mut out, src, &mut copied, i, j, &new);

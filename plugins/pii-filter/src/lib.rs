@@ -37,7 +37,13 @@ impl PolicyPlugin for PiiFilter {
         Info {
             name: "pii-filter".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            rails: vec![Rail::Input, Rail::Output, Rail::ToolResult, Rail::Tools],
+            rails: vec![
+                Rail::Input,
+                Rail::Output,
+                Rail::ToolResult,
+                Rail::Tools,
+                Rail::ToolCall,
+            ],
             config_schema: Some(config::schema()),
         }
     }

@@ -75,6 +75,30 @@ pub fn arguments(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option
     }
 }
 
+/// [`arguments`] of a call whose arguments have policies of their own: `policy_of` gives the
+/// policy for a top-level argument (`None`: for anything outside one).
+pub fn arguments_with<'p>(
+    s: &str,
+    policy_of: &dyn Fn(Option<&str>) -> &'p Policy,
+    counts: &mut Counts,
+) -> Result<Option<String>, Blocked> {
+    if !json::is_document(s) {
+        return match find_unallowed(s, policy_of(None)) {
+            Some(t) => Err(Blocked(t)),
+            None => Ok(None),
+        };
+    }
+    json::rewrite(s, |v, site: Site| {
+        let policy = policy_of(site.member);
+        if site.number {
+            number(v, site.key, policy, counts)
+        } else {
+            let hint = if site.is_key { None } else { site.key };
+            text_at(v, hint, policy, counts, 1)
+        }
+    })
+}
+
 /// The first value in `s` whose type is not allowed: for fields that can't be edited (a message
 /// `name`, a tool description), finding one means blocking.
 pub fn find_unallowed(s: &str, policy: &Policy) -> Option<PiiType> {
