@@ -85,7 +85,8 @@ pub enum Label {
     None,
     /// A phone label: "phone", "tel", "call", "mobile", ...
     Phone,
-    /// A social security label: "SSN", "social security".
+    /// A social security label: "SSN", "social security", or a US tax id's ("TIN", "tax id",
+    /// `tax_id`, `taxpayer_id`): an individual's TIN is their SSN.
     Ssn,
     /// An identifier that is not personal data: "order", "invoice", "tracking", "ticket", ...
     Identifier,
@@ -156,7 +157,17 @@ const PHONE: &[&[u8]] = &[
     b"phonenumber",
 ];
 
-const SSN: &[&[u8]] = &[b"ssn", b"social", b"security", b"ss", b"ssns"];
+const SSN: &[&[u8]] = &[
+    b"ssn",
+    b"social",
+    b"security",
+    b"ss",
+    b"ssns",
+    b"tin",
+    b"itin",
+    b"tax",
+    b"taxpayer",
+];
 
 const IDENT: &[&[u8]] = &[
     b"order",
@@ -290,7 +301,13 @@ fn classify_compound(word: &[u8]) -> Label {
     let contains = |needle: &[u8]| word.windows(needle.len()).any(|w| w == needle);
     if contains(b"phone") || contains(b"mobile") || contains(b"fax") || word.starts_with(b"tel") {
         Label::Phone
-    } else if contains(b"ssn") || contains(b"social") {
+    } else if contains(b"ssn")
+        || contains(b"social")
+        || (word.starts_with(b"tax") && !word.starts_with(b"taxon"))
+        || contains(b"_tax")
+        || word.starts_with(b"tin_")
+        || word.starts_with(b"itin")
+    {
         Label::Ssn
     } else if contains(b"version") || contains(b"release") {
         Label::Version
@@ -456,7 +473,7 @@ fn words_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
         let n = word.len();
         // camelCase ids (`orderId`) before lowering.
         if n >= 3 && word.ends_with(b"Id") {
-            return Label::Identifier;
+            return id_label(word);
         }
         for (d, s) in buf.iter_mut().zip(word) {
             *d = s.to_ascii_lowercase();
@@ -467,10 +484,37 @@ fn words_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
             return Label::None;
         }
         if let Some(label) = classify(lower) {
+            // "Tax ID", "taxpayer id": an individual's tax id is their SSN.
+            if lower == b"id" && tax_word_before(b, pos) {
+                return Label::Ssn;
+            }
             return label;
         }
     }
     Label::None
+}
+
+/// A camelCase id (`orderId`): an identifier, but a tax id (`taxId`, `taxpayerId`) is an SSN.
+fn id_label(word: &[u8]) -> Label {
+    let tax = |p: &[u8]| word.len() >= p.len() && word[..p.len()].eq_ignore_ascii_case(p);
+    match tax(b"tax") && !tax(b"taxon") {
+        true => Label::Ssn,
+        false => Label::Identifier,
+    }
+}
+
+/// Whether the word before `end` (past one space) is "tax" or "taxpayer".
+fn tax_word_before(b: &[u8], end: usize) -> bool {
+    let end = match end.checked_sub(1) {
+        Some(e) if b[e] == b' ' => e,
+        _ => return false,
+    };
+    let mut s = end;
+    while s > 0 && b[s - 1].is_ascii_alphabetic() && end - s < 8 {
+        s -= 1;
+    }
+    let w = &b[s..end];
+    w.eq_ignore_ascii_case(b"tax") || w.eq_ignore_ascii_case(b"taxpayer")
 }
 
 /// Classifies a JSON key such as `"customer_phone"` or `"Order Number"`.
@@ -481,7 +525,7 @@ fn classify_hint(hint: &str) -> Label {
         return Label::None;
     }
     if h.len() >= 3 && h.ends_with(b"Id") {
-        return Label::Identifier;
+        return id_label(h);
     }
     for (d, s) in buf.iter_mut().zip(h) {
         *d = if s.is_ascii_alphanumeric() {
@@ -526,6 +570,13 @@ mod tests {
         assert_eq!(label_before(b"", 0, Some("customer_phone")), Label::Phone);
         assert_eq!(label_before(b"", 0, Some("orderId")), Label::Identifier);
         assert_eq!(label_before(b"", 0, Some("ssn")), Label::Ssn);
+        // A US tax id: an individual's is their SSN.
+        assert_eq!(label("TIN: "), Label::Ssn);
+        assert_eq!(label("Tax ID: "), Label::Ssn);
+        assert_eq!(label_before(b"", 0, Some("tax_id")), Label::Ssn);
+        assert_eq!(label_before(b"", 0, Some("taxpayerId")), Label::Ssn);
+        assert_eq!(label_before(b"", 0, Some("customer_tax_id")), Label::Ssn);
+        assert_eq!(label_before(b"", 0, Some("taxonomy_id")), Label::Identifier);
         let csv = b"name,ssn,company\nJo,123456789,\"A, B\"\nAl,234567890,C";
         let at = |v: &[u8]| csv.windows(v.len()).position(|w| w == v).unwrap();
         assert_eq!(label_before(csv, at(b"123456789"), None), Label::Ssn);

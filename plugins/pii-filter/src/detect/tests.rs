@@ -76,6 +76,13 @@ fn ssns() {
     one("ssn: 123456789", "US_SSN", "123456789");
     none("123456789");
     none("666-45-6789 000-12-3456 923-45-6789 123-00-6789 123-45-0000");
+    // Under a US tax id's label, nine digits are an SSN too (an individual's TIN is their SSN).
+    one("TIN: 123456789", "US_SSN", "123456789");
+    one("Tax ID 123456789", "US_SSN", "123456789");
+    one(r#"{"tax_id": "123456789"}"#, "US_SSN", "123456789");
+    one(r#"{"taxpayerId": "123456789"}"#, "US_SSN", "123456789");
+    none("ID 123456789");
+    none(r#"{"taxonomy_id": "123456789"}"#);
 }
 
 #[test]
