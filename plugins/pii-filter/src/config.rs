@@ -160,24 +160,18 @@ impl Policy {
         })
     }
 
-    /// Whether some tool's arguments have a policy of their own.
-    pub fn by_argument(&self, tool: &str) -> bool {
-        self.arguments
+    /// The policies of a call to `tool`'s arguments, when any has its own.
+    pub fn for_call(&self, tool: &str) -> Option<CallPolicy<'_>> {
+        let entries: Vec<(Option<&str>, &Policy)> = self
+            .arguments
             .iter()
-            .any(|(glob, _, _)| railyard_plugin_sdk::glob::glob_match(glob, tool))
-    }
-
-    /// The policy for `argument` (a top-level one; `None`: outside any) of a call to `tool`:
-    /// the argument's own, else the tool's, else this one.
-    pub fn for_argument(&self, tool: &str, argument: Option<&str>) -> &Policy {
-        self.arguments
-            .iter()
-            .find(|(glob, arg, _)| {
-                railyard_plugin_sdk::glob::glob_match(glob, tool)
-                    && arg.as_deref().is_none_or(|a| Some(a) == argument)
-            })
-            .map(|(_, _, p)| p)
-            .unwrap_or(self)
+            .filter(|(glob, _, _)| railyard_plugin_sdk::glob::glob_match(glob, tool))
+            .map(|(_, argument, policy)| (argument.as_deref(), policy))
+            .collect();
+        (!entries.is_empty()).then_some(CallPolicy {
+            base: self,
+            entries,
+        })
     }
 
     /// The action for a type.
@@ -204,6 +198,24 @@ impl Policy {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+/// The policies of one call's arguments (see [`Policy::for_call`]).
+pub struct CallPolicy<'p> {
+    base: &'p Policy,
+    /// The entries for the call's tool, an argument's own before its tool's.
+    entries: Vec<(Option<&'p str>, &'p Policy)>,
+}
+
+impl<'p> CallPolicy<'p> {
+    /// The policy for `argument` (a top-level one; `None`: outside any): the argument's own,
+    /// else the tool's, else the plugin's.
+    pub fn of(&self, argument: Option<&str>) -> &'p Policy {
+        self.entries
+            .iter()
+            .find(|(arg, _)| arg.is_none_or(|a| Some(a) == argument))
+            .map_or(self.base, |(_, p)| *p)
     }
 }
 

@@ -99,8 +99,8 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
             let mut counts: Counts = [0; PiiType::COUNT];
             // Arguments with policies of their own (`arguments` in the config) are scanned
             // under them, never answered from the memo (kept under the base policy).
-            let answer = if policy.by_argument(&call.name) {
-                let policy_of = |argument: Option<&str>| policy.for_argument(&call.name, argument);
+            let answer = if let Some(call_policy) = policy.for_call(&call.name) {
+                let policy_of = |argument: Option<&str>| call_policy.of(argument);
                 redact::arguments_with(&call.arguments, &policy_of, &mut counts)
             } else {
                 memo.redact(

@@ -29,6 +29,14 @@ struct Frame<'a> {
     outer: Option<Cow<'a, str>>,
 }
 
+/// The top-level object's member being read, if the document is an object.
+fn member<'s>(stack: &'s [Frame]) -> Option<&'s str> {
+    stack
+        .first()
+        .filter(|t| t.object)
+        .and_then(|t| t.key.as_deref())
+}
+
 /// Whether `text` is a JSON object or array (what a structured tool result looks like).
 pub fn is_document(text: &str) -> bool {
     let t = text.trim_start();
@@ -104,11 +112,9 @@ pub fn rewrite<E>(
                     Some(t) if !is_key => t.outer.as_deref(),
                     _ => None,
                 };
-                let outermost = stack.first().filter(|t| t.object);
-                let member = match outermost {
-                    Some(_) if is_key && stack.len() == 1 => Some(&*decoded),
-                    Some(t) => t.key.as_deref(),
-                    None => None,
+                let member = match is_key && stack.len() == 1 {
+                    true => Some(&*decoded),
+                    false => member(&stack),
                 };
                 let site = Site {
                     is_key,
@@ -144,10 +150,7 @@ pub fn rewrite<E>(
                     key,
                     depth: stack.len(),
                     number: true,
-                    member: stack
-                        .first()
-                        .filter(|t| t.object)
-                        .and_then(|t| t.key.as_deref()),
+                    member: member(&stack),
                 };
                 if let Some(new) = f(&src[i..j], site)? {
                     splice(&mut out, src, &mut copied, i, j, &new);

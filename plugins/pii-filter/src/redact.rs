@@ -66,13 +66,7 @@ fn looks_base64(s: &str) -> bool {
 /// be rewritten and stay valid JSON, so a value found in them blocks (`Err`) unless its type is
 /// allowed.
 pub fn arguments(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<String>, Blocked> {
-    if json::is_document(s) {
-        return text_at(s, None, policy, counts, 0);
-    }
-    match find_unallowed(s, policy) {
-        Some(t) => Err(Blocked(t)),
-        None => Ok(None),
-    }
+    arguments_with(s, &|_| policy, counts)
 }
 
 /// [`arguments`] of a call whose arguments have policies of their own: `policy_of` gives the
@@ -82,21 +76,13 @@ pub fn arguments_with<'p>(
     policy_of: &dyn Fn(Option<&str>) -> &'p Policy,
     counts: &mut Counts,
 ) -> Result<Option<String>, Blocked> {
-    if !json::is_document(s) {
-        return match find_unallowed(s, policy_of(None)) {
-            Some(t) => Err(Blocked(t)),
-            None => Ok(None),
-        };
+    if json::is_document(s) {
+        return document(s, policy_of, counts, 0);
     }
-    json::rewrite(s, |v, site: Site| {
-        let policy = policy_of(site.member);
-        if site.number {
-            number(v, site.key, policy, counts)
-        } else {
-            let hint = if site.is_key { None } else { site.key };
-            text_at(v, hint, policy, counts, 1)
-        }
-    })
+    match find_unallowed(s, policy_of(None)) {
+        Some(t) => Err(Blocked(t)),
+        None => Ok(None),
+    }
 }
 
 /// The first value in `s` whose type is not allowed: for fields that can't be edited (a message
@@ -116,17 +102,29 @@ fn text_at(
     nesting: u8,
 ) -> Result<Option<String>, Blocked> {
     if nesting < MAX_NESTING && json::is_document(s) {
-        json::rewrite(s, |v, site: Site| {
-            if site.number {
-                number(v, site.key, policy, counts)
-            } else {
-                let hint = if site.is_key { None } else { site.key };
-                text_at(v, hint, policy, counts, nesting + 1)
-            }
-        })
+        document(s, &|_| policy, counts, nesting)
     } else {
         plain(s, hint, policy, counts)
     }
+}
+
+/// Redacts the strings and numbers of the JSON document `s`, each under the policy `policy_of`
+/// gives for the top-level member it sits in.
+fn document<'p>(
+    s: &str,
+    policy_of: &dyn Fn(Option<&str>) -> &'p Policy,
+    counts: &mut Counts,
+    nesting: u8,
+) -> Result<Option<String>, Blocked> {
+    json::rewrite(s, |v, site: Site| {
+        let policy = policy_of(site.member);
+        if site.number {
+            number(v, site.key, policy, counts)
+        } else {
+            let hint = if site.is_key { None } else { site.key };
+            text_at(v, hint, policy, counts, nesting + 1)
+        }
+    })
 }
 
 /// A JSON number that is a whole card number (or phone, SSN...) becomes a placeholder string.
