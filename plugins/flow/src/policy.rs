@@ -294,10 +294,7 @@ fn strings_under<'v>(value: &'v Value, key: &str, out: &mut Vec<std::borrow::Cow
 /// A message's text as the model reads it: a string (a JSON one read as its strings, so an
 /// escape hides nothing), or the strings of its content parts. `None`: no content.
 fn readable(content: &Option<Content>) -> Option<Cow<'_, str>> {
-    let text = match content.as_ref()? {
-        Content::Text(t) => t.as_str(),
-        Content::Parts(json) => json.as_str(),
-    };
+    let text = readable_raw(content)?;
     let json =
         matches!(content, Some(Content::Parts(_))) || text.trim_start().starts_with(['{', '[']);
     if json {
@@ -332,7 +329,13 @@ struct Sources<'r> {
 }
 
 impl<'r> Sources<'r> {
-    fn of(config: &'r Config, request: &'r Request, last: usize) -> Sources<'r> {
+    /// `results`: the conversation's tool results with their tools (`Request::tool_results`).
+    fn of(
+        config: &'r Config,
+        request: &'r Request,
+        results: &[(usize, Option<&'r str>)],
+        last: usize,
+    ) -> Sources<'r> {
         let scan = config.scan();
         let mut sources = Sources {
             config,
@@ -342,8 +345,7 @@ impl<'r> Sources<'r> {
             untrusted: Vec::new(),
             results: Vec::new(),
         };
-        let tools = request.tool_results();
-        let mut tools = tools.iter().peekable();
+        let mut tools = results.iter().peekable();
         for (index, m) in request.messages[..last].iter().enumerate() {
             while tools.peek().is_some_and(|(i, _)| *i < index) {
                 tools.next();
@@ -389,11 +391,11 @@ impl<'r> Sources<'r> {
     }
 
     /// The corpus a constraint's source names.
-    fn named(&self, source: &str) -> Corpus<'r> {
+    fn named(&self, source: &str) -> Cow<'_, Corpus<'r>> {
         match source {
-            "user" => return self.user.clone(),
-            "system" => return self.system.clone(),
-            "trusted" => return self.trusted.clone(),
+            "user" => return Cow::Borrowed(&self.user),
+            "system" => return Cow::Borrowed(&self.system),
+            "trusted" => return Cow::Borrowed(&self.trusted),
             _ => {}
         }
         let (tool, key) = match source.rsplit_once('.') {
@@ -423,7 +425,7 @@ impl<'r> Sources<'r> {
                 }
             }
         }
-        corpus
+        Cow::Owned(corpus)
     }
 
     /// The first untrusted result that `holds` a value, unless something trusted `vouched` for
@@ -457,51 +459,47 @@ struct Leaf<'a> {
     number: bool,
 }
 
+/// The values of a call's arguments, each with its top-level argument (`""` for arguments that
+/// are not an object).
 fn leaves(arguments: &Value) -> Vec<Leaf<'_>> {
+    let members: Vec<(&str, &Value)> = match arguments {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        other => vec![("", other)],
+    };
     let mut out = Vec::new();
-    if let Value::Object(map) = arguments {
-        for (arg, v) in map {
-            let mut texts = Vec::new();
-            strings(v, &mut texts);
-            let number = v.is_number();
-            out.extend(texts.into_iter().map(|text| Leaf { arg, text, number }));
-        }
-    } else {
+    for (arg, v) in members {
         let mut texts = Vec::new();
-        strings(arguments, &mut texts);
-        let number = arguments.is_number();
-        out.extend(texts.into_iter().map(|text| Leaf {
-            arg: "",
-            text,
-            number,
-        }));
+        strings(v, &mut texts);
+        let number = v.is_number();
+        out.extend(texts.into_iter().map(|text| Leaf { arg, text, number }));
     }
     out
 }
 
 /// The token a value is as a whole (an argument that is an email, a URL, a host, a number),
-/// if it is one.
-fn whole(scan: &Scan, text: &str) -> Option<Token> {
+/// if it is one, among the tokens `found` in it.
+fn whole(text: &str, found: &[Token]) -> Option<Token> {
     let text = text.trim();
-    let mut found = Vec::new();
-    scan.tokens(text, &mut found);
     let folded = text.to_ascii_lowercase();
     let compact: String = text
         .bytes()
         .filter(u8::is_ascii_alphanumeric)
         .map(|b| b.to_ascii_uppercase() as char)
         .collect();
-    found.into_iter().find(|t| match t.kind {
-        Kind::Email => folded == t.norm || folded.strip_prefix("mailto:") == Some(&t.norm),
-        Kind::Url => folded.contains("://") && !folded.contains(char::is_whitespace),
-        Kind::Host => values::host(&folded).as_deref() == Some(t.norm.as_str()),
-        Kind::Number => {
-            compact == t.norm
-                && text
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b" -./()+".contains(&b))
-        }
-    })
+    found
+        .iter()
+        .find(|t| match t.kind {
+            Kind::Email => folded == t.norm || folded.strip_prefix("mailto:") == Some(&t.norm),
+            Kind::Url => folded.contains("://") && !folded.contains(char::is_whitespace),
+            Kind::Host => values::host(&folded).as_deref() == Some(t.norm.as_str()),
+            Kind::Number => {
+                compact == t.norm
+                    && text
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b" -./()+".contains(&b))
+            }
+        })
+        .cloned()
 }
 
 fn kind_name(kind: Kind) -> &'static str {
@@ -536,10 +534,10 @@ fn tainted(sources: &Sources, args: &Value, hosts_only: bool) -> Option<String> 
         let text = leaf.text.as_ref();
         let mut found = Vec::new();
         scan.tokens(text, &mut found);
+        let whole = whole(text, &found).filter(|t| !hosts_only || t.kind != Kind::Number);
         if hosts_only {
             found.retain(|t| t.kind == Kind::Host);
         }
-        let whole = whole(&scan, text).filter(|t| !hosts_only || t.kind != Kind::Number);
         for t in &found {
             // A URL's host is a token too, found wherever the URL is: one search for both.
             if t.kind == Kind::Url {
@@ -614,6 +612,7 @@ fn unmet<'r>(
     config: &'r Config,
     sources: &mut Option<Sources<'r>>,
     request: &'r Request,
+    results: &[(usize, Option<&'r str>)],
     last: usize,
     call: &ToolCall,
     args: &Value,
@@ -630,6 +629,14 @@ fn unmet<'r>(
             let mut texts = Vec::new();
             strings(value, &mut texts);
             let name = argument(arg);
+            // The sources `from` names, read once for all the argument's values.
+            let from: Option<&Sources> = match rule.from.is_empty() {
+                true => None,
+                false => {
+                    Some(sources.get_or_insert_with(|| Sources::of(config, request, results, last)))
+                }
+            };
+            let mut named: Option<Vec<Cow<Corpus>>> = None;
             for text in &texts {
                 if let Some(max) = rule.max {
                     match amount(text) {
@@ -657,17 +664,20 @@ fn unmet<'r>(
                 {
                     continue;
                 }
-                if rule.from.is_empty() {
+                let Some(from) = from else {
                     return Some(format!("{name} names a host not among those allowed"));
-                }
-                let sources = sources.get_or_insert_with(|| Sources::of(config, request, last));
-                let named: Vec<Corpus> = rule.from.iter().map(|s| sources.named(s)).collect();
-                let vouched = |check: &dyn Fn(&Corpus) -> bool| named.iter().any(check);
-                let ok = if let Some(date) = values::dates(text).first().copied().filter(|_| {
-                    whole(&scan, text).is_none() && found.iter().all(|t| t.kind != Kind::Number)
-                }) {
+                };
+                let named =
+                    named.get_or_insert_with(|| rule.from.iter().map(|s| from.named(s)).collect());
+                let vouched = |check: &dyn Fn(&Corpus) -> bool| named.iter().any(|c| check(c));
+                let whole = whole(text, &found);
+                let ok = if let Some(date) = values::dates(text)
+                    .first()
+                    .copied()
+                    .filter(|_| whole.is_none() && found.iter().all(|t| t.kind != Kind::Number))
+                {
                     vouched(&|c: &Corpus| c.dated(date) || c.says(text.trim()))
-                } else if let Some(t) = whole(&scan, text) {
+                } else if let Some(t) = whole {
                     vouched(&|c: &Corpus| c.vouches(&t))
                 } else if !found.is_empty() {
                     found.iter().all(|t| vouched(&|c: &Corpus| c.vouches(t)))
@@ -684,29 +694,6 @@ fn unmet<'r>(
     None
 }
 
-/// The first result of an untrusted tool in the conversation before the reply: (message index,
-/// tool name, whether its content is known).
-fn first_untrusted<'r>(
-    config: &Config,
-    request: &'r Request,
-    last: usize,
-) -> Option<(usize, &'r str)> {
-    request
-        .tool_results()
-        .into_iter()
-        .filter(|(index, _)| *index < last)
-        .find_map(|(index, tool)| tool.filter(|t| config.untrusted(t)).map(|t| (index, t)))
-}
-
-/// An untrusted result whose content the plugin cannot see (an MCP session's earlier result).
-fn unseen<'r>(config: &Config, request: &'r Request, last: usize) -> Option<(usize, &'r str)> {
-    request
-        .tool_results()
-        .into_iter()
-        .filter(|(index, _)| *index < last && request.messages[*index].content.is_none())
-        .find_map(|(index, tool)| tool.filter(|t| config.untrusted(t)).map(|t| (index, t)))
-}
-
 /// Judges the reply's calls against the conversation before it.
 pub fn evaluate(config: &Config, request: &Request) -> Verdict {
     let Some(last) = request.last_index() else {
@@ -717,7 +704,19 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
         return Verdict::Allow;
     }
     let last = last as usize;
-    let before = first_untrusted(config, request, last);
+    let results = request.tool_results();
+    // The untrusted results before the reply: (message index, tool).
+    let mut untrusted_results = results
+        .iter()
+        .filter(|(index, _)| *index < last)
+        .filter_map(|(index, tool)| tool.filter(|t| config.untrusted(t)).map(|t| (*index, t)));
+    // The first, and the first whose content the plugin cannot see (an MCP session's earlier
+    // result).
+    let before = untrusted_results.next();
+    let unseen = before
+        .into_iter()
+        .chain(untrusted_results)
+        .find(|(index, _)| request.messages[*index].content.is_none());
     let principal = request.context.principal.as_deref();
     let mut sources: Option<Sources> = None;
     // The first hosted call of the reply to an untrusted tool: the calls after it were made
@@ -725,7 +724,8 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
     let mut ran: Option<(usize, &str)> = None;
     let mut refused: Vec<(usize, String)> = Vec::new();
     for (i, c) in reply.tool_calls.iter().enumerate() {
-        let label = if config.privileged(&c.name) {
+        let is_privileged = config.privileged(&c.name);
+        let label = if is_privileged {
             "privileged tool"
         } else {
             "tool"
@@ -737,7 +737,7 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
             )
         };
         let constrained = config.constraints.keys().any(|g| glob_match(g, &c.name));
-        let privileged = config.privileged(&c.name) && !config.exempt(principal, &c.name);
+        let privileged = is_privileged && !config.exempt(principal, &c.name);
         let read = any_glob(&config.reads, &c.name);
         let untrusted = before.is_some() || ran.is_some();
         if constrained || (untrusted && (privileged || read)) {
@@ -753,7 +753,7 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
                 }
             };
             if let Some(why) = constrained
-                .then(|| unmet(config, &mut sources, request, last, c, &args))
+                .then(|| unmet(config, &mut sources, request, &results, last, c, &args))
                 .flatten()
             {
                 refused.push(refuse(why));
@@ -771,7 +771,7 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
                             quote(source)
                         ))
                     }
-                    _ => unseen(config, request, last).map(|(at, source)| {
+                    _ => unseen.map(|(at, source)| {
                         format!(
                             "the conversation holds a result of untrusted tool {} (message {at}) whose content is not seen",
                             quote(source)
@@ -781,8 +781,8 @@ pub fn evaluate(config: &Config, request: &Request) -> Verdict {
                 let why = match coarse {
                     Some(why) => Some(format!("{why}, which may carry injected instructions")),
                     None => {
-                        let sources =
-                            sources.get_or_insert_with(|| Sources::of(config, request, last));
+                        let sources = sources
+                            .get_or_insert_with(|| Sources::of(config, request, &results, last));
                         let all = privileged && config.mode == Mode::Values;
                         tainted(sources, &args, !all)
                     }

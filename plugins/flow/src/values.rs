@@ -520,10 +520,6 @@ impl<'a> Corpus<'a> {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.texts.is_empty()
-    }
-
     /// Whether `token` occurs here at all, loosely: a number inside a longer one or holding
     /// one, a host or any of its parent domains, also as part of a longer host (so
     /// `a.evil.example` occurs where `evil.example` or `x.evil.example` does), a URL by its host
@@ -575,7 +571,7 @@ impl<'a> Corpus<'a> {
 
     /// Whether `text` (case-folded, not a token) occurs as whole words in one of the texts.
     pub fn says(&self, text: &str) -> bool {
-        let needle = text.to_lowercase();
+        let needle = fold(text);
         if needle.is_empty() {
             return false;
         }
