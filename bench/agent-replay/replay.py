@@ -29,18 +29,17 @@ with `pip --no-deps` under target/agent-replay.
 import argparse
 import concurrent.futures
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
-import time
 import tomllib
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "bench"))
+import common  # noqa: E402
 PACKAGES = ["inspect-evals==0.28.0", "aicomp-sdk==3.1.2"]
 
 # --- data ---------------------------------------------------------------------------------
@@ -267,18 +266,12 @@ def aicomp(sp):
 # --- the daemon ---------------------------------------------------------------------------
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def toml_value(v):
     return json.dumps(v) if not isinstance(v, dict) else "{ " + ", ".join(
         f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
 
 
-def config(mode, port, labels):
+def config(mode, labels):
     flow = {"untrusted": labels["untrusted"], "privileged": labels["privileged"],
             "mode": "tool" if mode == "tool" else "values", "action": "block"}
     if mode == "values+constraints":
@@ -286,7 +279,7 @@ def config(mode, port, labels):
     if mode == "values-lenient":
         flow["unvouched"] = "allow"
     wasm = ROOT / "target/plugins/wasm32-wasip2/release/flow.wasm"
-    return (f'[server]\nlisten = "127.0.0.1:{port}"\n[auth]\nopen = true\n'
+    return ('[auth]\nopen = true\n'
             f'[backend]\nurl = "http://127.0.0.1:9/v1"\n[defaults]\ntimeout_ms = 1000\n'
             f'[[plugins]]\nname = "flow"\npath = "{wasm}"\nrails = ["tool_call"]\n'
             f"config = {toml_value(flow)}\n")
@@ -294,18 +287,10 @@ def config(mode, port, labels):
 
 class Daemon:
     def __init__(self, binary, mode, labels):
-        self.port = free_port()
-        self.path = ROOT / "target" / f"agent-replay-{mode}.toml"
-        self.path.write_text(config(mode, self.port, labels))
-        self.proc = subprocess.Popen([binary, "serve", "--config", str(self.path)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
-                return
-            except Exception:
-                time.sleep(0.1)
-        raise SystemExit("the daemon did not become ready")
+        path = ROOT / "target" / f"agent-replay-{mode}.toml"
+        path.write_text(config(mode, labels))
+        common.BIN = binary
+        self.proc, self.port = common.serve(str(path))
 
     def judge(self, messages, call_):
         body = json.dumps({"rail": "tool_call", "messages": messages + [
