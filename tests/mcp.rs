@@ -228,7 +228,8 @@ fn the_sdk_through_the_door_with_sse_answers() {
     );
 }
 
-fn records(d: &Daemon) -> Vec<Value> {
+/// The decision records of the daemon's MCP door.
+pub(crate) fn records(d: &Daemon) -> Vec<Value> {
     d.logs()
         .into_iter()
         .filter(|l| l["target"] == "railyard::decision")

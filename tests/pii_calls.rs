@@ -118,12 +118,7 @@ fn an_mcp_clients_call_is_scanned_before_the_server_gets_it() {
     );
     let text = out["steps"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("[CREDIT_CARD]"), "{out}");
-    let records: Vec<Value> = d
-        .logs()
-        .into_iter()
-        .filter(|l| l["target"] == "railyard::decision" && l["fields"]["door"] == "mcp")
-        .map(|l| l["fields"].clone())
-        .collect();
+    let records = crate::mcp::records(&d);
     let call = records
         .iter()
         .find(|r| r["target"]["method"] == "tools/call")
