@@ -896,10 +896,8 @@ fn negative(r: &mut Rng, s: &mut Sample, kind: usize) {
                 3 => (a, "00".into(), n),
                 _ => (a, g, "0000".into()),
             };
-            format!(
-                "{} {a}-{g}-{n}",
-                r.pick(&["SSN:", "ssn", "social security number", ""])
-            )
+            // Under an SSN's label such a number is an SSN all the same (context-led detection).
+            format!("{} {a}-{g}-{n}", r.pick(&["value", "code", ""]))
         }
         3 => {
             let mut b = iban_compact(r).into_bytes();

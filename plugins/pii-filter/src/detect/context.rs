@@ -288,6 +288,15 @@ fn known_words() -> &'static [(&'static [u8], Option<Label>)] {
     })
 }
 
+/// What a listed word says (`None` for fillers and unlisted words); no compound reading.
+pub fn classify_word(word: &[u8]) -> Option<Label> {
+    let table = known_words();
+    table
+        .binary_search_by(|(w, _)| (*w).cmp(word))
+        .ok()
+        .and_then(|k| table[k].1)
+}
+
 fn classify(word: &[u8]) -> Option<Label> {
     let table = known_words();
     match table.binary_search_by(|(w, _)| (*w).cmp(word)) {
@@ -389,7 +398,7 @@ fn csv_fields(line: &[u8], upto: usize) -> (usize, usize) {
 /// The header of the CSV column the value at `start` sits in: the value must start a field
 /// (after a comma or at the start of its line), and the header is the first line of the block
 /// of comma-separated lines it belongs to.
-fn csv_column(b: &[u8], start: usize) -> Option<&str> {
+pub fn csv_column(b: &[u8], start: usize) -> Option<&str> {
     if start > 0 && !matches!(b[start - 1], b',' | b'\n') {
         return None;
     }

@@ -9,6 +9,7 @@ pub mod context;
 mod email;
 mod ip;
 mod keys;
+mod nearby;
 pub mod normalise;
 mod numeric;
 mod phone;
@@ -180,7 +181,7 @@ impl Scanner<'_> {
                 return step;
             }
         }
-        numeric::iban(b, i).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+        numeric::iban(b, i, self.hint).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
     }
 
     /// A `:` or `=` after a credential label: the value is reported as a credential unless a

@@ -4,6 +4,7 @@
 
 use super::context::{at, is_hex, is_word, label_before, run, Label};
 use super::ip::{self, V4};
+use super::nearby::{near, Kind};
 use super::{phone, Finding, Step};
 use crate::types::PiiType;
 use crate::validate;
@@ -31,7 +32,7 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     let next = at(b, d_end);
     // `4111_1111_1111_1111`: a card whose groups are joined by a word character.
     if next == b'_' && d_end - i == 4 && is_digit(at(b, d_end + 1)) {
-        if let Card::Valid(end) = card(b, i) {
+        if let Card::Valid(end) = card(b, i, hint) {
             return found(PiiType::CreditCard, i, end);
         }
     }
@@ -56,24 +57,37 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     }
     // Cards, SSNs and phones all have nine digits or more; most numbers in prose don't. And
     // each starts with a group of a telling length: check that before parsing.
+    // A number right after `(` or `+` was tried from there.
+    let after_punct = i > 0 && matches!(b[i - 1], b'(' | b'+');
     if !has_digits(b, i, 9) || !could_be_card_ssn_or_phone(b, i, d_end) {
+        // Seven or eight digits, or an unusual first group: a phone only in a phone's context.
+        if !after_punct && has_digits(b, i, 7) {
+            if let Some(end) = phone::in_context(b, i, hint) {
+                return found(PiiType::Phone, i, end);
+            }
+        }
         return Step::Skip(d_end);
     }
     let label = label_before(b, i, hint);
     if label == Label::Identifier {
         return Step::Skip(group_run_end(b, i));
     }
-    match card(b, i) {
+    match card(b, i, hint) {
         Card::Valid(end) => return found(PiiType::CreditCard, i, end),
         // Card-shaped but invalid: its tail groups are not a phone either.
         Card::Invalid(end) => return Step::Skip(end),
         Card::No => {}
     }
-    if let Some(end) = ssn(b, i, label) {
+    if let Some(end) = ssn(b, i, label, hint) {
         return found(PiiType::UsSsn, i, end);
     }
     if let Some(end) = phone::national(b, i, label) {
         return found(PiiType::Phone, i, end);
+    }
+    if !after_punct {
+        if let Some(end) = phone::in_context(b, i, hint) {
+            return found(PiiType::Phone, i, end);
+        }
     }
     if dotted {
         return Step::Skip(run(b, i, |c| is_digit(c) || c == b'.'));
@@ -177,8 +191,9 @@ enum Card {
 
 /// A payment card number at `i`: 13-19 digits, plain or grouped (4-4-4-4, Amex 4-6-5, Diners
 /// 4-6-4) with one separator style (spaces and dashes, or dots, or slashes, or underscores),
-/// Luhn-valid and with a real issuer prefix.
-fn card(b: &[u8], i: usize) -> Card {
+/// Luhn-valid and with a real issuer prefix, or any prefix when the words around it speak of a
+/// card (`card 6708...`, a `credit_card_number` key).
+fn card(b: &[u8], i: usize, hint: Option<&str>) -> Card {
     if continues_number(b, i) {
         return Card::No;
     }
@@ -240,7 +255,7 @@ fn card(b: &[u8], i: usize) -> Card {
             shaped.get_or_insert(ends[k - 1]);
         }
         let ds = &digits[..total];
-        if !validate::luhn(ds) || !validate::card_issuer_ok(ds) {
+        if !validate::luhn(ds) {
             continue;
         }
         let end = ends[k - 1];
@@ -248,8 +263,21 @@ fn card(b: &[u8], i: usize) -> Card {
         if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
             continue;
         }
-        if k == 1 && (in_number_list(b, i, end) || in_code(b, i, end)) {
-            return Card::No;
+        let issued = validate::card_issuer_ok(ds);
+        let listed = k == 1 && (in_number_list(b, i, end) || in_code(b, i, end));
+        // A number of no known issuer is taken only whole: not the first groups of a longer one.
+        if !issued && k < n {
+            continue;
+        }
+        if !issued || listed {
+            // Only a card's own words make a number of no known issuer, or one among other
+            // numbers, a card.
+            if !near(b, i, end, hint, Kind::Card) {
+                if !issued {
+                    continue;
+                }
+                return Card::No;
+            }
         }
         return Card::Valid(end);
     }
@@ -292,15 +320,15 @@ fn in_code(b: &[u8], start: usize, end: usize) -> bool {
 }
 
 /// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;
-/// area, group and serial must be in issued ranges.
-fn ssn(b: &[u8], i: usize, label: Label) -> Option<usize> {
+/// area, group and serial must be in issued ranges unless the words around it speak of an SSN.
+fn ssn(b: &[u8], i: usize, label: Label, hint: Option<&str>) -> Option<usize> {
     if continues_number(b, i) {
         return None;
     }
     let a = run(b, i, is_digit);
     let (area, group, serial, end);
     if a - i == 9 {
-        if label != Label::Ssn {
+        if label != Label::Ssn && !near(b, i, a, hint, Kind::Ssn) {
             return None;
         }
         area = &b[i..i + 3];
@@ -329,18 +357,20 @@ fn ssn(b: &[u8], i: usize, label: Label) -> Option<usize> {
     if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
         return None;
     }
-    validate::ssn_ok(area, group, serial).then_some(end)
+    (validate::ssn_ok(area, group, serial) || near(b, i, end, hint, Kind::Ssn)).then_some(end)
 }
 
 /// An IBAN at `i` (two uppercase letters then two digits), compact or in groups of four.
-pub(super) fn iban(b: &[u8], i: usize) -> Option<Step> {
+pub(super) fn iban(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
     let cc = [b[i], at(b, i + 1)];
     if !cc[1].is_ascii_uppercase() || !is_digit(at(b, i + 2)) || !is_digit(at(b, i + 3)) {
         return None;
     }
-    let want = validate::iban_length(cc)?;
+    let Some(want) = validate::iban_length(cc) else {
+        return iban_in_context(b, i, hint);
+    };
     // IBAN-shaped but invalid: pass over all of it, so its digit groups are not read as phones.
-    let skip = Some(Step::Skip(iban_run_end(b, i)));
+    let skip = || iban_in_context(b, i, hint).or_else(|| Some(Step::Skip(iban_run_end(b, i))));
     let mut buf = [0u8; 34];
     let mut count = 0;
     let mut p = i;
@@ -355,16 +385,53 @@ pub(super) fn iban(b: &[u8], i: usize) -> Option<Step> {
             spaced = Some(true);
             p += 1;
         } else {
-            return skip;
+            return skip();
         }
         if count % 4 == 0 && count > 0 && spaced.is_none() && at(b, p) != b' ' {
             spaced = Some(false);
         }
     }
     if is_word(at(b, p)) || !validate::iban_mod97(&buf[..want]) {
-        return skip;
+        return skip();
     }
     Some(found(PiiType::Iban, i, p))
+}
+
+/// An IBAN of a length its country does not register (or of a code not in the registry), with
+/// a valid check: taken only when the words around it speak of an IBAN or an account.
+fn iban_in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
+    let mut buf = [0u8; 34];
+    let mut count = 0;
+    let mut p = i;
+    let mut spaced = None;
+    loop {
+        let c = at(b, p);
+        if c.is_ascii_uppercase() || is_digit(c) {
+            if count == buf.len() {
+                return None;
+            }
+            buf[count] = c;
+            count += 1;
+            p += 1;
+        } else if c == b' '
+            && count % 4 == 0
+            && spaced != Some(false)
+            && (at(b, p + 1).is_ascii_uppercase() || is_digit(at(b, p + 1)))
+        {
+            spaced = Some(true);
+            p += 1;
+        } else {
+            break;
+        }
+        if count % 4 == 0 && spaced.is_none() && at(b, p) != b' ' {
+            spaced = Some(false);
+        }
+    }
+    let ok = (15..=34).contains(&count)
+        && !is_word(at(b, p))
+        && validate::iban_mod97(&buf[..count])
+        && near(b, i, p, hint, Kind::Iban);
+    ok.then(|| found(PiiType::Iban, i, p))
 }
 
 /// End of an IBAN-like run: uppercase/digit groups, four to a group when spaced.

@@ -9,6 +9,7 @@
 //! 10-11 digits, a length few other numbers have with a leading zero.
 
 use super::context::{at, is_word, label_before, Label};
+use super::nearby::{near, Kind};
 use super::{Finding, Step};
 use crate::types::PiiType;
 
@@ -114,18 +115,132 @@ pub(super) fn punct(b: &[u8], i: usize, hint: Option<&str>) -> Step {
                 phone(b, i, Start::National, label)
             };
             if let Some(end) = end {
-                return Step::Found(
-                    Finding {
-                        start: i,
-                        end,
-                        kind: PiiType::Phone,
-                    },
-                    end,
-                );
+                return found(i, end);
             }
         }
     }
+    let opens = next.is_ascii_digit() || (b[i] == b'(' && next == b'+');
+    if opens && prev_ok && super::numeric::has_digits(b, i + 1 + usize::from(next == b'+'), 7) {
+        if let Some(end) = in_context(b, i, hint) {
+            return found(i, end);
+        }
+    }
     Step::Skip(i + 1)
+}
+
+fn found(start: usize, end: usize) -> Step {
+    Step::Found(
+        Finding {
+            start,
+            end,
+            kind: PiiType::Phone,
+        },
+        end,
+    )
+}
+
+/// A phone-shaped run at `i` that failed the numbering plans, taken when the words around it
+/// say it is a phone number (`Phone: 08-51 80 01`, `2880 5873 fax`); see `nearby.rs`.
+pub(super) fn in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<usize> {
+    let end = loose(b, i)?;
+    (label_before(b, i, hint) != Label::Identifier && near(b, i, end, hint, Kind::Phone))
+        .then_some(end)
+}
+
+/// Any grouping of 7-15 digits a phone number is written in: groups joined by up to three of
+/// ` -./()`, an optional `+` or `(+cc)` first, an optional extension. Dates are not phones.
+fn loose(b: &[u8], i: usize) -> Option<usize> {
+    if i >= 2 && b[i - 2].is_ascii_digit() && matches!(b[i - 1], b'-' | b'.' | b'/' | b':') {
+        return None;
+    }
+    let mut p = i;
+    let mut open = false;
+    if at(b, p) == b'(' {
+        open = true;
+        p += 1;
+    }
+    if at(b, p) == b'+' {
+        p += 1;
+    }
+    let mut lens = [0usize; MAXG];
+    let mut seps = [0u8; MAXG];
+    let mut n = 0;
+    let mut digits = 0;
+    let mut end;
+    loop {
+        let s = p;
+        while p < b.len() && b[p].is_ascii_digit() && p - s <= 15 {
+            p += 1;
+        }
+        let len = p - s;
+        if len == 0 || len > 15 || n == MAXG {
+            return None;
+        }
+        lens[n] = len;
+        n += 1;
+        digits += len;
+        end = p;
+        let closed = open && at(b, p) == b')';
+        if closed {
+            open = false;
+            p += 1;
+            end = p;
+        }
+        let (q, was_open) = (p, open);
+        let mut sep = 0u8;
+        while p < b.len() && p - q < 3 {
+            match b[p] {
+                b'(' if !open => open = true,
+                b')' if open => open = false,
+                c @ (b' ' | b'-' | b'.' | b'/') => {
+                    if sep == 0 {
+                        sep = c;
+                    }
+                }
+                _ => break,
+            }
+            p += 1;
+        }
+        let spaces = b[q..p].iter().filter(|&&c| c == b' ').count();
+        // After a closing parenthesis the next group may follow directly: `(829)010-5123`.
+        if (p == q && !closed) || spaces > 1 || !at(b, p).is_ascii_digit() || n == MAXG {
+            open = was_open;
+            break;
+        }
+        seps[n] = sep;
+    }
+    if open || !(7..=15).contains(&digits) {
+        return None;
+    }
+    let l = &lens[..n];
+    // An OID or a dotted version (`1.2.840.113549`), or a row of one digit (`00000000`).
+    let dotted = n > 2 && seps[1..n].iter().all(|&c| c == b'.') && l.contains(&1);
+    let same = {
+        let first = b[i..end].iter().find(|c| c.is_ascii_digit());
+        b[i..end]
+            .iter()
+            .all(|c| !c.is_ascii_digit() || Some(c) == first)
+    };
+    if dotted || same {
+        return None;
+    }
+    let date = n == 3
+        && seps[1] == seps[2]
+        && matches!(seps[1], b'-' | b'.' | b'/')
+        && (l == [4, 2, 2] || (l[0] <= 2 && l[1] <= 2 && l[2] == 4));
+    if date {
+        return None;
+    }
+    if let Some(e) = extension(b, end) {
+        return Some(e);
+    }
+    let next = at(b, end);
+    if is_word(next)
+        || (matches!(next, b'-' | b'.' | b'/' | b':') && at(b, end + 1).is_ascii_digit())
+    {
+        return None;
+    }
+    Some(end)
 }
 
 /// A national-format (or `00`-prefixed international) phone at a digit; the caller has checked
@@ -283,7 +398,7 @@ fn international(b: &[u8], g: &Groups, from: usize, k: usize) -> bool {
         .filter(|&l| l < n)
         .find(|&l| nsn_len(&d[..l]).is_some());
     match fits {
-        Some(1) => nanp_ok(&d[1..]),
+        Some(1) if d[0] == b'1' => nanp_ok(&d[1..]),
         Some(l) => nsn_fits(&d[..l], &d[l..]),
         // An unknown code: E.164 length is all there is to check, when the number is grouped
         // like one (`+4294967296` alone is as likely a signed integer in code).

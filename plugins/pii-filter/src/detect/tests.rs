@@ -376,3 +376,62 @@ fn cards_with_dots_slashes_and_underscores() {
     // Version strings, dates and paths keep their shape.
     none("v1.2.3 on 2024/05/01 at /srv/4111/data and build_2024_05_01");
 }
+
+/// A value's shape with its type's words around it is taken whether or not it validates; the
+/// same shape alone is left to validation (`nearby.rs`).
+#[test]
+fn context_led() {
+    // Phones no numbering plan has, or in layouts the plans do not cover.
+    one("Phone: 08-51 80 01", "PHONE", "08-51 80 01");
+    one("Mobile: 2636 8195\n", "PHONE", "2636 8195");
+    one("2880 5873 fax\n", "PHONE", "2880 5873");
+    one("13708492408-Office,", "PHONE", "13708492408");
+    one(
+        "They're not answering at (15)/227-2525",
+        "PHONE",
+        "(15)/227-2525",
+    );
+    one(
+        "no message on my registered (829)010-5123.",
+        "PHONE",
+        "(829)010-5123",
+    );
+    one("Fax: 1 (330) 120-3463\n", "PHONE", "1 (330) 120-3463");
+    one("fax 894-101-4932x65179", "PHONE", "894-101-4932x65179");
+    one(
+        "phone_number: (+358) 216683618\n",
+        "PHONE",
+        "(+358) 216683618",
+    );
+    one("Телефон: 812 96 73", "PHONE", "812 96 73");
+    one("{\"phone_number\": \"99067353\"}", "PHONE", "99067353");
+    none("Sapiente non. 2636 8195 iure");
+    none("call about order 12345678");
+    none("pub const VHOST_SET_VRING_CALL: u32 = 1074310945;");
+    none("let text = \"123 456 789\";");
+    none("phone: 2024-01-15");
+    // +7 is Russia's code, not a NANP number.
+    one("+79541000678", "PHONE", "+79541000678");
+    // SSNs outside the issued ranges, under an SSN's words; not bare, not under an ITIN's.
+    one("Here's my SSN: 890-47-0000", "US_SSN", "890-47-0000");
+    one("social security number 000123456", "US_SSN", "000123456");
+    none("Id nemo unde. 071-00-0133 Occaecati");
+    none("itin: 910-94-0790");
+    none("--security-policy=123456789");
+    // Cards of no known issuer under a card's words; Luhn still holds.
+    one("card 6708177693413682", "CREDIT_CARD", "6708177693413682");
+    one(
+        "name,credit_card_number\nLia,6777074971404143\n",
+        "CREDIT_CARD",
+        "6777074971404143",
+    );
+    none("ref 6708177693413682");
+    none("card 6708177693413683");
+    // IBANs of a length their country does not register, under an account's words.
+    one(
+        "My IBAN is GB35FJLF8246246768229",
+        "IBAN",
+        "GB35FJLF8246246768229",
+    );
+    none("Animi nam. GB82VGLW3235017341933 Veritatis");
+}
