@@ -39,7 +39,9 @@
 //!   plugin and scripted guards in each kind's wire format (#47);
 //! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
 //!   and stream events longer than the window (#46);
-//! - `pii_calls`: personal data in the model's tool calls, on every door and MCP (#50).
+//! - `pii_calls`: personal data in the model's tool calls, on every door and MCP (#50);
+//! - `pii_encoded`: personal data percent-encoded, HTML-escaped or in base64, on every door and
+//!   in tool calls, and a hostile mebibyte judged within the deadline (#50).
 
 mod api;
 mod chain;
@@ -61,6 +63,7 @@ mod hosted;
 mod http;
 mod mcp;
 mod pii_calls;
+mod pii_encoded;
 mod policies;
 mod polyglot;
 mod provenance;

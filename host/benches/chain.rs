@@ -84,6 +84,10 @@ fn pii_corpus() -> Payload {
     Payload::from_openai(&json!({"messages": [{"role": "user", "content": text}]})).unwrap()
 }
 
+// The hostile text pii-filter's own throughput test uses (long digit runs, near-misses under
+// their types' words, escapes back to back, base64 three levels deep).
+include!("../../plugins/pii-filter/src/adversarial.rs");
+
 fn bench(c: &mut Criterion) {
     let cache = std::env::temp_dir().join("railyard-bench-cache");
     let engine = Engine::new(ComponentCache::new(Some(cache))).unwrap();
@@ -132,6 +136,16 @@ fn bench(c: &mut Criterion) {
     group.throughput(criterion::Throughput::Bytes(bytes));
     group.bench_function("input-rail-1MiB", |b| {
         b.iter(|| now(pii.check(Rail::Input, corpus.clone(), &ctx)))
+    });
+    let hostile = Payload::from_openai(
+        &json!({"messages": [{"role": "user", "content": adversarial(1 << 20)}]}),
+    )
+    .unwrap();
+    group.throughput(criterion::Throughput::Bytes(
+        hostile.messages_json().to_string().len() as u64,
+    ));
+    group.bench_function("input-rail-adversarial-1MiB", |b| {
+        b.iter(|| now(pii.check(Rail::Input, hostile.clone(), &ctx)))
     });
     group.finish();
 

@@ -479,6 +479,10 @@ fn words_before(b: &[u8], start: usize, hint: Option<&str>) -> Label {
             return Label::None;
         }
         let word = &b[pos..end];
+        // Another number first: words before it are its labels, not this value's.
+        if word[0].is_ascii_digit() {
+            return Label::None;
+        }
         let n = word.len();
         // camelCase ids (`orderId`) before lowering.
         if n >= 3 && word.ends_with(b"Id") {

@@ -6,6 +6,7 @@
 
 mod assign;
 pub mod context;
+mod decode;
 mod email;
 mod ip;
 mod keys;
@@ -32,10 +33,15 @@ pub struct Finding {
 /// was found under, if any; it serves as a label when the value starts the text
 /// (`{"ssn": "123456789"}`).
 pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
+    scan_at(text, hint, 0)
+}
+
+/// [`scan`] at a depth of base64 decoding (`decode.rs`).
+fn scan_at(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
     match normalise::Normalised::of(text) {
-        None => scan_view(text, hint),
+        None => scan_view(text, hint, depth),
         Some(n) => {
-            let mut found = scan_view(&n.text, hint);
+            let mut found = scan_view(&n.text, hint, depth);
             for f in &mut found {
                 (f.start, f.end) = n.original(f.start, f.end);
             }
@@ -45,12 +51,14 @@ pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
 }
 
 /// Scans text that is already in its normalised form.
-fn scan_view(text: &str, hint: Option<&str>) -> Vec<Finding> {
+fn scan_view(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
     let mut s = Scanner {
         b: text.as_bytes(),
         hint,
         out: Vec::new(),
         pem: secrets::PemMarkers::new(),
+        depth,
+        decoded_to: 0,
     };
     s.run();
     resolve_overlaps(&mut s.out);
@@ -62,6 +70,10 @@ struct Scanner<'a> {
     hint: Option<&'a str>,
     out: Vec<Finding>,
     pem: secrets::PemMarkers,
+    /// Base64 levels decoded to reach this text.
+    depth: u8,
+    /// End of the last base64 token tried, so each token is decoded once.
+    decoded_to: usize,
 }
 
 /// What a detector made of a position.
@@ -110,6 +122,7 @@ const fn build_triggers() -> [u8; 256] {
 static TRIGGER: [u8; 256] = build_triggers();
 
 impl Scanner<'_> {
+    #[inline(never)]
     fn run(&mut self) {
         let b = self.b;
         let n = b.len();
@@ -123,12 +136,16 @@ impl Scanner<'_> {
             let starts_word = i == 0 || !is_word(b[i - 1]);
             let step = match t {
                 T_DIGIT if starts_word => numeric::at_digit(b, i, self.hint),
-                // Digits inside a word (`sha256`, `x86_64`): skip the word.
-                T_DIGIT => Step::Skip(run(b, i, is_word)),
+                // Digits inside a word (`sha256`, `x86_64`): skip the word, unless it starts
+                // like an IBAN written in lowercase (`de89 3704 ...`).
+                T_DIGIT => numeric::iban_any_case(b, i.wrapping_sub(2), self.hint)
+                    .unwrap_or_else(|| Step::Skip(run(b, i, is_word))),
                 // Every format `upper` knows has an uppercase second letter (`AKIA`, `AIza`,
-                // `SK`, `SG.`, an IBAN's country code): a capitalised word is prose.
+                // `SK`, `SG.`, an IBAN's country code): a capitalised word is prose, or an IBAN
+                // in mixed case (`De89`).
                 T_UPPER if starts_word && !context::at(b, i + 1).is_ascii_uppercase() => {
-                    Step::Skip(run(b, i, is_word))
+                    numeric::iban_any_case(b, i, self.hint)
+                        .unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
                 }
                 T_UPPER if starts_word => self.upper(i),
                 T_UPPER => self.jwt_from_j(i),
@@ -138,6 +155,20 @@ impl Scanner<'_> {
                 T_DASH => self.dash(i),
                 T_EQUALS => self.assignment(i),
                 _ => self.underscore(i),
+            };
+            // A letter or digit no detector took may be inside base64 of text: when a long word
+            // was passed over, or at an uppercase letter inside a word (where base64 has them
+            // and prose does not).
+            let step = match step {
+                Step::Skip(next)
+                    if i >= self.decoded_to
+                        && (next - i >= 12 || (t == T_UPPER && !starts_word))
+                        && (1..=4).all(|k| decode::is_base64(context::at(b, i + k))) =>
+                {
+                    self.base64(i)
+                        .map_or(Step::Skip(next), |f| Step::Found(f, f.end))
+                }
+                step => step,
             };
             // Every step moves forward, whatever a detector answered.
             i = match step {
@@ -196,6 +227,50 @@ impl Scanner<'_> {
             }
             None => Step::Skip(i + 1),
         }
+    }
+
+    /// The base64 token around `i`, when it decodes to text holding a value: the whole token,
+    /// as the type of the first value in it.
+    #[inline(never)]
+    fn base64(&mut self, i: usize) -> Option<Finding> {
+        use decode::{is_base64, MIN_BASE64};
+        // Most letters and digits are in short words, which the caller has seen in the next
+        // four bytes (a token's first letter or digit is rarely in its last four). Then no
+        // further than a token's least length each way before anything else.
+        let b = self.b;
+        let ahead = context::run_max(b, i, MIN_BASE64, is_base64) - i;
+        if ahead < MIN_BASE64 {
+            let lo = i.saturating_sub(MIN_BASE64 - ahead);
+            let behind = b[lo..i].iter().rev().take_while(|&&c| is_base64(c)).count();
+            if ahead + behind < MIN_BASE64 {
+                return None;
+            }
+        }
+        self.base64_token(i)
+    }
+
+    #[inline(never)]
+    fn base64_token(&mut self, i: usize) -> Option<Finding> {
+        use decode::{is_base64, MAX_BASE64, MAX_DEPTH, MIN_BASE64};
+        let b = self.b;
+        let mut s = i;
+        while s > 0 && is_base64(b[s - 1]) && i - s <= MAX_BASE64 {
+            s -= 1;
+        }
+        let e = run(b, i, is_base64);
+        self.decoded_to = e;
+        let n = e - s;
+        if self.depth >= MAX_DEPTH || !(MIN_BASE64..=MAX_BASE64).contains(&n) {
+            return None;
+        }
+        let text = decode::base64_text(&b[s..e])?;
+        let kind = scan_at(&text, None, self.depth + 1).first()?.kind;
+        let pad = b[e..].iter().take(2).take_while(|&&c| c == b'=').count();
+        Some(Finding {
+            start: s,
+            end: e + pad,
+            kind,
+        })
     }
 
     /// A `J` inside a word: the third byte of a JWT (`eyJ`)?

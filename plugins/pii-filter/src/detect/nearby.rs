@@ -292,6 +292,37 @@ enum Side {
     Whole,
 }
 
+/// Every locale's words, sorted, each with the kinds it names (a bit per [`Kind`]); looked up
+/// for each word near a candidate, so a binary search rather than a walk of every list.
+fn table() -> &'static [(&'static str, u8)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static str, u8)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t: Vec<(&'static str, u8)> = Vec::new();
+        for w in LOCALES {
+            for kind in [Kind::Phone, Kind::Ssn, Kind::Card, Kind::Iban] {
+                for &x in list(w, kind) {
+                    match t.iter_mut().find(|(y, _)| *y == x) {
+                        Some((_, bits)) => *bits |= bit(kind),
+                        None => t.push((x, bit(kind))),
+                    }
+                }
+            }
+        }
+        t.sort_unstable();
+        t
+    })
+}
+
+fn bit(kind: Kind) -> u8 {
+    1 << kind as u8
+}
+
+fn lookup(word: &str, kind: Kind) -> bool {
+    let t = table();
+    t.binary_search_by(|(w, _)| (*w).cmp(word))
+        .is_ok_and(|k| t[k].1 & bit(kind) != 0)
+}
+
 /// Whether `word` (as written) is one of the kind's words in any locale.
 fn says(word: &[u8], kind: Kind, side: Side) -> bool {
     let mut buf = [0u8; 48];
@@ -302,10 +333,8 @@ fn says(word: &[u8], kind: Kind, side: Side) -> bool {
         for (d, s) in buf.iter_mut().zip(word) {
             *d = s.to_ascii_lowercase();
         }
-        let lower = &buf[..word.len()];
-        return LOCALES
-            .iter()
-            .any(|w| list(w, kind).iter().any(|x| x.as_bytes() == lower));
+        let lower = std::str::from_utf8(&buf[..word.len()]).expect("ASCII");
+        return lookup(lower, kind);
     }
     let Ok(s) = std::str::from_utf8(word) else {
         return false;
@@ -315,17 +344,16 @@ fn says(word: &[u8], kind: Kind, side: Side) -> bool {
     let lower = lower.trim_matches(|c| {
         matches!(c, '\u{3000}'..='\u{303f}' | '\u{ff01}'..='\u{ff0f}' | '\u{ff1a}'..='\u{ff20}')
     });
-    LOCALES.iter().any(|w| {
-        list(w, kind).iter().any(|x| {
-            lower == *x
-                || (unspaced(x)
+    lookup(lower, kind)
+        || (side != Side::Whole
+            && table().iter().any(|&(x, bits)| {
+                bits & bit(kind) != 0
+                    && unspaced(x)
                     && match side {
                         Side::Before => lower.ends_with(x),
-                        Side::After => lower.starts_with(x),
-                        Side::Whole => false,
-                    })
-        })
-    })
+                        _ => lower.starts_with(x),
+                    }
+            }))
 }
 
 /// Words of scripts written without spaces between words (Han, kana, Hangul).
@@ -452,9 +480,10 @@ fn before(b: &[u8], start: usize, kind: Kind) -> Option<bool> {
         if says(word, kind, Side::Before) || (word.contains(&b'_') && key_says_ascii(word, kind)) {
             return Some(true);
         }
-        // Another number in between: the words before belong to it (`call 555... 3946 6171`).
+        // Another number in between: the words before belong to it (`call 555... 3946 6171`);
+        // a word after this value may still name it (`..., 2880 5873 fax`).
         if word.iter().all(u8::is_ascii_digit) {
-            return Some(false);
+            return None;
         }
         if word.is_ascii() && word.len() <= 32 {
             let mut buf = [0u8; 32];
@@ -528,6 +557,11 @@ mod tests {
         assert!(!at("version 12345678", "12345678", Kind::Phone));
         assert!(!at("12345678\nfax", "12345678", Kind::Phone));
         assert!(!at("call 5550100 3946 6171", "3946 6171", Kind::Phone));
+        assert!(at(
+            "Phone: 08-51 80 01, 2880 5873 fax",
+            "2880 5873",
+            Kind::Phone
+        ));
         assert!(!at("12345678 this - phone", "12345678", Kind::Phone));
         assert!(at("phone_number: 12345678", "12345678", Kind::Phone));
         // An unspaced script's run counts when it ends with the word before the value, starts

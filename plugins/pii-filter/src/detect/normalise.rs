@@ -8,8 +8,11 @@
 //! original byte span, so a redaction removes the whole disguised value (invisible characters
 //! inside it included) and leaves every other byte as it was.
 //!
+//! Escapes are folded the same way, one level: `%40`, `&#64;` and `&commat;` are an `@` in the
+//! view (`decode.rs`).
+//!
 //! Only the characters that matter for the formats we detect are folded; everything else is
-//! copied unchanged. ASCII text, and text without any of these characters, is scanned as is.
+//! copied unchanged. Text without any of these characters or escapes is scanned as is.
 
 /// What a character becomes in the normalised view.
 enum Fold {
@@ -101,7 +104,7 @@ struct Segment {
     /// Offset in the original text.
     from: u32,
     /// Bytes in the original text: the segment's length when `copied`, else the length of the
-    /// one character folded to a single byte.
+    /// one character (or escape) folded to a single byte.
     len: u32,
     copied: bool,
 }
@@ -113,23 +116,39 @@ pub struct Normalised {
     segments: Vec<Segment>,
 }
 
-/// The first character at or after `i` that folds to something else, with its offset.
-fn next_fold(s: &str, mut i: usize) -> Option<(usize, char, Fold)> {
+/// The first character (or escape, see `decode.rs`) at or after `i` that folds to something
+/// else: its offset, its length in bytes, and what it folds to.
+fn next_fold(
+    s: &str,
+    mut i: usize,
+    url: &mut super::decode::Authority,
+) -> Option<(usize, usize, Fold)> {
     let b = s.as_bytes();
     while i < b.len() {
-        // ASCII never folds.
-        i = super::skip::skip_ascii(b, i);
+        // ASCII folds only as an escape (`%40`, `&#64;`).
+        i = super::skip::skip_plain(b, i);
         if i >= b.len() {
             break;
         }
-        if may_fold(b[i]) {
+        if b[i].is_ascii() {
+            if let Some((len, c)) = super::decode::escape(b, i, url) {
+                let f = match c {
+                    c if c.is_ascii() => Fold::To(c as u8),
+                    c => fold(c),
+                };
+                if let Fold::To(_) = f {
+                    return Some((i, len, f));
+                }
+            }
+            i += 1;
+        } else if may_fold(b[i]) {
             let ch = s[i..]
                 .chars()
                 .next()
                 .expect("a lead byte starts a character");
             match fold(ch) {
                 Fold::Keep => i += ch.len_utf8(),
-                f => return Some((i, ch, f)),
+                f => return Some((i, ch.len_utf8(), f)),
             }
         } else {
             i += 1;
@@ -143,12 +162,13 @@ impl Normalised {
     /// or text with none of the folded characters).
     pub fn of(s: &str) -> Option<Normalised> {
         // No `is_ascii` pass first: `next_fold` passes over ASCII at least as fast.
-        let mut next = next_fold(s, 0)?;
+        let mut url = super::decode::Authority::default();
+        let mut next = next_fold(s, 0, &mut url)?;
         let mut text = String::with_capacity(s.len());
         let mut segments = Vec::new();
         let mut i = 0;
         loop {
-            let (p, ch, f) = next;
+            let (p, len, f) = next;
             if p > i {
                 segments.push(Segment {
                     at: text.len() as u32,
@@ -162,13 +182,13 @@ impl Normalised {
                 segments.push(Segment {
                     at: text.len() as u32,
                     from: p as u32,
-                    len: ch.len_utf8() as u32,
+                    len: len as u32,
                     copied: false,
                 });
                 text.push(a as char);
             }
-            i = p + ch.len_utf8();
-            match next_fold(s, i) {
+            i = p + len;
+            match next_fold(s, i, &mut url) {
                 Some(n) => next = n,
                 None => break,
             }
@@ -249,6 +269,17 @@ mod tests {
         assert_eq!(decimal('\u{0E59}'), Some(9));
         assert_eq!(decimal('\u{0E5A}'), None);
         assert_eq!(decimal('a'), None);
+    }
+
+    #[test]
+    fn escapes_fold_to_what_they_stand_for() {
+        let s = "mailto:jo%40example.com &#x34;111&#32;1111 jo&commat;ex&period;org 50% R&D";
+        let n = Normalised::of(s).unwrap();
+        assert_eq!(n.text, "mailto:jo@example.com 4111 1111 jo@ex.org 50% R&D");
+        let a = n.text.find("jo@ex.").unwrap();
+        let (x, y) = n.original(a, a + "jo@ex.org".len());
+        assert_eq!(&s[x..y], "jo&commat;ex&period;org");
+        assert!(Normalised::of("50% off, R&D, a %zz and &unknown; stay").is_none());
     }
 
     #[test]

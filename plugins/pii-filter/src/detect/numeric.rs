@@ -397,6 +397,27 @@ pub(super) fn iban(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
     Some(found(PiiType::Iban, i, p))
 }
 
+/// An IBAN at `i` written in lowercase or mixed case (`de89 3704 0044 0532 0130 00`): two
+/// letters at a word's start, two digits, then as [`iban`] reads it in uppercase.
+pub(super) fn iban_any_case(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
+    let head = b.get(i..i.checked_add(4)?)?;
+    if !(head[0].is_ascii_alphabetic()
+        && head[1].is_ascii_alphabetic()
+        && is_digit(head[2])
+        && is_digit(head[3])
+        && (i == 0 || !is_word(b[i - 1])))
+    {
+        return None;
+    }
+    // An IBAN is at most 34 characters, with a space every four: 42 bytes, and one after.
+    let end = b.len().min(i + 43);
+    let upper = b[i..end].to_ascii_uppercase();
+    match iban(&upper, 0, hint)? {
+        Step::Found(f, next) => Some(found(f.kind, i + f.start, i + next)),
+        Step::Skip(_) => None,
+    }
+}
+
 /// An IBAN of a length its country does not register (or of a code not in the registry), with
 /// a valid check: taken only when the words around it speak of an IBAN or an account.
 fn iban_in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {

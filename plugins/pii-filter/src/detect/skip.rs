@@ -6,11 +6,12 @@
 use super::{QUIET, TRIGGER};
 
 // `skip_quiet(b, i)`: the first position at or after `i` whose byte is not `QUIET` (or the end).
-// `skip_ascii(b, i)`: the first position at or after `i` whose byte is not ASCII (or the end).
+// `skip_plain(b, i)`: the first position at or after `i` whose byte is not ASCII or is `%` or
+// `&`, which may start an escape (or the end).
 #[cfg(target_arch = "wasm32")]
-pub(super) use simd::{skip_ascii, skip_quiet};
+pub(super) use simd::{skip_plain, skip_quiet};
 #[cfg(not(target_arch = "wasm32"))]
-pub(super) use swar::{skip_ascii, skip_quiet};
+pub(super) use swar::{skip_plain, skip_quiet};
 
 /// The trigger bytes as the product of two 16-entry tables: bit `r` of the high-nibble table
 /// stands for row `0x20 + 16 r` of the ASCII table (the four rows that hold triggers), and the
@@ -95,16 +96,17 @@ mod swar {
         }
     }
 
-    /// Eight bytes at a time: a word with a high bit set holds the first non-ASCII byte.
+    /// Eight bytes at a time: a word with a high bit set, a `%` or a `&` holds the stop.
     #[inline]
-    pub(crate) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_plain(b: &[u8], mut i: usize) -> usize {
         while let Some(chunk) = b.get(i..i + 8) {
-            if u64::from_le_bytes(chunk.try_into().expect("eight bytes")) & HIGH != 0 {
+            let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            if (w & HIGH) | in_range(w, b'%', b'&') != 0 {
                 break;
             }
             i += 8;
         }
-        while i < b.len() && b[i].is_ascii() {
+        while i < b.len() && b[i].is_ascii() && !matches!(b[i], b'%' | b'&') {
             i += 1;
         }
         i
@@ -142,20 +144,24 @@ mod simd {
         i
     }
 
-    /// Sixteen bytes at a time: a lane's high bit is the byte's.
+    /// Sixteen bytes at a time: a lane's high bit is the byte's, or-ed with the lanes equal to
+    /// `%` or `&`.
     #[target_feature(enable = "simd128")]
-    pub(crate) fn skip_ascii(b: &[u8], mut i: usize) -> usize {
+    pub(crate) fn skip_plain(b: &[u8], mut i: usize) -> usize {
+        let percent = u8x16_splat(b'%');
+        let amp = u8x16_splat(b'&');
         while let Some(chunk) = b.get(i..i + 16) {
             #[allow(unsafe_code)]
             // SAFETY: as in `skip_quiet`.
             let v = unsafe { v128_load(chunk.as_ptr().cast::<v128>()) };
-            let high = i8x16_bitmask(v);
+            let stops = v128_or(v, v128_or(u8x16_eq(v, percent), u8x16_eq(v, amp)));
+            let high = i8x16_bitmask(stops);
             if high != 0 {
                 return i + high.trailing_zeros() as usize;
             }
             i += 16;
         }
-        while i < b.len() && b[i].is_ascii() {
+        while i < b.len() && b[i].is_ascii() && !matches!(b[i], b'%' | b'&') {
             i += 1;
         }
         i
@@ -195,10 +201,12 @@ mod tests {
                     text[at] = b'7';
                 }
                 assert_eq!(skip_quiet(&text, 0), at, "len {len}, trigger at {at}");
-                if at < len {
-                    text[at] = 0xC3;
+                for stop in [0xC3, b'%', b'&'] {
+                    if at < len {
+                        text[at] = stop;
+                    }
+                    assert_eq!(skip_plain(&text, 0), at, "len {len}, {stop:#x} at {at}");
                 }
-                assert_eq!(skip_ascii(&text, 0), at, "len {len}, non-ASCII at {at}");
             }
         }
     }

@@ -435,3 +435,62 @@ fn context_led() {
     );
     none("Animi nam. GB82VGLW3235017341933 Veritatis");
 }
+
+/// Values in an encoding a reader decodes at a glance: found in the decoded text, the encoded
+/// bytes redacted (`decode.rs`).
+#[test]
+fn encoded_values() {
+    one("mailto:jo%40example.com", "EMAIL", "jo%40example.com");
+    one("?to=jo%40example.com&x=1", "EMAIL", "jo%40example.com");
+    one("jo&#64;example&#46;com", "EMAIL", "jo&#64;example&#46;com");
+    one(
+        "jo&commat;example&period;com",
+        "EMAIL",
+        "jo&commat;example&period;com",
+    );
+    one(
+        "card &#x34;111&#32;1111&#32;1111&#32;1111.",
+        "CREDIT_CARD",
+        "&#x34;111&#32;1111&#32;1111&#32;1111",
+    );
+    // base64 of "contact jo@example.com" and of "SSN 536-22-1234"; base64 of that base64.
+    one(
+        "payload Y29udGFjdCBqb0BleGFtcGxlLmNvbQ== end",
+        "EMAIL",
+        "Y29udGFjdCBqb0BleGFtcGxlLmNvbQ==",
+    );
+    one("U1NOIDUzNi0yMi0xMjM0", "US_SSN", "U1NOIDUzNi0yMi0xMjM0");
+    one(
+        "WTI5dWRHRmpkQ0JxYjBCbGVHRnRjR3hsTG1OdmJRPT0=",
+        "EMAIL",
+        "WTI5dWRHRmpkQ0JxYjBCbGVHRnRjR3hsTG1OdmJRPT0=",
+    );
+    // Three levels deep is past the bound.
+    none("V1RJNWRXUkhSbXBrUTBKeFlqQkNiR1ZIUm5SalIzaHNURzFPZG1KUlBUMD0=");
+    // base64 of text without a value, of binary, and words in its alphabet.
+    none("aGVsbG8gd29ybGQsIGhvdyBhcmUgeW91Pw==");
+    none("q83vEjRWeJCrze8SNFZ4kA8gJ3xQ");
+    none("AbstractSingletonProxyFactoryBean");
+    // A URL's password keeps its escapes for the URL's own detector.
+    one(
+        "postgres://jo:p%40ss%23w@db.example.com/x",
+        "URL_CREDENTIALS",
+        "jo:p%40ss%23w",
+    );
+}
+
+#[test]
+fn ibans_in_any_case() {
+    one(
+        "iban de89 3704 0044 0532 0130 00.",
+        "IBAN",
+        "de89 3704 0044 0532 0130 00",
+    );
+    one(
+        "to gb82west12345698765432 now",
+        "IBAN",
+        "gb82west12345698765432",
+    );
+    one("De89370400440532013000", "IBAN", "De89370400440532013000");
+    none("sha256 x86_64 ab12 de89370400440532013001");
+}

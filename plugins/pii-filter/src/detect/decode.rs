@@ -1,0 +1,193 @@
+//! Encodings a value can reach the backend in: percent-encoding (`john%40example.com`), HTML
+//! character references (`&#64;`, `&#x40;`, `&commat;`) and base64. A reader (or the model)
+//! decodes them without effort, so the detectors look at the decoded text and the redaction
+//! covers the encoded bytes.
+//!
+//! Escapes are decoded one level, as characters of the normalised view (`normalise.rs`), so
+//! every detector sees them and a match maps back to the escapes it was made of. Base64 is
+//! decoded per token (a run of its alphabet of at least [`MIN_BASE64`] characters): when the
+//! decoded bytes are text holding a value, the whole token is the finding. Both are bounded: an
+//! escape is at most ten bytes, a token at most [`MAX_BASE64`] bytes is decoded, each token
+//! once per scan, and base64 inside base64 is followed [`MAX_DEPTH`] levels deep.
+
+/// Shortest base64 token decoded: 12 bytes of text, less than any value we detect in it.
+pub const MIN_BASE64: usize = 16;
+/// Longest base64 token decoded (a larger one is passed over undecoded).
+pub const MAX_BASE64: usize = 256 * 1024;
+/// Base64 levels followed (a token inside a decoded token, and no further).
+pub const MAX_DEPTH: u8 = 2;
+
+/// The character an escape at `i` stands for, and the escape's length: `%40`, `&#64;`,
+/// `&#x40;`, `&commat;`. Only escapes of characters that fold to one ASCII byte count (any
+/// ASCII character but controls, and what the normalised view folds to ASCII: `&#65312;` is a
+/// full-width `@`).
+pub fn escape(b: &[u8], i: usize, url: &mut Authority) -> Option<(usize, char)> {
+    match b[i] {
+        // In a URL's user and password, escapes are the URL's own syntax (`p%40ss` is a
+        // password with an `@`), and the URL's detector reads them as they are.
+        b'%' if url.at(b, i) => None,
+        b'%' => {
+            let hi = hex(*b.get(i + 1)?)?;
+            let lo = hex(*b.get(i + 2)?)?;
+            let c = char::from(hi << 4 | lo);
+            (' '..='~').contains(&c).then_some((3, c))
+        }
+        b'&' => {
+            let end = i + 1 + b.get(i + 1..)?.iter().take(10).position(|&c| c == b';')?;
+            let body = &b[i + 1..end];
+            let c = match body {
+                [b'#', b'x' | b'X', hexits @ ..] if !hexits.is_empty() => number(hexits, 16)?,
+                [b'#', digits @ ..] if !digits.is_empty() => number(digits, 10)?,
+                name => named(name)?,
+            };
+            (c >= ' ' && c != '\u{7f}').then_some((end + 1 - i, c))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a position is between a URL's `://` and the end of its host (the next `/`), looking
+/// back over the token at most 512 bytes. The last answer is kept: a run of escapes with no
+/// delimiter between them (`%40%40...`) shares one, so a long run costs one look back.
+#[derive(Default)]
+pub struct Authority {
+    last: Option<(usize, bool)>,
+}
+
+impl Authority {
+    fn at(&mut self, b: &[u8], i: usize) -> bool {
+        if let Some((p, inside)) = self.last {
+            if p < i && !b[p..i].iter().any(|&c| c == b'/' || ends_token(c)) {
+                self.last = Some((i, inside));
+                return inside;
+            }
+        }
+        let lo = i.saturating_sub(512);
+        let mut inside = false;
+        for p in (lo..i).rev() {
+            match b[p] {
+                b'/' => {
+                    inside = p >= 2 && b[p - 1] == b'/' && b[p - 2] == b':';
+                    break;
+                }
+                c if ends_token(c) => break,
+                _ => {}
+            }
+        }
+        self.last = Some((i, inside));
+        inside
+    }
+}
+
+fn ends_token(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'<' | b'>' | b'(' | b'`'
+    )
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+fn number(digits: &[u8], radix: u32) -> Option<char> {
+    let mut v: u32 = 0;
+    for &d in digits {
+        v = v.checked_mul(radix)? + (d as char).to_digit(radix)?;
+    }
+    char::from_u32(v)
+}
+
+/// The named references of the characters values are written with (HTML's names).
+fn named(name: &[u8]) -> Option<char> {
+    Some(match name {
+        b"commat" => '@',
+        b"period" => '.',
+        b"plus" => '+',
+        b"hyphen" | b"dash" => '-',
+        b"lpar" => '(',
+        b"rpar" => ')',
+        b"num" => '#',
+        b"colon" => ':',
+        b"sol" => '/',
+        b"lowbar" => '_',
+        b"equals" => '=',
+        b"nbsp" => ' ',
+        b"amp" => '&',
+        _ => return None,
+    })
+}
+
+/// A byte of the base64 alphabets (standard and URL-safe).
+#[inline]
+pub fn is_base64(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_')
+}
+
+/// The text a base64 token decodes to, when it is text: valid UTF-8 with almost no control
+/// characters. Binary (keys, hashes, images) and identifiers that happen to be in the alphabet
+/// decode to bytes that are not.
+pub fn base64_text(token: &[u8]) -> Option<String> {
+    // Mixed case or digits: a long lowercase or uppercase word is not base64 of text.
+    let upper = token.iter().any(u8::is_ascii_uppercase);
+    let lower = token.iter().any(u8::is_ascii_lowercase);
+    if !(upper && lower) {
+        return None;
+    }
+    let bytes = crate::validate::base64url_decode(token)?;
+    let text = String::from_utf8(bytes).ok()?;
+    let controls = text
+        .bytes()
+        .filter(|&c| (c < 0x20 && !matches!(c, b'\n' | b'\r' | b'\t')) || c == 0x7f)
+        .count();
+    (text.len() >= 6 && controls * 50 <= text.len()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Option<(usize, char)> {
+        escape(s.as_bytes(), 0, &mut Authority::default())
+    }
+
+    #[test]
+    fn escapes() {
+        assert_eq!(at("%40x"), Some((3, '@')));
+        assert_eq!(at("%2e"), Some((3, '.')));
+        assert_eq!(at("&#64;"), Some((5, '@')));
+        assert_eq!(at("&#x40;"), Some((6, '@')));
+        assert_eq!(at("&#X34;"), Some((6, '4')));
+        assert_eq!(at("&commat;"), Some((8, '@')));
+        assert_eq!(at("&#65312;"), Some((8, '＠')));
+        // Not escapes, or not of a character a value is written with.
+        assert_eq!(at("%zz"), None);
+        assert_eq!(at("%0a"), None);
+        assert_eq!(at("%"), None);
+        assert_eq!(at("& co"), None);
+        assert_eq!(at("&#;"), None);
+        assert_eq!(at("&#99999999999;"), None);
+        assert_eq!(at("&unknown;"), None);
+        assert_eq!(at("&#0;"), None);
+        // A URL's user and password keep their escapes; its path and query do not.
+        let url = b"https://jo:p%40ss@example.com/?to=jo%40example.com";
+        let mut memo = Authority::default();
+        assert_eq!(escape(url, 12, &mut memo), None);
+        assert_eq!(escape(url, 36, &mut memo), Some((3, '@')));
+    }
+
+    #[test]
+    fn base64_of_text_only() {
+        // "john@example.com, +44 20 7946 0958"
+        let t = b"am9obkBleGFtcGxlLmNvbSwgKzQ0IDIwIDc5NDYgMDk1OA==";
+        let end = t.iter().position(|&c| c == b'=').unwrap();
+        assert_eq!(
+            base64_text(&t[..end]).as_deref(),
+            Some("john@example.com, +44 20 7946 0958")
+        );
+        // A hash, an identifier, random bytes.
+        assert_eq!(base64_text(b"5d41402abc4b2a76b9719d911017c592"), None);
+        assert_eq!(base64_text(b"AbstractSingletonProxyFactoryBean"), None);
+        assert_eq!(base64_text(b"q83vEjRWeJCrze8SNFZ4kA"), None);
+    }
+}
