@@ -9,6 +9,7 @@
 //! An action for a type wins over one for its group (`SECRET`), which wins over
 //! `default_action` (itself `redact` when absent). `{}` redacts every type.
 
+use crate::detect::nearby::Context;
 use crate::types::{PiiType, SECRET_GROUP};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -49,6 +50,19 @@ struct RawConfig {
     entities: Option<RawEntities>,
     #[serde(default)]
     arguments: BTreeMap<String, BTreeMap<String, Action>>,
+    #[serde(default)]
+    context: Option<RawContext>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    #[serde(default)]
+    locales: Option<Vec<String>>,
+    #[serde(default)]
+    words: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    before: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +86,8 @@ pub struct Policy {
     /// Policies of their own for tool calls' arguments: (tool glob, argument or `None` for
     /// every argument of the tool, the policy), most specific first.
     arguments: Vec<(String, Option<String>, Policy)>,
+    /// The words that make a failing shape a value (context-led detection).
+    pub context: Context,
 }
 
 /// Spans an `entities` model scores lower are dropped, unless the config says otherwise.
@@ -90,6 +106,7 @@ impl Default for Policy {
             memo_kib: MEMO_KIB,
             entities: None,
             arguments: Vec::new(),
+            context: Context::default(),
         }
     }
 }
@@ -129,6 +146,11 @@ impl Policy {
                 },
             }),
         };
+        let context = match &raw.context {
+            None => Context::default(),
+            Some(c) => Context::new(c.locales.as_deref(), &c.words, c.before)
+                .map_err(|e| format!("invalid pii-filter config: {e}"))?,
+        };
         let mut arguments = Vec::new();
         for (place, types) in &raw.arguments {
             let (tool, argument) = match place.split_once('.') {
@@ -147,6 +169,7 @@ impl Policy {
                 memo_kib: 0,
                 entities: entities.clone(),
                 arguments: Vec::new(),
+                context: context.clone(),
             };
             arguments.push((tool, argument, policy));
         }
@@ -157,6 +180,7 @@ impl Policy {
             memo_kib,
             entities,
             arguments,
+            context,
         })
     }
 
@@ -300,6 +324,21 @@ pub fn schema() -> String {
                     "properties": Value::Object(types),
                 },
             },
+            "context": {
+                "type": "object",
+                "description": "Context-led detection: a phone, SSN, card or IBAN shape that fails its validation is still taken when words naming its type are around it (before it in the sentence, right after it, its JSON key or CSV header).",
+                "additionalProperties": false,
+                "properties": {
+                    "locales": {"type": "array", "items": {"type": "string"}, "description": "Whose word lists apply, by ISO 639-1 code (en, de, fr, es, it, nl, pt, sv, da, no, fi, pl, cs, hu, ro, tr, ru, uk, el, he, ja, zh, ko; languages sharing words share a list). Default: all."},
+                    "words": {"type": "object", "additionalProperties": false, "properties": {
+                        "PHONE": {"type": "array", "items": {"type": "string"}},
+                        "US_SSN": {"type": "array", "items": {"type": "string"}},
+                        "CREDIT_CARD": {"type": "array", "items": {"type": "string"}},
+                        "IBAN": {"type": "array", "items": {"type": "string"}},
+                    }, "description": "Words of one's own per type (one word each, any case), added to the lists."},
+                    "before": {"type": "integer", "minimum": 1, "maximum": crate::detect::nearby::MAX_BEFORE, "default": crate::detect::nearby::BEFORE, "description": "Words looked at before a value."},
+                },
+            },
             "memo_kib": {
                 "type": "integer",
                 "minimum": 0,
@@ -315,6 +354,27 @@ pub fn schema() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_words() {
+        let p = Policy::from_json(
+            r#"{"context": {"locales": ["de"], "words": {"PHONE": ["Rufnr"]}, "before": 2}}"#,
+        )
+        .unwrap();
+        let found = crate::detect::scan_with("Rufnr 12345678", None, &p.context);
+        assert_eq!(found.len(), 1);
+        // The same text under the default lists: `Rufnr` is no one's word.
+        assert!(crate::detect::scan("Rufnr 12345678", None).is_empty());
+        for bad in [
+            r#"{"context": {"locales": ["xx"]}}"#,
+            r#"{"context": {"words": {"EMAIL": ["mail"]}}}"#,
+            r#"{"context": {"before": 0}}"#,
+            r#"{"context": {"window": 3}}"#,
+        ] {
+            let e = Policy::from_json(bad).unwrap_err();
+            assert!(e.starts_with("invalid pii-filter config"), "{e}");
+        }
+    }
 
     #[test]
     fn defaults_redact_everything() {

@@ -88,7 +88,7 @@ pub fn arguments_with<'p>(
 /// The first value in `s` whose type is not allowed: for fields that can't be edited (a message
 /// `name`, a tool description), finding one means blocking.
 pub fn find_unallowed(s: &str, policy: &Policy) -> Option<PiiType> {
-    detect::scan(s, None)
+    detect::scan_with(s, None, &policy.context)
         .into_iter()
         .map(|f| f.kind)
         .find(|&t| policy.action(t) != Action::Allow)
@@ -137,7 +137,7 @@ fn number(
     if v.len() < 9 {
         return Ok(None);
     }
-    let found = detect::scan(v, key);
+    let found = detect::scan_with(v, key, &policy.context);
     match found.as_slice() {
         [f] if f.start == 0 && f.end == v.len() => match policy.action(f.kind) {
             Action::Block => Err(Blocked(f.kind)),
@@ -158,7 +158,7 @@ pub fn plain(
     policy: &Policy,
     counts: &mut Counts,
 ) -> Result<Option<String>, Blocked> {
-    let mut found = detect::scan(s, hint);
+    let mut found = detect::scan_with(s, hint, &policy.context);
     if let Some(entities) = &policy.entities {
         crate::entities::merge(&mut found, crate::entities::find(s, entities));
     }

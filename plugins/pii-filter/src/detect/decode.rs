@@ -30,7 +30,9 @@ pub fn escape(b: &[u8], i: usize, url: &mut Authority) -> Option<(usize, char)> 
             let hi = hex(*b.get(i + 1)?)?;
             let lo = hex(*b.get(i + 2)?)?;
             let c = char::from(hi << 4 | lo);
-            (' '..='~').contains(&c).then_some((3, c))
+            // Not `%20`: in a form body (`password=secure%20password`) a decoded space would
+            // end the value a credential's label names.
+            ('!'..='~').contains(&c).then_some((3, c))
         }
         b'&' => {
             let end = i + 1 + b.get(i + 1..)?.iter().take(10).position(|&c| c == b';')?;
@@ -163,6 +165,7 @@ mod tests {
         // Not escapes, or not of a character a value is written with.
         assert_eq!(at("%zz"), None);
         assert_eq!(at("%0a"), None);
+        assert_eq!(at("%20"), None);
         assert_eq!(at("%"), None);
         assert_eq!(at("& co"), None);
         assert_eq!(at("&#;"), None);

@@ -10,7 +10,7 @@ mod decode;
 mod email;
 mod ip;
 mod keys;
-mod nearby;
+pub mod nearby;
 pub mod normalise;
 mod numeric;
 mod phone;
@@ -19,6 +19,7 @@ mod skip;
 
 use crate::types::PiiType;
 use context::{is_hex, is_word, run};
+use nearby::{Context, Cx};
 use skip::skip_quiet;
 
 /// One detected value: its type and byte range in the scanned text.
@@ -33,15 +34,20 @@ pub struct Finding {
 /// was found under, if any; it serves as a label when the value starts the text
 /// (`{"ssn": "123456789"}`).
 pub fn scan(text: &str, hint: Option<&str>) -> Vec<Finding> {
-    scan_at(text, hint, 0)
+    scan_with(text, hint, &Context::default())
+}
+
+/// [`scan`] with the operator's context words (`nearby.rs`).
+pub fn scan_with(text: &str, hint: Option<&str>, words: &Context) -> Vec<Finding> {
+    scan_at(text, Cx { hint, words }, 0)
 }
 
 /// [`scan`] at a depth of base64 decoding (`decode.rs`).
-fn scan_at(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
+fn scan_at(text: &str, cx: Cx<'_>, depth: u8) -> Vec<Finding> {
     match normalise::Normalised::of(text) {
-        None => scan_view(text, hint, depth),
+        None => scan_view(text, cx, depth),
         Some(n) => {
-            let mut found = scan_view(&n.text, hint, depth);
+            let mut found = scan_view(&n.text, cx, depth);
             for f in &mut found {
                 (f.start, f.end) = n.original(f.start, f.end);
             }
@@ -51,10 +57,10 @@ fn scan_at(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
 }
 
 /// Scans text that is already in its normalised form.
-fn scan_view(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
+fn scan_view(text: &str, cx: Cx<'_>, depth: u8) -> Vec<Finding> {
     let mut s = Scanner {
         b: text.as_bytes(),
-        hint,
+        cx,
         out: Vec::new(),
         pem: secrets::PemMarkers::new(),
         depth,
@@ -67,7 +73,8 @@ fn scan_view(text: &str, hint: Option<&str>, depth: u8) -> Vec<Finding> {
 
 struct Scanner<'a> {
     b: &'a [u8],
-    hint: Option<&'a str>,
+    /// The JSON key the text is under, and the context words.
+    cx: Cx<'a>,
     out: Vec<Finding>,
     pem: secrets::PemMarkers,
     /// Base64 levels decoded to reach this text.
@@ -135,23 +142,23 @@ impl Scanner<'_> {
             }
             let starts_word = i == 0 || !is_word(b[i - 1]);
             let step = match t {
-                T_DIGIT if starts_word => numeric::at_digit(b, i, self.hint),
+                T_DIGIT if starts_word => numeric::at_digit(b, i, self.cx),
                 // Digits inside a word (`sha256`, `x86_64`): skip the word, unless it starts
                 // like an IBAN written in lowercase (`de89 3704 ...`).
-                T_DIGIT => numeric::iban_any_case(b, i.wrapping_sub(2), self.hint)
+                T_DIGIT => numeric::iban_any_case(b, i.wrapping_sub(2), self.cx)
                     .unwrap_or_else(|| Step::Skip(run(b, i, is_word))),
                 // Every format `upper` knows has an uppercase second letter (`AKIA`, `AIza`,
                 // `SK`, `SG.`, an IBAN's country code): a capitalised word is prose, or an IBAN
                 // in mixed case (`De89`).
                 T_UPPER if starts_word && !context::at(b, i + 1).is_ascii_uppercase() => {
-                    numeric::iban_any_case(b, i, self.hint)
+                    numeric::iban_any_case(b, i, self.cx)
                         .unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
                 }
                 T_UPPER if starts_word => self.upper(i),
                 T_UPPER => self.jwt_from_j(i),
                 T_AT => email::at_sign(b, i),
                 T_COLON => self.colon(i),
-                T_PHONE => phone::punct(b, i, self.hint),
+                T_PHONE => phone::punct(b, i, self.cx),
                 T_DASH => self.dash(i),
                 T_EQUALS => self.assignment(i),
                 _ => self.underscore(i),
@@ -212,7 +219,7 @@ impl Scanner<'_> {
                 return step;
             }
         }
-        numeric::iban(b, i, self.hint).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
+        numeric::iban(b, i, self.cx).unwrap_or_else(|| Step::Skip(run(b, i, is_word)))
     }
 
     /// A `:` or `=` after a credential label: the value is reported as a credential unless a
@@ -264,7 +271,11 @@ impl Scanner<'_> {
             return None;
         }
         let text = decode::base64_text(&b[s..e])?;
-        let kind = scan_at(&text, None, self.depth + 1).first()?.kind;
+        let cx = Cx {
+            hint: None,
+            words: self.cx.words,
+        };
+        let kind = scan_at(&text, cx, self.depth + 1).first()?.kind;
         let pad = b[e..].iter().take(2).take_while(|&&c| c == b'=').count();
         Some(Finding {
             start: s,

@@ -12,8 +12,100 @@
 
 use super::context::{classify_word, csv_column, is_word, Label};
 
-/// Words looked at before a candidate; after it, only the next word counts (`2880 5873 fax`).
+/// Words looked at before a candidate by default (a config's `before`, 1 to [`MAX_BEFORE`]);
+/// after it, only the next word counts (`2880 5873 fax`).
 pub const BEFORE: usize = 4;
+pub const MAX_BEFORE: usize = 8;
+
+/// The context words in force: which locales' lists, the operator's own words, and how many
+/// words before a value are looked at. The default is every list, no words of one's own, four.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Context {
+    /// One bit per entry of [`LOCALES`].
+    lists: u32,
+    /// The operator's words, lowercase, with the kinds each names (a bit per [`Kind`]).
+    own: Vec<(String, u8)>,
+    before: usize,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context {
+            lists: u32::MAX,
+            own: Vec::new(),
+            before: BEFORE,
+        }
+    }
+}
+
+impl Context {
+    /// From a config's `context`: `locales` (codes of [`LOCALES`]; `None`: all), `words` by type
+    /// name (`PHONE`, `US_SSN`, `CREDIT_CARD`, `IBAN`), `before`.
+    pub fn new(
+        locales: Option<&[String]>,
+        words: &std::collections::BTreeMap<String, Vec<String>>,
+        before: Option<usize>,
+    ) -> Result<Context, String> {
+        let mut lists = u32::MAX;
+        if let Some(codes) = locales {
+            lists = 0;
+            for code in codes {
+                let k = LOCALES
+                    .iter()
+                    .position(|w| w.locales.contains(&code.as_str()))
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = LOCALES
+                            .iter()
+                            .flat_map(|w| w.locales.iter().copied())
+                            .collect();
+                        format!(
+                            "context.locales: unknown locale {code:?} (known: {})",
+                            known.join(", ")
+                        )
+                    })?;
+                lists |= 1 << k;
+            }
+        }
+        let mut own = Vec::new();
+        for (name, list) in words {
+            let kind = match name.as_str() {
+                "PHONE" => Kind::Phone,
+                "US_SSN" => Kind::Ssn,
+                "CREDIT_CARD" => Kind::Card,
+                "IBAN" => Kind::Iban,
+                _ => {
+                    return Err(format!(
+                        "context.words: {name:?} has no context-led detection (PHONE, US_SSN, CREDIT_CARD, IBAN)"
+                    ))
+                }
+            };
+            for w in list {
+                let w = w.trim().to_lowercase();
+                if w.is_empty() || w.len() > 48 || w.chars().any(char::is_whitespace) {
+                    return Err(format!(
+                        "context.words.{name}: {w:?} is not one word of 1 to 48 bytes"
+                    ));
+                }
+                own.push((w, bit(kind)));
+            }
+        }
+        let before = before.unwrap_or(BEFORE);
+        if !(1..=MAX_BEFORE).contains(&before) {
+            return Err(format!(
+                "context.before: {before} is not in 1..{MAX_BEFORE}"
+            ));
+        }
+        Ok(Context { lists, own, before })
+    }
+}
+
+/// What a detector asks the words around a value with: the JSON key the text is under, and the
+/// context words in force.
+#[derive(Clone, Copy)]
+pub struct Cx<'a> {
+    pub hint: Option<&'a str>,
+    pub words: &'a Context,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -26,9 +118,8 @@ pub enum Kind {
 /// A locale's words for each kind (lowercase; matched whole, or inside a run of a script
 /// written without spaces).
 pub struct Words {
-    /// Which languages the words are from (documentation; every list applies).
-    #[allow(dead_code)]
-    pub locale: &'static str,
+    /// The languages (ISO 639-1) the words are from; a config's `locales` picks lists by them.
+    pub locales: &'static [&'static str],
     pub phone: &'static [&'static str],
     pub ssn: &'static [&'static str],
     pub card: &'static [&'static str],
@@ -37,7 +128,7 @@ pub struct Words {
 
 pub const LOCALES: &[Words] = &[
     Words {
-        locale: "en",
+        locales: &["en"],
         phone: &[
             "phone",
             "phones",
@@ -106,7 +197,7 @@ pub const LOCALES: &[Words] = &[
         ],
     },
     Words {
-        locale: "de",
+        locales: &["de"],
         phone: &[
             "telefon",
             "telefonnummer",
@@ -125,7 +216,7 @@ pub const LOCALES: &[Words] = &[
         iban: &["konto", "kontonummer", "überweisung", "bankverbindung"],
     },
     Words {
-        locale: "fr",
+        locales: &["fr"],
         phone: &[
             "téléphone",
             "telephone",
@@ -143,7 +234,7 @@ pub const LOCALES: &[Words] = &[
         iban: &["compte", "virement", "rib"],
     },
     Words {
-        locale: "es",
+        locales: &["es"],
         phone: &[
             "teléfono",
             "telefono",
@@ -161,21 +252,21 @@ pub const LOCALES: &[Words] = &[
         iban: &["cuenta", "transferencia"],
     },
     Words {
-        locale: "it",
+        locales: &["it"],
         phone: &["telefono", "cellulare", "chiamare", "chiamami", "cell"],
         ssn: &[],
         card: &["carta", "credito"],
         iban: &["conto", "bonifico"],
     },
     Words {
-        locale: "nl",
+        locales: &["nl"],
         phone: &["telefoon", "telefoonnummer", "mobiel", "bellen", "bel"],
         ssn: &[],
         card: &["kaart", "creditcard", "pinpas"],
         iban: &["rekening", "rekeningnummer", "overschrijving"],
     },
     Words {
-        locale: "pt",
+        locales: &["pt"],
         phone: &[
             "telefone",
             "celular",
@@ -190,7 +281,7 @@ pub const LOCALES: &[Words] = &[
         iban: &["conta", "transferência"],
     },
     Words {
-        locale: "sv, da, no, fi",
+        locales: &["sv", "da", "no", "fi"],
         phone: &[
             "telefon",
             "tlf",
@@ -207,7 +298,7 @@ pub const LOCALES: &[Words] = &[
         iban: &["konto", "kontonummer", "tili"],
     },
     Words {
-        locale: "pl, cs, hu, ro, tr",
+        locales: &["pl", "cs", "hu", "ro", "tr"],
         phone: &[
             "telefon",
             "komórka",
@@ -225,7 +316,7 @@ pub const LOCALES: &[Words] = &[
         ],
     },
     Words {
-        locale: "ru, uk",
+        locales: &["ru", "uk"],
         phone: &[
             "телефон",
             "тел",
@@ -243,14 +334,14 @@ pub const LOCALES: &[Words] = &[
         iban: &["счет", "счёт", "рахунок"],
     },
     Words {
-        locale: "el, he",
+        locales: &["el", "he"],
         phone: &["τηλέφωνο", "τηλ", "κινητό", "φαξ", "טלפון", "נייד", "פקס"],
         ssn: &[],
         card: &["κάρτα", "כרטיס"],
         iban: &["λογαριασμός", "חשבון"],
     },
     Words {
-        locale: "ja, zh, ko",
+        locales: &["ja", "zh", "ko"],
         phone: &[
             "電話",
             "携帯",
@@ -292,19 +383,27 @@ enum Side {
     Whole,
 }
 
-/// Every locale's words, sorted, each with the kinds it names (a bit per [`Kind`]); looked up
-/// for each word near a candidate, so a binary search rather than a walk of every list.
-fn table() -> &'static [(&'static str, u8)] {
-    static TABLE: std::sync::OnceLock<Vec<(&'static str, u8)>> = std::sync::OnceLock::new();
+/// A word of the lists: the kinds it names (a bit per [`Kind`]) in the lists it is in (a bit
+/// per entry of [`LOCALES`]).
+type Entry = (&'static str, [u32; 4]);
+
+/// Every locale's words, sorted; looked up for each word near a candidate, so a binary search
+/// rather than a walk of every list.
+fn table() -> &'static [Entry] {
+    static TABLE: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut t: Vec<(&'static str, u8)> = Vec::new();
-        for w in LOCALES {
+        let mut t: Vec<Entry> = Vec::new();
+        for (k, w) in LOCALES.iter().enumerate() {
             for kind in [Kind::Phone, Kind::Ssn, Kind::Card, Kind::Iban] {
                 for &x in list(w, kind) {
-                    match t.iter_mut().find(|(y, _)| *y == x) {
-                        Some((_, bits)) => *bits |= bit(kind),
-                        None => t.push((x, bit(kind))),
-                    }
+                    let at = match t.iter().position(|(y, _)| *y == x) {
+                        Some(at) => at,
+                        None => {
+                            t.push((x, [0; 4]));
+                            t.len() - 1
+                        }
+                    };
+                    t[at].1[kind as usize] |= 1 << k;
                 }
             }
         }
@@ -317,14 +416,18 @@ fn bit(kind: Kind) -> u8 {
     1 << kind as u8
 }
 
-fn lookup(word: &str, kind: Kind) -> bool {
+fn lookup(word: &str, kind: Kind, cx: &Context) -> bool {
     let t = table();
     t.binary_search_by(|(w, _)| (*w).cmp(word))
-        .is_ok_and(|k| t[k].1 & bit(kind) != 0)
+        .is_ok_and(|k| t[k].1[kind as usize] & cx.lists != 0)
+        || cx
+            .own
+            .iter()
+            .any(|(w, bits)| bits & bit(kind) != 0 && w == word)
 }
 
 /// Whether `word` (as written) is one of the kind's words in any locale.
-fn says(word: &[u8], kind: Kind, side: Side) -> bool {
+fn says(word: &[u8], kind: Kind, side: Side, cx: &Context) -> bool {
     let mut buf = [0u8; 48];
     if word.is_empty() || word.len() > buf.len() {
         return false;
@@ -334,7 +437,7 @@ fn says(word: &[u8], kind: Kind, side: Side) -> bool {
             *d = s.to_ascii_lowercase();
         }
         let lower = std::str::from_utf8(&buf[..word.len()]).expect("ASCII");
-        return lookup(lower, kind);
+        return lookup(lower, kind, cx);
     }
     let Ok(s) = std::str::from_utf8(word) else {
         return false;
@@ -344,10 +447,10 @@ fn says(word: &[u8], kind: Kind, side: Side) -> bool {
     let lower = lower.trim_matches(|c| {
         matches!(c, '\u{3000}'..='\u{303f}' | '\u{ff01}'..='\u{ff0f}' | '\u{ff1a}'..='\u{ff20}')
     });
-    lookup(lower, kind)
+    lookup(lower, kind, cx)
         || (side != Side::Whole
             && table().iter().any(|&(x, bits)| {
-                bits & bit(kind) != 0
+                bits[kind as usize] & cx.lists != 0
                     && unspaced(x)
                     && match side {
                         Side::Before => lower.ends_with(x),
@@ -402,8 +505,8 @@ fn part_says(part: &str, kind: Kind) -> bool {
 
 /// Whether a JSON key or CSV header names the kind: the whole key, or one of its parts
 /// (`phone_number`, `customerPhone`, `credit-card`).
-pub fn key_says(key: &str, kind: Kind) -> bool {
-    if says(key.as_bytes(), kind, Side::Whole) {
+pub fn key_says(key: &str, kind: Kind, cx: &Context) -> bool {
+    if says(key.as_bytes(), kind, Side::Whole, cx) {
         return true;
     }
     let mut parts = Vec::new();
@@ -421,23 +524,27 @@ pub fn key_says(key: &str, kind: Kind) -> bool {
             start = i;
         }
     }
-    parts.len() > 1 && parts.iter().any(|p| part_says(p, kind))
+    parts.len() > 1
+        && parts
+            .iter()
+            .any(|p| part_says(p, kind) || cx.own.iter().any(|(w, _)| w.eq_ignore_ascii_case(p)))
 }
 
 /// Whether the words around `start..end` say the value there is of `kind`. `hint` is the JSON
 /// key the text was found under (it counts when the value starts the text).
-pub fn near(b: &[u8], start: usize, end: usize, hint: Option<&str>, kind: Kind) -> bool {
-    if let Some(v) = before(b, start, kind) {
+pub fn near(b: &[u8], start: usize, end: usize, cx: Cx<'_>, kind: Kind) -> bool {
+    let (hint, words) = (cx.hint, cx.words);
+    if let Some(v) = before(b, start, kind, words) {
         return v;
     }
     // The JSON key the text was found under labels a value that starts the text.
-    if only_gap(&b[..start]) && hint.is_some_and(|h| key_says(h, kind)) {
+    if only_gap(&b[..start]) && hint.is_some_and(|h| key_says(h, kind, words)) {
         return true;
     }
-    if csv_column(b, start).is_some_and(|h| key_says(h, kind)) {
+    if csv_column(b, start).is_some_and(|h| key_says(h, kind, words)) {
         return true;
     }
-    after(b, end, kind)
+    after(b, end, kind, words)
 }
 
 fn only_gap(b: &[u8]) -> bool {
@@ -447,9 +554,9 @@ fn only_gap(b: &[u8]) -> bool {
 /// The words before `start`: `Some(true)` when one says `kind`, `Some(false)` when a word that
 /// says something else (an identifier, a version) comes first, `None` when nothing telling is
 /// in reach.
-fn before(b: &[u8], start: usize, kind: Kind) -> Option<bool> {
+fn before(b: &[u8], start: usize, kind: Kind, cx: &Context) -> Option<bool> {
     let mut pos = start;
-    for _ in 0..BEFORE {
+    for _ in 0..cx.before {
         let gap_end = pos;
         while pos > 0 && !is_word(b[pos - 1]) {
             pos -= 1;
@@ -477,7 +584,9 @@ fn before(b: &[u8], start: usize, kind: Kind) -> Option<bool> {
             }
         }
         let word = &b[pos..end];
-        if says(word, kind, Side::Before) || (word.contains(&b'_') && key_says_ascii(word, kind)) {
+        if says(word, kind, Side::Before, cx)
+            || (word.contains(&b'_') && key_says_ascii(word, kind, cx))
+        {
             return Some(true);
         }
         // Another number in between: the words before belong to it (`call 555... 3946 6171`);
@@ -505,7 +614,7 @@ fn before(b: &[u8], start: usize, kind: Kind) -> Option<bool> {
 
 /// The word right after `end`, past a space, a dash or a parenthesis: `2880 5873 fax`,
 /// `13708492408-Office`, `555 0199 (mobile)`.
-fn after(b: &[u8], end: usize, kind: Kind) -> bool {
+fn after(b: &[u8], end: usize, kind: Kind, cx: &Context) -> bool {
     let mut pos = end;
     while pos < b.len() && matches!(b[pos], b' ' | b'-' | b'(') {
         if pos - end >= 2 {
@@ -517,12 +626,12 @@ fn after(b: &[u8], end: usize, kind: Kind) -> bool {
     while pos < b.len() && is_word(b[pos]) && pos - start <= 48 {
         pos += 1;
     }
-    start < pos && says(&b[start..pos], kind, Side::After)
+    start < pos && says(&b[start..pos], kind, Side::After, cx)
 }
 
 /// An identifier-like word (`phone_number`, `customer_phone`) read by its parts.
-fn key_says_ascii(word: &[u8], kind: Kind) -> bool {
-    std::str::from_utf8(word).is_ok_and(|w| key_says(w, kind))
+fn key_says_ascii(word: &[u8], kind: Kind, cx: &Context) -> bool {
+    std::str::from_utf8(word).is_ok_and(|w| key_says(w, kind, cx))
 }
 
 #[cfg(test)]
@@ -530,8 +639,21 @@ mod tests {
     use super::*;
 
     fn at(text: &str, value: &str, kind: Kind) -> bool {
+        at_with(text, value, kind, &Context::default())
+    }
+
+    fn at_with(text: &str, value: &str, kind: Kind, words: &Context) -> bool {
         let s = text.find(value).unwrap();
-        near(text.as_bytes(), s, s + value.len(), None, kind)
+        let cx = Cx { hint: None, words };
+        near(text.as_bytes(), s, s + value.len(), cx, kind)
+    }
+
+    fn keyed(key: &str, kind: Kind) -> bool {
+        let cx = Cx {
+            hint: Some(key),
+            words: &Context::default(),
+        };
+        near(b"12345678", 0, 8, cx, kind)
     }
 
     #[test]
@@ -572,12 +694,50 @@ mod tests {
             Kind::Phone
         ));
         // Keys and columns.
-        let b = b"12345678";
-        assert!(near(b, 0, 8, Some("phone_number"), Kind::Phone));
-        assert!(near(b, 0, 8, Some("customerPhone"), Kind::Phone));
-        assert!(near(b, 0, 8, Some("credit_card_number"), Kind::Card));
-        assert!(!near(b, 0, 8, Some("order_id"), Kind::Phone));
-        let csv = b"name,phone_number\nJo,12345678\n";
-        assert!(near(csv, 21, 29, None, Kind::Phone));
+        assert!(keyed("phone_number", Kind::Phone));
+        assert!(keyed("customerPhone", Kind::Phone));
+        assert!(keyed("credit_card_number", Kind::Card));
+        assert!(!keyed("order_id", Kind::Phone));
+        assert!(at(
+            "name,phone_number\nJo,12345678\n",
+            "12345678",
+            Kind::Phone
+        ));
+    }
+
+    #[test]
+    fn an_operators_context() {
+        let words = |locales: Option<&[&str]>, own: &[(&str, &[&str])], before| {
+            let locales: Option<Vec<String>> =
+                locales.map(|l| l.iter().map(|s| s.to_string()).collect());
+            let own = own
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                .collect();
+            Context::new(locales.as_deref(), &own, before)
+        };
+        // Only German: an English word no longer counts, a German one does.
+        let de = words(Some(&["de"]), &[], None).unwrap();
+        assert!(!at_with("Phone: 08-51 80 01", "08", Kind::Phone, &de));
+        assert!(at_with("Telefon: 08-51 80 01", "08", Kind::Phone, &de));
+        // One's own words, whole and as a key's part; the window.
+        let own = words(None, &[("PHONE", &["Durchwahl2"])], Some(1)).unwrap();
+        assert!(at_with("durchwahl2 12345678", "1234", Kind::Phone, &own));
+        assert!(at_with(
+            "{\"kunde_durchwahl2\": \"12345678\"}",
+            "1234",
+            Kind::Phone,
+            &own
+        ));
+        assert!(!at_with("phone is our 12345678", "1234", Kind::Phone, &own));
+        // Bad entries, named.
+        assert!(words(Some(&["xx"]), &[], None)
+            .unwrap_err()
+            .contains("\"xx\""));
+        assert!(words(None, &[("EMAIL", &["mail"])], None)
+            .unwrap_err()
+            .contains("EMAIL"));
+        assert!(words(None, &[("PHONE", &["two words"])], None).is_err());
+        assert!(words(None, &[], Some(9)).unwrap_err().contains("before"));
     }
 }

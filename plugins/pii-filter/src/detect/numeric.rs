@@ -4,7 +4,7 @@
 
 use super::context::{at, is_hex, is_word, label_before, run, Label};
 use super::ip::{self, V4};
-use super::nearby::{near, Kind};
+use super::nearby::{near, Cx, Kind};
 use super::{phone, Finding, Step};
 use crate::types::PiiType;
 use crate::validate;
@@ -18,7 +18,7 @@ fn found(kind: PiiType, start: usize, end: usize) -> Step {
 }
 
 /// At the first digit of a word.
-pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
+pub(super) fn at_digit(b: &[u8], i: usize, cx: Cx<'_>) -> Step {
     if let Some(end) = uuid_at(b, i) {
         return Step::Skip(end);
     }
@@ -32,7 +32,7 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     let next = at(b, d_end);
     // `4111_1111_1111_1111`: a card whose groups are joined by a word character.
     if next == b'_' && d_end - i == 4 && is_digit(at(b, d_end + 1)) {
-        if let Card::Valid(end) = card(b, i, hint) {
+        if let Card::Valid(end) = card(b, i, cx) {
             return found(PiiType::CreditCard, i, end);
         }
     }
@@ -45,7 +45,7 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     }
     let dotted = next == b'.' && is_digit(at(b, d_end + 1));
     if dotted {
-        match ip::v4(b, i, hint) {
+        match ip::v4(b, i, cx.hint) {
             V4::Match(end) => return found(PiiType::IpAddress, i, end),
             V4::Suppressed(end) => return Step::Skip(end),
             V4::NotIp => {}
@@ -62,30 +62,30 @@ pub(super) fn at_digit(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     if !has_digits(b, i, 9) || !could_be_card_ssn_or_phone(b, i, d_end) {
         // Seven or eight digits, or an unusual first group: a phone only in a phone's context.
         if !after_punct && has_digits(b, i, 7) {
-            if let Some(end) = phone::in_context(b, i, hint) {
+            if let Some(end) = phone::in_context(b, i, cx) {
                 return found(PiiType::Phone, i, end);
             }
         }
         return Step::Skip(d_end);
     }
-    let label = label_before(b, i, hint);
+    let label = label_before(b, i, cx.hint);
     if label == Label::Identifier {
         return Step::Skip(group_run_end(b, i));
     }
-    match card(b, i, hint) {
+    match card(b, i, cx) {
         Card::Valid(end) => return found(PiiType::CreditCard, i, end),
         // Card-shaped but invalid: its tail groups are not a phone either.
         Card::Invalid(end) => return Step::Skip(end),
         Card::No => {}
     }
-    if let Some(end) = ssn(b, i, label, hint) {
+    if let Some(end) = ssn(b, i, label, cx) {
         return found(PiiType::UsSsn, i, end);
     }
     if let Some(end) = phone::national(b, i, label) {
         return found(PiiType::Phone, i, end);
     }
     if !after_punct {
-        if let Some(end) = phone::in_context(b, i, hint) {
+        if let Some(end) = phone::in_context(b, i, cx) {
             return found(PiiType::Phone, i, end);
         }
     }
@@ -193,7 +193,7 @@ enum Card {
 /// 4-6-4) with one separator style (spaces and dashes, or dots, or slashes, or underscores),
 /// Luhn-valid and with a real issuer prefix, or any prefix when the words around it speak of a
 /// card (`card 6708...`, a `credit_card_number` key).
-fn card(b: &[u8], i: usize, hint: Option<&str>) -> Card {
+fn card(b: &[u8], i: usize, cx: Cx<'_>) -> Card {
     if continues_number(b, i) {
         return Card::No;
     }
@@ -272,7 +272,7 @@ fn card(b: &[u8], i: usize, hint: Option<&str>) -> Card {
         if !issued || listed {
             // Only a card's own words make a number of no known issuer, or one among other
             // numbers, a card.
-            if !near(b, i, end, hint, Kind::Card) {
+            if !near(b, i, end, cx, Kind::Card) {
                 if !issued {
                     continue;
                 }
@@ -321,14 +321,14 @@ fn in_code(b: &[u8], start: usize, end: usize) -> bool {
 
 /// A US SSN at `i`: `123-45-6789` or `123 45 6789`, or nine bare digits after an SSN label;
 /// area, group and serial must be in issued ranges unless the words around it speak of an SSN.
-fn ssn(b: &[u8], i: usize, label: Label, hint: Option<&str>) -> Option<usize> {
+fn ssn(b: &[u8], i: usize, label: Label, cx: Cx<'_>) -> Option<usize> {
     if continues_number(b, i) {
         return None;
     }
     let a = run(b, i, is_digit);
     let (area, group, serial, end);
     if a - i == 9 {
-        if label != Label::Ssn && !near(b, i, a, hint, Kind::Ssn) {
+        if label != Label::Ssn && !near(b, i, a, cx, Kind::Ssn) {
             return None;
         }
         area = &b[i..i + 3];
@@ -357,20 +357,20 @@ fn ssn(b: &[u8], i: usize, label: Label, hint: Option<&str>) -> Option<usize> {
     if is_word(next) || (matches!(next, b'-' | b'.' | b'/') && is_digit(at(b, end + 1))) {
         return None;
     }
-    (validate::ssn_ok(area, group, serial) || near(b, i, end, hint, Kind::Ssn)).then_some(end)
+    (validate::ssn_ok(area, group, serial) || near(b, i, end, cx, Kind::Ssn)).then_some(end)
 }
 
 /// An IBAN at `i` (two uppercase letters then two digits), compact or in groups of four.
-pub(super) fn iban(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
+pub(super) fn iban(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
     let cc = [b[i], at(b, i + 1)];
     if !cc[1].is_ascii_uppercase() || !is_digit(at(b, i + 2)) || !is_digit(at(b, i + 3)) {
         return None;
     }
     let Some(want) = validate::iban_length(cc) else {
-        return iban_in_context(b, i, hint);
+        return iban_in_context(b, i, cx);
     };
     // IBAN-shaped but invalid: pass over all of it, so its digit groups are not read as phones.
-    let skip = || iban_in_context(b, i, hint).or_else(|| Some(Step::Skip(iban_run_end(b, i))));
+    let skip = || iban_in_context(b, i, cx).or_else(|| Some(Step::Skip(iban_run_end(b, i))));
     let mut buf = [0u8; 34];
     let mut count = 0;
     let mut p = i;
@@ -399,7 +399,7 @@ pub(super) fn iban(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
 
 /// An IBAN at `i` written in lowercase or mixed case (`de89 3704 0044 0532 0130 00`): two
 /// letters at a word's start, two digits, then as [`iban`] reads it in uppercase.
-pub(super) fn iban_any_case(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
+pub(super) fn iban_any_case(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
     let head = b.get(i..i.checked_add(4)?)?;
     if !(head[0].is_ascii_alphabetic()
         && head[1].is_ascii_alphabetic()
@@ -412,7 +412,7 @@ pub(super) fn iban_any_case(b: &[u8], i: usize, hint: Option<&str>) -> Option<St
     // An IBAN is at most 34 characters, with a space every four: 42 bytes, and one after.
     let end = b.len().min(i + 43);
     let upper = b[i..end].to_ascii_uppercase();
-    match iban(&upper, 0, hint)? {
+    match iban(&upper, 0, cx)? {
         Step::Found(f, next) => Some(found(f.kind, i + f.start, i + next)),
         Step::Skip(_) => None,
     }
@@ -420,7 +420,7 @@ pub(super) fn iban_any_case(b: &[u8], i: usize, hint: Option<&str>) -> Option<St
 
 /// An IBAN of a length its country does not register (or of a code not in the registry), with
 /// a valid check: taken only when the words around it speak of an IBAN or an account.
-fn iban_in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
+fn iban_in_context(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
     let mut buf = [0u8; 34];
     let mut count = 0;
     let mut p = i;
@@ -451,7 +451,7 @@ fn iban_in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<Step> {
     let ok = (15..=34).contains(&count)
         && !is_word(at(b, p))
         && validate::iban_mod97(&buf[..count])
-        && near(b, i, p, hint, Kind::Iban);
+        && near(b, i, p, cx, Kind::Iban);
     ok.then(|| found(PiiType::Iban, i, p))
 }
 

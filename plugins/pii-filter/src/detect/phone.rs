@@ -9,7 +9,7 @@
 //! 10-11 digits, a length few other numbers have with a leading zero.
 
 use super::context::{at, is_word, label_before, Label};
-use super::nearby::{near, Kind};
+use super::nearby::{near, Cx, Kind};
 use super::{Finding, Step};
 use crate::types::PiiType;
 
@@ -103,11 +103,11 @@ fn digits(b: &[u8], g: &Groups, from: usize, to: usize, buf: &mut [u8; 24]) -> u
 }
 
 /// At `+` or `(`.
-pub(super) fn punct(b: &[u8], i: usize, hint: Option<&str>) -> Step {
+pub(super) fn punct(b: &[u8], i: usize, cx: Cx<'_>) -> Step {
     let next = at(b, i + 1);
     let prev_ok = i == 0 || !is_word(b[i - 1]);
     if next.is_ascii_digit() && prev_ok && super::numeric::has_digits(b, i + 1, 8) {
-        let label = label_before(b, i, hint);
+        let label = label_before(b, i, cx.hint);
         if label != Label::Identifier {
             let end = if b[i] == b'+' {
                 phone(b, i + 1, Start::Plus, label)
@@ -121,7 +121,7 @@ pub(super) fn punct(b: &[u8], i: usize, hint: Option<&str>) -> Step {
     }
     let opens = next.is_ascii_digit() || (b[i] == b'(' && next == b'+');
     if opens && prev_ok && super::numeric::has_digits(b, i + 1 + usize::from(next == b'+'), 7) {
-        if let Some(end) = in_context(b, i, hint) {
+        if let Some(end) = in_context(b, i, cx) {
             return found(i, end);
         }
     }
@@ -141,9 +141,9 @@ fn found(start: usize, end: usize) -> Step {
 
 /// A phone-shaped run at `i` that failed the numbering plans, taken when the words around it
 /// say it is a phone number (`Phone: 08-51 80 01`, `2880 5873 fax`); see `nearby.rs`.
-pub(super) fn in_context(b: &[u8], i: usize, hint: Option<&str>) -> Option<usize> {
+pub(super) fn in_context(b: &[u8], i: usize, cx: Cx<'_>) -> Option<usize> {
     let end = loose(b, i)?;
-    (label_before(b, i, hint) != Label::Identifier && near(b, i, end, hint, Kind::Phone))
+    (label_before(b, i, cx.hint) != Label::Identifier && near(b, i, end, cx, Kind::Phone))
         .then_some(end)
 }
 
