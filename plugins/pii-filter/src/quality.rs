@@ -194,6 +194,19 @@ fn labelled(raw: &[ThirdParty]) -> Vec<Labelled<'_>> {
         .collect()
 }
 
+/// The samples `keep` picks, scored as values only (hard negatives not counted as such).
+fn part<'a>(all: &[Labelled<'a>], keep: impl Fn(&Labelled) -> bool) -> Vec<Labelled<'a>> {
+    all.iter()
+        .filter(|s| keep(s))
+        .map(|s| Labelled {
+            text: s.text,
+            spans: s.spans.clone(),
+            tag: s.tag.clone(),
+            negative: None,
+        })
+        .collect()
+}
+
 #[test]
 fn quality_third_party_set() {
     let raw = load("thirdparty.jsonl");
@@ -212,17 +225,7 @@ fn quality_third_party_set() {
         }
     }
     // Disguised values (zero-width, full-width, typographic dashes): recall on their own.
-    let evasion: Vec<Labelled> = samples
-        .iter()
-        .filter(|s| s.tag.contains("evasion"))
-        .map(|s| Labelled {
-            text: s.text,
-            spans: s.spans.clone(),
-            tag: s.tag.clone(),
-            negative: None,
-        })
-        .collect();
-    let ev = score(&evasion);
+    let ev = score(&part(&samples, |s| s.tag.contains("evasion")));
     let (tp, fn_) = ev
         .scores
         .iter()
@@ -253,18 +256,9 @@ fn quality_unfiltered_set() {
     let all = labelled(&raw);
     let mut failed = Vec::new();
     for source in ["presidio", "labelled", "bare"] {
-        let part: Vec<Labelled> = all
-            .iter()
-            .filter(|s| s.tag.starts_with(source))
-            .map(|s| Labelled {
-                text: s.text,
-                spans: s.spans.clone(),
-                tag: s.tag.clone(),
-                negative: None,
-            })
-            .collect();
-        let report = score(&part);
-        println!("\nunfiltered set, {source}: {} samples", part.len());
+        let subset = part(&all, |s| s.tag.starts_with(source));
+        let report = score(&subset);
+        println!("\nunfiltered set, {source}: {} samples", subset.len());
         let below: Vec<_> = table(&report, 0.95, 0)
             .into_iter()
             .filter(|t| {

@@ -129,7 +129,6 @@ const fn build_triggers() -> [u8; 256] {
 static TRIGGER: [u8; 256] = build_triggers();
 
 impl Scanner<'_> {
-    #[inline(never)]
     fn run(&mut self) {
         let b = self.b;
         let n = b.len();
