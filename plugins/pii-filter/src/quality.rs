@@ -376,6 +376,26 @@ fn random_text_is_handled_safely() {
         "=",
         "==",
         "\u{0}",
+        // Escapes and base64 (`decode.rs`), whole and cut.
+        "%40",
+        "%4",
+        "%2540",
+        "&#64;",
+        "&#x4",
+        "&#x40;",
+        "&commat;",
+        "&#65312;",
+        "&#1114111;",
+        "://",
+        "jo",
+        "U1NOIDUzNi0yMi0xMjM0",
+        "U1NOIDUz",
+        "Y29udGFjdCBqb0BleGFtcGxlLmNvbQ==",
+        "de89",
+        "Phone: ",
+        "card ",
+        "IBAN ",
+        "电话：",
     ];
     let policy = crate::config::Policy::default();
     let mut r = Rng::new(99);
