@@ -12,14 +12,15 @@
 //!
 //! On Redis every check-and-change is one script, run atomically on the server with the server's
 //! clock, so replicas never race or disagree on time. In memory, each owner (a tenant) holds at
-//! most `OWNER_QUOTA` entries, so no tenant can push out another's state; on Redis nothing is
-//! pushed out while the server keeps its default `noeviction` policy.
+//! most `OWNER_QUOTA` entries and `OWNER_BYTES` bytes, so no tenant can push out another's state
+//! or fill the process; on Redis nothing is pushed out while the server keeps its default
+//! `noeviction` policy.
 //!
 //! A store that does not answer within `timeout_ms` is `Unavailable`; the caller decides what
 //! that means (`on_unavailable`). Nothing waits on it longer.
 
 mod memory;
-pub use memory::OWNER_QUOTA;
+pub use memory::{OWNER_BYTES, OWNER_QUOTA};
 mod redis;
 
 use crate::config::StateConfig;

@@ -115,6 +115,8 @@ impl Memory {
                 return Ok(None);
             }
             *b = Bytes::from(new.to_string());
+            // A counter's text changes length by a few bytes at most: accounted, not refused.
+            table.resized(key);
             return Ok(Some(new));
         }
         // A new counter (one in place of anything else at `key`) starts at 0.
@@ -147,6 +149,7 @@ impl Memory {
             Some(Entry {
                 held: Held::Set(set),
                 expires,
+                owner,
                 ..
             }) => {
                 *expires = now + ttl;
@@ -156,7 +159,16 @@ impl Memory {
                 if set.len() >= cap {
                     return Ok(false);
                 }
-                set.push(member.to_string());
+                let owner = owner.clone();
+                table.room(&owner, member_size(member), now)?;
+                if let Some(Entry {
+                    held: Held::Set(set),
+                    ..
+                }) = table.entries.get_mut(key)
+                {
+                    set.push(member.to_string());
+                }
+                table.resized(key);
                 Ok(true)
             }
             _ => {
@@ -201,14 +213,26 @@ impl Memory {
             Some(Entry {
                 held: Held::Leases(leases),
                 expires,
+                owner,
                 ..
             }) => {
                 leases.retain(|(l, until)| *until > now && l != id);
+                *expires = now + ttl;
                 if leases.len() >= limit {
+                    table.resized(key);
                     return Ok(false);
                 }
-                leases.push((id.to_string(), now + ttl));
-                *expires = now + ttl;
+                let owner = owner.clone();
+                table.resized(key);
+                table.room(&owner, lease_size(id), now)?;
+                if let Some(Entry {
+                    held: Held::Leases(leases),
+                    ..
+                }) = table.entries.get_mut(key)
+                {
+                    leases.push((id.to_string(), now + ttl));
+                }
+                table.resized(key);
                 Ok(true)
             }
             _ => {
@@ -238,6 +262,8 @@ impl Memory {
         };
         if empty {
             table.remove(key);
+        } else {
+            table.resized(key);
         }
     }
 }
@@ -245,6 +271,32 @@ impl Memory {
 /// Most live entries one owner (a tenant) may hold in the memory store: past it, its writes fail
 /// (and `on_unavailable` decides), so no tenant can push out another's state.
 pub const OWNER_QUOTA: usize = 100_000;
+
+/// Most bytes one owner's live entries may take in the memory store (keys and what they hold,
+/// with a fixed overhead per entry, member and lease): a count alone lets a tenant hold 100,000
+/// large values. Past it, as past [`OWNER_QUOTA`], its writes fail.
+pub const OWNER_BYTES: usize = 64 << 20;
+
+/// What an entry costs beyond its key and contents (the map's slot, its expiry and owner).
+const ENTRY_OVERHEAD: usize = 64;
+
+fn member_size(member: &str) -> usize {
+    member.len() + 24
+}
+
+fn lease_size(id: &str) -> usize {
+    id.len() + 40
+}
+
+fn size_of(key: &str, held: &Held) -> usize {
+    ENTRY_OVERHEAD
+        + key.len()
+        + match held {
+            Held::Bytes(b) => b.len(),
+            Held::Set(set) => set.iter().map(|m| member_size(m)).sum(),
+            Held::Leases(leases) => leases.iter().map(|(id, _)| lease_size(id)).sum(),
+        }
+}
 
 /// A counter's value from its decimal text (0 when it is not one).
 fn counter(text: &[u8]) -> i64 {
@@ -265,13 +317,22 @@ struct Entry {
     held: Held,
     expires: Instant,
     owner: Arc<str>,
+    /// Bytes it is counted for in its owner's [`Usage`].
+    size: usize,
 }
 
-/// Entries by key, and how many each owner holds.
+/// What an owner holds: live entries, and their bytes.
+#[derive(Default, Clone, Copy)]
+struct Usage {
+    entries: usize,
+    bytes: usize,
+}
+
+/// Entries by key, and what each owner holds.
 #[derive(Default)]
 struct Table {
     entries: HashMap<String, Entry>,
-    owned: HashMap<Arc<str>, usize>,
+    owned: HashMap<Arc<str>, Usage>,
 }
 
 impl Table {
@@ -285,26 +346,36 @@ impl Table {
 
     fn remove(&mut self, key: &str) {
         if let Some(e) = self.entries.remove(key) {
-            if let Some(n) = self.owned.get_mut(&e.owner) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(u) = self.owned.get_mut(&e.owner) {
+                u.entries -= 1;
+                u.bytes -= e.size;
+                if u.entries == 0 {
                     self.owned.remove(&e.owner);
                 }
             }
         }
     }
 
-    /// Make `key` a new entry of `owner`, if the owner's quota allows it.
-    fn insert(
+    fn usage(&self, owner: &str) -> Usage {
+        self.owned.get(owner).copied().unwrap_or_default()
+    }
+
+    /// Whether `owner` may hold `bytes` more in an entry it has; expired entries are dropped
+    /// first when it is at a bound.
+    fn room(&mut self, owner: &str, bytes: usize, now: Instant) -> Result<(), Unavailable> {
+        self.room_for(owner, 0, bytes, now)
+    }
+
+    /// Whether `owner` may hold `entries` more entries and `bytes` more bytes.
+    fn room_for(
         &mut self,
         owner: &str,
-        key: &str,
-        held: Held,
-        expires: Instant,
+        entries: usize,
+        bytes: usize,
         now: Instant,
     ) -> Result<(), Unavailable> {
-        self.remove(key);
-        if self.owned.get(owner).copied().unwrap_or(0) >= OWNER_QUOTA {
+        let over = |u: Usage| u.entries + entries > OWNER_QUOTA || u.bytes + bytes > OWNER_BYTES;
+        if over(self.usage(owner)) {
             let expired: Vec<String> = self
                 .entries
                 .iter()
@@ -314,23 +385,60 @@ impl Table {
             for k in expired {
                 self.remove(&k);
             }
-            if self.owned.get(owner).copied().unwrap_or(0) >= OWNER_QUOTA {
+            let u = self.usage(owner);
+            if u.entries + entries > OWNER_QUOTA {
                 return Err(Unavailable(format!(
                     "'{owner}' holds {OWNER_QUOTA} entries in the memory store, its most"
                 )));
             }
+            if u.bytes + bytes > OWNER_BYTES {
+                return Err(Unavailable(format!(
+                    "'{owner}' holds {} bytes in the memory store, and {bytes} more is past its {OWNER_BYTES}",
+                    u.bytes
+                )));
+            }
         }
+        Ok(())
+    }
+
+    /// Counts the entry at `key` at its size now (after a change in place).
+    fn resized(&mut self, key: &str) {
+        let Some(e) = self.entries.get_mut(key) else {
+            return;
+        };
+        let size = size_of(key, &e.held);
+        let old = std::mem::replace(&mut e.size, size);
+        if let Some(u) = self.owned.get_mut(&e.owner) {
+            u.bytes = u.bytes + size - old;
+        }
+    }
+
+    /// Make `key` a new entry of `owner`, if the owner's bounds allow it.
+    fn insert(
+        &mut self,
+        owner: &str,
+        key: &str,
+        held: Held,
+        expires: Instant,
+        now: Instant,
+    ) -> Result<(), Unavailable> {
+        self.remove(key);
+        let size = size_of(key, &held);
+        self.room_for(owner, 1, size, now)?;
         let owner: Arc<str> = match self.owned.get_key_value(owner) {
             Some((k, _)) => k.clone(),
             None => Arc::from(owner),
         };
-        *self.owned.entry(owner.clone()).or_default() += 1;
+        let u = self.owned.entry(owner.clone()).or_default();
+        u.entries += 1;
+        u.bytes += size;
         self.entries.insert(
             key.to_string(),
             Entry {
                 held,
                 expires,
                 owner,
+                size,
             },
         );
         Ok(())
@@ -365,6 +473,56 @@ mod tests {
         m.put("brief", "a", Bytes::from_static(b"1"), Duration::ZERO)
             .unwrap();
         assert!(m.get("a", None).is_none());
+    }
+
+    #[test]
+    fn a_tenant_is_bounded_in_bytes_too() {
+        let m = Memory::default();
+        m.put("victim", "v", Bytes::from_static(b"kept"), MINUTE)
+            .unwrap();
+        // A few large values fill the noisy tenant's bytes long before its count.
+        let mib = Bytes::from(vec![b'x'; 1 << 20]);
+        let fit = OWNER_BYTES / ((1 << 20) + ENTRY_OVERHEAD + 8);
+        for i in 0..fit {
+            m.put("noisy", &format!("big:{i}"), mib.clone(), MINUTE)
+                .unwrap();
+        }
+        let err = m.put("noisy", "big:more", mib.clone(), MINUTE).unwrap_err();
+        assert!(err.0.contains("bytes"), "{}", err.0);
+        // Growing a set or a lease set in place is bounded the same way.
+        assert!(m
+            .add_member("noisy", "set", &"m".repeat(1 << 20), 8, MINUTE)
+            .is_err());
+        // Another tenant writes as before; the noisy one gets room back as entries go.
+        m.put("victim", "w", mib.clone(), MINUTE).unwrap();
+        assert_eq!(m.get("v", None).as_deref(), Some(&b"kept"[..]));
+        m.delete("big:0");
+        m.put("noisy", "big:more", mib, MINUTE).unwrap();
+    }
+
+    #[test]
+    fn sizes_follow_changes_in_place() {
+        let m = Memory::default();
+        for i in 0..5 {
+            m.add_member("t", "s", &format!("member-{i}"), 8, MINUTE)
+                .unwrap();
+        }
+        assert!(m.lease("t", "l", "a", 2, MINUTE).unwrap());
+        assert_eq!(m.add_within("t", "c", 5, 100, MINUTE).unwrap(), Some(5));
+        assert_eq!(m.add_within("t", "c", 50, 100, MINUTE).unwrap(), Some(55));
+        let counted = m.table().usage("t").bytes;
+        let actual: usize = m
+            .table()
+            .entries
+            .iter()
+            .map(|(k, e)| size_of(k, &e.held))
+            .sum();
+        assert_eq!(counted, actual);
+        m.release("l", "a");
+        m.delete("s");
+        m.delete("c");
+        assert_eq!(m.table().usage("t").bytes, 0);
+        assert_eq!(m.table().usage("t").entries, 0);
     }
 
     #[test]
