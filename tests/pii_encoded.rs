@@ -1,8 +1,9 @@
 //! Personal data in an encoding (#50), through the running daemon with the bundled policies: a
 //! percent-encoded address, an HTML-escaped one and base64 of an SSN in a user's message (chat
 //! with the OpenAI SDK, Responses, Messages with the Anthropic SDK), in the model's reply whole
-//! and streamed, and in a tool call's arguments; the encoded bytes are what is redacted. A
-//! hostile mebibyte is judged (not faulted at the plugin's deadline) and the daemon serves on.
+//! and streamed, and in a tool call's arguments; the escapes are what is redacted, and the base64
+//! comes back as base64 with the value redacted inside. A hostile mebibyte is judged (not
+//! faulted at the plugin's deadline) and the daemon serves on.
 
 use crate::http::*;
 use crate::support::*;
@@ -15,6 +16,8 @@ include!("../plugins/pii-filter/src/adversarial.rs");
 const PERCENT: &str = "jo%40example.com";
 const ENTITIES: &str = "jo&#64;example&#46;com";
 const BASE64_SSN: &str = "U1NOIDUzNi0yMi0xMjM0";
+/// What the base64 becomes: base64 of "SSN [US_SSN]", the value redacted inside.
+const BASE64_REDACTED: &str = "U1NOIFtVU19TU05d";
 const ASK: &str = "Mail jo%40example.com, cc jo&#64;example&#46;com; ref U1NOIDUzNi0yMi0xMjM0.";
 
 /// What the backend was sent last: none of the encoded values, each redacted.
@@ -24,7 +27,7 @@ fn backend_got_none(backend: &MockBackend) {
         assert!(!sent.contains(v), "{v} reached the backend: {sent}");
     }
     assert!(
-        sent.contains("Mail [EMAIL], cc [EMAIL]; ref [US_SSN]."),
+        sent.contains(&format!("Mail [EMAIL], cc [EMAIL]; ref {BASE64_REDACTED}.")),
         "{sent}"
     );
 }
@@ -97,7 +100,8 @@ fn encoded_values_are_redacted_on_every_door() {
     streamed["stream"] = json!(true);
     let seen = crate::doors::run("one_chat.py", &[&base, &streamed.to_string()]);
     assert_eq!(
-        seen["message"]["content"], "Your ref is [US_SSN], and mail [EMAIL] today.",
+        seen["message"]["content"],
+        format!("Your ref is {BASE64_REDACTED}, and mail [EMAIL] today."),
         "{seen}"
     );
 
@@ -124,7 +128,11 @@ fn encoded_values_are_redacted_on_every_door() {
     )
     .unwrap();
     assert_eq!(sent["to"], "ana@partner.example", "{sent}");
-    assert_eq!(sent["body"], "SSN [US_SSN], cc [EMAIL]", "{sent}");
+    assert_eq!(
+        sent["body"],
+        format!("SSN {BASE64_REDACTED}, cc [EMAIL]"),
+        "{sent}"
+    );
 }
 
 /// A mebibyte made to be slow to scan (long digit runs, near-misses under their types' words,

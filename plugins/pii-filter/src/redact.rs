@@ -181,9 +181,16 @@ pub fn plain(
             out.reserve(s.len());
         }
         out.push_str(&s[copied..f.start]);
-        out.push_str(f.kind.placeholder());
+        // A base64 token holding values is given back encoded, its values redacted inside.
+        let span = &s[f.start..f.end];
+        match detect::decode::reencoded(span, |t| plain(t, None, policy, counts))? {
+            Some(encoded) => out.push_str(&encoded),
+            None => {
+                out.push_str(f.kind.placeholder());
+                counts[f.kind.index()] += 1;
+            }
+        }
         copied = f.end;
-        counts[f.kind.index()] += 1;
     }
     if copied == 0 {
         return Ok(None);
@@ -222,6 +229,22 @@ mod tests {
         assert_eq!(v["user"]["card"], "[CREDIT_CARD]");
         assert_eq!(v["user"]["order_id"], "4111111111111111");
         assert_eq!(v["note"], "[EMAIL]");
+    }
+
+    #[test]
+    fn base64_documents_keep_all_but_their_values() {
+        // base64 of "name: Jo\nmail: jo@example.com\nplan: gold\n"
+        let doc = "bmFtZTogSm8KbWFpbDogam9AZXhhbXBsZS5jb20KcGxhbjogZ29sZAo=";
+        let out = redact(&format!("file {doc} end"));
+        let token = out.trim_start_matches("file ").trim_end_matches(" end");
+        let decoded = crate::validate::base64url_decode(token.trim_end_matches('=').as_bytes())
+            .map(|b| String::from_utf8(b).unwrap())
+            .unwrap();
+        assert_eq!(decoded, "name: Jo\nmail: [EMAIL]\nplan: gold\n");
+        // A type the policy blocks blocks from inside the token too.
+        let block = Policy::from_json(r#"{"types": {"EMAIL": "block"}}"#).unwrap();
+        let mut c = [0; PiiType::COUNT];
+        assert!(text(doc, &block, &mut c).is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! Escapes are decoded one level, as characters of the normalised view (`normalise.rs`), so
 //! every detector sees them and a match maps back to the escapes it was made of. Base64 is
 //! decoded per token (a run of its alphabet of at least [`MIN_BASE64`] characters): when the
-//! decoded bytes are text holding a value, the whole token is the finding. Both are bounded: an
+//! decoded bytes are text holding a value, the whole token is the finding, and the redaction
+//! gives it back encoded with the values redacted inside ([`reencoded`]). Both are bounded: an
 //! escape is at most ten bytes, a token at most [`MAX_BASE64`] bytes is decoded, each token
 //! once per scan, and base64 inside base64 is followed [`MAX_DEPTH`] levels deep.
 
@@ -145,6 +146,51 @@ pub fn base64_text(token: &[u8]) -> Option<String> {
     (text.len() >= 6 && controls * 50 <= text.len()).then_some(text)
 }
 
+/// `token` (a base64 token, padding included) with its text redacted by `redact`, encoded as it
+/// was (its alphabet, its padding); `None` when it is not base64 of text or `redact` changes
+/// nothing. A document sent as base64 keeps everything but its values.
+pub fn reencoded<E>(
+    token: &str,
+    redact: impl FnOnce(&str) -> Result<Option<String>, E>,
+) -> Result<Option<String>, E> {
+    let body = token.trim_end_matches('=');
+    let Some(text) = base64_text(body.as_bytes()) else {
+        return Ok(None);
+    };
+    let Some(redacted) = redact(&text)? else {
+        return Ok(None);
+    };
+    let url_safe = body.bytes().any(|c| matches!(c, b'-' | b'_'));
+    Ok(Some(encode(
+        redacted.as_bytes(),
+        url_safe,
+        body.len() < token.len(),
+    )))
+}
+
+/// Base64 of `data`, in the URL-safe alphabet or the standard one, padded or not.
+fn encode(data: &[u8], url_safe: bool, pad: bool) -> String {
+    let alphabet: &[u8; 64] = if url_safe {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    };
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (k, &c)| n | u32::from(c) << (16 - 8 * k));
+        for k in 0..=chunk.len() {
+            out.push(alphabet[(n >> (18 - 6 * k) & 63) as usize] as char);
+        }
+        if pad {
+            out.extend(std::iter::repeat_n('=', 3 - chunk.len()));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +223,26 @@ mod tests {
         let mut memo = Authority::default();
         assert_eq!(escape(url, 12, &mut memo), None);
         assert_eq!(escape(url, 36, &mut memo), Some((3, '@')));
+    }
+
+    #[test]
+    fn reencoded_keeps_the_alphabet_and_padding() {
+        let upper = |t: &str| Ok::<_, ()>(Some(t.to_uppercase()));
+        // "hello world" -> "HELLO WORLD", padded as it came.
+        assert_eq!(
+            reencoded("aGVsbG8gd29ybGQ=", upper).unwrap().as_deref(),
+            Some("SEVMTE8gV09STEQ=")
+        );
+        assert_eq!(
+            reencoded("aGVsbG8gd29ybGQ", upper).unwrap().as_deref(),
+            Some("SEVMTE8gV09STEQ")
+        );
+        // Nothing changed, or not text: no replacement.
+        let same = |_: &str| Ok::<_, ()>(None);
+        assert_eq!(reencoded("aGVsbG8gd29ybGQ=", same).unwrap(), None);
+        assert_eq!(reencoded("q83vEjRWeJCrze8SNFZ4kA", upper).unwrap(), None);
+        assert_eq!(encode(b"\xfb\xff", true, false), "-_8");
+        assert_eq!(encode(b"\xfb\xff", false, true), "+/8=");
     }
 
     #[test]

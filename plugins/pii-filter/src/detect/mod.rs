@@ -6,7 +6,7 @@
 
 mod assign;
 pub mod context;
-mod decode;
+pub mod decode;
 mod email;
 mod ip;
 mod keys;
