@@ -90,8 +90,15 @@ pub fn arguments_with<'p>(
 pub fn find_unallowed(s: &str, policy: &Policy) -> Option<PiiType> {
     detect::scan_with(s, None, &policy.context)
         .into_iter()
-        .map(|f| f.kind)
-        .find(|&t| policy.action(t) != Action::Allow)
+        .find_map(|f| match policy.action(f.kind) {
+            // A base64 token is found as its first value's type: look at the others too.
+            Action::Allow => {
+                let token = s[f.start..f.end].trim_end_matches('=');
+                detect::decode::base64_text(token.as_bytes())
+                    .and_then(|text| find_unallowed(&text, policy))
+            }
+            _ => Some(f.kind),
+        })
 }
 
 fn text_at(
@@ -173,17 +180,19 @@ pub fn plain(
     }
     let mut out = String::new();
     let mut copied = 0;
-    for f in found
-        .iter()
-        .filter(|f| policy.action(f.kind) == Action::Redact)
-    {
+    for f in &found {
+        // A base64 token holding values is given back encoded, its values redacted inside
+        // under the whole policy: the kind it was found as is only its first value's.
+        let span = &s[f.start..f.end];
+        let encoded = detect::decode::reencoded(span, |t| plain(t, None, policy, counts))?;
+        if encoded.is_none() && policy.action(f.kind) != Action::Redact {
+            continue;
+        }
         if out.is_empty() {
             out.reserve(s.len());
         }
         out.push_str(&s[copied..f.start]);
-        // A base64 token holding values is given back encoded, its values redacted inside.
-        let span = &s[f.start..f.end];
-        match detect::decode::reencoded(span, |t| plain(t, None, policy, counts))? {
+        match encoded {
             Some(encoded) => out.push_str(&encoded),
             None => {
                 out.push_str(f.kind.placeholder());
@@ -245,6 +254,15 @@ mod tests {
         let block = Policy::from_json(r#"{"types": {"EMAIL": "block"}}"#).unwrap();
         let mut c = [0; PiiType::COUNT];
         assert!(text(doc, &block, &mut c).is_err());
+        // The token is found as its first value's type; a later value of another type is
+        // redacted though the first type is allowed. base64 of "jo@example.com SSN 536-22-1234":
+        let two = "am9AZXhhbXBsZS5jb20gU1NOIDUzNi0yMi0xMjM0";
+        let allow = Policy::from_json(r#"{"types": {"EMAIL": "allow"}}"#).unwrap();
+        let out = text(two, &allow, &mut c).unwrap().unwrap();
+        let decoded = crate::validate::base64url_decode(out.as_bytes()).unwrap();
+        assert_eq!(decoded, b"jo@example.com SSN [US_SSN]");
+        // Where nothing can be edited, the token's later value blocks.
+        assert_eq!(find_unallowed(two, &allow), Some(PiiType::UsSsn));
     }
 
     #[test]
