@@ -286,12 +286,19 @@ fn one_key_sees_a_tool_another_does_not() {
         steps[1]
     );
 
-    // Data flow (#18, #49): once the agent has read a web page, the privileged refund is refused
-    // before it reaches the server. The agent is the key's (it names no session): its next MCP
-    // session is the same conversation (#48); another agent session of the key may refund (the
-    // server's second).
+    // Data flow (#18, #49), by value: the agent reads a web page (a JSON answer: the session
+    // keeps its text). The refund the page asks for (order o-666) is refused before it reaches
+    // the server; the one the page did not name passes (the server's second). The agent is the
+    // key's (it names no session): its next MCP session is the same conversation (#48), and a
+    // session of another agent of the key has read nothing.
     let fetch = r#"web_fetch:{"url": "https://shop.example/deals"}"#;
-    let flowed = client(&url(&d, "json"), "demo-key", "legacy", &[fetch, refund]);
+    let injected = r#"issue_refund:{"order_id": "o-666", "amount": 20}"#;
+    let flowed = client(
+        &url(&d, "json"),
+        "demo-key",
+        "legacy",
+        &[fetch, injected, refund],
+    );
     let steps = flowed["steps"].as_array().unwrap();
     assert!(
         steps[0]["text"].as_str().unwrap().contains("great deals"),
@@ -300,23 +307,30 @@ fn one_key_sees_a_tool_another_does_not() {
     assert_eq!(steps[1]["error"]["code"], -32050, "{flowed}");
     let message = steps[1]["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("policy 'flow'") && message.contains("untrusted tool 'web_fetch'"),
+        message.contains("policy 'flow'")
+            && message.contains("is text found in")
+            && message.contains("web_fetch"),
         "{message}"
     );
-    // The session keeps tool names, not results: flow, judging values, takes what the page said
-    // as unseen and refuses as if by tool.
-    assert!(message.contains("whose content is not seen"), "{message}");
-    let next = client(&url(&d, "json"), "demo-key", "legacy", &[refund]);
+    assert!(
+        !message.contains("o-666"),
+        "reasons never hold values: {message}"
+    );
+    assert_eq!(
+        steps[2]["text"], "Refunded 20.00 on order o-1 (refund #2).",
+        "{flowed}"
+    );
+    let next = client(&url(&d, "json"), "demo-key", "legacy", &[injected]);
     assert_eq!(next["steps"][0]["error"]["code"], -32050, "{next}");
     let fresh = client_in(
         Some("another-agent"),
         &url(&d, "json"),
         "demo-key",
         "legacy",
-        &[refund],
+        &[injected],
     );
     assert_eq!(
-        fresh["steps"][0]["text"], "Refunded 20.00 on order o-1 (refund #2).",
+        fresh["steps"][0]["text"], "Refunded 20.00 on order o-666 (refund #3).",
         "{fresh}"
     );
 }
@@ -672,7 +686,8 @@ fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
 /// the completions offered for a prompt's argument) reach a model or a user as a tool's result
 /// does, so they are judged as results (PII redacted, SSE and JSON answers, the session era and
 /// the stateless one), and a read counts for `flow` under its method's name: with
-/// `resources/read` called untrusted, a session's privileged call after it is refused. The
+/// `resources/read` called untrusted, a session's privileged call with a value from it is
+/// refused. The
 /// stock client talking to the server directly reads the raw address (the control).
 #[test]
 fn resources_and_prompts_are_judged_as_results() {
@@ -691,7 +706,9 @@ fn resources_and_prompts_are_judged_as_results() {
         "resources",
         "prompts",
         "complete",
-        r#"issue_refund:{"order_id": "o-666", "amount": 10}"#,
+        // A value the resource holds: refused after the read, whether the session kept the
+        // read's text (a JSON answer: judged by value) or not (a stream: judged by tool).
+        r#"issue_refund:{"order_id": "Ada Lovelace", "amount": 10}"#,
     ];
     let direct = client(
         &format!("http://127.0.0.1:{}/mcp", up.json),

@@ -136,7 +136,11 @@ impl McpReplicas {
 }
 
 const FETCH: &str = r#"web_fetch:{"url": "https://shop.example/deals"}"#;
-const REFUND: &str = r#"issue_refund:{"order_id": "o-1", "amount": 20}"#;
+/// The refund the page asks for: refused after the page is read, by value where the session kept
+/// the page's text (a JSON answer, through any replica), by tool where it could not (a stream).
+const REFUND: &str = r#"issue_refund:{"order_id": "o-666", "amount": 20}"#;
+/// A refund the page does not name.
+const OTHER_REFUND: &str = r#"issue_refund:{"order_id": "o-1", "amount": 20}"#;
 
 fn refused(step: &Value) -> bool {
     step["error"]["code"] == -32050
@@ -204,7 +208,7 @@ fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
     }
     // Stateless, naming no session: the key's own conversation, which spans its requests.
     let bare = |steps: &[&str]| client_in(None, &url("json"), "demo-key", "2026-07-28", steps);
-    let first = bare(&[REFUND]);
+    let first = bare(&[OTHER_REFUND]);
     assert_eq!(
         first["steps"][0]["text"], "Refunded 20.00 on order o-1 (refund #1).",
         "{first}"
@@ -223,7 +227,7 @@ fn one_agent_over_three_replicas_and_two_servers_is_one_conversation() {
         &[REFUND],
     );
     assert_eq!(
-        other["steps"][0]["text"], "Refunded 20.00 on order o-1 (refund #2).",
+        other["steps"][0]["text"], "Refunded 20.00 on order o-666 (refund #2).",
         "{other}"
     );
 }

@@ -204,6 +204,17 @@ impl Store {
         }
     }
 
+    /// Take `member` out of the set `key` (nothing if it is not there).
+    pub async fn remove_member(&self, key: &str, member: &str) -> Result<(), Unavailable> {
+        match self {
+            Store::Memory(m) => {
+                m.remove_member(key, member);
+                Ok(())
+            }
+            Store::Redis(r) => r.remove_member(key, member).await,
+        }
+    }
+
     /// The members of the set `key`, sorted (none if there is no set); its life starts again at
     /// `ttl`.
     pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {

@@ -179,6 +179,20 @@ impl Memory {
         }
     }
 
+    /// Take `member` out of the set `key`.
+    pub fn remove_member(&self, key: &str, member: &str) {
+        let now = Instant::now();
+        let mut table = self.table();
+        if let Some(Entry {
+            held: Held::Set(set),
+            ..
+        }) = table.live(key, now)
+        {
+            set.retain(|m| m != member);
+            table.resized(key);
+        }
+    }
+
     /// The members of the set `key`, sorted; its life starts again at `ttl`.
     pub fn members(&self, key: &str, ttl: Duration) -> Vec<String> {
         let now = Instant::now();

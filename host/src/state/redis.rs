@@ -264,6 +264,19 @@ impl Redis {
         .await
     }
 
+    /// See `Store::remove_member`.
+    pub async fn remove_member(&self, key: &str, member: &str) -> Result<(), Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            redis::cmd("SREM")
+                .arg(&key)
+                .arg(member)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
     /// See `Store::members`.
     pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {
         let key = self.key(key);

@@ -104,12 +104,14 @@ pub(super) async fn relay(
         // The upstream no longer knows the session: its tool list goes too.
         ex.app.mcp_tools().forget(&ex.app.state, &ex.key).await;
     }
+    let mut read = None;
     if let (Watch::Call(c), true) = (&watch, status.is_success()) {
         // The session reads whatever the tool answered, before anything else can fail: flow
         // must never miss a read, whether its result is judged, refused or unreadable. A read
         // that cannot be remembered is not handed over.
-        if let Err(withheld) = remember(&ex, c).await {
-            return withheld.answer(scope, &c.id);
+        match remember(&ex, &scope, c).await {
+            Ok(r) => read = r,
+            Err(withheld) => return withheld.answer(scope, &c.id),
         }
     }
     let mut out_headers = headers::downstream(response.headers());
@@ -121,6 +123,10 @@ pub(super) async fn relay(
         .trim()
         .to_ascii_lowercase();
     if status.is_success() && content_type.starts_with("text/event-stream") {
+        // A streamed result is not kept: the read is unseen.
+        if let Some(r) = read.take() {
+            ex.agent.seen(&ex.app.state, r, None).await;
+        }
         return stream(ex, scope, response.into_body(), watch, status, out_headers);
     }
     let mut bytes = match read_whole(&ex, response.into_body()).await {
@@ -135,6 +141,12 @@ pub(super) async fn relay(
         let answer = match read_answer(&bytes) {
             Ok(mut message) => {
                 judge(&ex, &mut scope, &watch, &mut message).await;
+                // The session read what the client gets: the result's text, after the rails
+                // (unseen when refused or not a result).
+                if let Some(r) = read.take() {
+                    let text = result_text(&message);
+                    ex.agent.seen(&ex.app.state, r, text.as_deref()).await;
+                }
                 Ok(message)
             }
             Err(why) if status.is_success() => {
@@ -158,10 +170,15 @@ pub(super) async fn relay(
         if let Watch::Call(c) = &watch {
             // An error status can carry the tool's text too (a read all the same).
             if !status.is_success() && message.get("error").is_some() {
-                if let Err(withheld) = remember(&ex, c).await {
-                    return withheld.answer(scope, &c.id);
+                match remember(&ex, &scope, c).await {
+                    Ok(r) => read = r,
+                    Err(withheld) => return withheld.answer(scope, &c.id),
                 }
             }
+        }
+        // A read whose answer was not judged as a result (unreadable, an error) is unseen.
+        if let Some(r) = read.take() {
+            ex.agent.seen(&ex.app.state, r, None).await;
         }
         bytes = Bytes::from(message.to_string());
         out_headers.insert(
@@ -215,18 +232,39 @@ impl Withheld {
 
 /// Remember that the caller's agent session read the answer to `c`; a store that cannot answer
 /// lets the answer through only with `on_unavailable = "open"`.
-async fn remember(ex: &Exchange, c: &CallWatch) -> Result<(), Withheld> {
-    match ex.agent.read(&ex.app.state, &c.call.name).await {
-        Ok(()) => Ok(()),
+async fn remember(
+    ex: &Exchange,
+    scope: &RequestScope,
+    c: &CallWatch,
+) -> Result<Option<history::Read>, Withheld> {
+    let id = &scope.ctx().request_id;
+    match ex.agent.read(&ex.app.state, &c.call.name, id).await {
+        Ok(read) => Ok(Some(read)),
         Err(history::Unremembered::Store(e)) if ex.app.state.fails_open() => {
             tracing::warn!(error = %e, "state store unavailable: an MCP read handed over unremembered (on_unavailable = \"open\")");
-            Ok(())
+            Ok(None)
         }
         Err(e) => {
             tracing::warn!(error = %e, "an MCP read withheld: it could not be remembered");
             Err(Withheld(e))
         }
     }
+}
+
+/// The text of a `tools/call` or read result as the client gets it: its content's text parts (or
+/// a resource's text), one per line; `None` when it is no result or holds other content only.
+fn result_text(message: &Value) -> Option<String> {
+    let result = message.get("result")?;
+    let parts = result
+        .get("content")
+        .or_else(|| result.get("contents"))?
+        .as_array()?;
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect();
+    // Anything but text (an image, a resource link) is content flow cannot see.
+    (texts.len() == parts.len() && !texts.is_empty()).then(|| texts.join("\n"))
 }
 
 /// One JSON-RPC message an upstream answered a judged request with, if it is a response (a
