@@ -163,11 +163,16 @@ impl Agent {
         let members = store.members(&self.key, IDLE).await?;
         Ok(members
             .iter()
-            .map(|m| match m.split('\0').collect::<Vec<_>>()[..] {
-                ["t", tool, ..] => (tool, m.splitn(3, '\0').nth(2)),
-                ["p", tool, ..] | ["u", tool] => (tool, None),
-                // A member written before texts were kept: a tool's name.
-                _ => (m.as_str(), None),
+            .map(|m| {
+                let mut parts = m.splitn(3, '\0');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("t"), Some(tool), text @ Some(_)) => (tool, text),
+                    (Some("p"), Some(tool), Some(_)) | (Some("u"), Some(tool), None) => {
+                        (tool, None)
+                    }
+                    // A member written before texts were kept: a tool's name.
+                    _ => (m.as_str(), None),
+                }
             })
             .enumerate()
             .flat_map(|(i, (tool, text))| {

@@ -290,19 +290,20 @@ fn known_words() -> &'static [(&'static [u8], Option<Label>)] {
 
 /// What a listed word says (`None` for fillers and unlisted words); no compound reading.
 pub fn classify_word(word: &[u8]) -> Option<Label> {
+    listed(word).flatten()
+}
+
+/// A listed word's entry: `Some(None)` for a filler, `None` when it is not listed.
+fn listed(word: &[u8]) -> Option<Option<Label>> {
     let table = known_words();
     table
         .binary_search_by(|(w, _)| (*w).cmp(word))
         .ok()
-        .and_then(|k| table[k].1)
+        .map(|k| table[k].1)
 }
 
 fn classify(word: &[u8]) -> Option<Label> {
-    let table = known_words();
-    match table.binary_search_by(|(w, _)| (*w).cmp(word)) {
-        Ok(k) => table[k].1,
-        Err(_) => Some(classify_compound(word)),
-    }
+    listed(word).unwrap_or_else(|| Some(classify_compound(word)))
 }
 
 /// Labels written as one identifier (`customer_phone`, `orderId`, `social_security_number`).

@@ -371,30 +371,41 @@ pub(super) fn iban(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
     };
     // IBAN-shaped but invalid: pass over all of it, so its digit groups are not read as phones.
     let skip = || iban_in_context(b, i, cx).or_else(|| Some(Step::Skip(iban_run_end(b, i))));
+    let (buf, count, p) = iban_chars(b, i, want);
+    if count < want || is_word(at(b, p)) || !validate::iban_mod97(&buf[..want]) {
+        return skip();
+    }
+    Some(found(PiiType::Iban, i, p))
+}
+
+/// The IBAN characters from `i`, at most `max` of them: uppercase letters and digits, compact
+/// or in groups of four joined by single spaces. The characters, how many, and where they end.
+fn iban_chars(b: &[u8], i: usize, max: usize) -> ([u8; 34], usize, usize) {
     let mut buf = [0u8; 34];
     let mut count = 0;
     let mut p = i;
     let mut spaced = None;
-    while count < want {
+    while count < max.min(buf.len()) {
         let c = at(b, p);
         if c.is_ascii_uppercase() || is_digit(c) {
             buf[count] = c;
             count += 1;
             p += 1;
-        } else if c == b' ' && count % 4 == 0 && spaced != Some(false) {
+        } else if c == b' '
+            && count % 4 == 0
+            && spaced != Some(false)
+            && (at(b, p + 1).is_ascii_uppercase() || is_digit(at(b, p + 1)))
+        {
             spaced = Some(true);
             p += 1;
         } else {
-            return skip();
+            break;
         }
-        if count % 4 == 0 && count > 0 && spaced.is_none() && at(b, p) != b' ' {
+        if count % 4 == 0 && spaced.is_none() && at(b, p) != b' ' {
             spaced = Some(false);
         }
     }
-    if is_word(at(b, p)) || !validate::iban_mod97(&buf[..want]) {
-        return skip();
-    }
-    Some(found(PiiType::Iban, i, p))
+    (buf, count, p)
 }
 
 /// An IBAN at `i` written in lowercase or mixed case (`de89 3704 0044 0532 0130 00`): two
@@ -421,33 +432,7 @@ pub(super) fn iban_any_case(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
 /// An IBAN of a length its country does not register (or of a code not in the registry), with
 /// a valid check: taken only when the words around it speak of an IBAN or an account.
 fn iban_in_context(b: &[u8], i: usize, cx: Cx<'_>) -> Option<Step> {
-    let mut buf = [0u8; 34];
-    let mut count = 0;
-    let mut p = i;
-    let mut spaced = None;
-    loop {
-        let c = at(b, p);
-        if c.is_ascii_uppercase() || is_digit(c) {
-            if count == buf.len() {
-                return None;
-            }
-            buf[count] = c;
-            count += 1;
-            p += 1;
-        } else if c == b' '
-            && count % 4 == 0
-            && spaced != Some(false)
-            && (at(b, p + 1).is_ascii_uppercase() || is_digit(at(b, p + 1)))
-        {
-            spaced = Some(true);
-            p += 1;
-        } else {
-            break;
-        }
-        if count % 4 == 0 && spaced.is_none() && at(b, p) != b' ' {
-            spaced = Some(false);
-        }
-    }
+    let (buf, count, p) = iban_chars(b, i, 34);
     let ok = (15..=34).contains(&count)
         && !is_word(at(b, p))
         && validate::iban_mod97(&buf[..count])
