@@ -6,7 +6,10 @@ Reports the plugin's own duration (the daemon's `duration_us` for it) over many 
 p90, p99, for a call that passes (every value compared, no early exit) and one refused, with
 the same conversation each time (as an agent loop resends it) and with a new one each time.
 
-Usage: [RAILYARD_BIN=...] bench/flow_cost.py [results=20] [requests=400]
+Usage: [RAILYARD_BIN=...] [APPROVALS=1] bench/flow_cost.py [results=20] [requests=400]
+With APPROVALS=1 the entry is granted approvals and the value rule asks for one (`actions = {
+value = "approve" }`): flow then runs on the engine that waits, and a refused call asks the
+state store (in memory) about its approval.
 """
 import json
 import os
@@ -56,6 +59,9 @@ def main():
     common.ensure()
     wasm = os.path.join(common.ROOT, "target/plugins/wasm32-wasip2/release/flow.wasm")
     config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    approvals = os.environ.get("APPROVALS") == "1"
+    grant = "approvals = true\n" if approvals else ""
+    actions = ', actions = { value = "approve" }' if approvals else ""
     config.write(f"""[auth]
 open = true
 [backend]
@@ -64,7 +70,7 @@ url = "http://127.0.0.1:9/v1"
 name = "flow"
 path = "{wasm}"
 rails = ["tool_call"]
-config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"] }}
+{grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions} }}
 """)
     config.close()
     proc, port = common.serve(config.name)
@@ -78,8 +84,8 @@ config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch
             return step["verdict"], step["duration_us"]
 
         rng = random.Random(7)
-        print(f"flow, values mode: {results} untrusted results of ~1 KB, then one privileged call; "
-              f"{requests} requests each")
+        print(f"flow, values mode{', approvals' if approvals else ''}: {results} untrusted "
+              f"results of ~1 KB, then one privileged call; {requests} requests each")
         print(f"{'case':44} {'verdict':8} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
         for name, target, fresh in [
             ("the user's URL, same conversation", "https://notes.example.com/inbox", False),

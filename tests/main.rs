@@ -41,9 +41,12 @@
 //!   and stream events longer than the window (#46);
 //! - `pii_calls`: personal data in the model's tool calls, on every door and MCP (#50);
 //! - `pii_encoded`: personal data percent-encoded, HTML-escaped or in base64, on every door and
-//!   in tool calls, and a hostile mebibyte judged within the deadline (#50).
+//!   in tool calls, and a hostile mebibyte judged within the deadline (#50);
+//! - `approvals`: a person's approval of a call flow would refuse, on every door and MCP, once,
+//!   and honoured by another replica on Redis (#49).
 
 mod api;
+mod approvals;
 mod chain;
 mod cli;
 mod clients;

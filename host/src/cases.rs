@@ -372,6 +372,7 @@ fn context(c: &Value) -> Context {
         model: c["model"].as_str().map(str::to_string),
         door: c["door"].as_str().unwrap_or("check").to_string(),
         guard: None,
+        approvals: None,
     }
 }
 

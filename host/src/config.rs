@@ -392,6 +392,8 @@ pub struct PluginConfig {
     pub parallel_line: Option<usize>,
     /// Whether it reaches counters and values in the `[state]` store (`state = true`).
     pub state: bool,
+    /// Whether it may ask for a person's approval of a call (`approvals = true`).
+    pub approvals: bool,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.
@@ -434,6 +436,8 @@ pub struct Config {
     pub guard_models: Vec<GuardModelConfig>,
     /// `[guard]`: what one request may spend on them.
     pub guard_budget: GuardBudgetConfig,
+    /// `[approvals] ttl_s`: how long an approval request (and its grant) lives.
+    pub approvals_ttl: std::time::Duration,
 }
 
 /// One problem in a config file.
@@ -718,6 +722,13 @@ impl Config {
         let tools = resolve::tools(&mut p, &raw.tools);
         let guard_models = guard::resolve(&mut p, &raw.guard_models);
         let guard_budget = guard::budget(&mut p, &raw.guard);
+        let approvals_ttl = std::time::Duration::from_secs(guard::ranged(
+            &mut p,
+            &raw.approvals.ttl_s,
+            "approvals.ttl_s".into(),
+            1..=7 * 24 * 3600,
+            900,
+        ));
         let plugins = resolve::resolve_plugins(
             &mut p,
             &raw.plugins,
@@ -773,6 +784,7 @@ impl Config {
             provenance,
             guard_models,
             guard_budget,
+            approvals_ttl,
         })
     }
 }

@@ -65,7 +65,7 @@ pub enum LoadError {
         reason: String,
     },
     /// Granted guard models, but built against a contract without them.
-    #[error("{path} is granted guard models (`guard_models`), which plugins built against contract 0.3.0 can consult; it was built against {version}: rebuild it against wit/policy.wit, or remove the grant")]
+    #[error("{path} is granted capabilities (`guard_models`, `state` or `approvals`), which only plugins built against contract 0.3.0 can use; it was built against {version}: rebuild it against wit/policy.wit, or remove the grant")]
     Grant {
         /// The plugin file.
         path: PathBuf,

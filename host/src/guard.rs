@@ -551,6 +551,7 @@ impl GuardModels {
         Grant {
             models: names.iter().filter_map(|n| self.get(n).cloned()).collect(),
             state: None,
+            approvals: None,
         }
     }
 }
@@ -587,17 +588,25 @@ pub struct Grant {
     models: Vec<Arc<GuardModel>>,
     /// Its state (`state = true`).
     pub state: Option<crate::state::Grant>,
+    /// Its approvals (`approvals = true`).
+    pub approvals: Option<crate::approvals::Grant>,
 }
 
 impl Grant {
     /// Whether it grants anything.
     pub fn is_empty(&self) -> bool {
-        self.models.is_empty() && self.state.is_none()
+        self.models.is_empty() && self.state.is_none() && self.approvals.is_none()
     }
 
     /// This grant and `state`.
     pub fn with_state(mut self, state: Option<crate::state::Grant>) -> Grant {
         self.state = state;
+        self
+    }
+
+    /// This grant and `approvals`.
+    pub fn with_approvals(mut self, approvals: Option<crate::approvals::Grant>) -> Grant {
+        self.approvals = approvals;
         self
     }
 

@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod approvals;
 pub mod auth;
 pub mod backend;
 pub mod cases;

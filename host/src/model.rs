@@ -632,6 +632,8 @@ pub struct Context {
     /// The request's dealings with guard models: its budget, recorded answers (none until a
     /// plugin that may consult one runs, or when no guard model is configured).
     pub guard: Option<std::sync::Arc<crate::util::GuardScope>>,
+    /// The request's approval requests (when a plugin of its policy set may ask for approvals).
+    pub approvals: Option<std::sync::Arc<crate::util::ApprovalLedger>>,
 }
 
 /// A payload that is not shaped like its wire format; names the offending path.

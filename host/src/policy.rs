@@ -90,7 +90,13 @@ impl PolicySet {
             let state = pc
                 .state
                 .then(|| crate::state::Grant::new(engine.store().clone(), &pc.name));
-            let grant = guard_models.grant(&pc.guard_models).with_state(state);
+            let approvals = pc.approvals.then(|| {
+                crate::approvals::Grant::new(engine.store().clone(), &pc.name, config.approvals_ttl)
+            });
+            let grant = guard_models
+                .grant(&pc.guard_models)
+                .with_state(state)
+                .with_approvals(approvals);
             let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
                 Err(e) => {
@@ -359,6 +365,16 @@ impl PolicySet {
     /// This set's revision.
     pub fn revision(&self) -> &Revision {
         &self.revision
+    }
+
+    /// The `[state]` store its plugins reach (one per daemon).
+    pub fn store(&self) -> &Arc<crate::state::Store> {
+        &self.store
+    }
+
+    /// Whether a plugin of the set may ask for approvals (`approvals = true`).
+    pub fn asks_approvals(&self) -> bool {
+        self.config.plugins.iter().any(|p| p.approvals)
     }
 
     /// Run with `startup` (the settings the daemon was started with: a reload cannot change

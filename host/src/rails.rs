@@ -139,6 +139,10 @@ impl RequestScope {
             ctx: Context {
                 request_id,
                 door: door.as_str().to_string(),
+                // Only a set with a plugin that may ask for approvals keeps a ledger.
+                approvals: set
+                    .asks_approvals()
+                    .then(|| Arc::new(crate::util::ApprovalLedger::new(&set.revision().hash))),
                 ..Context::default()
             },
             set,
@@ -588,6 +592,11 @@ impl RequestScope {
     /// Whether any rail did more than allow, or a plugin faulted.
     pub fn acted(&self) -> bool {
         self.record.acted()
+            || self
+                .ctx
+                .approvals
+                .as_ref()
+                .is_some_and(|l| !l.asked().is_empty())
     }
 
     /// The `railyard` object of a response: the record so far, and what was rejected.
@@ -602,19 +611,34 @@ impl RequestScope {
         if !self.rejections.is_empty() {
             v["rejections"] = Value::Array(self.rejections.clone());
         }
+        if let Some(asked) = self.approvals() {
+            v["approvals"] = Value::Array(asked);
+        }
         v
+    }
+
+    /// The approval requests the request's plugins made, found or spent, if any.
+    pub fn approvals(&self) -> Option<Vec<Value>> {
+        let asked = self.ctx.approvals.as_ref()?.asked();
+        (!asked.is_empty()).then_some(asked)
     }
 
     /// [`RequestScope::railyard`] as JSON text, written straight from the record (no `Value`).
     pub fn railyard_text(&mut self) -> Vec<u8> {
+        let approvals = self.approvals();
         self.shown(|record, rejections| {
             let mut out = Vec::with_capacity(512);
             record.write_json(&mut out);
-            if !rejections.is_empty() && out.last() == Some(&b'}') {
-                out.pop();
-                out.extend_from_slice(b",\"rejections\":");
-                let _ = serde_json::to_writer(&mut out, rejections);
-                out.push(b'}');
+            for (key, items) in [
+                (&b",\"rejections\":"[..], rejections),
+                (b",\"approvals\":", approvals.as_deref().unwrap_or_default()),
+            ] {
+                if !items.is_empty() && out.last() == Some(&b'}') {
+                    out.pop();
+                    out.extend_from_slice(key);
+                    let _ = serde_json::to_writer(&mut out, items);
+                    out.push(b'}');
+                }
             }
             out
         })

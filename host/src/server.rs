@@ -18,6 +18,7 @@
 //!   counters.
 
 mod admin;
+mod approvals;
 mod budget;
 mod check;
 mod console;
@@ -379,6 +380,8 @@ const RELOAD: &str = "/v1/admin/reload";
 const METRICS: &str = "/metrics";
 const DECISIONS: &str = "/v1/admin/decisions";
 const ADMIN_CHECK: &str = "/v1/admin/check";
+const APPROVALS: &str = "/v1/admin/approvals";
+const APPROVAL: &str = "/v1/admin/approvals/{id}";
 const CONSOLE: &str = "/console";
 const CONSOLE_SCRIPT: &str = "/console/console.js";
 const CONSOLE_STYLE: &str = "/console/console.css";
@@ -399,6 +402,9 @@ fn admin(app: Arc<App>) -> Router<Arc<App>> {
         .route(DECISIONS, get(console::decisions))
         .route(ADMIN_CHECK, post(check::admin_check))
         .layer(axum::middleware::from_fn_with_state(app, require_admin))
+        // Its own check: approver keys may too, for their tenant.
+        .route(APPROVALS, get(approvals::list))
+        .route(APPROVAL, get(approvals::show).post(approvals::decide))
         .route(CONSOLE, get(console::page))
         .route(CONSOLE_SCRIPT, get(console::script))
         .route(CONSOLE_STYLE, get(console::style))

@@ -101,7 +101,7 @@ async def main() -> None:
                                                      {"name": "customer_id", "value": "c"})
                         seen["steps"].append({"text": "\n".join(done.completion.values)})
                     except MCPError as e:
-                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message, "data": e.error.data}})
                     continue
                 if step in ("resources", "prompts"):
                     try:
@@ -109,7 +109,7 @@ async def main() -> None:
                             else (await client.list_prompts()).prompts
                         seen["steps"].append({"text": "\n".join(i.description or "" for i in listed)})
                     except MCPError as e:
-                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message, "data": e.error.data}})
                     continue
                 kind, _, rest = step.partition(":")
                 if kind == "sleep":
@@ -126,14 +126,14 @@ async def main() -> None:
                             texts = [getattr(m.content, "text", "") for m in r.messages]
                         seen["steps"].append({"text": "\n".join(texts), "meta": plain(r.meta)})
                     except MCPError as e:
-                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
+                        seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message, "data": e.error.data}})
                     continue
                 name, _, args = step.partition(":")
                 try:
                     result = await client.call_tool(name, json.loads(args or "{}"))
                     seen["steps"].append(outcome(result))
                 except MCPError as e:
-                    seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message}})
+                    seen["steps"].append({"error": {"code": e.error.code, "message": e.error.message, "data": e.error.data}})
                 except RuntimeError as e:
                     seen["steps"].append({"client_error": str(e)})
     except* MCPError as group:

@@ -39,6 +39,15 @@ pub(super) struct RawConfig {
     pub(super) guard: RawGuard,
     #[serde(default)]
     pub(super) state: RawState,
+    #[serde(default)]
+    pub(super) approvals: RawApprovals,
+}
+
+/// `[approvals]`: how long an approval request lives.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApprovals {
+    pub(super) ttl_s: Option<Spanned<u64>>,
 }
 
 /// `[state]`: the shared state store.
@@ -231,6 +240,7 @@ pub(super) struct RawPlugin {
     pub(super) guard_models: Option<Vec<Spanned<String>>>,
     pub(super) parallel: Option<Spanned<bool>>,
     pub(super) state: Option<Spanned<bool>>,
+    pub(super) approvals: Option<Spanned<bool>>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

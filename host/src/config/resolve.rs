@@ -566,6 +566,17 @@ pub(super) fn resolve_plugins(
                 "a plugin with state cannot have `memo = true`: a memoised verdict would answer without reaching the state (a counter would not count)",
             );
         }
+        let approvals = raw.approvals.as_ref().is_some_and(|v| *v.get_ref());
+        if let (Some(v), true) = (
+            raw.approvals.as_ref().filter(|_| approvals),
+            raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
+        ) {
+            p.at(
+                v.span(),
+                format!("{key}.approvals"),
+                "a plugin that asks for approvals cannot have `memo = true`: a memoised verdict would answer without asking (a grant would never be spent)",
+            );
+        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
@@ -583,6 +594,7 @@ pub(super) fn resolve_plugins(
             guard_models: granted,
             parallel,
             state,
+            approvals,
             parallel_line: raw
                 .parallel
                 .as_ref()

@@ -66,6 +66,7 @@ mod v03async {
         imports: {
             "railyard:policy/guard-models": async,
             "railyard:policy/state": async,
+            "railyard:policy/approvals": async,
             default: trappable,
         },
         exports: { default: async },
@@ -84,10 +85,12 @@ pub use v02::railyard::policy::types as wit;
 pub use v02::{Policy, PolicyPre};
 pub use v02packed::exports::railyard::policy_packed::plugin as packed;
 pub use v02packed::{Policy as PolicyPacked, PolicyIndices as PolicyIndicesPacked};
+pub use v03::railyard::policy::approvals;
 pub use v03::railyard::policy::guard_models as guard;
 pub use v03::railyard::policy::host::Host as LogImport03;
 pub use v03::railyard::policy::state;
 pub use v03::Policy as Policy03;
+pub use v03async::railyard::policy::approvals as approvals_async;
 pub use v03async::railyard::policy::guard_models as guard_async;
 pub use v03async::railyard::policy::state as state_async;
 pub use v03async::Policy as Policy03Async;

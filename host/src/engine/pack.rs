@@ -278,6 +278,7 @@ mod tests {
             model: Some("m".into()),
             door: "chat".into(),
             guard: None,
+            approvals: None,
         };
         (messages, tools, fields, ctx)
     }

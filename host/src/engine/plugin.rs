@@ -645,11 +645,35 @@ impl Plugin {
                 .unwrap_or(crate::auth::DEFAULT_TENANT)
                 .to_string();
         }
+        // What it may ask approvals about: the reply's calls, on the tool_call rail.
+        if store.data().guard.grant.approvals.is_some() {
+            let reply = src.messages.len().saturating_sub(1);
+            store.data_mut().guard.asking = (src.rail == crate::model::Rail::ToolCall)
+                .then(|| src.messages.last())
+                .flatten()
+                .map(|m| crate::engine::sandbox::Asking {
+                    tenant: src
+                        .ctx
+                        .tenant
+                        .as_deref()
+                        .unwrap_or(crate::auth::DEFAULT_TENANT)
+                        .to_string(),
+                    principal: src.ctx.principal.clone(),
+                    ledger: src.ctx.approvals.clone(),
+                    reply: reply as u32,
+                    calls: m
+                        .tool_calls
+                        .iter()
+                        .map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()))
+                        .collect(),
+                });
+        }
         let running = self.ticker.running_apart(store, deadline);
         let result = funcs.evaluate_async(store, src, prepared).await;
         drop(running);
         store.data_mut().guard.open = false;
         store.data_mut().guard.scope = None;
+        store.data_mut().guard.asking = None;
         let calls = std::mem::take(&mut store.data_mut().guard.calls);
         let answer = match result {
             Ok(answer) => {

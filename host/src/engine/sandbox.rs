@@ -6,11 +6,13 @@
 //! no network, stdin closed), so a wasm32-wasip2 guest links but reaches nothing. The clocks are
 //! frozen so plugins cannot time anything (no timing side channels, no time-dependent verdicts).
 
+mod approvals;
 mod guard;
 mod output;
 mod state;
 mod wasi;
 
+pub(crate) use approvals::Asking;
 pub(crate) use guard::GuardAccess;
 pub(crate) use output::{forward, tail, Severity};
 pub use output::{

@@ -253,6 +253,9 @@ async fn run(scope: &mut RequestScope, mut body: Map<String, Value>) -> Result<V
     });
     out["door"] = Value::String(scope.ctx().door.clone());
     out["revision"] = serde_json::to_value(scope.set().revision()).unwrap_or_default();
+    if let Some(asked) = scope.approvals() {
+        out["approvals"] = Value::Array(asked);
+    }
     Ok(out)
 }
 

@@ -11,7 +11,7 @@
 pub mod policy;
 pub mod values;
 
-use railyard_plugin_sdk::{export_policy, Info, PolicyPlugin, Rail, Request, Verdict};
+use railyard_plugin_sdk::{export_policy, CallRef, Info, PolicyPlugin, Rail, Request, Verdict};
 
 /// The plugin: its parsed config.
 pub struct Flow {
@@ -35,11 +35,22 @@ impl PolicyPlugin for Flow {
     }
 
     fn evaluate(&mut self, request: &Request) -> Verdict {
-        policy::evaluate(&self.config, request)
+        policy::evaluate_asking(&self.config, request, &mut ask)
     }
 
     fn triggers(&self) -> Option<Vec<String>> {
         policy::triggers(&self.config)
+    }
+}
+
+/// The host's approvals, asked about a call a rule whose action is `approve` refuses.
+fn ask(call: CallRef, rule: &str, reason: &str) -> policy::Asked {
+    use railyard_plugin_sdk::approvals::{request, Approval, ApprovalError};
+    match request(call, rule, reason) {
+        Ok(Approval::Granted(_)) => policy::Asked::Granted,
+        Ok(Approval::Pending(id)) => policy::Asked::Pending(id),
+        Ok(Approval::Refused(id)) => policy::Asked::Refused(id),
+        Err(ApprovalError::Denied(m) | ApprovalError::Unavailable(m)) => policy::Asked::Failed(m),
     }
 }
 

@@ -42,8 +42,12 @@ pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Str
         if site.is_key || site.number {
             return Ok(None);
         }
+        // The parts' own structure sits at depth 2 (a part) and 3 (its `image_url`, `file`,
+        // `source`): deeper, a `type` or `detail` is a tool's data (an MCP error's `data`).
+        let structural = site.depth <= 3;
         match site.key {
-            Some("type" | "detail" | "format" | "file_data" | "file_id" | "mime_type") => Ok(None),
+            Some("type" | "detail" | "format" | "mime_type") if structural && word(v) => Ok(None),
+            Some("file_data" | "file_id") if structural => Ok(None),
             // Inline data is base64 (an image, a PDF), but a text document's `data` is its text
             // (Anthropic's `{"type": "text", "data": "..."}` source): only base64 is skipped.
             Some("data") if looks_base64(v) => Ok(None),
@@ -52,6 +56,14 @@ pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Str
             key => text_at(v, key, policy, counts, 1),
         }
     })
+}
+
+/// Whether `s` is a word of a part's structure (`input_text`, `high`, `image/png`): letters and
+/// a few separators, no digits, spaces or `@`. Anything else under those keys is scanned.
+fn word(s: &str) -> bool {
+    s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphabetic() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'+'))
 }
 
 /// Whether `s` looks like base64 data rather than text: long, and nothing but base64's
@@ -316,6 +328,27 @@ mod tests {
             Err(Blocked(PiiType::Email))
         );
         assert_eq!(arguments(r#"{"to":"nobody""#, &p, &mut c), Ok(None));
+    }
+
+    #[test]
+    fn structure_words_are_left_and_a_tools_fields_are_scanned() {
+        // An MCP error's `data` rides in a `fields` part: its `detail` is the tool's text.
+        let fields = r#"[{"type":"text","text":"failed"},{"type":"fields","fields":{"data":{"detail":"Ada, ada@example.com"},"type":"ada@example.com"}}]"#;
+        let out = parts(fields, &Policy::default(), &mut [0; PiiType::COUNT])
+            .unwrap()
+            .unwrap();
+        assert!(!out.contains("ada@"), "{out}");
+        // A part's own structure is not: nor is a `detail` that holds data, at a part's depth.
+        let image = r#"[{"type":"image_url","image_url":{"url":"https://x.example/a.png","detail":"high"}}]"#;
+        assert_eq!(
+            parts(image, &Policy::default(), &mut [0; PiiType::COUNT]).unwrap(),
+            None
+        );
+        let odd = r#"[{"type":"input_text","detail":"call 415-555-0134"}]"#;
+        let out = parts(odd, &Policy::default(), &mut [0; PiiType::COUNT])
+            .unwrap()
+            .unwrap();
+        assert!(!out.contains("0134"), "{out}");
     }
 
     #[test]

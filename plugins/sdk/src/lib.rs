@@ -38,6 +38,14 @@ pub mod unpack;
 
 pub use railyard::policy::types::*;
 
+/// Approvals (contract 0.3): ask that a person approve a call of the reply under judgement
+/// instead of refusing it outright. Granted per plugin entry (`approvals = true`); without the
+/// grant every call answers [`approvals::ApprovalError::Denied`]. Callable from `evaluate` only,
+/// on the `tool-call` rail.
+pub mod approvals {
+    pub use crate::railyard::policy::approvals::*;
+}
+
 /// Guard models (contract 0.3): ask a model the operator configured, by its configured name.
 /// Granted per plugin entry (`guard_models = [...]`); without the grant every call answers
 /// [`guard::GuardError::Denied`]. Callable from `evaluate` only.

@@ -26,6 +26,8 @@ pub(crate) struct GuardAccess {
     pub(crate) scope: Option<Arc<crate::util::GuardScope>>,
     /// The running call's request's tenant (whose state the plugin reaches).
     pub(crate) tenant: String,
+    /// What the running call may ask approvals about (a plugin granted them).
+    pub(crate) asking: Option<super::Asking>,
 }
 
 impl GuardAccess {

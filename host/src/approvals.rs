@@ -1,0 +1,534 @@
+//! Approvals: a person's yes before a tool call goes through (contract 0.3's `approvals`, and
+//! `/v1/admin/approvals/{id}`).
+//!
+//! A plugin granted approvals asks about a call of the reply it judges. The host binds the
+//! question to what it knows itself (the tenant and principal, the plugin entry, the rule, the
+//! call's tool, the SHA-256 of its arguments with object keys sorted, the policy revision), so a
+//! grant can serve nothing else. It files a request under a random id in the `[state]` store,
+//! where every replica sees it, and keeps, under the binding, which request is the current one:
+//! the client sending the same turn again (its model naming the call anew) finds it. An
+//! approver grants or refuses it once; a grant is spent by the first ask that finds it, across
+//! replicas (a counter that goes from 0 to 1 once). Everything lives `[approvals] ttl_s`.
+//!
+//! The store holds the call's arguments (cut at [`MAX_ARGUMENTS`]) so the approver sees what
+//! they approve; nothing is logged of them.
+
+use crate::state::{Store, Unavailable};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most bytes of a call's arguments kept for the approver.
+pub const MAX_ARGUMENTS: usize = 16 << 10;
+/// Most bytes of a rule's name or a reason kept.
+const MAX_TEXT: usize = 1024;
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nobody has decided.
+    Pending,
+    /// An approver said yes; no call has used it yet.
+    Granted,
+    /// An approver said no.
+    Refused,
+    /// Granted, and a call went through on it.
+    Used,
+}
+
+/// One approval request, as the store keeps it and an approver sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// Its id (`apr_` and 24 hex digits).
+    pub id: String,
+    /// Where it stands.
+    pub status: Status,
+    /// The tenant whose call it is.
+    pub tenant: String,
+    /// The principal whose call it is.
+    pub principal: Option<String>,
+    /// The plugin entry that asked.
+    pub plugin: String,
+    /// The plugin's rule that would refuse the call.
+    pub rule: String,
+    /// Why, as the plugin says (never the values it judged).
+    pub reason: String,
+    /// The tool called.
+    pub tool: String,
+    /// The call's id as the client was to see it, when the request was made.
+    pub call_id: String,
+    /// SHA-256 of the arguments (JSON with object keys sorted; the text as given if not JSON).
+    pub arguments_sha256: String,
+    /// The arguments, for the approver (cut at [`MAX_ARGUMENTS`]).
+    pub arguments: String,
+    /// The first 16 hex digits of the policy revision it is bound to.
+    pub revision: String,
+    /// Unix seconds.
+    pub requested_at: u64,
+    /// Unix seconds; after this it is gone.
+    pub expires_at: u64,
+    /// Who decided (the approver key's principal, or `admin`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl Request {
+    /// What the client is shown with the refusal: the request, without the arguments it sent.
+    pub fn shown(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "status": self.status,
+            "plugin": self.plugin,
+            "rule": self.rule,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "arguments_sha256": self.arguments_sha256,
+            "expires_at": self.expires_at,
+            "approve": format!("/v1/admin/approvals/{}", self.id),
+        })
+    }
+}
+
+/// What asking gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Granted, and now spent.
+    Granted(String),
+    /// Undecided.
+    Pending(String),
+    /// Refused by an approver.
+    Refused(String),
+}
+
+/// Who asks, about what.
+pub struct Ask<'a> {
+    /// The request's tenant.
+    pub tenant: &'a str,
+    /// Its principal.
+    pub principal: Option<&'a str>,
+    /// The policy revision's hash.
+    pub revision: &'a str,
+    /// The plugin's rule.
+    pub rule: &'a str,
+    /// Why it would refuse.
+    pub reason: &'a str,
+    /// The call's id.
+    pub call_id: &'a str,
+    /// Its tool.
+    pub tool: &'a str,
+    /// Its arguments as the model wrote them.
+    pub arguments: &'a str,
+}
+
+/// A plugin entry's approvals (`approvals = true`).
+#[derive(Clone)]
+pub struct Grant {
+    store: Arc<Store>,
+    plugin: String,
+    ttl: Duration,
+}
+
+fn id_key(id: &str) -> String {
+    format!("approval:id:{id}")
+}
+
+/// The set of `tenant`'s undecided requests (what an approver lists).
+fn pending_key(tenant: &str) -> String {
+    format!(
+        "approval:pending:{}",
+        &crate::util::sha256_hex(tenant.as_bytes())[..16]
+    )
+}
+
+/// Most undecided requests a tenant's list holds (more are still asked and decided by id).
+pub const MAX_LISTED: usize = 1024;
+
+/// SHA-256 of `arguments`: their JSON with object keys sorted (a model may order them anew),
+/// else the text as given.
+pub fn arguments_sha256(arguments: &str) -> String {
+    fn sorted(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    sorted(&map[k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    sorted(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v) => {
+            let mut out = String::with_capacity(arguments.len());
+            sorted(&v, &mut out);
+            crate::util::sha256_hex(out.as_bytes())
+        }
+        Err(_) => crate::util::sha256_hex(arguments.as_bytes()),
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    crate::util::truncate(text, max).to_string()
+}
+
+impl Grant {
+    /// Approvals in `store` for plugin entry `plugin`, each request living `ttl`.
+    pub fn new(store: Arc<Store>, plugin: &str, ttl: Duration) -> Grant {
+        Grant {
+            store,
+            plugin: plugin.to_string(),
+            ttl,
+        }
+    }
+
+    /// Where `ask`'s call stands: granted (and spent now), pending (a request made now, or the
+    /// current one), or refused; with the request.
+    pub async fn ask(&self, ask: &Ask<'_>) -> Result<(Answer, Request), Unavailable> {
+        let args = arguments_sha256(ask.arguments);
+        let binding = crate::util::sha256_hex(
+            [
+                ask.tenant,
+                ask.principal.unwrap_or(""),
+                &self.plugin,
+                ask.rule,
+                ask.tool,
+                &args,
+                ask.revision,
+            ]
+            .join("\0")
+            .as_bytes(),
+        );
+        let for_key = format!("approval:for:{binding}");
+        let store = &self.store;
+        if let Some(id) = store.get(&for_key, None).await? {
+            let id = String::from_utf8_lossy(&id).into_owned();
+            if let Some(mut request) = get(store, &id).await? {
+                match request.status {
+                    Status::Pending => return Ok((Answer::Pending(id), request)),
+                    Status::Refused => return Ok((Answer::Refused(id), request)),
+                    Status::Granted => {
+                        let left = remaining(&request);
+                        let used = format!("approval:used:{id}");
+                        if left > Duration::ZERO
+                            && store
+                                .add_within(ask.tenant, &used, 1, 1, left)
+                                .await?
+                                .is_some()
+                        {
+                            request.status = Status::Used;
+                            put(store, &request).await?;
+                            return Ok((Answer::Granted(id), request));
+                        }
+                        // Spent by another call (on another replica): a new request.
+                    }
+                    Status::Used => {}
+                }
+            }
+        }
+        let mut raw = [0u8; 12];
+        crate::util::random_bytes(&mut raw)
+            .map_err(|e| Unavailable(format!("no random id for an approval request: {e}")))?;
+        let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let now = crate::util::unix_secs();
+        let request = Request {
+            id: format!("apr_{id}"),
+            status: Status::Pending,
+            tenant: ask.tenant.to_string(),
+            principal: ask.principal.map(str::to_string),
+            plugin: self.plugin.clone(),
+            rule: cut(ask.rule, MAX_TEXT),
+            reason: cut(ask.reason, MAX_TEXT),
+            tool: cut(ask.tool, MAX_TEXT),
+            call_id: cut(ask.call_id, MAX_TEXT),
+            arguments_sha256: args,
+            arguments: cut(ask.arguments, MAX_ARGUMENTS),
+            revision: ask.revision.get(..16).unwrap_or(ask.revision).to_string(),
+            requested_at: now,
+            expires_at: now + self.ttl.as_secs(),
+            decided_by: None,
+        };
+        put(store, &request).await?;
+        store
+            .put(
+                ask.tenant,
+                &for_key,
+                Bytes::from(request.id.clone()),
+                self.ttl,
+            )
+            .await?;
+        store
+            .add_member(
+                ask.tenant,
+                &pending_key(ask.tenant),
+                &request.id,
+                MAX_LISTED,
+                self.ttl,
+            )
+            .await?;
+        Ok((Answer::Pending(request.id.clone()), request))
+    }
+}
+
+/// Time `request` has left (zero once expired).
+fn remaining(request: &Request) -> Duration {
+    Duration::from_secs(request.expires_at.saturating_sub(crate::util::unix_secs()))
+}
+
+async fn put(store: &Store, request: &Request) -> Result<(), Unavailable> {
+    let left = remaining(request).max(Duration::from_secs(1));
+    let text = serde_json::to_vec(request).unwrap_or_default();
+    store
+        .put(
+            &request.tenant,
+            &id_key(&request.id),
+            Bytes::from(text),
+            left,
+        )
+        .await
+}
+
+/// Whether `id` looks like a request's id (what the endpoint takes before reaching the store).
+pub fn valid_id(id: &str) -> bool {
+    id.len() == 28
+        && id.starts_with("apr_")
+        && id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The request `id`, if it is there and in time.
+pub async fn get(store: &Store, id: &str) -> Result<Option<Request>, Unavailable> {
+    let Some(bytes) = store.get(&id_key(id), None).await? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice::<Request>(&bytes)
+        .ok()
+        .filter(|r| r.expires_at > crate::util::unix_secs()))
+}
+
+/// What deciding gave.
+#[derive(Debug)]
+pub enum Decided {
+    /// Decided now.
+    Now(Request),
+    /// Someone decided before (the request as it stands).
+    Before(Request),
+    /// No such request in time.
+    Gone,
+}
+
+/// Grant (`yes`) or refuse request `id`, by `by`, if `tenant` (an approver key's; `None`: the
+/// admin key) may, and nobody decided it before. A request of another tenant is `Gone` to an
+/// approver: it learns nothing of it.
+pub async fn decide(
+    store: &Store,
+    id: &str,
+    yes: bool,
+    by: &str,
+    tenant: Option<&str>,
+) -> Result<Decided, Unavailable> {
+    let Some(mut request) = get(store, id).await? else {
+        return Ok(Decided::Gone);
+    };
+    if tenant.is_some_and(|t| t != request.tenant) {
+        return Ok(Decided::Gone);
+    }
+    if request.status != Status::Pending {
+        return Ok(Decided::Before(request));
+    }
+    // One decision, across replicas and approvers: the first to count it.
+    let once = format!("approval:decided:{id}");
+    let left = remaining(&request).max(Duration::from_secs(1));
+    if store
+        .add_within(&request.tenant, &once, 1, 1, left)
+        .await?
+        .is_none()
+    {
+        return Ok(match get(store, id).await? {
+            Some(r) => Decided::Before(r),
+            None => Decided::Gone,
+        });
+    }
+    request.status = if yes {
+        Status::Granted
+    } else {
+        Status::Refused
+    };
+    request.decided_by = Some(by.to_string());
+    put(store, &request).await?;
+    store
+        .remove_member(&pending_key(&request.tenant), id)
+        .await?;
+    Ok(Decided::Now(request))
+}
+
+/// `tenant`'s undecided requests, oldest first (expired ones leave the list as it is read); the
+/// list lives `ttl` (`[approvals] ttl_s`) from now, as long as a request added now.
+pub async fn pending(
+    store: &Store,
+    tenant: &str,
+    ttl: Duration,
+) -> Result<Vec<Request>, Unavailable> {
+    let key = pending_key(tenant);
+    let ids = store.members(&key, ttl).await?;
+    let mut out = Vec::new();
+    for id in ids {
+        match get(store, &id).await? {
+            Some(r) if r.status == Status::Pending && r.tenant == tenant => out.push(r),
+            _ => store.remove_member(&key, &id).await?,
+        }
+    }
+    out.sort_by_key(|r| r.requested_at);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Arc<Store> {
+        Arc::new(Store::new(&crate::config::StateConfig::default()))
+    }
+
+    fn ask<'a>(tenant: &'a str, arguments: &'a str, revision: &'a str) -> Ask<'a> {
+        Ask {
+            tenant,
+            principal: Some("agent"),
+            revision,
+            rule: "value",
+            reason:
+                "argument 'to' holds an email found in the result of untrusted tool 'read_email'",
+            call_id: "call_1",
+            tool: "send_email",
+            arguments,
+        }
+    }
+
+    #[test]
+    fn arguments_hash_ignores_key_order_but_not_values() {
+        let a = arguments_sha256(r#"{"to": "a@b.example", "n": [1, {"y": 2, "x": 1}]}"#);
+        let b = arguments_sha256(r#"{"n":[1,{"x":1,"y":2}],"to":"a@b.example"}"#);
+        let c = arguments_sha256(r#"{"n":[1,{"x":1,"y":2}],"to":"a@c.example"}"#);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(arguments_sha256("not json"), arguments_sha256("not  json"));
+    }
+
+    #[tokio::test]
+    async fn granted_once_then_a_new_request_and_bound_to_what_was_asked() {
+        let store = store();
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60));
+        let args = r#"{"to": "mallory@evil.example"}"#;
+        let (answer, first) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        let Answer::Pending(id) = answer else {
+            panic!("{answer:?}")
+        };
+        assert!(valid_id(&id), "{id}");
+        // Asked again before anyone decided: the same request.
+        let (again, _) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        assert_eq!(again, Answer::Pending(id.clone()));
+        let listed = pending(&store, "t1", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, id);
+        assert!(pending(&store, "t2", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty());
+        // An approver of another tenant sees nothing; this tenant's decides once.
+        assert!(matches!(
+            decide(&store, &id, true, "ops", Some("t2")).await.unwrap(),
+            Decided::Gone
+        ));
+        assert!(matches!(
+            decide(&store, &id, true, "ops", Some("t1")).await.unwrap(),
+            Decided::Now(_)
+        ));
+        assert!(matches!(
+            decide(&store, &id, false, "admin", None).await.unwrap(),
+            Decided::Before(r) if r.status == Status::Granted
+        ));
+        assert!(pending(&store, "t1", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty());
+        // Other arguments, another tenant, another revision: not this grant.
+        for other in [
+            ask("t1", r#"{"to": "bob@example.com"}"#, "rev1"),
+            ask("t2", args, "rev1"),
+            ask("t1", args, "rev2"),
+        ] {
+            let (a, r) = grant.ask(&other).await.unwrap();
+            assert!(
+                matches!(a, Answer::Pending(ref other) if *other != id),
+                "{a:?}"
+            );
+            assert_eq!(r.status, Status::Pending);
+        }
+        // The same call, its keys in another order: granted, once.
+        let (used, r) = grant
+            .ask(&ask("t1", r#"{ "to":"mallory@evil.example" }"#, "rev1"))
+            .await
+            .unwrap();
+        assert_eq!(used, Answer::Granted(id.clone()));
+        assert_eq!(r.status, Status::Used);
+        assert_eq!(
+            get(&store, &id).await.unwrap().unwrap().status,
+            Status::Used
+        );
+        let (next, _) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        assert!(
+            matches!(next, Answer::Pending(ref n) if *n != id),
+            "{next:?}"
+        );
+        assert_eq!(first.arguments, args);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_stands_and_an_expired_request_is_gone() {
+        let store = store();
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60));
+        let (Answer::Pending(id), _) = grant.ask(&ask("t1", "{}", "r")).await.unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            decide(&store, &id, false, "ops", None).await.unwrap(),
+            Decided::Now(_)
+        ));
+        let (a, _) = grant.ask(&ask("t1", "{}", "r")).await.unwrap();
+        assert_eq!(a, Answer::Refused(id));
+
+        let short = Grant::new(store.clone(), "flow", Duration::from_secs(1));
+        let (Answer::Pending(id), _) = short.ask(&ask("t1", "[]", "r")).await.unwrap() else {
+            panic!()
+        };
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert!(get(&store, &id).await.unwrap().is_none());
+        assert!(matches!(
+            decide(&store, &id, true, "ops", None).await.unwrap(),
+            Decided::Gone
+        ));
+    }
+}

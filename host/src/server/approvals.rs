@@ -1,0 +1,206 @@
+//! `/v1/admin/approvals/{id}`: an approver sees an approval request (`GET`) and grants or refuses
+//! it (`POST {"decision": "grant"}` or `"refuse"`), once (`crate::approvals`).
+//!
+//! Who may: the admin key (`[admin] keys_sha256`), for any tenant; or an API key labelled
+//! `approver = "true"`, for its own tenant's requests only (another tenant's are not found). With
+//! no admin key configured, the admin endpoints are open, and so is this one.
+
+use super::App;
+use crate::approvals::{self, Decided};
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Who is deciding: `tenant` `None` for the admin.
+struct Approver {
+    by: String,
+    tenant: Option<String>,
+}
+
+/// The caller as an approver, if it is one.
+fn approver(app: &App, request: &Request) -> Option<Approver> {
+    let set = app.policies();
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let admin_keys = &set.config().admin.keys;
+    let admin = |by: &str| Approver {
+        by: by.into(),
+        tenant: None,
+    };
+    if admin_keys.is_empty()
+        || crate::auth::bearer(presented).is_ok_and(|t| crate::auth::matches_any(admin_keys, t))
+    {
+        return Some(admin("admin"));
+    }
+    let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
+    if let (Some(_), Ok(caller)) = (keys, crate::auth::authenticate(keys, presented)) {
+        if caller
+            .labels
+            .iter()
+            .any(|(k, v)| k == "approver" && v == "true")
+        {
+            return Some(Approver {
+                by: caller.principal.clone().unwrap_or_default(),
+                tenant: Some(caller.tenant_name().to_string()),
+            });
+        }
+    }
+    None
+}
+
+/// The 401 a caller that is no approver gets.
+fn unauthorized(app: &App) -> Response {
+    app.metrics.auth_failure();
+    super::json_response(
+        StatusCode::UNAUTHORIZED,
+        crate::codec::error::openai(
+            "approvals take the admin key, or an API key labelled approver = \"true\" (for its own tenant)",
+            "invalid_request_error",
+            "invalid_api_key",
+            None,
+        ),
+    )
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    super::json_response(
+        status,
+        crate::codec::error::openai(message, "invalid_request_error", code, None),
+    )
+}
+
+fn unavailable(e: crate::state::Unavailable) -> Response {
+    super::json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        crate::codec::error::openai(&e.to_string(), "server_error", "state_unavailable", None),
+    )
+}
+
+fn gone() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such approval request: it expired, or never was",
+    )
+}
+
+/// `GET /v1/admin/approvals`: the undecided requests of the approver key's tenant, or (the admin
+/// key) of `?tenant=` (the default tenant without it), oldest first, arguments included.
+pub(crate) async fn list(State(app): State<Arc<App>>, request: Request) -> Response {
+    let Some(who) = approver(&app, &request) else {
+        return unauthorized(&app);
+    };
+    // Tenant names are config keys: no escapes to decode.
+    let asked = request
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("tenant="));
+    let tenant = match (&who.tenant, asked) {
+        (Some(own), Some(other)) if own != other => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "other_tenant",
+                "an approver key lists its own tenant's requests only",
+            )
+        }
+        (Some(own), _) => own.clone(),
+        (None, asked) => asked.unwrap_or(crate::auth::DEFAULT_TENANT).to_string(),
+    };
+    let set = app.policies();
+    let (store, ttl) = (set.store().clone(), set.config().approvals_ttl);
+    drop(set);
+    match approvals::pending(&store, &tenant, ttl).await {
+        Err(e) => unavailable(e),
+        Ok(list) => {
+            super::json_response(StatusCode::OK, json!({"tenant": tenant, "approvals": list}))
+        }
+    }
+}
+
+/// `GET`: the request as it stands, with the arguments the call would run with.
+pub(crate) async fn show(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let Some(who) = approver(&app, &request) else {
+        return unauthorized(&app);
+    };
+    if !approvals::valid_id(&id) {
+        return gone();
+    }
+    let store = app.policies().store().clone();
+    match approvals::get(&store, &id).await {
+        Err(e) => unavailable(e),
+        Ok(Some(r)) if who.tenant.as_deref().is_none_or(|t| t == r.tenant) => {
+            super::json_response(StatusCode::OK, serde_json::to_value(&r).unwrap_or_default())
+        }
+        Ok(_) => gone(),
+    }
+}
+
+/// `POST {"decision": "grant" | "refuse"}`: decide, once.
+pub(crate) async fn decide(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let Some(who) = approver(&app, &request) else {
+        return unauthorized(&app);
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the body is at most 4096 bytes: {\"decision\": \"grant\"} or {\"decision\": \"refuse\"}",
+            )
+        }
+    };
+    let decision = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v["decision"].as_str().map(str::to_string));
+    let yes = match decision.as_deref() {
+        Some("grant") => true,
+        Some("refuse") => false,
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "send {\"decision\": \"grant\"} or {\"decision\": \"refuse\"}",
+            )
+        }
+    };
+    if !approvals::valid_id(&id) {
+        return gone();
+    }
+    let store = app.policies().store().clone();
+    match approvals::decide(&store, &id, yes, &who.by, who.tenant.as_deref()).await {
+        Err(e) => unavailable(e),
+        Ok(Decided::Gone) => gone(),
+        Ok(Decided::Now(r)) => {
+            tracing::info!(
+                approval = %r.id,
+                tenant = %r.tenant,
+                plugin = %r.plugin,
+                rule = %r.rule,
+                tool = %r.tool,
+                decision = if yes { "granted" } else { "refused" },
+                by = %r.decided_by.as_deref().unwrap_or_default(),
+                "approval decided"
+            );
+            super::json_response(StatusCode::OK, serde_json::to_value(&r).unwrap_or_default())
+        }
+        Ok(Decided::Before(r)) => super::json_response(
+            StatusCode::CONFLICT,
+            json!({"error": {"message": "this approval request was decided before", "type": "invalid_request_error", "code": "already_decided"}, "approval": r}),
+        ),
+    }
+}
