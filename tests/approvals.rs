@@ -490,3 +490,36 @@ fn approvals_config_is_checked() {
     );
     assert!(refused["railyard"]["approvals"].is_null(), "{refused}");
 }
+
+/// A grant binds to the policy that asked: a reload that changes flow's config makes it serve
+/// nothing, one that changes something else (a new API key) keeps it.
+#[test]
+fn a_changed_policy_voids_a_grant_and_a_new_key_does_not() {
+    let backend = MockBackend::start(Script::Json(200, json!({})));
+    let cfg = config(900, "");
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let attack = post_to(ATTACKER, false);
+    let revision = || get(d.addr, "/v1/policies").json()["revision"]["number"].clone();
+    let reload = |from: &str, to: &str, number: u64| {
+        let text = std::fs::read_to_string(&cfg.path).unwrap();
+        assert!(text.contains(from), "{from}");
+        std::fs::write(&cfg.path, text.replacen(from, to, 1)).unwrap();
+        eventually("the reload", || revision() == json!(number));
+    };
+
+    let id = pending(&chat(&d, &backend, &attack, "c2"));
+    assert_eq!(decide(&d, &id, None, "grant").status, 200);
+    let key = key_entry("auth.keys", "another-key", "another", None);
+    reload("[approvals]", &format!("{key}[approvals]"), 2);
+    let passed = chat(&d, &backend, &attack, "c3");
+    assert_eq!(
+        passed["message"]["tool_calls"][0]["function"]["name"], "send_message",
+        "{passed}"
+    );
+
+    let id = pending(&chat(&d, &backend, &attack, "c4"));
+    assert_eq!(decide(&d, &id, None, "grant").status, 200);
+    reload("mode = \"values\"", "mode = \"values\"\nmin_digits = 7", 3);
+    let refused = chat(&d, &backend, &attack, "c5");
+    assert_ne!(pending(&refused), id);
+}

@@ -3,8 +3,8 @@
 //!
 //! A plugin granted approvals asks about a call of the reply it judges. The host binds the
 //! question to what it knows itself (the tenant and principal, the plugin entry, the rule, the
-//! call's tool, the SHA-256 of its arguments with object keys sorted, the policy revision), so a
-//! grant can serve nothing else. It files a request under a random id in the `[state]` store,
+//! call's tool, the SHA-256 of its arguments with object keys sorted, and the asking policy: the
+//! entry's component and config), so a grant can serve nothing else. It files a request under a random id in the `[state]` store,
 //! where every replica sees it, and keeps, under the binding, which request is the current one:
 //! the client sending the same turn again (its model naming the call anew) finds it. An
 //! approver grants or refuses it once; a grant is spent by the first ask that finds it, across
@@ -64,8 +64,9 @@ pub struct Request {
     pub arguments_sha256: String,
     /// The arguments, for the approver (cut at [`MAX_ARGUMENTS`]).
     pub arguments: String,
-    /// The first 16 hex digits of the policy revision it is bound to.
-    pub revision: String,
+    /// The first 16 hex digits of the policy it is bound to (the entry's component and config:
+    /// a change to either makes grants of before serve nothing).
+    pub policy: String,
     /// Unix seconds.
     pub requested_at: u64,
     /// Unix seconds; after this it is gone.
@@ -109,8 +110,6 @@ pub struct Ask<'a> {
     pub tenant: &'a str,
     /// Its principal.
     pub principal: Option<&'a str>,
-    /// The policy revision's hash.
-    pub revision: &'a str,
     /// The plugin's rule.
     pub rule: &'a str,
     /// Why it would refuse.
@@ -129,6 +128,7 @@ pub struct Grant {
     store: Arc<Store>,
     plugin: String,
     ttl: Duration,
+    policy: String,
 }
 
 fn id_key(id: &str) -> String {
@@ -147,44 +147,70 @@ fn pending_key(tenant: &str) -> String {
 pub const MAX_LISTED: usize = 1024;
 
 /// SHA-256 of `arguments`: their JSON with object keys sorted (a model may order them anew),
-/// else the text as given.
+/// else (not JSON, or an object that repeats a key, which parsers read differently) the text as
+/// given.
 pub fn arguments_sha256(arguments: &str) -> String {
-    fn sorted(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    sorted(&map[k], out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    sorted(item, out);
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
+    match serde_json::from_str::<Canonical>(arguments) {
+        Ok(c) => crate::util::sha256_hex(format!("json:{}", c.0).as_bytes()),
+        Err(_) => crate::util::sha256_hex(format!("text:{arguments}").as_bytes()),
     }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v) => {
-            let mut out = String::with_capacity(arguments.len());
-            sorted(&v, &mut out);
-            crate::util::sha256_hex(out.as_bytes())
+}
+
+/// A JSON value written back with its object keys sorted; a repeated key is an error.
+struct Canonical(String);
+
+impl<'de> Deserialize<'de> for Canonical {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CanonicalVisitor)
+    }
+}
+
+struct CanonicalVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CanonicalVisitor {
+    type Value = Canonical;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Canonical, E> {
+        Ok(Canonical(v.to_string()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Canonical, E> {
+        Ok(Canonical(v.to_string()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Canonical, E> {
+        Ok(Canonical(v.to_string()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Canonical, E> {
+        Ok(Canonical(Value::from(v).to_string()))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Canonical, E> {
+        Ok(Canonical(Value::String(v.to_string()).to_string()))
+    }
+    fn visit_unit<E>(self) -> Result<Canonical, E> {
+        Ok(Canonical("null".into()))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Canonical, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Canonical(item)) = seq.next_element::<Canonical>()? {
+            items.push(item);
         }
-        Err(_) => crate::util::sha256_hex(arguments.as_bytes()),
+        Ok(Canonical(format!("[{}]", items.join(","))))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Canonical, A::Error> {
+        let mut members = std::collections::BTreeMap::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Canonical(value) = map.next_value::<Canonical>()?;
+            if members.insert(key, value).is_some() {
+                return Err(serde::de::Error::custom("an object repeats a key"));
+            }
+        }
+        let members: Vec<String> = members
+            .into_iter()
+            .map(|(k, v)| format!("{}:{v}", Value::String(k)))
+            .collect();
+        Ok(Canonical(format!("{{{}}}", members.join(","))))
     }
 }
 
@@ -193,12 +219,14 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 impl Grant {
-    /// Approvals in `store` for plugin entry `plugin`, each request living `ttl`.
-    pub fn new(store: Arc<Store>, plugin: &str, ttl: Duration) -> Grant {
+    /// Approvals in `store` for plugin entry `plugin`, each request living `ttl`, bound to
+    /// `policy` (a digest of the entry's component and config).
+    pub fn new(store: Arc<Store>, plugin: &str, ttl: Duration, policy: &str) -> Grant {
         Grant {
             store,
             plugin: plugin.to_string(),
             ttl,
+            policy: policy.to_string(),
         }
     }
 
@@ -214,7 +242,7 @@ impl Grant {
                 ask.rule,
                 ask.tool,
                 &args,
-                ask.revision,
+                &self.policy,
             ]
             .join("\0")
             .as_bytes(),
@@ -263,7 +291,7 @@ impl Grant {
             call_id: cut(ask.call_id, MAX_TEXT),
             arguments_sha256: args,
             arguments: cut(ask.arguments, MAX_ARGUMENTS),
-            revision: ask.revision.get(..16).unwrap_or(ask.revision).to_string(),
+            policy: self.policy.get(..16).unwrap_or(&self.policy).to_string(),
             requested_at: now,
             expires_at: now + self.ttl.as_secs(),
             decided_by: None,
@@ -411,11 +439,10 @@ mod tests {
         Arc::new(Store::new(&crate::config::StateConfig::default()))
     }
 
-    fn ask<'a>(tenant: &'a str, arguments: &'a str, revision: &'a str) -> Ask<'a> {
+    fn ask<'a>(tenant: &'a str, arguments: &'a str) -> Ask<'a> {
         Ask {
             tenant,
             principal: Some("agent"),
-            revision,
             rule: "value",
             reason:
                 "argument 'to' holds an email found in the result of untrusted tool 'read_email'",
@@ -433,20 +460,29 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(arguments_sha256("not json"), arguments_sha256("not  json"));
+        // A repeated key is read differently by different parsers: only the same text matches.
+        let twice = r#"{"amount": 5000, "amount": 5}"#;
+        assert_ne!(
+            arguments_sha256(twice),
+            arguments_sha256(r#"{"amount": 5}"#)
+        );
+        assert_eq!(arguments_sha256(twice), arguments_sha256(twice));
+        assert_ne!(arguments_sha256("[1, 2]"), arguments_sha256("[2, 1]"));
+        assert_ne!(arguments_sha256("1.0"), arguments_sha256("\"1.0\""));
     }
 
     #[tokio::test]
     async fn granted_once_then_a_new_request_and_bound_to_what_was_asked() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60));
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         let args = r#"{"to": "mallory@evil.example"}"#;
-        let (answer, first) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        let (answer, first) = grant.ask(&ask("t1", args)).await.unwrap();
         let Answer::Pending(id) = answer else {
             panic!("{answer:?}")
         };
         assert!(valid_id(&id), "{id}");
         // Asked again before anyone decided: the same request.
-        let (again, _) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        let (again, _) = grant.ask(&ask("t1", args)).await.unwrap();
         assert_eq!(again, Answer::Pending(id.clone()));
         let listed = pending(&store, "t1", Duration::from_secs(60))
             .await
@@ -474,11 +510,15 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
-        // Other arguments, another tenant, another revision: not this grant.
-        for other in [
-            ask("t1", r#"{"to": "bob@example.com"}"#, "rev1"),
-            ask("t2", args, "rev1"),
-            ask("t1", args, "rev2"),
+        // Other arguments, another tenant or principal, another policy: not this grant.
+        let changed = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p2");
+        let mut someone = ask("t1", args);
+        someone.principal = Some("another-agent");
+        for (grant, other) in [
+            (&grant, ask("t1", r#"{"to": "bob@example.com"}"#)),
+            (&grant, ask("t2", args)),
+            (&grant, someone),
+            (&changed, ask("t1", args)),
         ] {
             let (a, r) = grant.ask(&other).await.unwrap();
             assert!(
@@ -489,7 +529,7 @@ mod tests {
         }
         // The same call, its keys in another order: granted, once.
         let (used, r) = grant
-            .ask(&ask("t1", r#"{ "to":"mallory@evil.example" }"#, "rev1"))
+            .ask(&ask("t1", r#"{ "to":"mallory@evil.example" }"#))
             .await
             .unwrap();
         assert_eq!(used, Answer::Granted(id.clone()));
@@ -498,7 +538,7 @@ mod tests {
             get(&store, &id).await.unwrap().unwrap().status,
             Status::Used
         );
-        let (next, _) = grant.ask(&ask("t1", args, "rev1")).await.unwrap();
+        let (next, _) = grant.ask(&ask("t1", args)).await.unwrap();
         assert!(
             matches!(next, Answer::Pending(ref n) if *n != id),
             "{next:?}"
@@ -509,19 +549,19 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_stands_and_an_expired_request_is_gone() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60));
-        let (Answer::Pending(id), _) = grant.ask(&ask("t1", "{}", "r")).await.unwrap() else {
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let (Answer::Pending(id), _) = grant.ask(&ask("t1", "{}")).await.unwrap() else {
             panic!()
         };
         assert!(matches!(
             decide(&store, &id, false, "ops", None).await.unwrap(),
             Decided::Now(_)
         ));
-        let (a, _) = grant.ask(&ask("t1", "{}", "r")).await.unwrap();
+        let (a, _) = grant.ask(&ask("t1", "{}")).await.unwrap();
         assert_eq!(a, Answer::Refused(id));
 
-        let short = Grant::new(store.clone(), "flow", Duration::from_secs(1));
-        let (Answer::Pending(id), _) = short.ask(&ask("t1", "[]", "r")).await.unwrap() else {
+        let short = Grant::new(store.clone(), "flow", Duration::from_secs(1), "p1");
+        let (Answer::Pending(id), _) = short.ask(&ask("t1", "[]")).await.unwrap() else {
             panic!()
         };
         tokio::time::sleep(Duration::from_millis(2100)).await;

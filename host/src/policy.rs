@@ -90,8 +90,18 @@ impl PolicySet {
             let state = pc
                 .state
                 .then(|| crate::state::Grant::new(engine.store().clone(), &pc.name));
+            // Grants bind to the policy that asked: its component and its config.
             let approvals = pc.approvals.then(|| {
-                crate::approvals::Grant::new(engine.store().clone(), &pc.name, config.approvals_ttl)
+                let component = std::fs::read(&pc.path).unwrap_or_default();
+                let policy = crate::util::sha256_hex(
+                    format!("{}\0{}", crate::util::sha256_hex(&component), pc.config).as_bytes(),
+                );
+                crate::approvals::Grant::new(
+                    engine.store().clone(),
+                    &pc.name,
+                    config.approvals_ttl,
+                    &policy,
+                )
             });
             let grant = guard_models
                 .grant(&pc.guard_models)

@@ -140,9 +140,7 @@ impl RequestScope {
                 request_id,
                 door: door.as_str().to_string(),
                 // Only a set with a plugin that may ask for approvals keeps a ledger.
-                approvals: set
-                    .asks_approvals()
-                    .then(|| Arc::new(crate::util::ApprovalLedger::new(&set.revision().hash))),
+                approvals: set.asks_approvals().then(Default::default),
                 ..Context::default()
             },
             set,

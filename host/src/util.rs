@@ -199,25 +199,14 @@ impl PartialEq for GuardScope {
     }
 }
 
-/// One request's approval requests (`crate::approvals`): the policy revision they bind to, and
-/// those its plugins made, found or spent, as the client is shown them (made only when a plugin
-/// of the set may ask).
+/// One request's approval requests (`crate::approvals`): those its plugins made, found or
+/// spent, as the client is shown them (made only when a plugin of the set may ask).
 #[derive(Debug, Default)]
 pub struct ApprovalLedger {
-    /// The policy revision's hash.
-    pub revision: String,
     asked: std::sync::Mutex<Vec<serde_json::Value>>,
 }
 
 impl ApprovalLedger {
-    /// A ledger for a request judged by revision `revision`.
-    pub fn new(revision: &str) -> ApprovalLedger {
-        ApprovalLedger {
-            revision: revision.to_string(),
-            asked: Default::default(),
-        }
-    }
-
     /// Note a request as the client is shown it (once per id: the last word stands).
     pub fn note(&self, shown: serde_json::Value) {
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());

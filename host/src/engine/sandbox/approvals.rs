@@ -67,15 +67,9 @@ impl aa::Host for HostState {
             self.guard.asking = Some(asking);
             return denied("a rule's name is 1 to 64 bytes");
         }
-        let revision = asking
-            .ledger
-            .as_ref()
-            .map(|l| l.revision.clone())
-            .unwrap_or_default();
         let ask = Ask {
             tenant: &asking.tenant,
             principal: asking.principal.as_deref(),
-            revision: &revision,
             rule: &rule,
             reason: &reason,
             call_id: id,
