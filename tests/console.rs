@@ -12,8 +12,18 @@ use std::time::{Duration, Instant};
 
 const ADMIN: &str = "demo-admin-key";
 
+/// The bundled config, with flow asking for approvals (the console's approvals view).
 fn daemon() -> (Daemon, TempConfig) {
-    let cfg = bundled_with(&[]);
+    let cfg = bundled_with(&[
+        (
+            "release/flow.wasm\"\nrails = [\"tool_call\"]",
+            "release/flow.wasm\"\nrails = [\"tool_call\"]\napprovals = true",
+        ),
+        (
+            "# actions = { value = \"approve\" }",
+            "actions = { value = \"approve\" }",
+        ),
+    ]);
     let daemon = Daemon::start_with(&cfg.path, &["--demo-backend"]);
     (daemon, cfg)
 }
@@ -355,6 +365,22 @@ fn the_console_works_in_a_real_browser() {
         .contains("[EMAIL]"));
     assert!(text("play_bad_json").contains("not JSON"), "{seen}");
     assert!(text("live_after_playground").contains("check"), "{seen}");
+    // Approvals: the call flow asked about is listed with why, without the values in the row
+    // (the arguments open on demand), granted from the page, then passes once and leaves the
+    // list.
+    assert_eq!(seen["approval_check"], "block", "{seen}");
+    let row = text("approval_row");
+    assert!(
+        row.contains("flow · value") && row.contains("send_message") && row.contains("web_fetch"),
+        "{row}"
+    );
+    assert!(
+        text("approval_arguments").contains("hooks.evil.example"),
+        "{seen}"
+    );
+    assert_eq!(seen["approval_decided"], "granted by admin", "{seen}");
+    assert_eq!(seen["approval_after"], json!(["allow", "used"]), "{seen}");
+    assert_eq!(seen["approvals_left"], true, "{seen}");
     // Signing out forgets the key; nothing failed in the page but the refused sign-in.
     assert_eq!(seen["key_after_sign_out"], Value::Null);
     let errors: Vec<&Value> = seen["browser_errors"]

@@ -1,5 +1,6 @@
 // Railyard's console: live decisions, the loaded policies, health from the daemon's metrics,
-// and a playground that runs a request through the live policies. Plain DOM, no framework, no
+// a playground that runs a request through the live policies, and the calls that wait for a
+// person's approval. Plain DOM, no framework, no
 // network but this daemon: it ships inside the binary. Every value from the daemon is written
 // as text (textContent), never as markup.
 'use strict';
@@ -98,6 +99,7 @@ function show() {
   }
   if (view === 'policies') policies.load();
   if (view === 'health') health.render();
+  if (view === 'approvals') approvals.load();
 }
 
 function micros(us) {
@@ -307,7 +309,7 @@ const policies = {
     this.data = await response.json();
     const tenant = $('policies-tenant');
     const names = ['default', ...Object.keys(this.data.tenants || {})];
-    for (const select of [tenant, $('play-tenant')]) {
+    for (const select of [tenant, $('play-tenant'), $('approvals-tenant')]) {
       const current = select.value;
       select.replaceChildren(...names.map((n) => el('option', { value: n }, n)));
       if (names.includes(current)) select.value = current;
@@ -723,6 +725,68 @@ const playground = {
   },
 };
 
+// ---- approvals ----
+
+const approvals = {
+  async load() {
+    const tenant = $('approvals-tenant').value || 'default';
+    let response;
+    try {
+      response = await api('v1/admin/approvals?tenant=' + encodeURIComponent(tenant));
+    } catch (e) { return; }
+    if (!response.ok) {
+      $('approvals-status').textContent = 'The daemon answered ' + response.status + '.';
+      return;
+    }
+    const body = await response.json();
+    $('approvals-status').textContent = '';
+    this.render(body.approvals || []);
+  },
+
+  render(list) {
+    const time = (s) => new Date(s * 1000).toLocaleTimeString();
+    const pretty = (text) => {
+      try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+    };
+    $('approvals-empty').hidden = list.length > 0;
+    $('approvals-rows').replaceChildren(...list.map((a) => {
+      const decision = el('td', { class: 'decision' },
+        el('button', { type: 'button', class: 'grant' }, 'Grant'), ' ',
+        el('button', { type: 'button', class: 'refuse' }, 'Refuse'));
+      decision.querySelector('.grant').addEventListener('click', () => this.decide(a.id, 'grant', decision));
+      decision.querySelector('.refuse').addEventListener('click', () => this.decide(a.id, 'refuse', decision));
+      return el('tr', { 'data-approval': a.id },
+        el('td', {}, time(a.requested_at)),
+        el('td', {}, a.principal || '–'),
+        el('td', {}, a.plugin + ' · ' + a.rule),
+        el('td', {}, a.tool),
+        el('td', {}, a.reason),
+        el('td', {}, el('details', {}, el('summary', {}, 'arguments'), el('pre', {}, pretty(a.arguments)))),
+        el('td', {}, time(a.expires_at)),
+        decision);
+    }));
+  },
+
+  async decide(id, decision, cell) {
+    let response;
+    try {
+      response = await api('v1/admin/approvals/' + encodeURIComponent(id), {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ decision }),
+      });
+    } catch (e) { return; }
+    const body = await response.json();
+    if (response.ok) {
+      cell.textContent = body.status + ' by ' + body.decided_by;
+    } else {
+      const a = body.approval;
+      cell.textContent = a ? a.status + (a.decided_by ? ' by ' + a.decided_by : '')
+        : (body.error ? body.error.message : 'the daemon answered ' + response.status);
+    }
+  },
+};
+
 // ---- wiring ----
 
 document.addEventListener('DOMContentLoaded', () => {
@@ -746,6 +810,8 @@ document.addEventListener('DOMContentLoaded', () => {
   $('play-door').addEventListener('change', () => playground.fillExample());
   $('play-example').addEventListener('click', () => playground.fillExample());
   $('play-form').addEventListener('submit', (e) => playground.run(e));
+  $('approvals-tenant').addEventListener('change', () => approvals.load());
+  $('approvals-refresh').addEventListener('click', () => approvals.load());
   playground.fillExample();
   if (key() !== null) start(); else $('login').hidden = false;
 });
