@@ -525,3 +525,41 @@ fn an_absurd_usage_spends_the_budget_and_never_refunds_it() {
     assert_eq!(send(&daemon, "small-key", "after").status, 429);
     assert_eq!(get(daemon.addr, "/healthz").status, 200);
 }
+
+/// A set member replaced in one step (an MCP read settled from pending to its text), in memory
+/// and on a real Redis: the old member goes, the new one comes, within the set's cap with the old
+/// one not counted, and nothing changes when the set is full of others.
+#[test]
+fn a_member_is_replaced_in_one_step_on_memory_and_redis() {
+    let redis = RedisServer::start();
+    let minute = std::time::Duration::from_secs(60);
+    for url in [None, Some(redis.url())] {
+        let store = railyard::state::Store::new(&railyard::config::StateConfig {
+            redis_url: url,
+            ..Default::default()
+        });
+        railyard::util::block_on(async {
+            for m in ["a", "pending"] {
+                assert!(store.add_member("t", "s", m, 2, minute).await.unwrap());
+            }
+            // Full with the old one: it makes room for its replacement.
+            assert!(store
+                .replace_member("t", "s", "pending", "text", 2, minute)
+                .await
+                .unwrap());
+            assert_eq!(store.members("s", minute).await.unwrap(), ["a", "text"]);
+            // Full of others (the old one is not there): nothing changes.
+            assert!(!store
+                .replace_member("t", "s", "gone", "more", 2, minute)
+                .await
+                .unwrap());
+            assert_eq!(store.members("s", minute).await.unwrap(), ["a", "text"]);
+            // Already there: the old one still goes.
+            assert!(store
+                .replace_member("t", "s", "a", "text", 2, minute)
+                .await
+                .unwrap());
+            assert_eq!(store.members("s", minute).await.unwrap(), ["text"]);
+        });
+    }
+}

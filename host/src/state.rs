@@ -204,6 +204,24 @@ impl Store {
         }
     }
 
+    /// Put `new` in the set `key` (`owner`'s) in place of `old`, as one step, unless the set
+    /// holds `cap` others: whether `new` is in the set now (`false`: full, and `old` stays). Its
+    /// life starts again at `ttl`. On Redis one round trip, where adding and taking out are two.
+    pub async fn replace_member(
+        &self,
+        owner: &str,
+        key: &str,
+        old: &str,
+        new: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        match self {
+            Store::Memory(m) => m.replace_member(owner, key, old, new, cap, ttl),
+            Store::Redis(r) => r.replace_member(key, old, new, cap, ttl).await,
+        }
+    }
+
     /// Take `member` out of the set `key` (nothing if it is not there).
     pub async fn remove_member(&self, key: &str, member: &str) -> Result<(), Unavailable> {
         match self {

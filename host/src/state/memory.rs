@@ -179,6 +179,61 @@ impl Memory {
         }
     }
 
+    /// Put `new` in the set `key` in place of `old` unless it holds `cap` others (`old` not
+    /// counted): whether `new` is in it now.
+    pub fn replace_member(
+        &self,
+        owner: &str,
+        key: &str,
+        old: &str,
+        new: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let now = Instant::now();
+        let mut table = self.table();
+        let owner = match table.live(key, now) {
+            Some(Entry {
+                held: Held::Set(set),
+                expires,
+                owner,
+                ..
+            }) => {
+                *expires = now + ttl;
+                let has = |m: &str| set.iter().any(|s| s == m);
+                if has(new) {
+                    None
+                } else if set.len() - usize::from(has(old)) >= cap {
+                    return Ok(false);
+                } else {
+                    Some(owner.clone())
+                }
+            }
+            _ => {
+                let set = Held::Set(vec![new.to_string()]);
+                table.insert(owner, key, set, now + ttl, now)?;
+                return Ok(true);
+            }
+        };
+        if let Some(owner) = owner {
+            table.room(&owner, member_size(new), now)?;
+        }
+        if let Some(Entry {
+            held: Held::Set(set),
+            ..
+        }) = table.entries.get_mut(key)
+        {
+            if !set.iter().any(|m| m == new) {
+                set.push(new.to_string());
+            }
+            if old != new {
+                set.retain(|m| m != old);
+            }
+        }
+        table.resized(key);
+        Ok(true)
+    }
+
     /// Take `member` out of the set `key`.
     pub fn remove_member(&self, key: &str, member: &str) {
         let now = Instant::now();

@@ -49,6 +49,19 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 ";
 
+/// `ARGV[2]` in place of `ARGV[1]` in the set, unless it holds `ARGV[3]` others (`ARGV[1]` not
+/// counted); its life started again at `ARGV[4]` ms: `1` replaced, `0` full (nothing changed).
+const REPLACE_MEMBER: &str = r"
+if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then
+  local others = redis.call('SCARD', KEYS[1]) - redis.call('SISMEMBER', KEYS[1], ARGV[1])
+  if others >= tonumber(ARGV[3]) then return 0 end
+  redis.call('SADD', KEYS[1], ARGV[2])
+end
+if ARGV[1] ~= ARGV[2] then redis.call('SREM', KEYS[1], ARGV[1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+";
+
 /// A set's members, its life started again.
 const MEMBERS: &str = r"
 local m = redis.call('SMEMBERS', KEYS[1])
@@ -94,6 +107,7 @@ pub struct Redis {
     take: redis::Script,
     settle: redis::Script,
     add_member: redis::Script,
+    replace_member: redis::Script,
     members: redis::Script,
     lease: redis::Script,
     add_within: redis::Script,
@@ -111,6 +125,7 @@ impl Redis {
             take: redis::Script::new(TAKE),
             settle: redis::Script::new(SETTLE),
             add_member: redis::Script::new(ADD_MEMBER),
+            replace_member: redis::Script::new(REPLACE_MEMBER),
             members: redis::Script::new(MEMBERS),
             lease: redis::Script::new(LEASE),
             add_within: redis::Script::new(ADD_WITHIN),
@@ -260,6 +275,31 @@ impl Redis {
                 .invoke_async(&mut c)
                 .await?;
             Ok(added == 1)
+        })
+        .await
+    }
+
+    /// See `Store::replace_member`.
+    pub async fn replace_member(
+        &self,
+        key: &str,
+        old: &str,
+        new: &str,
+        cap: usize,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let key = self.key(key);
+        self.call(|mut c| async move {
+            let replaced: i64 = self
+                .replace_member
+                .key(&key)
+                .arg(old)
+                .arg(new)
+                .arg(cap)
+                .arg(ttl.as_millis().max(1) as u64)
+                .invoke_async(&mut c)
+                .await?;
+            Ok(replaced == 1)
         })
         .await
     }

@@ -132,27 +132,22 @@ impl Agent {
             .filter(|t| t.len() <= MAX_TEXT)
             .map(|t| format!("t\0{}\0{t}", read.tool));
         let unseen = || format!("u\0{}", read.tool);
-        let mut marked = false;
-        if let Some(member) = &kept {
-            marked = matches!(
-                store
-                    .add_member(&self.tenant, &self.key, member, MAX_READS, IDLE)
-                    .await,
-                Ok(true)
-            );
-        }
-        if !marked {
-            marked = matches!(
-                store
-                    .add_member(&self.tenant, &self.key, &unseen(), MAX_READS, IDLE)
-                    .await,
-                Ok(true)
-            );
-        }
-        if marked {
-            if let Err(e) = store.remove_member(&self.key, &read.member).await {
-                tracing::warn!(error = %e, "an MCP read left pending (unseen)");
-            }
+        // The pending read becomes the text, or else an unseen mark, each in one step.
+        let pending = read.member.as_str();
+        let replace = |member: String| async move {
+            store
+                .replace_member(&self.tenant, &self.key, pending, &member, MAX_READS, IDLE)
+                .await
+        };
+        let settled = match kept {
+            Some(member) => match replace(member).await {
+                Ok(true) => Ok(true),
+                _ => replace(unseen()).await,
+            },
+            None => replace(unseen()).await,
+        };
+        if !matches!(settled, Ok(true)) {
+            tracing::warn!("an MCP read left pending (unseen): the store did not take its result");
         }
     }
 
