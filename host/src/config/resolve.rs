@@ -555,28 +555,18 @@ pub(super) fn resolve_plugins(
                 );
             }
         }
+        // A memoised verdict would answer without reaching the capability.
+        let memo = raw.memo.as_ref().is_some_and(|m| *m.get_ref());
+        for (flag, name, why) in [
+            (&raw.state, "state", "a plugin with state cannot have `memo = true`: a memoised verdict would answer without reaching the state (a counter would not count)"),
+            (&raw.approvals, "approvals", "a plugin that asks for approvals cannot have `memo = true`: a memoised verdict would answer without asking (a grant would never be spent)"),
+        ] {
+            if let Some(v) = flag.as_ref().filter(|v| memo && *v.get_ref()) {
+                p.at(v.span(), format!("{key}.{name}"), why);
+            }
+        }
         let state = raw.state.as_ref().is_some_and(|v| *v.get_ref());
-        if let (Some(v), true) = (
-            raw.state.as_ref().filter(|_| state),
-            raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
-        ) {
-            p.at(
-                v.span(),
-                format!("{key}.state"),
-                "a plugin with state cannot have `memo = true`: a memoised verdict would answer without reaching the state (a counter would not count)",
-            );
-        }
         let approvals = raw.approvals.as_ref().is_some_and(|v| *v.get_ref());
-        if let (Some(v), true) = (
-            raw.approvals.as_ref().filter(|_| approvals),
-            raw.memo.as_ref().is_some_and(|m| *m.get_ref()),
-        ) {
-            p.at(
-                v.span(),
-                format!("{key}.approvals"),
-                "a plugin that asks for approvals cannot have `memo = true`: a memoised verdict would answer without asking (a grant would never be spent)",
-            );
-        }
         let plugin_path = raw.path.get_ref();
         if plugin_path.is_empty() {
             p.at(raw.path.span(), format!("{key}.path"), "must not be empty");
