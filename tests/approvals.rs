@@ -281,6 +281,20 @@ fn a_granted_call_passes_once_and_nothing_else_does_on_chat() {
         "{reason}"
     );
     assert_eq!(refused["railyard"]["approvals"][0]["status"], "refused");
+
+    // Counted, per tenant and event.
+    let metrics = get(d.addr, "/metrics").body;
+    for (tenant, event, n) in [
+        ("default", "used", 1),
+        ("default", "refused", 1),
+        ("default", "decided_grant", 1),
+        ("default", "decided_refuse", 1),
+        ("support", "pending", 1),
+    ] {
+        let line =
+            format!("railyard_approvals_total{{tenant=\"{tenant}\",event=\"{event}\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line}");
+    }
 }
 
 #[test]

@@ -173,6 +173,7 @@ pub struct Metrics {
     reloads: Family<u64>,
     auth_failures: Family<u64>,
     throttled: Family<u64>,
+    approvals: Family<u64>,
     guard_calls: Family<u64>,
     guard_latency: Family<Histogram>,
 }
@@ -212,6 +213,10 @@ impl Default for Metrics {
             auth_failures: Family::new(
                 "railyard_auth_failures_total",
                 "Requests refused for a missing or unknown API or admin key.",
+            ),
+            approvals: Family::new(
+                "railyard_approvals_total",
+                "Approval requests by what happened: a call refused while one is pending, passed on a grant (used) or refused by an approver's no; an approver's grant or refusal (decided_grant, decided_refuse).",
             ),
             throttled: Family::new(
                 "railyard_tenant_throttled_total",
@@ -272,6 +277,13 @@ impl Metrics {
     /// Count a refused key.
     pub fn auth_failure(&self) {
         self.auth_failures.with(&[], |c| *c += 1);
+    }
+
+    /// An approval event (`pending`, `used`, `refused`, `decided_grant`, `decided_refuse`) of
+    /// `tenant`.
+    pub fn approval(&self, tenant: &str, event: &str) {
+        self.approvals
+            .with(&[("tenant", tenant), ("event", event)], |c| *c += 1);
     }
 
     /// Count a request refused by its tenant's concurrency limit.
@@ -373,6 +385,7 @@ impl Metrics {
             &self.reloads,
             &self.auth_failures,
             &self.throttled,
+            &self.approvals,
             &self.guard_calls,
         ] {
             let _ = writeln!(out, "# HELP {} {}", family.name, family.help);

@@ -30,6 +30,8 @@ pub trait Observer: Send + Sync + 'static {
     fn evaluation(&self, eval: &Evaluation, tenant: &str);
     /// A request ended: its one record.
     fn record(&self, record: &DecisionRecord);
+    /// A request of `tenant` ended with these approval requests, as the client was shown them.
+    fn approvals(&self, _asked: &[Value], _tenant: &str) {}
 }
 
 /// Why a request was refused.
@@ -680,6 +682,9 @@ impl RequestScope {
         self.record.latency_us = self.started.elapsed().as_micros() as u64;
         if let Some(trace) = &mut self.trace {
             trace.end(&self.record);
+        }
+        if let Some(asked) = self.approvals() {
+            self.observer.approvals(&asked, self.tenant_name());
         }
         self.observer.record(&self.record);
     }

@@ -235,6 +235,14 @@ impl Observer for Sink {
         self.metrics.evaluation(eval, Some(tenant));
     }
 
+    fn approvals(&self, asked: &[serde_json::Value], tenant: &str) {
+        for a in asked {
+            if let Some(status) = a["status"].as_str() {
+                self.metrics.approval(tenant, status);
+            }
+        }
+    }
+
     fn record(&self, record: &DecisionRecord) {
         self.live.send(record);
         if !tracing::enabled!(target: "railyard::decision", tracing::Level::INFO) {

@@ -186,6 +186,12 @@ pub(crate) async fn decide(
         Err(e) => unavailable(e),
         Ok(Decided::Gone) => gone(),
         Ok(Decided::Now(r)) => {
+            let event = if yes {
+                "decided_grant"
+            } else {
+                "decided_refuse"
+            };
+            app.metrics.approval(&r.tenant, event);
             tracing::info!(
                 approval = %r.id,
                 tenant = %r.tenant,
