@@ -10,11 +10,13 @@ Every step waits for the page to show what it should; a step that times out save
 import json
 import os
 import sys
+import time
 import traceback
 import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import SessionNotCreatedException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
@@ -34,10 +36,23 @@ for arg in [
 ]:
     options.add_argument(arg)
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(
-    service=Service(os.environ.get("RAILYARD_CHROMEDRIVER", "/usr/bin/chromedriver")),
-    options=options,
-)
+def browser():
+    return webdriver.Chrome(
+        service=Service(os.environ.get("RAILYARD_CHROMEDRIVER", "/usr/bin/chromedriver")),
+        options=options,
+    )
+
+
+# Chromium sometimes exits while starting on a loaded machine (the suite runs beside it): the
+# browser is the test's instrument, not what it tests, so its start is tried three times.
+for attempt in range(3):
+    try:
+        driver = browser()
+        break
+    except SessionNotCreatedException:
+        if attempt == 2:
+            raise
+        time.sleep(1)
 seen = {}
 step = "start"
 
