@@ -14,16 +14,7 @@ const ADMIN: &str = "demo-admin-key";
 
 /// The bundled config, with flow asking for approvals (the console's approvals view).
 fn daemon() -> (Daemon, TempConfig) {
-    let cfg = bundled_with(&[
-        (
-            "release/flow.wasm\"\nrails = [\"tool_call\"]",
-            "release/flow.wasm\"\nrails = [\"tool_call\"]\napprovals = true",
-        ),
-        (
-            "# actions = { value = \"approve\" }",
-            "actions = { value = \"approve\" }",
-        ),
-    ]);
+    let cfg = bundled_with(&crate::approvals::APPROVING);
     let daemon = Daemon::start_with(&cfg.path, &["--demo-backend"]);
     (daemon, cfg)
 }

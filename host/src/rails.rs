@@ -591,12 +591,7 @@ impl RequestScope {
 
     /// Whether any rail did more than allow, or a plugin faulted.
     pub fn acted(&self) -> bool {
-        self.record.acted()
-            || self
-                .ctx
-                .approvals
-                .as_ref()
-                .is_some_and(|l| !l.asked().is_empty())
+        self.record.acted() || self.ctx.approvals.as_ref().is_some_and(|l| !l.is_empty())
     }
 
     /// The `railyard` object of a response: the record so far, and what was rejected.
@@ -619,8 +614,8 @@ impl RequestScope {
 
     /// The approval requests the request's plugins made, found or spent, if any.
     pub fn approvals(&self) -> Option<Vec<Value>> {
-        let asked = self.ctx.approvals.as_ref()?.asked();
-        (!asked.is_empty()).then_some(asked)
+        let ledger = self.ctx.approvals.as_ref()?;
+        (!ledger.is_empty()).then(|| ledger.asked())
     }
 
     /// [`RequestScope::railyard`] as JSON text, written straight from the record (no `Value`).

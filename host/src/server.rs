@@ -431,22 +431,24 @@ fn finish(router: Router<Arc<App>>, app: Arc<App>) -> Router {
 
 /// Admin endpoints require an admin key when `[admin] keys_sha256` names any.
 async fn require_admin(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    if !is_admin(&app, &request) {
+        app.metrics.auth_failure();
+        return ApiError::AdminKey.into_response();
+    }
+    next.run(request).await
+}
+
+/// Whether `request` presents an admin key, or none is needed (`[admin] keys_sha256` is empty).
+fn is_admin(app: &App, request: &Request) -> bool {
     let set = app.policies();
     let keys = &set.config().admin.keys;
-    if !keys.is_empty() {
+    keys.is_empty() || {
         let presented = request
             .headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let ok =
-            crate::auth::bearer(presented).is_ok_and(|token| crate::auth::matches_any(keys, token));
-        if !ok {
-            app.metrics.auth_failure();
-            return ApiError::AdminKey.into_response();
-        }
+        crate::auth::bearer(presented).is_ok_and(|token| crate::auth::matches_any(keys, token))
     }
-    drop(set);
-    next.run(request).await
 }
 
 /// A path's error answered in the shape its clients read: Anthropic's under `/v1/messages`

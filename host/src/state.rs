@@ -200,7 +200,8 @@ impl Store {
     ) -> Result<bool, Unavailable> {
         match self {
             Store::Memory(m) => m.add_member(owner, key, member, cap, ttl),
-            Store::Redis(r) => r.add_member(key, member, cap, ttl).await,
+            // A member put in its own place: one script for both.
+            Store::Redis(r) => r.replace_member(key, member, member, cap, ttl).await,
         }
     }
 

@@ -214,6 +214,14 @@ impl ApprovalLedger {
         asked.push(shown);
     }
 
+    /// Whether none was noted.
+    pub fn is_empty(&self) -> bool {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// The requests noted so far.
     pub fn asked(&self) -> Vec<serde_json::Value> {
         self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone()

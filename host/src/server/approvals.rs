@@ -21,21 +21,17 @@ struct Approver {
 
 /// The caller as an approver, if it is one.
 fn approver(app: &App, request: &Request) -> Option<Approver> {
+    if super::is_admin(app, request) {
+        return Some(Approver {
+            by: "admin".into(),
+            tenant: None,
+        });
+    }
     let set = app.policies();
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let admin_keys = &set.config().admin.keys;
-    let admin = |by: &str| Approver {
-        by: by.into(),
-        tenant: None,
-    };
-    if admin_keys.is_empty()
-        || crate::auth::bearer(presented).is_ok_and(|t| crate::auth::matches_any(admin_keys, t))
-    {
-        return Some(admin("admin"));
-    }
     let keys = set.config().auth.as_ref().map(|a| a.keys.as_slice());
     if let (Some(_), Ok(caller)) = (keys, crate::auth::authenticate(keys, presented)) {
         if caller

@@ -134,7 +134,7 @@ impl Memory {
     }
 
     /// Add `member` to the set `key` (of `owner`) unless it holds `cap` others; its life starts
-    /// again at `ttl`. Whether the member is in the set now.
+    /// again at `ttl`. Whether the member is in the set now. (A member put in its own place.)
     pub fn add_member(
         &self,
         owner: &str,
@@ -143,40 +143,7 @@ impl Memory {
         cap: usize,
         ttl: Duration,
     ) -> Result<bool, Unavailable> {
-        let now = Instant::now();
-        let mut table = self.table();
-        match table.live(key, now) {
-            Some(Entry {
-                held: Held::Set(set),
-                expires,
-                owner,
-                ..
-            }) => {
-                *expires = now + ttl;
-                if set.iter().any(|m| m == member) {
-                    return Ok(true);
-                }
-                if set.len() >= cap {
-                    return Ok(false);
-                }
-                let owner = owner.clone();
-                table.room(&owner, member_size(member), now)?;
-                if let Some(Entry {
-                    held: Held::Set(set),
-                    ..
-                }) = table.entries.get_mut(key)
-                {
-                    set.push(member.to_string());
-                }
-                table.resized(key);
-                Ok(true)
-            }
-            _ => {
-                let set = Held::Set(vec![member.to_string()]);
-                table.insert(owner, key, set, now + ttl, now)?;
-                Ok(true)
-            }
-        }
+        self.replace_member(owner, key, member, member, cap, ttl)
     }
 
     /// Put `new` in the set `key` in place of `old` unless it holds `cap` others (`old` not

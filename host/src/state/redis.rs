@@ -38,19 +38,9 @@ redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.floor((new - n
 return 1
 ";
 
-/// Add a member to a set unless it holds `ARGV[2]` others, and start its life again: `1` when
-/// the member is in the set, `0` when it was full.
-const ADD_MEMBER: &str = r"
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
-  if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-  redis.call('SADD', KEYS[1], ARGV[1])
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
-";
-
 /// `ARGV[2]` in place of `ARGV[1]` in the set, unless it holds `ARGV[3]` others (`ARGV[1]` not
 /// counted); its life started again at `ARGV[4]` ms: `1` replaced, `0` full (nothing changed).
+/// With `ARGV[1]` = `ARGV[2]` it adds a member to the set.
 const REPLACE_MEMBER: &str = r"
 if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then
   local others = redis.call('SCARD', KEYS[1]) - redis.call('SISMEMBER', KEYS[1], ARGV[1])
@@ -106,7 +96,6 @@ pub struct Redis {
     pub fail_open: bool,
     take: redis::Script,
     settle: redis::Script,
-    add_member: redis::Script,
     replace_member: redis::Script,
     members: redis::Script,
     lease: redis::Script,
@@ -124,7 +113,6 @@ impl Redis {
             fail_open: config.fail_open,
             take: redis::Script::new(TAKE),
             settle: redis::Script::new(SETTLE),
-            add_member: redis::Script::new(ADD_MEMBER),
             replace_member: redis::Script::new(REPLACE_MEMBER),
             members: redis::Script::new(MEMBERS),
             lease: redis::Script::new(LEASE),
@@ -253,29 +241,6 @@ impl Redis {
         self.call(
             |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await },
         )
-        .await
-    }
-
-    /// See `Store::add_member`.
-    pub async fn add_member(
-        &self,
-        key: &str,
-        member: &str,
-        cap: usize,
-        ttl: Duration,
-    ) -> Result<bool, Unavailable> {
-        let key = self.key(key);
-        self.call(|mut c| async move {
-            let added: i64 = self
-                .add_member
-                .key(&key)
-                .arg(member)
-                .arg(cap)
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut c)
-                .await?;
-            Ok(added == 1)
-        })
         .await
     }
 

@@ -885,8 +885,6 @@ pub fn evaluate_asking(
     }
     let mut blocks: Vec<String> = Vec::new();
     let mut rejections: Vec<Rejection> = Vec::new();
-    // A call approval is asked for once, under the first rule that asks.
-    let mut asked: Vec<usize> = Vec::new();
     for (i, rule, why) in refused {
         let call = CallRef {
             message: last as u32,
@@ -898,22 +896,17 @@ pub fn evaluate_asking(
                 target: Target::ToolCall(call),
                 message: why,
             }),
-            Action::Approve if asked.contains(&i) => blocks.push(why),
-            Action::Approve => {
-                asked.push(i);
-                match ask(call, rule.name(), &why) {
-                    Asked::Granted => {}
-                    Asked::Pending(id) => blocks.push(format!(
-                        "{why}; it needs a person's approval: request {id} is pending (an approver grants it, then the same turn is sent again)"
-                    )),
-                    Asked::Refused(id) => {
-                        blocks.push(format!("{why}; an approver refused request {id}"))
-                    }
-                    Asked::Failed(e) => {
-                        blocks.push(format!("{why}; no approval could be asked: {e}"))
-                    }
+            // Each call is refused by one rule at most: asked about once.
+            Action::Approve => match ask(call, rule.name(), &why) {
+                Asked::Granted => {}
+                Asked::Pending(id) => blocks.push(format!(
+                    "{why}; it needs a person's approval: request {id} is pending (an approver grants it, then the same turn is sent again)"
+                )),
+                Asked::Refused(id) => {
+                    blocks.push(format!("{why}; an approver refused request {id}"))
                 }
-            }
+                Asked::Failed(e) => blocks.push(format!("{why}; no approval could be asked: {e}")),
+            },
         }
     }
     if !blocks.is_empty() {

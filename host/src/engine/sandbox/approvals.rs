@@ -48,39 +48,42 @@ impl aa::Host for HostState {
         if !self.guard.open {
             return denied("approvals may be asked in evaluate only");
         }
-        let Some(asking) = self.guard.asking.take() else {
+        let Some(asking) = &self.guard.asking else {
             return denied(
                 "approvals are asked about the calls of the reply, on the tool_call rail",
             );
         };
         let found = (call.message == asking.reply)
             .then(|| asking.calls.get(call.call as usize))
-            .flatten();
+            .flatten()
+            .cloned();
         let Some((id, tool, arguments)) = found else {
-            let (message, index) = (call.message, call.call);
-            self.guard.asking = Some(asking);
             return denied(&format!(
-                "message {message} call {index} is not a call of the reply under judgement"
+                "message {} call {} is not a call of the reply under judgement",
+                call.message, call.call
             ));
         };
         if rule.is_empty() || rule.len() > 64 {
-            self.guard.asking = Some(asking);
             return denied("a rule's name is 1 to 64 bytes");
         }
+        let (tenant, principal, ledger) = (
+            asking.tenant.clone(),
+            asking.principal.clone(),
+            asking.ledger.clone(),
+        );
         let ask = Ask {
-            tenant: &asking.tenant,
-            principal: asking.principal.as_deref(),
+            tenant: &tenant,
+            principal: principal.as_deref(),
             rule: &rule,
             reason: &reason,
-            call_id: id,
-            tool,
-            arguments,
+            call_id: &id,
+            tool: &tool,
+            arguments: &arguments,
         };
-        let answer = self.waiting(grant.ask(&ask)).await;
-        let ledger = asking.ledger.clone();
-        self.guard.asking = Some(asking);
-        let (answer, request) =
-            answer.map_err(|e| aa::ApprovalError::Unavailable(e.0.to_string()))?;
+        let (answer, request) = self
+            .waiting(grant.ask(&ask))
+            .await
+            .map_err(|e| aa::ApprovalError::Unavailable(e.0.to_string()))?;
         if let Some(ledger) = ledger {
             ledger.note(request.shown());
         }
