@@ -2,8 +2,8 @@
 # One-time setup for building and testing Railyard on a fresh machine:
 # the wasm target for the policy plugins, a Python venv with the OpenAI SDK that the
 # client-compatibility tests drive the daemon with and componentize-py (builds the Python example
-# plugin), and Node.js + npm (build the JavaScript example plugin; scripts/build-plugins.sh runs
-# `npm ci` itself).
+# plugin), Node.js + npm (build the JavaScript example plugin; scripts/build-plugins.sh runs
+# `npm ci` itself), and the MCP conformance suite with a Node 22 of its own (tests/conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2
@@ -26,6 +26,15 @@ fi
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 if [ "$node_major" -lt 18 ]; then
     echo "warning: Node.js $(node --version) is old; plugins/prompt-guard is built and tested with Node.js 20" >&2
+fi
+# The MCP conformance suite (tests/conformance.rs, #65): @modelcontextprotocol/conformance and
+# the Node 22 it needs (npm's `node` package; the machine's Node may be older), both from the
+# lockfile into tests/conformance/node_modules. Again whenever the lockfile changes.
+conformance=tests/conformance
+if [ ! -x "$conformance/node_modules/node/bin/node" ] ||
+    [ ! -f "$conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js" ] ||
+    [ "$conformance/package-lock.json" -nt "$conformance/node_modules/.package-lock.json" ]; then
+    (cd "$conformance" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 # The C template's toolchain (`railyard new --lang c`): Debian's clang, lld and wasi-libc, and
 # wit-bindgen's C generator (installed under RAILYARD_TOOLS_DIR, default ~/.cargo: its bin/ must
@@ -78,4 +87,4 @@ if ! command -v wit-bindgen >/dev/null 2>&1 && [ ! -x "$tools/bin/wit-bindgen" ]
     cargo install --quiet --locked --root "$tools" wit-bindgen-cli@0.63.0 \
         --no-default-features --features c
 fi
-echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none), redis: $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo none), nginx: $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | head -1 | cut -d/ -f2 || echo none)"
+echo "setup done: wasm32-wasip2 target installed, .venv ready (componentize-py), node $(node --version) / npm $(npm --version), MCP conformance suite on node $("$conformance/node_modules/node/bin/node" --version), C: $(clang --version 2>/dev/null | head -1 || echo none), browser: $(/usr/bin/chromium --version 2>/dev/null || echo none), redis: $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo none), nginx: $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | head -1 | cut -d/ -f2 || echo none)"

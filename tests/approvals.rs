@@ -379,7 +379,7 @@ fn granted_on_the_mcp_door() {
     let session = Some("approvals-agent");
     let first = crate::mcp::client_in(session, &url, "demo-key", "legacy", &[fetch, injected]);
     let error = &first["steps"][1]["error"];
-    assert_eq!(error["code"], -32050, "{first}");
+    assert_eq!(error["code"], -32015, "{first}");
     let approval = &error["data"]["railyard"]["approvals"][0];
     assert_eq!(approval["status"], "pending", "{first}");
     assert_eq!(approval["tool"], "issue_refund", "{first}");
@@ -406,7 +406,7 @@ fn granted_on_the_mcp_door() {
         &[fetch, injected],
     );
     let error = &other["steps"][1]["error"];
-    assert_eq!(error["code"], -32050, "{other}");
+    assert_eq!(error["code"], -32015, "{other}");
     let next = &error["data"]["railyard"]["approvals"][0];
     assert_eq!(next["status"], "pending", "{other}");
     assert_ne!(next["id"], id.as_str(), "{other}");

@@ -20,6 +20,9 @@
 //!   edits, tool calls written as text, request fields);
 //! - `flow`: the data-flow rule (untrusted results, privileged calls) through the daemon (#18);
 //! - `mcp`: the MCP door with the MCP Python SDK on both sides (#17);
+//! - `conformance`: the official MCP conformance suite against a reference server (the MCP Python
+//!   SDK) directly and through the daemon, 2025-11-25 and 2026-07-28: what passes directly
+//!   passes through, but for the known failures in `tests/conformance/known.txt` (#65);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
 //! - `state`: rate limits in the shared state store, in memory and on a real Redis (#48);
@@ -43,7 +46,9 @@
 //! - `pii_encoded`: personal data percent-encoded, HTML-escaped or in base64, on every door and
 //!   in tool calls, and a hostile mebibyte judged within the deadline (#50);
 //! - `approvals`: a person's approval of a call flow would refuse, on every door and MCP, once,
-//!   and honoured by another replica on Redis (#49).
+//!   and honoured by another replica on Redis (#49);
+//! - `oracle`: traffic generated from the SDKs' own types, a canary in every leaf, through every
+//!   door both ways; crossings checked against the ledger `tests/oracle/known.json` (#65).
 
 mod api;
 mod approvals;
@@ -52,6 +57,7 @@ mod cli;
 mod clients;
 mod closed;
 mod config;
+mod conformance;
 mod console;
 mod contract;
 mod deploy;
@@ -65,6 +71,7 @@ mod hardening;
 mod hosted;
 mod http;
 mod mcp;
+mod oracle;
 mod pii_calls;
 mod pii_encoded;
 mod policies;

@@ -7,7 +7,7 @@
 //! tool's output schema rejected. Sessions end upstream when the client closes; an upstream that
 //! is down is a clear JSON-RPC error and the daemon goes on serving.
 
-use crate::http::{post_as, Daemon};
+use crate::http::{post_as, request, Daemon};
 use crate::support::*;
 use serde_json::{json, Value};
 use std::net::TcpStream;
@@ -167,7 +167,7 @@ fn the_sdk_through_the_door_with_sse_answers() {
     assert_eq!(steps[1]["structured"], json!({"result": 5}));
     // Arguments that break the input schema never reach it.
     let bad = &steps[2]["error"];
-    assert_eq!(bad["code"], -32050, "{}", steps[2]);
+    assert_eq!(bad["code"], -32015, "{}", steps[2]);
     assert!(
         bad["message"]
             .as_str()
@@ -193,8 +193,9 @@ fn the_sdk_through_the_door_with_sse_answers() {
         report["text"].as_str().unwrap().contains("revenue"),
         "{report}"
     );
-    // A tool the server does not declare is refused.
-    assert_eq!(steps[6]["error"]["code"], -32050, "{}", steps[6]);
+    // A tool the server does not declare is unknown, as a hidden one is (#65).
+    assert_eq!(steps[6]["error"]["code"], -32602, "{}", steps[6]);
+    assert_eq!(steps[6]["error"]["message"], "Unknown tool: not_a_tool");
     // Answers came as SSE streams, and the session ended upstream when the client closed.
     let types = seen["content_types"].as_array().unwrap();
     assert!(types.iter().any(|t| t == "text/event-stream"), "{types:?}");
@@ -304,7 +305,7 @@ fn one_key_sees_a_tool_another_does_not() {
         steps[0]["text"].as_str().unwrap().contains("great deals"),
         "{flowed}"
     );
-    assert_eq!(steps[1]["error"]["code"], -32050, "{flowed}");
+    assert_eq!(steps[1]["error"]["code"], -32015, "{flowed}");
     let message = steps[1]["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("policy 'flow'")
@@ -321,7 +322,7 @@ fn one_key_sees_a_tool_another_does_not() {
         "{flowed}"
     );
     let next = client(&url(&d, "json"), "demo-key", "legacy", &[injected]);
-    assert_eq!(next["steps"][0]["error"]["code"], -32050, "{next}");
+    assert_eq!(next["steps"][0]["error"]["code"], -32015, "{next}");
     let fresh = client_in(
         Some("another-agent"),
         &url(&d, "json"),
@@ -351,12 +352,12 @@ fn the_stateless_protocol_and_a_server_that_is_down() {
     assert_eq!(seen["session"], Value::Null);
     let steps = seen["steps"].as_array().unwrap();
     assert_redacted(&steps[1]);
-    assert_eq!(steps[2]["error"]["code"], -32050, "{}", steps[2]);
+    assert_eq!(steps[2]["error"]["code"], -32015, "{}", steps[2]);
 
     // A server that is down: a JSON-RPC error naming it, at the first request.
     let down = client(&url(&d, "down"), "demo-key", "legacy", &["list"]);
     let error = &down["connect_error"];
-    assert_eq!(error["code"], -32051, "{down}");
+    assert_eq!(error["code"], -32016, "{down}");
     let message = error["message"].as_str().unwrap();
     assert!(
         message.starts_with("MCP server 'down' is unreachable"),
@@ -412,7 +413,7 @@ fn the_demo_mcp_server_with_plain_http() {
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                "params": {"name": "get_weather", "arguments": {"city": 7}}}),
     );
-    assert_eq!(bad.json()["error"]["code"], -32050, "{}", bad.body);
+    assert_eq!(bad.json()["error"]["code"], -32015, "{}", bad.body);
     let batch = rpc(
         "demo-key",
         json!([{"jsonrpc": "2.0", "id": 4, "method": "ping"}]),
@@ -425,6 +426,8 @@ fn the_demo_mcp_server_with_plain_http() {
 struct Hostile {
     port: u16,
     child: Child,
+    /// Where it writes each request body it receives.
+    seen: tempfile::NamedTempFile,
 }
 
 impl Hostile {
@@ -434,9 +437,11 @@ impl Hostile {
             .local_addr()
             .unwrap()
             .port();
+        let seen = tempfile::NamedTempFile::new().unwrap();
         let child = Command::new(python())
             .arg(root().join("tests/mcp/hostile.py"))
             .arg(port.to_string())
+            .arg(seen.path())
             .spawn()
             .unwrap();
         let started = Instant::now();
@@ -447,7 +452,25 @@ impl Hostile {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Hostile { port, child }
+        Hostile { port, child, seen }
+    }
+
+    /// The request bodies it received so far.
+    fn received(&self) -> String {
+        std::fs::read_to_string(self.seen.path()).unwrap_or_default()
+    }
+
+    /// The bundled policies with the hostile server as `hostile`, and the daemon on them.
+    fn daemon(&self) -> (TempConfig, Daemon) {
+        let cfg = bundled_with(&[]);
+        let text = std::fs::read_to_string(&cfg.path).unwrap()
+            + &format!(
+                "\n[[mcp.servers]]\nname = \"hostile\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+                self.port
+            );
+        std::fs::write(&cfg.path, text).unwrap();
+        let d = Daemon::start_logged(&cfg.path, &[]);
+        (cfg, d)
     }
 
     /// Its tools, one per way of answering, as the client's steps.
@@ -485,14 +508,7 @@ impl Drop for Hostile {
 #[test]
 fn every_answer_a_client_reads_is_judged_or_refused() {
     let hostile = Hostile::start();
-    let cfg = bundled_with(&[]);
-    let text = std::fs::read_to_string(&cfg.path).unwrap()
-        + &format!(
-            "\n[[mcp.servers]]\nname = \"hostile\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
-            hostile.port
-        );
-    std::fs::write(&cfg.path, text).unwrap();
-    let d = Daemon::start_logged(&cfg.path, &[]);
+    let (_cfg, d) = hostile.daemon();
     let steps = hostile.steps();
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     assert!(steps.len() >= 20, "{steps:?}");
@@ -582,7 +598,7 @@ fn every_answer_a_client_reads_is_judged_or_refused() {
     // What it cannot read is the door's fault, never a pass.
     for name in ["nan", "surrogate", "huge_number", "deep", "sse_nan"] {
         let step = by_name(name);
-        assert_eq!(step["error"]["code"], -32051, "{name}: {step}");
+        assert_eq!(step["error"]["code"], -32016, "{name}: {step}");
     }
     // One decision record per request, and the door goes on serving.
     let written = records(&d);
@@ -608,7 +624,7 @@ fn every_answer_a_client_reads_is_judged_or_refused() {
     let call = rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "mail jane@example.com", "arguments": {}}}));
     assert!(
-        call.body.contains("-3205") || call.body.contains("-32602"),
+        call.body.contains("-3201") || call.body.contains("-32602"),
         "{}",
         call.body
     );
@@ -677,7 +693,7 @@ fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
             assert_eq!(call.status, 200, "{id}: {}", call.body);
             assert!(call.body.contains("[EMAIL]"), "{id}: {}", call.body);
         } else {
-            assert_eq!(call.json()["error"]["code"], -32051, "{id}: {}", call.body);
+            assert_eq!(call.json()["error"]["code"], -32016, "{id}: {}", call.body);
         }
     }
 }
@@ -756,7 +772,7 @@ fn resources_and_prompts_are_judged_as_results() {
             // The agent's conversation spans its MCP sessions, and the stateless protocol's
             // requests, which have none (#48).
             let refund = &got[5]["error"];
-            assert_eq!(refund["code"], -32050, "{server} {mode}: {seen}");
+            assert_eq!(refund["code"], -32015, "{server} {mode}: {seen}");
             assert!(
                 refund["message"]
                     .as_str()
@@ -841,4 +857,84 @@ fn a_servers_elicitation_is_judged_before_the_user_reads_it() {
         .as_str()
         .unwrap_or_else(|| panic!("{seen}"));
     assert_eq!(text, "Is [EMAIL] still the right contact?", "{seen}");
+}
+
+/// Issue #65: nothing an MCP server sends beyond `tools/call` is relayed unread, and nothing a
+/// client sends it either. The hostile server puts an address (and a card as a JSON number,
+/// under a key that is the address) in `initialize`'s instructions and server title, a listed
+/// tool's title, annotations, `_meta` and icons, a task's status message and result, skills, a
+/// method no door knows, notifications inside a POST answer's stream and on the GET stream.
+/// Through the door the client reads it nowhere, and what the client sends (a notification's
+/// params, its answer to a server's request, any other request's params) reaches the server
+/// judged.
+#[test]
+fn every_method_both_ways_is_judged() {
+    let hostile = Hostile::start();
+    let (_cfg, d) = hostile.daemon();
+    let rpc = |body: Value| post_as(d.addr, "/mcp/hostile", Some("demo-key"), &body);
+    let leaks =
+        |text: &str| text.contains("ovelace@example.com") || text.contains("4111111111111111");
+    // Straight to the server, every one of them carries the address (the control).
+    for (i, method) in [
+        "initialize",
+        "tools/list",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "skills/list",
+        "skills/get",
+        "vendor/anything",
+        "vendor/streamed",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = json!({"jsonrpc": "2.0", "id": i + 1, "method": method,
+            "params": {"protocolVersion": "2025-11-25", "taskId": "t1", "name": "mailer"}});
+        let direct = post_as(([127, 0, 0, 1], hostile.port).into(), "/mcp", None, &body);
+        assert!(leaks(&direct.body), "{method} (direct): {}", direct.body);
+        let through = rpc(body);
+        assert_eq!(through.status, 200, "{method}: {}", through.body);
+        assert!(!leaks(&through.body), "{method}: {}", through.body);
+        // Judged, not dropped: the answer is still there, its text redacted.
+        assert!(
+            through.body.contains("[EMAIL]") || through.body.contains("[CARD]"),
+            "{method}: {}",
+            through.body
+        );
+    }
+    // The GET stream: each notification judged (redacted), none lost.
+    let stream = request(
+        d.addr,
+        "GET",
+        "/mcp/hostile",
+        &[
+            ("Authorization", "Bearer demo-key"),
+            ("Accept", "text/event-stream"),
+        ],
+        b"",
+    );
+    assert_eq!(stream.status, 200, "{}", stream.body);
+    assert!(!leaks(&stream.body), "{}", stream.body);
+    assert_eq!(stream.body.matches("data: ").count(), 2, "{}", stream.body);
+    assert!(stream.body.contains("[EMAIL]"), "{}", stream.body);
+
+    // What the client sends: a notification's params, its answer to a server's request, a
+    // request's params (a prompt's arguments), judged before the server reads them.
+    let before = hostile.received().lines().count();
+    let mail = "mail jane.doe@example.com";
+    rpc(json!({"jsonrpc": "2.0", "method": "notifications/vendor/said", "params": {"text": mail}}));
+    rpc(
+        json!({"jsonrpc": "2.0", "id": "s1", "result": {"role": "assistant",
+        "content": {"type": "text", "text": mail}, "model": "m"}}),
+    );
+    rpc(json!({"jsonrpc": "2.0", "id": 20, "method": "prompts/get",
+        "params": {"name": "p", "arguments": {"to": mail}}}));
+    let received = hostile.received();
+    let new: Vec<&str> = received.lines().skip(before).collect();
+    assert_eq!(new.len(), 3, "{received}");
+    for line in &new {
+        assert!(!line.contains("jane.doe@example.com"), "{line}");
+        assert!(line.contains("[EMAIL]"), "{line}");
+    }
 }

@@ -121,6 +121,11 @@ impl McpReplicas {
         let up = Upstream::start();
         let cfg = mcp_config(&up);
         on_redis(&cfg, &redis);
+        // nginx names its upstream group in `Host`: the name the door must answer to behind it
+        // (#65: the door checks `Host` against DNS rebinding, loopback by default).
+        let text = std::fs::read_to_string(&cfg.path).unwrap()
+            + "\n[mcp]\nallowed_hosts = [\"127.0.0.1\", \"replicas\"]\n";
+        std::fs::write(&cfg.path, text).unwrap();
         let replicas: Vec<Daemon> = (0..3)
             .map(|_| Daemon::start_logged(&cfg.path, &[]))
             .collect();
@@ -143,7 +148,7 @@ const REFUND: &str = r#"issue_refund:{"order_id": "o-666", "amount": 20}"#;
 const OTHER_REFUND: &str = r#"issue_refund:{"order_id": "o-1", "amount": 20}"#;
 
 fn refused(step: &Value) -> bool {
-    step["error"]["code"] == -32050
+    step["error"]["code"] == -32015
         && step["error"]["message"]
             .as_str()
             .is_some_and(|m| m.contains("policy 'flow'") && m.contains("web_fetch"))

@@ -7,7 +7,8 @@
 //! - `messages`: Anthropic Messages;
 //! - `mcp`: MCP's JSON-RPC messages, as far as the rails need them;
 //! - `sse`: server-sent events; `stream`: the neutral vocabulary of streamed replies;
-//! - `error`: error objects in each format's shape; `json`: JSON text in, noting repeated keys.
+//! - `error`: error objects in each format's shape; `json`: JSON text in, noting repeated keys;
+//! - `structure`: what an item no codec maps does (declares, connects, calls, approves).
 
 pub mod chat;
 pub mod closed;
@@ -18,6 +19,7 @@ pub mod messages;
 pub mod responses;
 pub mod sse;
 pub mod stream;
+pub mod structure;
 pub mod usage;
 
 use crate::model::{Message, Payload, PayloadError};
@@ -204,9 +206,7 @@ pub(crate) fn body_for_edit(body: &Map<String, Value>, fresh: &str) -> Map<Strin
 
 /// Write the request's text fields back into `body`, each at its path.
 pub(crate) fn write_fields(body: &mut Map<String, Value>, fields: &[crate::model::Field]) {
-    for f in fields {
-        closed::write_field(body, f);
-    }
+    closed::write_fields(body, fields);
 }
 
 /// A string field of `body` at `path` (dots for nesting), as a request field.
@@ -438,6 +438,43 @@ pub trait Codec: Send + Sync + 'static {
     fn notes(_request: &Self::Request) -> Vec<&'static str> {
         Vec::new()
     }
+    /// The tools the request forces or restricts the model to (`tool_choice`, its allowed
+    /// tools), by the names the rails know them by: each must be one the model is offered.
+    fn chosen(_request: &Self::Request) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The names `tool_choice` (a request's `body[key]`) and its allowed tools give: every string
+/// under a `name` key, and `server_label`s as the toolsets they declare (`mcp__<server>`). A
+/// word (`auto`, `required`) names none.
+pub(crate) fn chosen_in(body: &Map<String, Value>, keys: &[&str]) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(server)) = o.get("server_label") {
+                    // An MCP server's tool is chosen through the toolset that declares it.
+                    out.push(crate::model::mcp_toolset(server));
+                } else if let Some(Value::String(name)) = o.get("name") {
+                    out.push(name.clone());
+                }
+                for (k, sub) in o {
+                    if k != "name" && k != "server_label" {
+                        walk(sub, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        if let Some(v) = body.get(*key) {
+            walk(v, &mut out);
+        }
+    }
+    out
 }
 
 /// How a whole reply was read (see [`Codec::read_whole`]).

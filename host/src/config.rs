@@ -747,7 +747,7 @@ impl Config {
                 p.at(f.span(), "backend.forward_client_authorization", "cannot be true while [auth] is on: the client's Authorization header carries its Railyard key");
             }
         }
-        let mcp = mcp::resolve(&mut p, &raw.mcp.servers, auth.is_some());
+        let mcp = mcp::resolve(&mut p, &raw.mcp, auth.is_some());
         let (provenance, keyring_text, keyring_error) =
             provenance::resolve(&mut p, raw.provenance.as_ref(), &base);
         let mut admin_keys = Vec::new();

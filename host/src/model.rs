@@ -409,8 +409,10 @@ pub enum FoldedContent {
 pub struct Leaf {
     /// The value it is in.
     pub root: Root,
-    /// Its path in that value.
+    /// Its path in that value (for a key, the path to its member).
     pub path: Vec<Seg>,
+    /// It is the key of the member at `path`, not its value.
+    pub key: bool,
 }
 
 /// The value a folded leaf is in.

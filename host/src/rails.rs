@@ -564,6 +564,50 @@ impl RequestScope {
         )
     }
 
+    /// Judge the leaves of `value` that `shape` does not call inert (`codec::closed`: strings,
+    /// numbers that can hold a value, keys that are no names) on `rail`, as the text of
+    /// `message`, which ends `before` (what it belongs to: the call a result answers), and write
+    /// what the rail left back into `value`. Nothing runs when there is no such leaf or the rail
+    /// does not run. A value that is not an object is judged as the member `value` of one.
+    pub async fn judge_value(
+        &mut self,
+        rail: Rail,
+        before: Vec<Message>,
+        mut message: Message,
+        value: &mut Value,
+        shape: &crate::codec::closed::Shape,
+    ) -> Result<(), Refusal> {
+        use crate::codec::closed;
+        if !self.runs(rail) {
+            return Ok(());
+        }
+        let wrapped = !value.is_object();
+        let fields = match std::mem::take(value) {
+            Value::Object(fields) => fields,
+            other => serde_json::Map::from_iter([("value".to_string(), other)]),
+        };
+        message.extra = fields;
+        closed::fold(&mut message, shape, shape);
+        if message.folded.is_some() {
+            let mut conversation = Payload {
+                messages: before,
+                ..Payload::default()
+            };
+            let (eval, judged) = self.judge(rail, &mut conversation, message, false).await;
+            if let Some(refusal) = Refusal::from_eval(&eval) {
+                return Err(refusal);
+            }
+            message = judged;
+            closed::unfold(&mut message);
+        }
+        let mut fields = std::mem::take(&mut message.extra);
+        *value = match wrapped {
+            true => fields.remove("value").unwrap_or(Value::Null),
+            false => Value::Object(fields),
+        };
+        Ok(())
+    }
+
     /// The rails removed every call of the reply, which had no text: the client reads only the
     /// refusal, so the request is recorded as refused.
     pub fn refuse_reply(&mut self) {

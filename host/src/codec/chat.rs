@@ -294,9 +294,9 @@ impl Codec for Chat {
                         obj.extend(fields);
                     }
                 }
-                // Log-probabilities spell out the text the backend wrote: once a policy changed
-                // it, they would spell out what it took away.
-                if judged.edited && super::closed::has_text(&choice["logprobs"]) {
+                // Log-probabilities spell out the text the backend wrote (as tokens, or as their
+                // bytes): once a policy changed it, they would spell out what it took away.
+                if judged.edited && choice.get("logprobs").is_some_and(|l| !l.is_null()) {
                     choice["logprobs"] = Value::Null;
                 }
                 choice["message"] = judged.message.to_openai();
@@ -338,6 +338,10 @@ impl Codec for Chat {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_string)
+    }
+
+    fn chosen(request: &ChatRequest) -> Vec<String> {
+        super::chosen_in(&request.body, &["tool_choice", "function_call"])
     }
 
     fn stream(_request: &ChatRequest) -> ChatStream {

@@ -16,6 +16,7 @@ mod tests;
 
 pub mod elicitation;
 pub mod sampling;
+pub mod walk;
 
 /// A server's request of the client the rails judge before the client sees it: the rail it
 /// passes, how its params become the payload, and how the judged payload goes back into them.
@@ -86,10 +87,15 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC: a server error. The daemon's own failures (the upstream unreachable, an answer it
 /// cannot read) use it.
 pub const INTERNAL_ERROR: i64 = -32603;
-/// A request a policy blocked (in JSON-RPC's range for implementation-defined server errors).
-pub const POLICY_VIOLATION: i64 = -32050;
-/// The upstream MCP server could not be reached or did not answer in time.
-pub const UPSTREAM_ERROR: i64 = -32051;
+/// A request a policy blocked. In the part of JSON-RPC's range for implementation-defined
+/// server errors that MCP leaves to implementations (-32000 to -32019; since 2026-07-28 the
+/// specification assigns -32020 to -32099).
+pub const POLICY_VIOLATION: i64 = -32015;
+/// The upstream MCP server could not be reached or did not answer in time, or answered with
+/// something that cannot be judged.
+pub const UPSTREAM_ERROR: i64 = -32016;
+/// The caller's routing headers do not match its body (MCP 2026-07-28: `HeaderMismatch`).
+pub const HEADER_MISMATCH: i64 = -32020;
 
 /// What a JSON-RPC message is.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,6 +196,63 @@ pub fn tools_of(result: &Value) -> Result<Vec<ToolDef>, String> {
             })
         })
         .collect())
+}
+
+/// The fields of a `tools/list` result the tools rail does not map: every tool's but its name,
+/// description and input schema (as `tools`, one object per tool, in order), and the result's
+/// own but `tools` (taken out of `result`; [`put_list_rest`] puts them back).
+pub fn list_rest(result: &mut Value) -> Value {
+    let mut rest = Map::new();
+    let Some(obj) = result.as_object_mut() else {
+        return Value::Object(rest);
+    };
+    let mut tools = Vec::new();
+    if let Some(Value::Array(list)) = obj.get_mut("tools") {
+        for tool in list.iter_mut() {
+            let mut own = Map::new();
+            if let Some(t) = tool.as_object_mut() {
+                let keys: Vec<String> = t
+                    .keys()
+                    .filter(|k| !LISTED.contains(&k.as_str()))
+                    .cloned()
+                    .collect();
+                for k in keys {
+                    if let Some(v) = t.shift_remove(&k) {
+                        own.insert(k, v);
+                    }
+                }
+            }
+            tools.push(Value::Object(own));
+        }
+    }
+    let keys: Vec<String> = obj.keys().filter(|k| *k != "tools").cloned().collect();
+    for k in keys {
+        if let Some(v) = obj.shift_remove(&k) {
+            rest.insert(k, v);
+        }
+    }
+    rest.insert("tools".into(), Value::Array(tools));
+    Value::Object(rest)
+}
+
+/// A tool's fields the tools rail maps.
+const LISTED: [&str; 3] = ["name", "description", "inputSchema"];
+
+/// Put what [`list_rest`] took out (as the rails left it) back into `result`.
+pub fn put_list_rest(result: &mut Value, rest: Value) {
+    let (Some(obj), Value::Object(mut rest)) = (result.as_object_mut(), rest) else {
+        return;
+    };
+    if let (Some(Value::Array(list)), Some(Value::Array(own))) =
+        (obj.get_mut("tools"), rest.shift_remove("tools"))
+    {
+        for (tool, own) in list.iter_mut().zip(own) {
+            if let (Some(t), Value::Object(own)) = (tool.as_object_mut(), own) {
+                t.extend(own);
+            }
+        }
+    }
+    obj.extend(rest);
 }
 
 /// Rewrite a `tools/list` result for a caller: tools a plugin hid are left out, descriptions a
@@ -302,7 +365,7 @@ pub fn error_message(call: &ToolCall, error: &Value) -> Message {
             }
             let fields: Map<String, Value> = obj
                 .iter()
-                .filter(|(k, v)| !(*k == "code" && v.is_i64()))
+                .filter(|(k, v)| !(*k == "code" && code(v)))
                 .filter(|(k, v)| !(*k == "message" && v.is_string()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
@@ -313,6 +376,16 @@ pub fn error_message(call: &ToolCall, error: &Value) -> Message {
         None => parts.push(json!({"type": FIELDS, FIELDS: {"error": error}})),
     }
     tool_message(call, parts)
+}
+
+/// Whether `v` is an error code as JSON-RPC writes one (a whole number holding no value a
+/// policy looks for: `closed::number_carries`), which is inert; anything else in its place is
+/// judged with the error's other fields.
+fn code(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_i64() && !crate::codec::closed::number_carries(n),
+        _ => false,
+    }
 }
 
 fn tool_message(call: &ToolCall, parts: Vec<Value>) -> Message {
@@ -395,7 +468,9 @@ pub fn apply_result_edit(result: &mut Value, message: &Message) -> Result<(), St
 pub fn apply_error_edit(error: &mut Value, message: &Message) -> Result<(), String> {
     let split = split(message)?;
     let obj = error.as_object_mut().ok_or("the error is not an object")?;
-    obj.retain(|k, v| k == "code" && v.is_i64());
+    obj.retain(|k, v| k == "code" && code(v));
+    // A code that was no code (judged as text) is the door's own.
+    obj.entry("code").or_insert(json!(UPSTREAM_ERROR));
     let text: Vec<&str> = split
         .blocks
         .iter()

@@ -138,7 +138,7 @@ const MESSAGE: Shape = Shape {
 };
 
 /// A call's fields beyond those the model maps: an MCP tool's server is a word.
-const CALL: Shape = Shape {
+pub(crate) const CALL: Shape = Shape {
     mapped: &[],
     inert: &[
         ("server_name", Inert::Word),
@@ -176,6 +176,97 @@ const RESULT: Shape = Shape {
 
 /// Where a server tool's result block keeps its own type, in the tool result made of it.
 const BLOCK: &str = "railyard.block";
+
+/// Where a reply's own fields ride in its message, judged as its text.
+const REPLY_KEY: &str = "railyard.reply";
+
+/// A reply's own fields (the SDK's `Message`, beta included): `content` is mapped; its ids,
+/// words and times are inert; the rest (the stop sequence it matched, what a newer API adds) is
+/// judged as the reply's text, in a whole reply and in a stream's `message_start` and
+/// `message_delta` alike.
+pub(crate) const REPLY: Shape = Shape {
+    mapped: &["content"],
+    inert: &[
+        ("id", Inert::Id),
+        ("type", Inert::Word),
+        ("role", Inert::Word),
+        ("model", Inert::Word),
+        ("stop_reason", Inert::Word),
+        ("container.id", Inert::Id),
+        ("container.expires_at", Inert::Time),
+        ("usage.service_tier", Inert::Word),
+        ("usage.inference_geo", Inert::Word),
+        ("context_management.applied_edits[].type", Inert::Word),
+    ],
+    known: &[],
+};
+
+/// An MCP server's listing of its tools a reply carried (`mcp_tool_listing`): sent back, the
+/// provider uses it for the server's toolset, so each tool it lists is a declaration.
+const LISTING: &str = "mcp_tool_listing";
+
+/// The tools the listings in the request's messages list, each an MCP tool's declaration.
+fn listings(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError> {
+    let Some(Value::Array(messages)) = body.get("messages") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let Some(Value::Array(blocks)) = m.get("content") else {
+            continue;
+        };
+        for (j, b) in blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b["type"] == LISTING)
+        {
+            let server = server_name(
+                &b["mcp_server_name"],
+                &format!("messages[{i}].content[{j}].mcp_server_name"),
+            )?;
+            out.extend(super::responses::listed_tools(server, b.get("tools")));
+        }
+    }
+    Ok(out)
+}
+
+/// An MCP server's name where it names the toolset its tools are called through: a word (it is
+/// matched as a name, never judged as text).
+fn server_name<'v>(name: &'v Value, at: &str) -> Result<&'v str, PayloadError> {
+    name.as_str()
+        .filter(|n| super::closed::Inert::Word.holds(n))
+        .ok_or_else(|| PayloadError::new(at, "must be a server's name (letters, digits and _-.:/)"))
+}
+
+/// The MCP servers a request connects the provider to (`mcp_servers`), each declared as the
+/// toolset of its tools (`mcp__<name>`, as an `mcp_toolset` in `tools` is): connecting a
+/// server offers the model its tools, so the tools rail judges it like any declaration, and a
+/// server it hides is not connected. A server without a name is refused: its tools could not
+/// be told apart.
+fn mcp_servers(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError> {
+    let servers = match body.get("mcp_servers") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(servers)) => servers,
+        Some(_) => {
+            return Err(PayloadError::new(
+                "mcp_servers",
+                "must be an array of servers",
+            ))
+        }
+    };
+    servers
+        .iter()
+        .enumerate()
+        .map(|(i, server)| {
+            let name = server_name(
+                server.get("name").unwrap_or(&Value::Null),
+                &format!("mcp_servers[{i}].name"),
+            )?;
+            let toolset = crate::model::mcp_toolset(name);
+            Ok(ToolDef::declared(MCP, Some(&toolset), None, None))
+        })
+        .collect()
+}
 
 /// A call block (`tool_use`, `server_tool_use`, `mcp_tool_use`) as a call; `None` for another
 /// block. `Err`: an input that is not an object (what the rails would judge is not what the
@@ -523,15 +614,10 @@ impl Codec for Messages {
                 .map(|(i, t)| {
                     if t.get("type").and_then(Value::as_str) == Some("mcp_toolset") {
                         // An MCP server's tools, called as `mcp__<server>__<tool>`.
-                        let server = t
-                            .get("mcp_server_name")
-                            .and_then(Value::as_str)
-                            .ok_or_else(|| {
-                                PayloadError::new(
-                                    format!("tools[{i}].mcp_server_name"),
-                                    "is required",
-                                )
-                            })?;
+                        let server = server_name(
+                            t.get("mcp_server_name").unwrap_or(&Value::Null),
+                            &format!("tools[{i}].mcp_server_name"),
+                        )?;
                         let name = crate::model::mcp_toolset(server);
                         return Ok(ToolDef::declared(MCP, Some(&name), None, None));
                     }
@@ -540,11 +626,18 @@ impl Codec for Messages {
                     })?;
                     let kind = match t.get("type").and_then(Value::as_str) {
                         None | Some("custom") => FUNCTION,
-                        Some(server_tool) => server_tool,
+                        Some(server_tool) if super::closed::Inert::Word.holds(server_tool) => {
+                            server_tool
+                        }
+                        Some(_) => {
+                            return Err(PayloadError::new(
+                                format!("tools[{i}].type"),
+                                "is not a tool type",
+                            ))
+                        }
                     };
-                    let parameters = (kind == FUNCTION)
-                        .then(|| t.get("input_schema").map(Schema::of))
-                        .flatten();
+                    // A schema it gives is judged with it, whatever its kind.
+                    let parameters = t.get("input_schema").map(Schema::of);
                     Ok(ToolDef::declared(
                         kind,
                         Some(name),
@@ -555,6 +648,9 @@ impl Codec for Messages {
                 .collect::<Result<_, PayloadError>>()?,
             Some(_) => return Err(PayloadError::new("tools", "must be an array of tools")),
         };
+        let mut tools = tools;
+        tools.extend(mcp_servers(&body)?);
+        tools.extend(listings(&body)?);
         let mut fields = super::closed::fields(&body, &Self::SHAPE);
         fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
         Ok((
@@ -632,12 +728,45 @@ impl Codec for Messages {
         }
         flush(&mut group, &mut wire);
         body.insert("messages".into(), Value::Array(wire));
+        // A listing replayed offers the model what it lists: those a policy hid are left out.
+        let hidden: Vec<&str> = payload
+            .tools
+            .iter()
+            .filter(|t| t.hidden_by.is_some())
+            .filter_map(|t| t.name.as_deref())
+            .collect();
+        if let Some(Value::Array(wire)) = body.get_mut("messages") {
+            for block in wire
+                .iter_mut()
+                .filter_map(|m| m.get_mut("content").and_then(Value::as_array_mut))
+                .flatten()
+                .filter(|b| b["type"] == LISTING)
+            {
+                let server = block["mcp_server_name"].as_str().unwrap_or("").to_string();
+                if let Some(tools) = block.get_mut("tools") {
+                    super::responses::offer_listed(&server, tools, &hidden);
+                }
+            }
+        }
+        // The servers a policy hid are not connected (their toolsets follow the request's).
+        let declared = match body.get("tools") {
+            Some(Value::Array(tools)) => tools.len(),
+            _ => 0,
+        };
+        if let Some(Value::Array(servers)) = body.get_mut("mcp_servers") {
+            let defs = payload.tools.get(declared..).unwrap_or(&[]);
+            let mut at = 0;
+            servers.retain(|_| {
+                at += 1;
+                defs.get(at - 1).is_none_or(|d| d.hidden_by.is_none())
+            });
+        }
         super::encode_body(body, payload, |t, d| {
             t["description"] = json!(d);
         })
     }
 
-    fn decode_reply(body: Map<String, Value>) -> Result<(MessagesReply, Vec<Message>), String> {
+    fn decode_reply(mut body: Map<String, Value>) -> Result<(MessagesReply, Vec<Message>), String> {
         let Some(Value::Array(content)) = body.get("content") else {
             return Err("'content' is missing or not an array".into());
         };
@@ -661,14 +790,21 @@ impl Codec for Messages {
         if !others.is_empty() {
             message.extra.insert(BEFORE.into(), Value::Array(others));
         }
+        // So do the reply's own fields that carry text.
+        if let Some(fields) = super::closed::take_outside(&mut body, &REPLY) {
+            message.extra.insert(REPLY_KEY.into(), fields);
+        }
         Ok((MessagesReply { body }, vec![message]))
     }
 
     fn encode_reply(reply: MessagesReply, judged: Vec<Judged>, railyard: Option<Value>) -> Value {
         let mut body = reply.body;
-        if let Some(judged) = judged.into_iter().next() {
+        if let Some(mut judged) = judged.into_iter().next() {
             if let Some(content) = body.get_mut("content") {
                 *content = rewrite_content(std::mem::take(content), &judged.message);
+            }
+            if let Some(Value::Object(fields)) = judged.message.extra.remove(REPLY_KEY) {
+                body.extend(fields);
             }
             if judged.calls_removed {
                 body.insert("stop_reason".into(), json!("end_turn"));
@@ -702,6 +838,10 @@ impl Codec for Messages {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_string)
+    }
+
+    fn chosen(request: &MessagesRequest) -> Vec<String> {
+        super::chosen_in(&request.body, &["tool_choice"])
     }
 
     fn stream(_request: &MessagesRequest) -> MessagesStream {

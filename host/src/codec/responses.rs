@@ -215,11 +215,14 @@ const REQUEST: Shape = Shape {
 pub(crate) const ITEMS: &str = "railyard.items";
 /// Where the items after a request's last message ride in it.
 const AFTER: &str = "railyard.after";
+/// Where a reply's message items' own fields (but their content) ride in it, one object per
+/// message item, in order.
+pub(crate) const MESSAGES: &str = "railyard.messages";
 
 /// An input item's fields beyond those the model maps (a message item's, a call's, a hosted
 /// call's whole item), and the items riding in a message: their text is judged, their ids,
 /// words and encrypted parts are not.
-const ITEM: Shape = Shape {
+pub(crate) const ITEM: Shape = Shape {
     mapped: &[],
     inert: &[
         ("type", Inert::Word),
@@ -242,6 +245,10 @@ const ITEM: Shape = Shape {
         ("railyard.after[].summary[].type", Inert::Word),
         ("railyard.after[].content[].type", Inert::Word),
         ("railyard.after[].approval_request_id", Inert::Id),
+        ("railyard.messages[].id", Inert::Id),
+        ("railyard.messages[].role", Inert::Word),
+        ("railyard.messages[].status", Inert::Word),
+        ("railyard.messages[].phase", Inert::Word),
         // What a hosted call returned, in the tool result made of it.
         ("result", Inert::Data),
         ("outputs[].type", Inert::Word),
@@ -328,6 +335,30 @@ pub(crate) fn hosted_kind(item_type: &str) -> Option<&str> {
         .filter(|k| *k != FUNCTION && *k != "custom_tool" && !k.is_empty())
 }
 
+/// An MCP server's request that a person approve a call (the call it would make).
+const APPROVAL_REQUEST: &str = "mcp_approval_request";
+
+/// The kind of call an item is, beside function and custom calls: a hosted call's (its type's
+/// stem), an MCP approval request's (`mcp`: it asks to make the call it names, which the rails
+/// judge as that call), or, for an item of a type this door does not know that names a tool
+/// and carries arguments (a newer API's call), its type: a call until shown otherwise.
+pub(crate) fn call_kind<'a>(item_type: &'a str, item: &Map<String, Value>) -> Option<&'a str> {
+    if let Some(kind) = hosted_kind(item_type) {
+        return Some(kind);
+    }
+    if item_type == APPROVAL_REQUEST {
+        return Some(crate::model::MCP);
+    }
+    let known = item_type == "message"
+        || item_type.ends_with("_output")
+        || matches!(
+            item_type,
+            "function_call" | "custom_tool_call" | "reasoning"
+        );
+    let names = item.get("name").is_some_and(Value::is_string);
+    (!known && names && item.contains_key("arguments")).then_some(item_type)
+}
+
 /// The fields of a hosted call item that are what it returned (the rest is the call).
 const RETURNED: [&str; 5] = ["output", "outputs", "results", "result", "error"];
 
@@ -340,22 +371,45 @@ pub(crate) fn hosted_call(kind: &str, item: &Map<String, Value>) -> ToolCall {
     let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
     if kind == crate::model::MCP {
         call.name = crate::model::mcp_tool(field("server_label"), field("name"));
+    } else if hosted_kind(field("type")).is_none() && !field("name").is_empty() {
+        // A call of a kind this door does not know goes by the tool it names.
+        call.name = namespaced(field("name").to_string(), item);
     }
     call.arguments = match item.get("arguments") {
         Some(Value::String(a)) => a.clone(),
         _ => {
             let asked: Map<String, Value> = item
                 .iter()
-                .filter(|(k, _)| {
-                    !RETURNED.contains(&k.as_str())
-                        && !matches!(k.as_str(), "type" | "id" | "status" | "call_id")
-                })
+                .filter(|(k, _)| asked_field(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             Value::Object(asked).to_string()
         }
     };
     call
+}
+
+/// A hosted call as its item, as the rails left it: the item it came as, with its arguments
+/// put back where [`hosted_call`] found them (an MCP call's `arguments`, else the fields they
+/// were made of), so what a policy changed in them is what the client or the backend reads.
+/// Its id is the call's (the daemon signs it).
+pub(crate) fn hosted_item(call: &ToolCall) -> Map<String, Value> {
+    let mut item = call.extra.clone();
+    if item.get("arguments").is_some_and(Value::is_string) {
+        item.insert("arguments".into(), json!(call.arguments));
+    } else if let Ok(Value::Object(asked)) = serde_json::from_str::<Value>(&call.arguments) {
+        // The fields the arguments were made of, as the rails left them (a key a policy
+        // renamed replaces the one it was).
+        item.retain(|k, _| !asked_field(k));
+        item.extend(asked.into_iter().filter(|(k, _)| asked_field(k)));
+    }
+    item.insert("id".into(), json!(call.id));
+    item
+}
+
+/// Whether a hosted call item's field `k` is one of those its arguments are made of.
+fn asked_field(k: &str) -> bool {
+    !RETURNED.contains(&k) && !matches!(k, "type" | "id" | "status" | "call_id")
 }
 
 /// A custom tool's call item (`custom_tool_call`) as a custom call.
@@ -406,15 +460,139 @@ fn content_json(content: &Option<Content>) -> Value {
 }
 
 fn decode_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError> {
-    let Some(tools) = body.get("tools").filter(|t| !t.is_null()) else {
-        return Ok(Vec::new());
+    match body.get("tools").filter(|t| !t.is_null()) {
+        Some(tools) => decode_tool_list(tools, "tools"),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Input items that declare tools beside the request's `tools`, each in its own `tools`: a
+/// developer's tools added mid-conversation, a tool search's findings. The model is offered
+/// them as it is the request's, so the tools rail judges them as declarations too.
+const DECLARING: [&str; 2] = ["additional_tools", "tool_search_output"];
+
+/// The tools the input items declare ([`DECLARING`]), in order, after the request's; then
+/// those MCP servers' listings replayed in the input declare ([`listed`]).
+fn decode_item_tools(body: &Map<String, Value>) -> Result<Vec<ToolDef>, PayloadError> {
+    let mut out = Vec::new();
+    let Some(Value::Array(items)) = body.get("input") else {
+        return Ok(out);
     };
+    let mut listings = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == LISTING {
+            server_label(item, &format!("input[{i}].server_label"))?;
+            listings.extend(listed(item));
+            continue;
+        }
+        if !DECLARING.contains(&kind) {
+            continue;
+        }
+        match item.get("tools") {
+            Some(tools @ Value::Array(_)) => {
+                out.extend(decode_tool_list(tools, &format!("input[{i}].tools"))?)
+            }
+            _ => {
+                return Err(PayloadError::new(
+                    format!("input[{i}].tools"),
+                    "must be an array of tools",
+                ))
+            }
+        }
+    }
+    out.extend(listings);
+    Ok(out)
+}
+
+/// An MCP server's listing of its tools, as a response carried it (`mcp_list_tools`): sent
+/// back, the provider offers the model those tools, so each is a declaration of the tool it
+/// lists (`mcp__<server>__<tool>`, as its calls are named).
+const LISTING: &str = "mcp_list_tools";
+
+/// The tools a listing (an `mcp_list_tools` item, an Anthropic `mcp_tool_listing` block) lists,
+/// each as the declaration of an MCP tool of `server`.
+pub(crate) fn listed_tools(server: &str, tools: Option<&Value>) -> Vec<ToolDef> {
+    let Some(Value::Array(tools)) = tools else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .map(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+            ToolDef::declared(
+                crate::model::MCP,
+                Some(&crate::model::mcp_tool(server, name)),
+                t.get("description").and_then(Value::as_str),
+                t.get("input_schema")
+                    .filter(|s| s.is_object())
+                    .map(Schema::of),
+            )
+        })
+        .collect()
+}
+
+/// An MCP server's label where it names the toolset its tools are called through: a word (it
+/// is matched as a name, never judged as text).
+fn server_label<'v>(item: &'v Value, at: &str) -> Result<&'v str, PayloadError> {
+    item.get("server_label")
+        .and_then(Value::as_str)
+        .filter(|n| super::closed::Inert::Word.holds(n))
+        .ok_or_else(|| {
+            PayloadError::new(at, "must be a server's label (letters, digits and _-.:/)")
+        })
+}
+
+fn listed(item: &Value) -> Vec<ToolDef> {
+    let server = item
+        .get("server_label")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    listed_tools(server, item.get("tools"))
+}
+
+/// A listing's tools the model is offered: those a policy hid (in `hidden`, by the names the
+/// rails know them by) left out.
+pub(crate) fn offer_listed(server: &str, tools: &mut Value, hidden: &[&str]) {
+    if let Value::Array(list) = tools {
+        list.retain(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+            !hidden.contains(&crate::model::mcp_tool(server, name).as_str())
+        });
+    }
+}
+
+/// The items written upstream, each declaring item's tools as the model is offered them
+/// (`tools`: the request's declared tools, the items' after them, as [`decode_item_tools`]
+/// found them): those a policy hid left out, rewritten descriptions in place.
+fn offer_item_tools(input: &mut [Value], tools: &[ToolDef]) {
+    let mut at = 0;
+    for item in input.iter_mut() {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if !DECLARING.contains(&kind) {
+            continue;
+        }
+        let Some(list) = item.get("tools").cloned() else {
+            continue;
+        };
+        let n = decode_tool_list(&list, "tools").map_or(0, |t| t.len());
+        let own = &tools[at.min(tools.len())..(at + n).min(tools.len())];
+        at += n;
+        if let Value::Array(original) = &list {
+            item["tools"] = Value::Array(offered(original, own));
+        }
+    }
+}
+
+/// A list of declarations (the request's `tools`, or an item's): a namespace's members each a
+/// declaration of its own.
+fn decode_tool_list(tools: &Value, at: &str) -> Result<Vec<ToolDef>, PayloadError> {
     let tools = tools
         .as_array()
-        .ok_or_else(|| PayloadError::new("tools", "must be an array of tools"))?;
+        .ok_or_else(|| PayloadError::new(at, "must be an array of tools"))?;
     let mut out = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
-        let path = format!("tools[{i}]");
+        let path = format!("{at}[{i}]");
         if !is_namespace(t) {
             out.push(decode_tool(t, &path, None)?);
             continue;
@@ -451,9 +629,23 @@ fn decode_tool(t: &Value, path: &str, ns: Option<&str>) -> Result<ToolDef, Paylo
         .get("type")
         .and_then(Value::as_str)
         .ok_or_else(|| PayloadError::new(format!("{path}.type"), "is required"))?;
+    // A declaration's type is a word, and only a namespace declares tools inside it: anything
+    // else would be a declaration no rail could read.
+    if !super::closed::Inert::Word.holds(kind) {
+        return Err(PayloadError::new(
+            format!("{path}.type"),
+            "is not a tool type",
+        ));
+    }
+    if t.get(NAMESPACE_TOOLS).is_some_and(|v| !v.is_null()) {
+        return Err(PayloadError::new(
+            format!("{path}.tools"),
+            "only a namespace declares tools inside it",
+        ));
+    }
     if kind == crate::model::MCP {
         // An MCP server's tools, called as `mcp__<server>__<tool>`.
-        let server = t.get("server_label").and_then(Value::as_str).unwrap_or("");
+        let server = server_label(t, &format!("{path}.server_label"))?;
         let name = crate::model::mcp_toolset(server);
         return Ok(ToolDef::declared(kind, Some(&name), None, None));
     }
@@ -463,7 +655,14 @@ fn decode_tool(t: &Value, path: &str, ns: Option<&str>) -> Result<ToolDef, Paylo
     if kind != FUNCTION {
         let kind = kind.strip_suffix("_preview").unwrap_or(kind);
         let name = name.map(in_ns);
-        return Ok(ToolDef::declared(kind, name.as_deref(), description, None));
+        // A schema it gives is judged with it, whatever its kind.
+        let parameters = t.get("parameters").filter(|p| !p.is_null()).map(Schema::of);
+        return Ok(ToolDef::declared(
+            kind,
+            name.as_deref(),
+            description,
+            parameters,
+        ));
     }
     let name = name.ok_or_else(|| {
         PayloadError::new(format!("{path}.name"), "is required and must be a string")
@@ -594,7 +793,11 @@ fn continues(body: &Map<String, Value>) -> bool {
 }
 
 /// `input` items → messages; returns the messages and the items after the last one.
-fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadError> {
+/// `restored`: an id the daemon signed was given back its own (the body must be written anew).
+fn decode_items(
+    items: &[Value],
+    restored: &mut bool,
+) -> Result<(Vec<Message>, Vec<Value>), PayloadError> {
     let mut messages: Vec<Message> = Vec::new();
     let mut attached: Vec<Value> = Vec::new();
     for (i, item) in items.iter().enumerate() {
@@ -632,9 +835,9 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 };
                 push_call(&mut messages, &mut attached, call);
             }
-            Some(t) if hosted_kind(t).is_some() => {
-                // The provider ran it: a call, and what it returned a result of it.
-                let kind = hosted_kind(t).unwrap_or(t);
+            Some(t) if call_kind(t, &obj).is_some() => {
+                // The provider ran it (or asks to): a call, and what it returned a result of it.
+                let kind = call_kind(t, &obj).unwrap_or(t);
                 let mut call = hosted_call(kind, &obj);
                 let mut returned = Map::new();
                 for k in RETURNED {
@@ -671,6 +874,17 @@ fn decode_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Value>), PayloadEr
                 m.extra = obj;
                 attach(&mut m, std::mem::take(&mut attached));
                 messages.push(m);
+            }
+            Some("mcp_approval_response") => {
+                // It answers an approval request the client was shown under the id the daemon
+                // signed it with (`call_kind`): the backend knows the request by its own.
+                let mut item = obj;
+                if let Some(Value::String(id)) = item.get_mut("approval_request_id") {
+                    let own = crate::model::model_id(id).to_string();
+                    *restored |= own != *id;
+                    *id = own;
+                }
+                attached.push(Value::Object(item));
             }
             _ => attached.push(item.clone()),
         }
@@ -777,8 +991,7 @@ fn call_input_item(call: &ToolCall, later: &[Message]) -> Value {
         FUNCTION => Value::Object(function_item(call)),
         crate::model::CUSTOM => custom_item(call),
         _ => {
-            let mut item = call.extra.clone();
-            item.insert("id".into(), json!(call.id));
+            let mut item = hosted_item(call);
             let result = later.iter().find(|r| {
                 from(r) == Some(&From::Hosted) && r.tool_call_id.as_deref() == Some(&call.id)
             });
@@ -820,6 +1033,7 @@ impl Codec for Responses {
     ) -> Result<(ResponsesRequest, Payload), PayloadError> {
         let stream = stream_flag(&body)?;
         let mut messages = Vec::new();
+        let mut restored = false;
         match body.get("instructions") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
@@ -837,7 +1051,7 @@ impl Codec for Responses {
                 messages.push(m);
             }
             Some(Value::Array(items)) => {
-                let (mut more, trailing) = decode_items(items)?;
+                let (mut more, trailing) = decode_items(items, &mut restored)?;
                 if continues(&body) {
                     more = link_unseen(more);
                 }
@@ -864,20 +1078,20 @@ impl Codec for Responses {
                 ))
             }
         }
-        let tools = decode_tools(&body)?;
+        let mut tools = decode_tools(&body)?;
+        tools.extend(decode_item_tools(&body)?);
         let mut fields = super::closed::fields(&body, &Self::SHAPE);
         fields.extend(super::closed::tool_fields(&body, "tools", &TOOL));
         fields.extend(namespace_descriptions(&body));
         let request = ResponsesRequest { body, stream };
-        Ok((
-            request,
-            Payload {
-                messages,
-                tools,
-                fields,
-                ..Payload::default()
-            },
-        ))
+        let mut payload = Payload {
+            messages,
+            tools,
+            fields,
+            ..Payload::default()
+        };
+        payload.changes.other = restored;
+        Ok((request, payload))
     }
 
     fn stream_requested(request: &ResponsesRequest) -> bool {
@@ -907,6 +1121,25 @@ impl Codec for Responses {
             _ => {
                 let mut items = Vec::new();
                 encode_items(&rest, &mut items);
+                let declared = match body.get("tools") {
+                    Some(tools) if !tools.is_null() => {
+                        decode_tool_list(tools, "tools").map_or(0, |t| t.len())
+                    }
+                    _ => 0,
+                };
+                offer_item_tools(&mut items, payload.tools.get(declared..).unwrap_or(&[]));
+                let hidden: Vec<&str> = payload
+                    .tools
+                    .iter()
+                    .filter(|t| t.hidden_by.is_some())
+                    .filter_map(|t| t.name.as_deref())
+                    .collect();
+                for item in items.iter_mut().filter(|i| i["type"] == LISTING) {
+                    let server = item["server_label"].as_str().unwrap_or("").to_string();
+                    if let Some(tools) = item.get_mut("tools") {
+                        offer_listed(&server, tools, &hidden);
+                    }
+                }
                 Value::Array(items)
             }
         };
@@ -929,12 +1162,23 @@ impl Codec for Responses {
         let mut parts = Vec::new();
         let mut calls = Vec::new();
         let mut others = Vec::new();
+        let mut own = Vec::new();
         for item in output {
             match item.get("type").and_then(Value::as_str) {
                 Some("message") => {
                     if let Some(Value::Array(content)) = item.get("content") {
                         parts.extend(content.iter().cloned());
                     }
+                    // Its own fields (its id, status, phase, what a newer API adds) ride in
+                    // the reply too, judged with it and written back in place.
+                    let fields: Map<String, Value> = item
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(k, _)| !matches!(k.as_str(), "content" | "type"))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    own.push(Value::Object(fields));
                 }
                 Some("function_call") => {
                     calls.push(function_call(item.as_object().cloned().unwrap_or_default()));
@@ -942,9 +1186,10 @@ impl Codec for Responses {
                 Some("custom_tool_call") => {
                     calls.push(custom_call(item.as_object().unwrap_or(&Map::new())));
                 }
-                Some(t) if hosted_kind(t).is_some() => {
-                    let kind = hosted_kind(t).unwrap_or(t);
-                    calls.push(hosted_call(kind, item.as_object().unwrap_or(&Map::new())));
+                Some(t) if call_kind(t, item.as_object().unwrap_or(&Map::new())).is_some() => {
+                    let obj = item.as_object().cloned().unwrap_or_default();
+                    let kind = call_kind(t, &obj).unwrap_or(t);
+                    calls.push(hosted_call(kind, &obj));
                 }
                 _ => others.push(item.clone()),
             }
@@ -954,6 +1199,12 @@ impl Codec for Responses {
         // Items the model does not map ride in the reply, whose rails judge their text.
         if !others.is_empty() {
             message.extra.insert(ITEMS.into(), Value::Array(others));
+        }
+        if own
+            .iter()
+            .any(|f| f.as_object().is_some_and(|o| !o.is_empty()))
+        {
+            message.extra.insert(MESSAGES.into(), Value::Array(own));
         }
         // So do the response's own fields that carry text (what it echoes of the request).
         if let Some(fields) = super::closed::take_outside(&mut body, &REPLY) {
@@ -991,6 +1242,10 @@ impl Codec for Responses {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_string)
+    }
+
+    fn chosen(request: &ResponsesRequest) -> Vec<String> {
+        super::chosen_in(&request.body, &["tool_choice"])
     }
 
     fn notes(request: &ResponsesRequest) -> Vec<&'static str> {

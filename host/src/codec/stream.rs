@@ -192,4 +192,8 @@ pub trait StreamCodec: Send + 'static {
     /// the rails see them whole (Anthropic's server tools), with `signer`. Other doors hold
     /// every call until the rails sign it.
     fn sign_hosted(&mut self, _signer: HostedSigner) {}
+    /// The door's account of a call's fields beyond what the model maps (`Codec::CALL`): the
+    /// leaves of a streamed call's fields it does not call inert are judged with the call, as a
+    /// whole reply's are (`closed::fold`).
+    fn call_shape(&self) -> &'static crate::codec::closed::Shape;
 }

@@ -1,10 +1,8 @@
 //! `[[mcp.servers]]`: the MCP servers the daemon guards, each at `/mcp/<name>` (reloadable).
 
-use super::raw::RawMcpServer;
 use super::Problems;
 use axum::http::{HeaderName, HeaderValue, Uri};
 use std::time::Duration;
-use toml::Spanned;
 
 /// Headers the transport owns: a server entry may neither set nor forward them.
 const TRANSPORT_HEADERS: [&str; 10] = [
@@ -21,16 +19,81 @@ const TRANSPORT_HEADERS: [&str; 10] = [
 ];
 
 /// `[mcp]`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct McpConfig {
     /// The servers, in file order.
     pub servers: Vec<McpServer>,
+    /// The hosts a request to the door may name in `Host` (lower case, no port; `*`: any), and
+    /// the origins it may come from (`Origin`, scheme and host, any port; `*`: any): what the
+    /// specification asks a server to check against DNS rebinding. Loopback by default.
+    pub allowed_hosts: Vec<String>,
+    /// See `allowed_hosts`.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The loopback names: what a door answers by default.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            servers: Vec::new(),
+            allowed_hosts: LOOPBACK.iter().map(|h| h.to_string()).collect(),
+            allowed_origins: LOOPBACK
+                .iter()
+                .flat_map(|h| {
+                    let h = if h.contains(':') {
+                        format!("[{h}]")
+                    } else {
+                        h.to_string()
+                    };
+                    [format!("http://{h}"), format!("https://{h}")]
+                })
+                .collect(),
+        }
+    }
 }
 
 impl McpConfig {
     /// The server named `name`.
     pub fn server(&self, name: &str) -> Option<&McpServer> {
         self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Whether a request naming `host` (a `Host` header's value) may be served.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let name = host_name(host);
+        self.allowed_hosts.iter().any(|h| h == "*" || *h == name)
+    }
+
+    /// Whether a request from `origin` (an `Origin` header's value) may be served.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim().to_ascii_lowercase();
+        let Some((scheme, rest)) = origin.split_once("://") else {
+            return false;
+        };
+        let bare = format!("{scheme}://{}", strip_port(rest));
+        self.allowed_origins.iter().any(|o| o == "*" || *o == bare)
+    }
+}
+
+/// A `Host` value's name: lower case, without its port (an IPv6 address without its brackets).
+fn host_name(host: &str) -> String {
+    let h = host.trim().to_ascii_lowercase();
+    let bare = strip_port(&h);
+    bare.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// `host[:port]` without the port (`[::1]:80` keeps its brackets).
+fn strip_port(h: &str) -> &str {
+    if let Some(end) = h.find(']') {
+        return &h[..=end];
+    }
+    match h.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => h,
     }
 }
 
@@ -75,11 +138,53 @@ fn header_name(
 
 /// Resolve `[[mcp.servers]]`. `auth_on`: callers present Railyard keys in `Authorization`, which
 /// must then never be forwarded.
-pub(super) fn resolve(
-    p: &mut Problems<'_>,
-    raw: &[Spanned<RawMcpServer>],
-    auth_on: bool,
-) -> McpConfig {
+pub(super) fn resolve(p: &mut Problems<'_>, mcp: &super::raw::RawMcp, auth_on: bool) -> McpConfig {
+    let raw = &mcp.servers;
+    let mut config = McpConfig::default();
+    if let Some(hosts) = &mcp.allowed_hosts {
+        config.allowed_hosts = Vec::new();
+        for h in hosts {
+            let name = h.get_ref().trim().to_ascii_lowercase();
+            if name.is_empty() || name.contains(['/', ' ']) {
+                p.at(
+                    h.span(),
+                    "mcp.allowed_hosts",
+                    format!(
+                        "'{}' is not a host name (no scheme, no path; '*' for any)",
+                        h.get_ref()
+                    ),
+                );
+                continue;
+            }
+            config.allowed_hosts.push(host_name(&name));
+        }
+    }
+    if let Some(origins) = &mcp.allowed_origins {
+        config.allowed_origins = Vec::new();
+        for o in origins {
+            let origin = o.get_ref().trim().to_ascii_lowercase();
+            let ok = origin == "*"
+                || origin.split_once("://").is_some_and(|(scheme, rest)| {
+                    !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+                });
+            if !ok {
+                p.at(
+                    o.span(),
+                    "mcp.allowed_origins",
+                    format!(
+                        "'{}' is not an origin (scheme://host, any port; '*' for any)",
+                        o.get_ref()
+                    ),
+                );
+                continue;
+            }
+            let bare = match origin.split_once("://") {
+                Some((scheme, rest)) => format!("{scheme}://{}", strip_port(rest)),
+                None => origin,
+            };
+            config.allowed_origins.push(bare);
+        }
+    }
     let mut servers: Vec<McpServer> = Vec::new();
     for (i, entry) in raw.iter().enumerate() {
         let s = entry.get_ref();
@@ -187,5 +292,6 @@ pub(super) fn resolve(
             });
         }
     }
-    McpConfig { servers }
+    config.servers = servers;
+    config
 }

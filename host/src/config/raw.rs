@@ -101,6 +101,8 @@ pub(super) struct RawTelemetry {
 pub(super) struct RawMcp {
     #[serde(default)]
     pub(super) servers: Vec<Spanned<RawMcpServer>>,
+    pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
+    pub(super) allowed_origins: Option<Vec<Spanned<String>>>,
 }
 
 /// One `[[mcp.servers]]` entry.

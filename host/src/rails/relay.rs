@@ -238,13 +238,25 @@ impl<C: StreamCodec> Relay<C> {
                 if let Some(id) = id {
                     call.id.push_str(&id);
                 }
-                if let Some(name) = name {
-                    call.name.push_str(&name);
-                }
                 if kind.is_some() {
                     call.kind = kind;
                 }
-                call.arguments.push_str(&arguments);
+                // A call the provider runs comes whole each time (added, then done): what came
+                // last replaces what came before. A function's or custom tool's streams in
+                // fragments, each adding to the last.
+                let whole = call
+                    .kind
+                    .as_deref()
+                    .is_some_and(|k| k != crate::model::FUNCTION && k != crate::model::CUSTOM);
+                match (name, whole) {
+                    (Some(name), true) => call.name = name,
+                    (Some(name), false) => call.name.push_str(&name),
+                    (None, _) => {}
+                }
+                match whole {
+                    true => call.arguments = arguments,
+                    false => call.arguments.push_str(&arguments),
+                }
                 call.extra.extend(extra);
                 Flow::Go
             }
@@ -453,11 +465,16 @@ impl<C: StreamCodec> Relay<C> {
             .collect();
         let mut ending = Finish::Backend(finish);
         if !calls.is_empty() {
-            let reply = Message::reply(None, calls);
+            let mut reply = Message::reply(None, calls);
+            // The calls' own fields (what a hosted call returned, what a newer API adds) are
+            // judged with them, as in a whole reply.
+            let shape = self.codec.call_shape();
+            closed::fold(&mut reply, shape, shape);
             let mut judged = match self.scope.reply(&mut self.conversation, reply).await {
                 Ok(m) => m,
                 Err(refusal) => return self.blocked(refusal).await,
             };
+            closed::unfold(&mut judged);
             // A call the client already has cannot be taken back: a verdict removing one
             // refuses the reply.
             // Ids as the model made them: a shown call's was signed as it passed, the others'

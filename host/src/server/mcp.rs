@@ -11,7 +11,7 @@
 //!   is offered to this caller). A
 //!   hidden tool is unknown to the caller (`-32602`); a rejected call is answered as a tool
 //!   error (`isError`, the reason as its text: MCP clients hand that to the model, which can
-//!   correct itself); a block is a JSON-RPC error (`-32050`). Neither reaches the upstream.
+//!   correct itself); a block is a JSON-RPC error (`-32015`). Neither reaches the upstream.
 //! - its result goes through the `tool_result` rail before the caller (and so the model) sees it;
 //! - so does the answer to a `resources/read` or `prompts/get` (a resource's contents, a
 //!   prompt's messages: text a client hands its model), to the lists of them (their
@@ -21,12 +21,19 @@
 //!   model will read) through the `input` rail, an elicitation (what its user will read) through
 //!   the `output` rail; refused, the server is answered with the door's error.
 //!
-//! Everything else (initialize, notifications, the caller's answers to the server's requests,
-//! DELETE) passes through untouched. One decision record per HTTP request.
+//! - everything else is walked leaf by leaf (`codec::mcp::walk`), both ways: what the server
+//!   sends (the answer to any other request: `initialize`, a task's, a skill's, a method this
+//!   door does not know; its notifications on any stream; its other requests) through the
+//!   `tool_result` rail as the result of a call named after its method, what the caller sends
+//!   (any other request's params, its notifications, its answers to the server's requests)
+//!   through the `input` rail as the request's fields. A refused notification is left out.
+//!
+//! One decision record per HTTP request.
 
 mod answer;
 mod headers;
 mod history;
+mod tasks;
 mod tools;
 
 pub(crate) use tools::ToolCache;
@@ -108,6 +115,19 @@ async fn serve(
     caller: HeaderMap,
     body: Body,
 ) -> Response {
+    // DNS rebinding: a page on another site must not reach a door on loopback through the
+    // victim's browser. The specification asks servers to check `Host` and `Origin`; the door
+    // is the server its callers see (the upstream never gets either).
+    if let Some(refused) = rebinding(&scope.set().config().mcp, &caller) {
+        return answer::error(
+            scope,
+            StatusCode::FORBIDDEN,
+            Outcome::Invalid,
+            &Value::Null,
+            codec::INVALID_REQUEST,
+            &refused,
+        );
+    }
     let Some(server) = scope.set().config().mcp.server(&name).cloned() else {
         let error = ApiError::NotFound(format!(
             "/mcp/{name} (no MCP server named '{name}' is configured)"
@@ -160,6 +180,29 @@ async fn serve(
     }
 }
 
+/// Why a request is refused for its `Host` or `Origin` (`[mcp] allowed_hosts`,
+/// `allowed_origins`), if it is.
+fn rebinding(config: &crate::config::McpConfig, caller: &HeaderMap) -> Option<String> {
+    let value = |h: axum::http::HeaderName| caller.get(h).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    if let Some(host) = value(axum::http::header::HOST) {
+        if !config.host_allowed(host) {
+            return Some(format!(
+                "the Host '{}' is not one this door answers to: add it to [mcp] allowed_hosts",
+                crate::policy::record::name(host)
+            ));
+        }
+    }
+    if let Some(origin) = value(axum::http::header::ORIGIN) {
+        if !config.origin_allowed(origin) {
+            return Some(format!(
+                "requests from the Origin '{}' are not served: add it to [mcp] allowed_origins",
+                crate::policy::record::name(origin)
+            ));
+        }
+    }
+    None
+}
+
 /// A POST: one JSON-RPC message.
 async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
     let bytes = match ingress::read_body(&scope, body).await {
@@ -189,18 +232,52 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
         Kind::Request { id, method } => {
             scope.set_target(target(&server, &method, None));
             match method.as_str() {
-                "tools/call" => call(ex, scope, id, message, bytes).await,
-                "tools/list" => {
-                    let paged = message
-                        .pointer("/params/cursor")
-                        .is_some_and(Value::is_string);
-                    forward(ex, scope, Method::POST, bytes, Watch::List { id, paged }).await
-                }
-                m if codec::READS.contains(&m) => {
-                    let read = codec::read_of(&id, m, message.get("params"));
-                    forward(ex, scope, Method::POST, bytes, Watch::read(id, read)).await
-                }
-                _ => forward(ex, scope, Method::POST, bytes, Watch::None).await,
+                // The call's name and arguments pass the tool_call rail; the rest of its params
+                // (`_meta`, a task's settings) is what the client sends, like any other.
+                "tools/call" => match sent(&mut scope, message, bytes, "params", CALLED).await {
+                    Ok((message, bytes)) => call(ex, scope, id, message, bytes).await,
+                    Err(refusal) => answer::blocked(scope, &id, &refusal),
+                },
+                "tools/list" => match sent(&mut scope, message, bytes, "params", &[]).await {
+                    Ok((message, bytes)) => {
+                        let paged = message
+                            .pointer("/params/cursor")
+                            .is_some_and(Value::is_string);
+                        forward(ex, scope, Method::POST, bytes, Watch::List { id, paged }).await
+                    }
+                    Err(refusal) => answer::blocked(scope, &id, &refusal),
+                },
+                m => match sent(&mut scope, message, bytes, "params", &[]).await {
+                    Ok((message, bytes)) => {
+                        let watch = match codec::READS.contains(&m) {
+                            true => {
+                                let read = codec::read_of(&id, m, message.get("params"));
+                                Watch::read(id, read)
+                            }
+                            false => match task_result(&ex, m, &message).await {
+                                Some(tool) => {
+                                    let call = ToolCall::function(
+                                        codec::id_text(&id),
+                                        tool.clone(),
+                                        "{}".into(),
+                                    );
+                                    let tools = match declared(&ex, None).await {
+                                        Ok(t) => t
+                                            .iter()
+                                            .filter(|t| t.name.as_deref() == Some(tool.as_str()))
+                                            .cloned()
+                                            .collect(),
+                                        Err(_) => Vec::new(),
+                                    };
+                                    Watch::call(id, call, tools)
+                                }
+                                None => Watch::answer(id, m),
+                            },
+                        };
+                        forward(ex, scope, Method::POST, bytes, watch).await
+                    }
+                    Err(refusal) => answer::blocked(scope, &id, &refusal),
+                },
             }
         }
         Kind::Notification { method } if method == "tools/call" => {
@@ -217,11 +294,23 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
         }
         Kind::Notification { method } => {
             scope.set_target(target(&server, &method, None));
-            forward(ex, scope, Method::POST, bytes, Watch::None).await
+            match sent(&mut scope, message, bytes, "params", &[]).await {
+                Ok((_, bytes)) => forward(ex, scope, Method::POST, bytes, Watch::None).await,
+                Err(refusal) => answer::blocked(scope, &Value::Null, &refusal),
+            }
         }
-        Kind::Response { .. } => {
+        Kind::Response { id } => {
             scope.set_target(target(&server, "response", None));
-            forward(ex, scope, Method::POST, bytes, Watch::None).await
+            // The caller's answer to the server's request: what its model sampled, what its
+            // user filled in, its roots.
+            let key = match message.get("error").is_some() {
+                true => "error",
+                false => "result",
+            };
+            match sent(&mut scope, message, bytes, key, &[]).await {
+                Ok((_, bytes)) => forward(ex, scope, Method::POST, bytes, Watch::None).await,
+                Err(refusal) => answer::blocked(scope, &id, &refusal),
+            }
         }
         Kind::Other => {
             let message = if message.is_array() {
@@ -240,6 +329,83 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
             )
         }
     }
+}
+
+/// The tool whose result a `tasks/result` (or `tasks/get`) asks for, when the door saw the
+/// task made: the answer is that tool's result, judged and remembered as it.
+async fn task_result(ex: &Exchange, method: &str, message: &Value) -> Option<String> {
+    if !matches!(method, "tasks/result" | "tasks/get") {
+        return None;
+    }
+    let task = tasks::asked(message)?;
+    tasks::tool(&ex.app.state, ex.agent.tenant(), &ex.server.name, task).await
+}
+
+/// A `tools/call`'s params another rail judges: the call itself.
+const CALLED: &[&str] = &["name", "arguments"];
+
+/// What the caller sends the server (`message[key]`: a request's or a notification's params, a
+/// response's result or error; but its members `except`, which another rail judges) judged on
+/// the `input` rail, its leaves as the request's fields (`codec::mcp::walk::CLIENT` names the
+/// inert ones): the message and its body, written anew when a policy changed a leaf, or the
+/// refusal.
+async fn sent(
+    scope: &mut RequestScope,
+    mut message: Value,
+    bytes: Bytes,
+    key: &str,
+    except: &[&str],
+) -> Result<(Value, Bytes), Refusal> {
+    if !scope.runs(Rail::Input) {
+        return Ok((message, bytes));
+    }
+    let Some(slot) = message.get_mut(key) else {
+        return Ok((message, bytes));
+    };
+    // Paths are the object's own (`uri`, `arguments.city`); anything else is judged as the
+    // member `value` of one.
+    let (mut wrapped, object) = match std::mem::take(slot) {
+        Value::Object(o) => (o, true),
+        other => (Map::from_iter([("value".to_string(), other)]), false),
+    };
+    // Judged elsewhere: out of the walk, and back in place after it.
+    let kept: Vec<(String, Value)> = except
+        .iter()
+        .filter_map(|k| wrapped.shift_remove(*k).map(|v| (k.to_string(), v)))
+        .collect();
+    let fields = crate::codec::closed::fields(&wrapped, &codec::walk::CLIENT);
+    let restore = |message: &mut Value, wrapped: Map<String, Value>| {
+        let mut whole: Map<String, Value> = kept.into_iter().collect();
+        whole.extend(wrapped);
+        message[key] = match object {
+            true => Value::Object(whole),
+            false => whole.remove("value").unwrap_or(Value::Null),
+        };
+    };
+    if fields.is_empty() {
+        restore(&mut message, wrapped);
+        return Ok((message, bytes));
+    }
+    let eval = scope
+        .check(
+            Rail::Input,
+            Payload {
+                fields,
+                ..Payload::default()
+            },
+        )
+        .await;
+    if let Some(refusal) = Refusal::from_eval(&eval) {
+        return Err(refusal);
+    }
+    if eval.verdict == crate::model::Verdict::Allow {
+        restore(&mut message, wrapped);
+        return Ok((message, bytes));
+    }
+    crate::codec::closed::write_fields(&mut wrapped, &eval.payload.fields);
+    restore(&mut message, wrapped);
+    let bytes = Bytes::from(message.to_string());
+    Ok((message, bytes))
 }
 
 /// A `tools/call`: the tool must be offered to this caller, the call passes the `tool_call`
@@ -291,26 +457,55 @@ async fn call(
         .filter(|t| t.name.as_deref() == Some(call.name.as_str()))
         .cloned()
         .collect();
+    if ex.routed {
+        // The caller's routing headers must say what its body says (the door answers for the
+        // server, which never sees the caller's headers: they are written anew from the call the
+        // rails judged).
+        let schema = declared
+            .first()
+            .and_then(|t| t.parameters.as_ref())
+            .map(crate::model::Schema::value);
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+        if let Err(e) = headers::check(&ex.headers, &call.name, &args, schema.as_ref()) {
+            return answer::error(
+                scope,
+                StatusCode::BAD_REQUEST,
+                Outcome::Invalid,
+                &id,
+                codec::HEADER_MISMATCH,
+                &format!("{e} (MCP 2026-07-28: routing headers must match the body)"),
+            );
+        }
+    }
     let tools = match offered(&mut scope, &declared).await {
         Ok(tools) => tools,
         Err(refusal) => return answer::blocked(scope, &id, &refusal),
     };
-    if let Some(hidden) = tools
+    let hidden = tools
         .iter()
         .find(|t| t.name.as_deref() == Some(call.name.as_str()))
-        .and_then(|t| t.hidden_by.clone())
-    {
-        // To this caller the tool does not exist: answer as the server would an unknown tool.
-        scope.refuse(&Refusal {
-            rail: Rail::Tools,
-            policy: hidden,
-            reason: "the tool is hidden from this caller".into(),
-            fault: false,
-        });
+        .and_then(|t| t.hidden_by.clone());
+    // A tool the server does not declare is unknown, as one hidden from this caller is: the
+    // same answer, so the caller cannot tell them apart (nor reach a tool a server serves but
+    // does not list).
+    if hidden.is_some() || declared.is_empty() {
+        let outcome = match hidden {
+            Some(policy) => {
+                // To this caller the tool does not exist: answered as the server would.
+                scope.refuse(&Refusal {
+                    rail: Rail::Tools,
+                    policy,
+                    reason: "the tool is hidden from this caller".into(),
+                    fault: false,
+                });
+                Outcome::Refused
+            }
+            None => Outcome::Invalid,
+        };
         return answer::error(
             scope,
             StatusCode::BAD_REQUEST,
-            Outcome::Refused,
+            outcome,
             &id,
             codec::INVALID_PARAMS,
             &format!("Unknown tool: {}", call.name),

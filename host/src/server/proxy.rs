@@ -143,6 +143,19 @@ async fn serve<C: Codec>(
             return Err(unknown_field(path));
         }
     }
+    // A structure that declares a tool, connects a server or makes a call where no codec maps
+    // it would pass the tool rails: refused.
+    if let Some(why) = crate::codec::structure::unmapped(&payload.messages) {
+        return Err(ApiError::bad_request(
+            format!(
+                "the request's {why}: declare tools in `tools` and make calls as the door's calls"
+            ),
+            None,
+        ));
+    }
+    if let Some(why) = crate::codec::structure::bad_id(&payload.messages) {
+        return Err(ApiError::bad_request(format!("the request's {why}"), None));
+    }
     // Text outside the messages' contents is judged as part of them (`codec::closed`).
     for m in &mut payload.messages {
         closed::fold(m, C::own_shape(m).unwrap_or(&C::MESSAGE), &C::CALL);
@@ -159,6 +172,20 @@ async fn serve<C: Codec>(
         }
         Inbound::Forward { payload, edited } => (payload, edited),
     };
+    // A tool the request forces the model to (or restricts it to) must be one it is offered: a
+    // name the tools rail hid, or one never declared, is refused rather than sent on.
+    let offered = |name: &str| {
+        conversation
+            .tools
+            .iter()
+            .any(|t| t.hidden_by.is_none() && t.name.as_deref() == Some(name))
+    };
+    if C::chosen(&request).iter().any(|n| !offered(n)) {
+        return Err(ApiError::bad_request(
+            "tool_choice names a tool the model is not offered: it is not declared, or not for this caller",
+            Some("tool_choice".into()),
+        ));
+    }
     // The input rail's `parallel` plugins judge what goes to the backend, as the rails left it
     // (text outside the contents still folded in), while the backend is already answering.
     let beside = scope.beside(&conversation);
@@ -172,6 +199,8 @@ async fn serve<C: Codec>(
     // invisible (no re-serialisation, no reordered keys) and costs less. When they only
     // replaced message contents, those values are spliced into the caller's bytes.
     let body_len = bytes.len();
+    // A decoder's own change (an id it gave back) is written too.
+    let edited = edited || conversation.changes.other;
     let upstream = C::upstream(&request, &conversation, edited, bytes, as_it_came);
     let reserved = super::budget::reserve(
         app,
@@ -296,6 +325,11 @@ async fn serve<C: Codec>(
     // The common shape is read in one pass, its messages found in place; anything else (and a
     // body with repeated keys or our own key, never forwarded as it came) the general way.
     let (read, messages) = C::read_whole(&bytes).map_err(ApiError::BadBackendResponse)?;
+    if let Some(why) = crate::codec::structure::unmapped(&messages)
+        .or_else(|| crate::codec::structure::bad_id(&messages))
+    {
+        return Err(ApiError::BadBackendResponse(format!("the reply's {why}")));
+    }
     let mut judged = Vec::with_capacity(messages.len());
     // Replies left as only the refusal (their calls removed, no text of their own).
     let mut refusals = 0;

@@ -271,12 +271,17 @@ impl Config {
             .unwrap_or(self.action)
     }
 
+    /// A result of `tool` may carry injected text: its name, or the tool's own inside it
+    /// (`tool_names`), matches an untrusted glob; or the result's call has no name this plugin
+    /// can see (a continuation's result of a call the daemon did not relay).
     fn untrusted(&self, tool: &str) -> bool {
-        any_glob(&self.untrusted, tool)
+        tool.is_empty()
+            || railyard_plugin_sdk::tool_names(tool).any(|n| any_glob(&self.untrusted, n))
     }
 
+    /// A call to `tool` has side effects: its name, or the tool's own inside it, matches.
     fn privileged(&self, tool: &str) -> bool {
-        any_glob(&self.privileged, tool)
+        railyard_plugin_sdk::tool_names(tool).any(|n| any_glob(&self.privileged, n))
     }
 
     fn exempt(&self, principal: Option<&str>, tool: &str) -> bool {
@@ -787,7 +792,10 @@ pub fn evaluate_asking(
     let mut untrusted_results = results
         .iter()
         .filter(|(index, _)| *index < last)
-        .filter_map(|(index, tool)| tool.filter(|t| config.untrusted(t)).map(|t| (*index, t)));
+        .filter_map(|(index, tool)| {
+            let tool = tool.unwrap_or("");
+            config.untrusted(tool).then_some((*index, tool))
+        });
     // The first, and the first whose content the plugin cannot see (an MCP session's earlier
     // result).
     let before = untrusted_results.next();
@@ -1028,7 +1036,8 @@ mod tests {
             ],
         );
         expect_block(evaluate(&config(""), &req));
-        // A result naming nothing known is not counted.
+        // A result whose tool nothing names (a continuation's result of a call the daemon did
+        // not relay) may be anything: untrusted (#65).
         let req = request(
             Rail::ToolCall,
             vec![
@@ -1036,7 +1045,24 @@ mod tests {
                 assistant_calls(vec![call("r", "send_email", "{}")]),
             ],
         );
-        assert_allow(evaluate(&config(""), &req));
+        expect_block(evaluate(&config(""), &req));
+    }
+
+    #[test]
+    fn a_tool_is_known_by_its_own_name_inside_a_namespace_or_an_mcp_server() {
+        // A namespace's fetch and an MCP server's send are the tools they name (#65).
+        for (fetched, sent) in [
+            ("ns.web_fetch", "send_email"),
+            ("web_fetch", "ns.send_email"),
+            ("mcp__browser__web_fetch", "mcp__mail__send_email"),
+            ("WEB_FETCH", "NS.SEND_EMAIL"),
+        ] {
+            expect_block(evaluate(&config(""), &turn(Some(fetched), &[sent])));
+        }
+        // A permission is not widened: an exemption names the tool as called.
+        let c = config(r#", "exempt": {"mailer": ["send_email"]}"#);
+        let req = turn(Some("web_fetch"), &["ns.send_email"]).with_principal("mailer");
+        expect_block(evaluate(&c, &req));
     }
 
     /// The host skips this plugin on a request none of whose strings holds a trigger: every

@@ -269,17 +269,38 @@ fn unredactable_finding(label: &str, tool: &ToolDef, policy: &Policy) -> Option<
     let mut found = None;
     if crate::json::is_document(schema) {
         let _ = crate::json::rewrite::<()>(schema, |v, site| {
+            // A schema's words (its keywords, types, formats, the names of its properties) are
+            // its structure; anything else in it (a property named by an address, a number
+            // that is a card, a description) is text the model reads.
             let structural = matches!(
                 site.key,
                 Some("type" | "pattern" | "format" | "$schema" | "$ref" | "$id" | "required")
-            );
-            if found.is_none() && !site.is_key && !site.number && !structural {
+            ) && plain_name(v);
+            let word = (site.is_key || site.number) && plain_name(v) && !long_number(v);
+            if found.is_none() && !structural && !word {
                 found = redact::find_unallowed(v, policy);
             }
             Ok(None)
         });
     }
     found.map(|t| say("parameters", t))
+}
+
+/// A name a schema gives a property or a keyword: ASCII letters, digits, `_`, `-`, `$`, `#`,
+/// `/` and `.`, at most four digits (an SSN or a card has more).
+fn plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'$' | b'#' | b'/' | b'.')
+        })
+        && s.bytes().filter(u8::is_ascii_digit).count() <= 4
+        && !s.contains("..")
+}
+
+/// A number literal with nine digits or more (what a card, an SSN or a phone number has).
+fn long_number(s: &str) -> bool {
+    s.bytes().filter(u8::is_ascii_digit).count() >= 9
 }
 
 /// "2 EMAIL, 1 PHONE".

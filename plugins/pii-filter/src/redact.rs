@@ -37,21 +37,33 @@ pub fn parts(s: &str, policy: &Policy, counts: &mut Counts) -> Result<Option<Str
         return text_at(s, None, policy, counts, 0);
     }
     json::rewrite(s, |v, site| {
-        // Keys of parts are the schema's (`type`, `text`); strings directly in the list are
-        // not valid parts but still reach the model, so they are scanned too.
-        if site.is_key || site.number {
-            return Ok(None);
-        }
         // The parts' own structure sits at depth 2 (a part) and 3 (its `image_url`, `file`,
         // `source`): deeper, a `type` or `detail` is a tool's data (an MCP error's `data`).
         let structural = site.depth <= 3;
+        // A number can be a card or an SSN written as one (an MCP result's structured value);
+        // a key that is no plain word can be a value too (an object keyed by email address).
+        // Strings directly in the list are not valid parts but still reach the model, so they
+        // are scanned too.
+        if site.number {
+            return number(v, site.key, policy, counts);
+        }
+        if site.is_key {
+            return match word(v) || (structural && plain_key(v)) {
+                true => Ok(None),
+                false => text_at(v, None, policy, counts, 1),
+            };
+        }
         match site.key {
             Some("type" | "detail" | "format" | "mime_type") if structural && word(v) => Ok(None),
-            Some("file_data" | "file_id") if structural => Ok(None),
+            // A file's id and inline data are skipped when they are what they claim: an id, and
+            // base64 (or a base64 `data:` URL) of bytes that are not text.
+            Some("file_id") if structural && id_shaped(v) => Ok(None),
+            Some("file_data") if structural && opaque_data(v) => Ok(None),
             // Inline data is base64 (an image, a PDF), but a text document's `data` is its text
             // (Anthropic's `{"type": "text", "data": "..."}` source): only base64 is skipped.
             Some("data") if looks_base64(v) => Ok(None),
-            Some("url") if v.starts_with("data:") => Ok(None),
+            // Inline data is skipped only as base64 (an image): a plain `data:` URL is text.
+            Some("url") if base64_data_url(v) => Ok(None),
             Some("text" | "refusal") => text_at(v, None, policy, counts, 1),
             key => text_at(v, key, policy, counts, 1),
         }
@@ -64,6 +76,42 @@ fn word(s: &str) -> bool {
     s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphabetic() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'+'))
+}
+
+/// Whether `s` is a `data:` URL whose payload is base64 of bytes that are not text (an image);
+/// text in base64 is scanned like any other.
+fn base64_data_url(s: &str) -> bool {
+    s.strip_prefix("data:")
+        .and_then(|rest| rest.split_once(','))
+        .is_some_and(|(meta, data)| {
+            meta.ends_with(";base64")
+                && crate::detect::decode::base64_text(data.trim_end_matches('=').as_bytes())
+                    .is_none()
+        })
+}
+
+/// Whether `s` is shaped like an id: ASCII letters, digits and `_-.:`, at most 256.
+fn id_shaped(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 256
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+/// Whether `s` is inline data no reader takes as text: a base64 `data:` URL of bytes that are
+/// not text, or base64 that is not text.
+fn opaque_data(s: &str) -> bool {
+    if s.starts_with("data:") {
+        return base64_data_url(s);
+    }
+    looks_base64(s)
+        && crate::detect::decode::base64_text(s.trim_end_matches('=').as_bytes()).is_none()
+}
+
+/// Whether a key is a plain name of a part's structure (`image_url`, `file_id`): ASCII letters,
+/// digits and `_`, at most 32 of them.
+fn plain_key(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Whether `s` looks like base64 data rather than text: long, and nothing but base64's
@@ -349,6 +397,41 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!out.contains("0134"), "{out}");
+    }
+
+    #[test]
+    fn a_parts_numbers_and_keys_that_hold_values_are_redacted() {
+        // An MCP result's structured value keyed by an email address, a card and an SSN as
+        // numbers (a JSON number is what a client reads too).
+        let structured = r#"[{"type":"structured","structured":{"ada@example.com":{"card":4111111111111111,"ssn":536221234,"count":3}}}]"#;
+        let out = parts(structured, &Policy::default(), &mut [0; PiiType::COUNT])
+            .unwrap()
+            .unwrap();
+        assert!(
+            !out.contains("ada@") && !out.contains("4111111111111111"),
+            "{out}"
+        );
+        assert!(out.contains(r#""count":3"#), "{out}");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+            "{out}"
+        );
+        // A part's own keys are its structure.
+        let plain =
+            r#"[{"type":"input_image","image_url":"https://x.example/a.png","file_id":"f"}]"#;
+        assert_eq!(
+            parts(plain, &Policy::default(), &mut [0; PiiType::COUNT]).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_plain_data_url_is_text() {
+        let part = r#"[{"type":"image_url","image_url":{"url":"data:text/plain,write to bob@example.com"}}]"#;
+        let out = parts(part, &Policy::default(), &mut [0; PiiType::COUNT])
+            .unwrap()
+            .unwrap();
+        assert!(!out.contains("bob@"), "{out}");
     }
 
     #[test]

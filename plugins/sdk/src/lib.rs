@@ -139,6 +139,22 @@ pub fn mcp_toolset(name: &str) -> Option<&str> {
     Some(&name[..MCP_PREFIX.len() + end])
 }
 
+/// The names a tool goes by, for a rule that restricts it: its name as called, and the tool's
+/// own name inside it (after a provider's MCP server, `mcp__<server>__<tool>`, and after a
+/// namespace, `<namespace>.<tool>`), so that `send_message` matches `ns.send_message` and
+/// `mcp__slack__send_message`. A rule that permits matches the name as called only: a
+/// namespace's tool is another tool than a top-level one of the same name.
+pub fn tool_names(name: &str) -> impl Iterator<Item = &str> {
+    let mut own = name;
+    if let Some(toolset) = mcp_toolset(name) {
+        own = name[toolset.len()..].trim_start_matches('_');
+    }
+    if let Some((_, last)) = own.rsplit_once('.') {
+        own = last;
+    }
+    std::iter::once(name).chain((own != name && !own.is_empty()).then_some(own))
+}
+
 /// Write a line to the daemon's log (tagged with the plugin's name by the host).
 pub fn log(level: Level, message: &str) {
     railyard::policy::host::log(level, message);
@@ -292,4 +308,26 @@ macro_rules! export_policy {
             $crate::__export_packed!(Glue);
         };
     };
+}
+
+#[cfg(test)]
+mod names {
+    use super::tool_names;
+
+    #[test]
+    fn a_tool_goes_by_its_name_and_its_own_inside_a_server_or_a_namespace() {
+        fn all(n: &str) -> Vec<&str> {
+            tool_names(n).collect()
+        }
+        assert_eq!(all("send_email"), ["send_email"]);
+        assert_eq!(all("ns.send_email"), ["ns.send_email", "send_email"]);
+        assert_eq!(
+            all("mcp__mail__send_email"),
+            ["mcp__mail__send_email", "send_email"]
+        );
+        assert_eq!(all("mcp__mail__ns.send"), ["mcp__mail__ns.send", "send"]);
+        // A toolset is no tool of its own; a name ending in a dot has none inside it.
+        assert_eq!(all("mcp__mail"), ["mcp__mail"]);
+        assert_eq!(all("odd."), ["odd."]);
+    }
 }

@@ -208,6 +208,34 @@ class _Malformed(ValueError):
     pass
 
 
+def tool_names(name):
+    """The names a call goes by, for a rule that restricts it (the Rust SDK's `tool_names`): its
+    name as called, and the tool's own inside it, after a provider's MCP server
+    (`mcp__<server>__<tool>`) and after a namespace (`<namespace>.<tool>`)."""
+    own = name
+    if own.startswith("mcp__"):
+        rest = own[len("mcp__"):]
+        if "__" in rest:
+            own = rest.split("__", 1)[1].lstrip("_")
+    if "." in own:
+        own = own.rsplit(".", 1)[1]
+    return [name] if own in ("", name) else [name, own]
+
+
+def _limited(tools, name):
+    """The limits of the tool `name` calls: by its name, then by the tool's own inside it (a
+    namespace's or an MCP server's `refund` is limited as `refund` is)."""
+    for n in tool_names(name):
+        if n in tools:
+            return tools[n]
+    # Spelled in another case: a client's `REFUND` moves money as `refund` does.
+    lowered = {k.lower(): v for k, v in tools.items()}
+    for n in tool_names(name):
+        if n.lower() in lowered:
+            return lowered[n.lower()]
+    return None
+
+
 def _no_duplicates(pairs):
     obj = dict(pairs)
     if len(obj) != len(pairs):
@@ -729,7 +757,7 @@ def evaluate(cfg, request, counter=None):
     totals = {}  # (tool, rule id) -> sum of accepted calls
 
     for ci, call in enumerate(calls):
-        tool = cfg.tools.get(call.name)
+        tool = _limited(cfg.tools, call.name)
         if tool is None:
             continue
         found = []

@@ -133,6 +133,17 @@ class Limits(unittest.TestCase):
         out = tl.evaluate(c, req([call("refund", {"order_id": "A", "amount": 101})], "bob"))
         self.assertEqual(out[1][0][1], "refund amount exceeds the limit for principal 'bob' (100)")
 
+    def test_a_tool_is_limited_by_its_own_name_however_it_is_called(self):
+        # A namespace's, an MCP server's or another case's `refund` moves money as `refund`
+        # does (#65): limited the same.
+        c = cfg()
+        for name in ["ns.refund", "mcp__billing__refund", "REFUND", "Ns.Refund"]:
+            out = tl.evaluate(c, req([call(name, {"order_id": "A", "amount": 501})], "alice"))
+            self.assertEqual(out[0], "reject", name)
+        self.assertEqual(tl.tool_names("mcp__billing__refund"), ["mcp__billing__refund", "refund"])
+        self.assertEqual(tl.tool_names("refund"), ["refund"])
+        self.assertEqual(tl.evaluate(c, req([call("refunds", {"amount": 9999})], "alice")), ("allow",))
+
     def test_default_and_anonymous(self):
         c = cfg()
         out = tl.evaluate(c, req([call("refund", {"order_id": "A", "amount": 60})], "carol"))

@@ -76,7 +76,8 @@ impl<'de> Visitor<'de> for Top {
                 // The fields a client reads no text in, and the words and ids that look the
                 // part; anything else (the proxy's own key among them) the general way, which
                 // has the rails judge its text.
-                "created" | "usage" => map.next_value_seed(Textless)?,
+                "created" => map.next_value_seed(Inert(closed::Inert::Time))?,
+                "usage" => map.next_value_seed(Textless)?,
                 "id" | "system_fingerprint" => map.next_value_seed(Inert(closed::Inert::Id))?,
                 "object" | "model" | "service_tier" => {
                     map.next_value_seed(Inert(closed::Inert::Word))?
@@ -167,8 +168,9 @@ impl<'de> Visitor<'de> for Choice {
     }
 }
 
-/// A value with no string in it (numbers, booleans, nulls and objects and arrays of them), or
-/// the read is declined. Repeated keys decline it too.
+/// A value with no string in it (numbers that hold no value, booleans, nulls and objects and
+/// arrays of them: `closed::number_carries`), or the read is declined. Repeated keys and keys
+/// that are no names decline it too.
 #[derive(Clone, Copy)]
 struct Textless;
 
@@ -191,16 +193,16 @@ impl<'de> Visitor<'de> for Textless {
         Ok(())
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        number(v.into(), closed::Inert::Word)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        number(v.into(), closed::Inert::Word)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        float(v, closed::Inert::Word)
     }
 
     fn visit_unit<E>(self) -> Result<(), E> {
@@ -219,6 +221,9 @@ impl<'de> Visitor<'de> for Textless {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut keys = SeenKeys::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
+            if !closed::key_inert(&key) {
+                return Err(decline());
+            }
             map.next_value_seed(self)?;
             if keys.see(key) {
                 return Err(decline());
@@ -257,20 +262,35 @@ impl<'de> Visitor<'de> for Inert {
         }
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        number(v.into(), self.0)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        number(v.into(), self.0)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        float(v, self.0)
     }
 
     fn visit_unit<E>(self) -> Result<(), E> {
         Ok(())
+    }
+}
+
+/// A number that looks the part of `inert` (`closed::Inert::holds_number`), or declined.
+fn number<E: serde::de::Error>(n: serde_json::Number, inert: closed::Inert) -> Result<(), E> {
+    match inert.holds_number(&n) {
+        true => Ok(()),
+        false => Err(decline()),
+    }
+}
+
+fn float<E: serde::de::Error>(v: f64, inert: closed::Inert) -> Result<(), E> {
+    match serde_json::Number::from_f64(v) {
+        Some(n) => number(n, inert),
+        None => Err(decline()),
     }
 }
 

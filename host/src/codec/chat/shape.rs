@@ -130,6 +130,7 @@ pub const REPLY: Shape = Shape {
         ("model", Inert::Word),
         ("system_fingerprint", Inert::Id),
         ("service_tier", Inert::Word),
+        ("created", Inert::Time),
     ],
     known: &["created", "usage"],
 };
@@ -158,6 +159,7 @@ pub const CHUNK: Shape = Shape {
         ("model", Inert::Word),
         ("system_fingerprint", Inert::Id),
         ("service_tier", Inert::Word),
+        ("created", Inert::Time),
         ("choices[].finish_reason", Inert::Word),
         ("choices[].delta.role", Inert::Word),
         ("choices[].delta.audio.id", Inert::Id),

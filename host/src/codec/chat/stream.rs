@@ -140,6 +140,10 @@ impl ChatStream {
 }
 
 impl StreamCodec for ChatStream {
+    fn call_shape(&self) -> &'static crate::codec::closed::Shape {
+        &shape::CALL
+    }
+
     fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>) {
         let mut template = Map::new();
         template.insert("id".into(), json!(format!("chatcmpl-{id}")));
@@ -323,12 +327,22 @@ impl ChatStream {
             }
         }
         if let Some(usage) = usage.filter(|u| !u.is_null()) {
+            // Counts carry nothing; anything else in it (a key, a number that could be a card)
+            // is judged before it passes.
+            let carries = crate::codec::closed::carries_text("usage", &usage, &shape::CHUNK);
             let mut c = self.chunk(Vec::new());
             c["usage"] = usage;
-            up.push(Up::Pass(Frame {
+            let frame = Frame {
                 event: None,
                 data: c,
-            }));
+            };
+            up.push(match carries {
+                true => Up::Judge {
+                    frame,
+                    shape: &shape::CHUNK,
+                },
+                false => Up::Pass(frame),
+            });
         }
         Ok(up)
     }

@@ -60,20 +60,23 @@ pub fn apply(params: &mut Map<String, Value>, judged: &Payload) -> Result<(), St
     if params.get("message").is_some_and(Value::is_string) {
         params.insert("message".into(), first["text"].clone());
     }
-    for part in parts {
-        let (Some(path), Some(text)) = (
-            part.get("field").and_then(Value::as_str),
-            part.get("text").and_then(Value::as_str),
-        ) else {
-            return Err("a policy left a part of the form without its place".into());
-        };
-        closed::write_field(
-            params,
-            &Field {
-                path: path.to_string(),
-                value: text.to_string(),
-            },
-        );
+    // Each part after the first is the field it was made of, in order (its `field` names the
+    // place for a policy to read; a policy may have edited that label too).
+    let places = closed::fields(params, &PARAMS);
+    let rest: Vec<Value> = parts.collect();
+    if rest.len() != places.len() {
+        return Err("a policy added or removed a part of the form".into());
     }
+    let mut fields = Vec::with_capacity(places.len());
+    for (place, part) in places.into_iter().zip(rest) {
+        let Some(text) = part.get("text").and_then(Value::as_str) else {
+            return Err("a policy left a part of the form without its text".into());
+        };
+        fields.push(Field {
+            path: place.path,
+            value: text.to_string(),
+        });
+    }
+    closed::write_fields(params, &fields);
     Ok(())
 }

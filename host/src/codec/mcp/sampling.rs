@@ -41,12 +41,37 @@ pub fn payload(params: &Map<String, Value>) -> Payload {
             messages.push(Message::new(role, Some(Content::Parts(parts))));
         }
     }
+    let mut fields = closed::fields(params, &PARAMS);
+    // A message's own fields but its role and content (its `_meta`, what a newer revision
+    // adds) are the request's fields too, under the message's place.
+    if let Some(Value::Array(asked)) = params.get("messages") {
+        for (i, m) in asked.iter().enumerate() {
+            let Some(obj) = m.as_object() else { continue };
+            let rest: Map<String, Value> = obj
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "role" | "content"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for mut f in closed::fields(&rest, &MESSAGE) {
+                let sep = if f.path.starts_with('[') { "" } else { "." };
+                f.path = format!("messages[{i}]{sep}{}", f.path);
+                fields.push(f);
+            }
+        }
+    }
     Payload {
         messages,
-        fields: closed::fields(params, &PARAMS),
+        fields,
         ..Payload::default()
     }
 }
+
+/// A sampled message's fields beside its role and content: all judged.
+const MESSAGE: Shape = Shape {
+    mapped: &[],
+    inert: &[],
+    known: &[],
+};
 
 /// Write what the rail left back into `params`: the same conversation, message for message.
 pub fn apply(params: &mut Map<String, Value>, judged: &Payload) -> Result<(), String> {
@@ -76,9 +101,7 @@ pub fn apply(params: &mut Map<String, Value>, judged: &Payload) -> Result<(), St
     if next().is_ok() {
         return Err("a policy added to the conversation".into());
     }
-    for f in &judged.fields {
-        closed::write_field(params, f);
-    }
+    closed::write_fields(params, &judged.fields);
     Ok(())
 }
 

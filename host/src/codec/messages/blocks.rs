@@ -96,6 +96,11 @@ pub(super) fn rewrite_content(content: Value, judged: &Message) -> Value {
                         block["input"] = input;
                     }
                     block["id"] = json!(call.id);
+                    // Its other fields (its caller, an MCP tool's server), as the rails left them.
+                    if let Some(obj) = block.as_object_mut() {
+                        obj.retain(|k, _| matches!(k.as_str(), "type" | "id" | "name" | "input"));
+                        obj.extend(call.extra.clone());
+                    }
                     out.push(block);
                 }
             }

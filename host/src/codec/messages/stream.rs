@@ -46,6 +46,22 @@ const EVENT: Shape = Shape {
         ("delta.citation.type", Inert::Word),
         ("delta.citation.file_id", Inert::Id),
         ("delta.citation.encrypted_index", Inert::Data),
+        // `message_start`'s message and `message_delta`'s delta: the reply's own fields.
+        ("message.id", Inert::Id),
+        ("message.type", Inert::Word),
+        ("message.role", Inert::Word),
+        ("message.model", Inert::Word),
+        ("message.stop_reason", Inert::Word),
+        ("message.container.id", Inert::Id),
+        ("message.container.expires_at", Inert::Time),
+        ("message.usage.service_tier", Inert::Word),
+        ("message.usage.inference_geo", Inert::Word),
+        ("delta.stop_reason", Inert::Word),
+        ("delta.container.id", Inert::Id),
+        ("delta.container.expires_at", Inert::Time),
+        ("usage.service_tier", Inert::Word),
+        ("usage.inference_geo", Inert::Word),
+        ("context_management.applied_edits[].type", Inert::Word),
     ],
     known: &[],
 };
@@ -140,6 +156,10 @@ impl MessagesStream {
 }
 
 impl StreamCodec for MessagesStream {
+    fn call_shape(&self) -> &'static crate::codec::closed::Shape {
+        &super::CALL
+    }
+
     fn open(&mut self, id: &str, model: Option<&str>, out: &mut Vec<u8>) {
         Self::write(
             out,
@@ -186,6 +206,16 @@ impl StreamCodec for MessagesStream {
                     data["content_block"]["tool_use_id"] = json!(signed);
                 }
                 let block = data.get("content_block").cloned().unwrap_or_default();
+                // Ids link a call to its result and are signed as they are, never judged as
+                // text (`codec::structure::bad_id`): one that is no id ends the stream.
+                for key in ["id", "tool_use_id"] {
+                    if let Some(v) = block.get(key).filter(|v| !v.is_null()) {
+                        let id = v.as_str().unwrap_or("\u{0}");
+                        if !id.is_empty() && !Inert::Id.holds(id) {
+                            return Err(format!("a block's {key} is not an id"));
+                        }
+                    }
+                }
                 match block.get("type").and_then(Value::as_str) {
                     Some("tool_use") => {
                         self.held.insert(index);
@@ -265,8 +295,17 @@ impl StreamCodec for MessagesStream {
                                 .to_string(),
                         }]
                     }
-                    // A thinking block's signature: opaque.
-                    Some("signature_delta") => vec![pass(data)],
+                    // A thinking block's signature: opaque, when it is (else judged).
+                    Some("signature_delta")
+                        if data.len() <= 3
+                            && delta.as_object().is_some_and(|d| d.len() == 2)
+                            && delta
+                                .get("signature")
+                                .and_then(Value::as_str)
+                                .is_some_and(|s| Inert::Data.holds(s)) =>
+                    {
+                        vec![pass(data)]
+                    }
                     Some("input_json_delta") if self.shown.contains_key(&index) => {
                         if let (Some((_, input)), Some(more)) = (
                             self.shown.get_mut(&index),
@@ -322,21 +361,27 @@ impl StreamCodec for MessagesStream {
                 }]
             }
             "message_delta" => {
+                // The codec writes the stop reason again: only a word it can be.
                 let finish = data
                     .get("delta")
                     .and_then(|d| d.get("stop_reason"))
                     .and_then(Value::as_str)
+                    .filter(|r| Inert::Word.holds(r))
                     .map(str::to_string);
-                self.delta = Some(data);
-                vec![Up::ChoiceEnd { choice: 0, finish }]
+                // Judged as it comes (its stop sequence, what a newer API adds); kept, as the
+                // rails left it, to be written when the choice ends (`encode`).
+                self.delta = Some(data.clone());
+                vec![judge(data), Up::ChoiceEnd { choice: 0, finish }]
             }
             "message_stop" => vec![Up::Done],
             "error" => vec![Up::Error(Frame {
                 event: Some(kind),
                 data: Value::Object(data),
             })],
-            // The message's content is written by the stream itself, never as the backend said.
-            "message_start" | "ping" => vec![pass(data)],
+            "ping" => vec![pass(data)],
+            // The message's content is written by the stream itself, never as the backend said;
+            // its other fields are judged.
+            "message_start" => vec![judge(data)],
             _ => vec![judge(data)],
         })
     }
@@ -358,6 +403,14 @@ impl StreamCodec for MessagesStream {
         match down {
             Down::Pass(frame) => {
                 let mut data = frame.data;
+                if data.get("type").and_then(Value::as_str) == Some("message_delta") {
+                    // Written when the choice ends, with the stop reason it ends with.
+                    self.delta = Some(match data {
+                        Value::Object(d) => d,
+                        _ => Map::new(),
+                    });
+                    return;
+                }
                 if let Some(i) = data.get("index").and_then(Value::as_u64) {
                     let kind = data.get("type").and_then(Value::as_str).unwrap_or("");
                     if kind == "content_block_start" {

@@ -1,6 +1,6 @@
 //! Responses output items: the reply with judged messages in place, and Railyard's own items.
 
-use super::hosted_kind;
+use super::call_kind;
 use crate::model::{model_id, Content, Message};
 use serde_json::{json, Value};
 
@@ -49,11 +49,21 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
         Some(Value::Array(items)) => items.clone().into_iter(),
         _ => Vec::new().into_iter(),
     };
+    let mut own = match judged.extra.get(super::MESSAGES) {
+        Some(Value::Array(fields)) => fields.clone().into_iter(),
+        _ => Vec::new().into_iter(),
+    };
     let mut out = Vec::new();
     let mut text_placed = false;
     for mut item in items {
         match item.get("type").and_then(Value::as_str) {
             Some("message") => {
+                // Its own fields, as the rails left them.
+                if let (Some(Value::Object(fields)), Some(obj)) = (own.next(), item.as_object_mut())
+                {
+                    obj.retain(|k, _| matches!(k.as_str(), "content" | "type"));
+                    obj.extend(fields);
+                }
                 let n = item
                     .get("content")
                     .and_then(Value::as_array)
@@ -63,9 +73,22 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                     Some(Content::Text(_)) => 1,
                     _ => n,
                 };
-                let content: Vec<Value> = (0..take).filter_map(|_| parts.pop()).collect();
+                let mut content: Vec<Value> = (0..take).filter_map(|_| parts.pop()).collect();
                 if content.is_empty() {
                     continue;
+                }
+                // A part's log-probabilities spell out the text the backend wrote (token by
+                // token, or as bytes): once a policy changed that text, they go.
+                let before = item.get("content").and_then(Value::as_array);
+                for (i, part) in content.iter_mut().enumerate() {
+                    let was = before.and_then(|b| b.get(i)).and_then(|p| p.get("text"));
+                    if part.get("text") != was {
+                        if let Some(obj) = part.as_object_mut() {
+                            if obj.get("logprobs").is_some_and(|l| !l.is_null()) {
+                                obj.insert("logprobs".into(), json!([]));
+                            }
+                        }
+                    }
                 }
                 text_placed = true;
                 item["content"] = Value::Array(content);
@@ -79,9 +102,10 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                     .iter()
                     .find(|c| model_id(&c.id) == call_id)
                 {
-                    item["arguments"] = json!(call.arguments);
-                    item["call_id"] = json!(call.id);
-                    out.push(item);
+                    // As the rails left it: its arguments, its other fields.
+                    let mut item = super::function_item(call);
+                    item.insert("call_id".into(), json!(call.id));
+                    out.push(Value::Object(item));
                 }
             }
             Some("custom_tool_call") => {
@@ -94,7 +118,9 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                     out.push(super::custom_item(call));
                 }
             }
-            Some(t) if hosted_kind(t).is_some() => {
+            Some(t)
+                if call_kind(t, item.as_object().unwrap_or(&serde_json::Map::new())).is_some() =>
+            {
                 let id = item.get("id").and_then(Value::as_str).unwrap_or("");
                 // A hosted call's fields are the item's: written as the rails left them.
                 if let Some(call) = judged
@@ -102,10 +128,8 @@ pub(super) fn rewrite_output(output: Value, judged: &Message) -> Value {
                     .iter()
                     .find(|c| c.is_hosted() && model_id(&c.id) == id)
                 {
-                    // Under the id the daemon signed it with.
-                    let mut item = call.extra.clone();
-                    item.insert("id".into(), json!(call.id));
-                    out.push(Value::Object(item));
+                    // Under the id the daemon signed it with, its arguments as judged.
+                    out.push(Value::Object(super::hosted_item(call)));
                 }
             }
             // Every other item (reasoning, MCP listings and approvals) rode in the message as

@@ -126,6 +126,8 @@ const EVENT: Shape = Shape {
         ("type", Inert::Word),
         ("item_id", Inert::Id),
         ("obfuscation", Inert::Data),
+        // Audio's base64 (any other delta that is text is judged).
+        ("delta", Inert::Data),
         ("partial_image_b64", Inert::Data),
         ("output_format", Inert::Word),
         ("part.type", Inert::Word),
@@ -410,12 +412,11 @@ impl ResponsesStream {
                 .or_insert_with(|| json!(format!("fc_{}", crate::model::model_id(&call.id))));
             item
         } else {
-            let mut item = call.extra.clone();
-            if call.is_hosted() {
-                // Under the id the daemon signed it with.
-                item.insert("id".into(), json!(call.id));
+            match call.is_hosted() {
+                // Under the id the daemon signed it with, its arguments as judged.
+                true => super::hosted_item(call),
+                false => call.extra.clone(),
             }
-            item
         };
         item.insert("status".into(), json!("completed"));
         Value::Object(item)
@@ -479,6 +480,10 @@ fn part_type(kind: TextKind) -> &'static str {
 }
 
 impl StreamCodec for ResponsesStream {
+    fn call_shape(&self) -> &'static crate::codec::closed::Shape {
+        &super::ITEM
+    }
+
     fn open(&mut self, id: &str, _model: Option<&str>, out: &mut Vec<u8>) {
         let mut response = response_object(Some(&self.model), id);
         response["status"] = json!("in_progress");

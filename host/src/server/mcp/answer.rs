@@ -1,6 +1,6 @@
-//! What the caller gets back: the upstream's answer, JSON or an SSE stream, passed on as it came
-//! except for the one response the rails judge (the answer to a `tools/list`, a `tools/call`, a
-//! `resources/read` or a `prompts/get`) and the
+//! What the caller gets back: the upstream's answer, JSON or an SSE stream, every message in it
+//! judged (the answer to a `tools/list`, a `tools/call` or a read by its typed rail, any other
+//! answer, notification and request of the server leaf by leaf: `codec::mcp::walk`), with the
 //! `notifications/tools/list_changed` that drop a cached tool list on the way; and the daemon's
 //! own answers (errors, refusals). Every path finishes the request's scope exactly once.
 //!
@@ -9,13 +9,13 @@
 //! in it is taken for the answer, and written back with the caller's own id: the first is
 //! judged, any later one dropped. What cannot be read as JSON (a lone surrogate, `NaN`, a
 //! number out of range, nesting past the parser's limit), or is not a JSON-RPC response, is
-//! answered with the door's fault, `-32051`; whatever its content type says, a body that is not
+//! answered with the door's fault, `-32016`; whatever its content type says, a body that is not
 //! an event stream is read as JSON. What goes to the caller is the value the rails judged,
 //! written anew, so a repeated key or an odd number means the same to both.
 
 use super::{headers, history, offered, Exchange};
 use crate::backend::BackendError;
-use crate::codec::mcp::{self as codec, Kind};
+use crate::codec::mcp::{self as codec, walk, Kind};
 use crate::codec::sse::{self, SseParser};
 use crate::model::{Payload, Rail, ToolCall, ToolDef, Verdict};
 use crate::policy::record::Outcome;
@@ -45,6 +45,9 @@ pub(in crate::server) enum Watch {
     List { id: Value, paged: bool },
     /// The result of this `tools/call`.
     Call(Box<CallWatch>),
+    /// The answer to any other request (`initialize`, a task's, a skill's, one this door does
+    /// not know): judged whole, as the result of a call named after its method.
+    Answer { id: Value, method: String },
 }
 
 /// A `tools/call` on its way: the call as the upstream got it, and the tools it was judged by;
@@ -78,11 +81,19 @@ impl Watch {
         }))
     }
 
+    /// Watch for the answer to the request `id` of `method`.
+    pub fn answer(id: Value, method: &str) -> Watch {
+        Watch::Answer {
+            id,
+            method: method.to_string(),
+        }
+    }
+
     /// The JSON-RPC id of the request (null for none).
     pub fn id(&self) -> &Value {
         match self {
             Watch::None => &Value::Null,
-            Watch::List { id, .. } => id,
+            Watch::List { id, .. } | Watch::Answer { id, .. } => id,
             Watch::Call(c) => &c.id,
         }
     }
@@ -137,6 +148,33 @@ pub(super) async fn relay(
         }
     };
     let mut status = status;
+    if !watch.judges() && !bytes.is_empty() {
+        // An answer no request of the caller's waits for (to a notification, a GET, a DELETE):
+        // judged all the same, and what cannot be read is not passed on.
+        let message = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(mut m) if is_response(&m) => {
+                let id = m.get("id").cloned().unwrap_or(Value::Null);
+                judge_other(&mut scope, &id, "response", &mut m).await;
+                m
+            }
+            _ => codec::error(
+                &Value::Null,
+                codec::UPSTREAM_ERROR,
+                &format!(
+                    "MCP server '{}' answered HTTP {} with a body that is no JSON-RPC response, so it is not passed on",
+                    ex.server.name,
+                    status.as_u16()
+                ),
+                None,
+            ),
+        };
+        bytes = Bytes::from(message.to_string());
+        out_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        out_headers.remove(header::CONTENT_LENGTH);
+    }
     if watch.judges() {
         let answer = match read_answer(&bytes) {
             Ok(mut message) => {
@@ -447,20 +485,35 @@ async fn inspect(
         }
     }
     if let Ok(message) = &parsed {
-        if let Kind::Request { method, .. } = codec::kind(message) {
-            if let Some(how) = codec::asked(&method) {
-                return asked(scope, block, message.clone(), &how).await;
+        match codec::kind(message) {
+            Kind::Request { method, .. } => {
+                return match codec::asked(&method) {
+                    Some(how) => asked(scope, block, message.clone(), &how).await,
+                    None => told(scope, block, message.clone(), &method, true).await,
+                };
             }
+            Kind::Notification { method } => {
+                return told(scope, block, message.clone(), &method, false).await;
+            }
+            _ => {}
         }
     }
     if !watch.judges() {
-        return Step::Pass;
+        // A stream no request of the caller's is answered on (the GET stream): a response on
+        // it is the answer to none, judged all the same; what is no JSON-RPC message is not
+        // passed on.
+        return match parsed {
+            Ok(mut m) if is_response(&m) => {
+                let id = m.get("id").cloned().unwrap_or(Value::Null);
+                match judge_other(scope, &id, "response", &mut m).await {
+                    true => Step::Replace(sse::replace_data(block, &m.to_string())),
+                    false => Step::Drop,
+                }
+            }
+            _ => Step::Drop,
+        };
     }
     let mut message = match parsed {
-        // Server requests (sampling, elicitation) and notifications go on.
-        Ok(m) if !is_response(&m) && !matches!(codec::kind(&m), Kind::Other) => {
-            return Step::Pass
-        }
         Ok(m) if is_response(&m) => m,
         Ok(_) => codec::error(
             watch.id(),
@@ -517,6 +570,85 @@ async fn asked(
     Step::Decline(violation(&id, &refused, None))
 }
 
+/// A server's notification, or a request of the client no rail maps (`roots/list`, a task's,
+/// one this door does not know), on any stream: its params judged as the result of a call
+/// named after its method. A refused notification is left out; a refused request is answered
+/// to the server with the door's error.
+async fn told(
+    scope: &mut RequestScope,
+    block: &str,
+    mut message: Value,
+    method: &str,
+    request: bool,
+) -> Step {
+    if method == "notifications/tools/list_changed" && message.get("params").is_none() {
+        return Step::Pass;
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let Some(params) = message.get_mut("params") else {
+        return Step::Pass;
+    };
+    let mut value = std::mem::take(params);
+    let call = walk::call(&codec::id_text(&id), method);
+    let judged = scope
+        .judge_value(
+            Rail::ToolResult,
+            vec![codec::call_message(call.clone())],
+            walk::answer(&call),
+            &mut value,
+            &walk::SERVER,
+        )
+        .await;
+    match judged {
+        Ok(()) => {
+            message["params"] = value;
+            Step::Replace(sse::replace_data(block, &message.to_string()))
+        }
+        Err(refusal) if request => Step::Decline(violation(&id, &refusal.message(), None)),
+        Err(_) => Step::Drop,
+    }
+}
+
+/// Judge, in place, a response to the request `id` of `method` that no rail maps: its result
+/// (or error) as the result of a call named after the method. Refused, it becomes the door's
+/// policy error; returns whether it was passed.
+async fn judge_other(
+    scope: &mut RequestScope,
+    id: &Value,
+    method: &str,
+    message: &mut Value,
+) -> bool {
+    let key = if message.get("error").is_some() {
+        "error"
+    } else {
+        "result"
+    };
+    let Some(slot) = message.get_mut(key) else {
+        return true;
+    };
+    let mut value = std::mem::take(slot);
+    let call = walk::call(&codec::id_text(id), method);
+    let judged = scope
+        .judge_value(
+            Rail::ToolResult,
+            vec![codec::call_message(call.clone())],
+            walk::answer(&call),
+            &mut value,
+            &walk::SERVER,
+        )
+        .await;
+    match judged {
+        Ok(()) => {
+            message[key] = value;
+            true
+        }
+        Err(refusal) => {
+            *message = blocked_error(scope, id, &refusal);
+            false
+        }
+    }
+}
+
 /// Answer a server's request the daemon refused (see [`asked`]), in the caller's session.
 fn decline(ex: &Exchange, answer: Value) {
     let headers = headers::own_message(&ex.headers);
@@ -555,6 +687,9 @@ async fn judge(ex: &Exchange, scope: &mut RequestScope, watch: &Watch, message: 
     }
     match watch {
         Watch::None => {}
+        Watch::Answer { id, method } => {
+            judge_other(scope, id, method, message).await;
+        }
         Watch::List { id, paged } => judge_list(ex, scope, id, *paged, message).await,
         Watch::Call(c) if message.get("error").is_some() => {
             judge_error(ex, scope, c, message).await
@@ -597,15 +732,42 @@ async fn judge_list(
                 .await;
         }
     }
-    match offered(scope, &tools).await {
-        Err(refusal) => *message = blocked_error(scope, id, &refusal),
-        Ok(judged) if judged == tools => {}
-        Ok(judged) => codec::rewrite_tools(result, &judged),
+    let judged = match offered(scope, &tools).await {
+        Err(refusal) => {
+            *message = blocked_error(scope, id, &refusal);
+            return;
+        }
+        Ok(judged) => judged,
+    };
+    // What the tools rail does not see of the list (a tool's title, annotations, output
+    // schema, icons and `_meta`, the list's own fields) reaches the client too.
+    let mut rest = codec::list_rest(result);
+    let call = walk::call(&codec::id_text(id), "tools/list");
+    let judged_rest = scope
+        .judge_value(
+            Rail::ToolResult,
+            vec![codec::call_message(call.clone())],
+            walk::answer(&call),
+            &mut rest,
+            &walk::SERVER,
+        )
+        .await;
+    if let Err(refusal) = judged_rest {
+        *message = blocked_error(scope, id, &refusal);
+        return;
+    }
+    codec::put_list_rest(result, rest);
+    if judged != tools {
+        codec::rewrite_tools(result, &judged);
+    }
+    // Filtered for this caller: no cache may serve it to another.
+    if let Some(scope) = result.get_mut("cacheScope") {
+        *scope = json!("private");
     }
 }
 
-/// The tools the call's result is judged with: an error result is not held to the tool's
-/// output schema.
+/// The tools the call's result is judged with: an error, a task made or a request for input is
+/// not the tool's result, so it is not held to the tool's output schema.
 fn result_tools(c: &CallWatch, error: bool) -> Vec<ToolDef> {
     let mut tools = c.tools.clone();
     if error {
@@ -658,7 +820,16 @@ async fn judge_result(ex: &Exchange, scope: &mut RequestScope, c: &CallWatch, me
         return;
     }
     let result = &message["result"];
-    let error = result.get("isError") == Some(&Value::Bool(true));
+    if c.tool {
+        // A task made: its result, whenever and wherever it arrives, is this tool's.
+        if let Some(task) = super::tasks::created(result) {
+            let tenant = ex.agent.tenant();
+            super::tasks::remember(&ex.app.state, tenant, &ex.server.name, task, &c.call.name)
+                .await;
+        }
+    }
+    let error =
+        result.get("isError") == Some(&Value::Bool(true)) || !super::tasks::complete(result);
     let answer = codec::result_message(&c.call, result);
     let Some(eval) = judge_answer(scope, c, answer, result_tools(c, error), message).await else {
         return;
@@ -735,7 +906,7 @@ fn blocked_error(scope: &RequestScope, id: &Value, refusal: &Refusal) -> Value {
     violation(id, &refusal.message(), Some(scope.railyard()))
 }
 
-/// The door's policy error (`-32050`) answering `id`, with the decision when it goes to the
+/// The door's policy error (`-32015`) answering `id`, with the decision when it goes to the
 /// caller (the upstream, answered in the caller's place, is not shown it).
 fn violation(id: &Value, message: &str, railyard: Option<Value>) -> Value {
     let mut data = json!({"type": "policy_violation"});
@@ -768,7 +939,7 @@ pub(super) fn error(
     json_answer(status, &codec::error(id, code, message, None))
 }
 
-/// A request a policy blocked: a JSON-RPC error (`-32050`) naming the policy and its reason.
+/// A request a policy blocked: a JSON-RPC error (`-32015`) naming the policy and its reason.
 pub(super) fn blocked(mut scope: RequestScope, id: &Value, refusal: &Refusal) -> Response {
     let body = blocked_error(&scope, id, refusal);
     scope.finish(200, Outcome::Refused);

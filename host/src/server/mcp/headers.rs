@@ -106,9 +106,14 @@ pub fn mirror(headers: &mut HeaderMap, name: &str, arguments: &Value, schema: Op
     if let Some(schema) = schema {
         annotated(schema, &mut Vec::new(), &mut mirrored);
     }
+    mirror_params(headers, arguments, &mirrored);
+}
+
+/// Write the `Mcp-Param-*` headers of `mirrored` (token, argument path) from `arguments`.
+fn mirror_params(headers: &mut HeaderMap, arguments: &Value, mirrored: &[(String, Vec<String>)]) {
     for (token, path) in mirrored {
         let mut value = arguments;
-        for key in &path {
+        for key in path {
             match value.get(key) {
                 Some(v) => value = v,
                 None => {
@@ -133,6 +138,73 @@ pub fn mirror(headers: &mut HeaderMap, name: &str, arguments: &Value, schema: Op
         if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(&text)) {
             headers.insert(name, value);
         }
+    }
+}
+
+/// Whether the routing headers a caller sent with a call to `name` with `arguments` (whose
+/// input schema is `schema`) say what its body says, as the specification asks a server to
+/// check: `Mcp-Name` is there and names the tool, each argument the schema mirrors
+/// (`x-mcp-header`) has its `Mcp-Param-*` header exactly when the body holds it, with the same
+/// value (plain visible ASCII, or valid `=?base64?...?=`), and no other. `Err`: what is wrong.
+pub fn check(
+    headers: &HeaderMap,
+    name: &str,
+    arguments: &Value,
+    schema: Option<&Value>,
+) -> Result<(), String> {
+    match headers.get("mcp-name").map(decoded) {
+        None => return Err("the Mcp-Name header is missing".into()),
+        Some(Err(e)) => return Err(format!("the Mcp-Name header {e}")),
+        Some(Ok(v)) if v != name => {
+            return Err("the Mcp-Name header does not name the tool the body calls".into())
+        }
+        Some(Ok(_)) => {}
+    }
+    let mut mirrored = Vec::new();
+    if let Some(schema) = schema {
+        annotated(schema, &mut Vec::new(), &mut mirrored);
+    }
+    let mut expected = HeaderMap::new();
+    mirror_params(&mut expected, arguments, &mirrored);
+    for (token, _) in &mirrored {
+        let header = format!("{PARAM_PREFIX}{}", token.to_ascii_lowercase());
+        let sent = headers.get(header.as_str());
+        let wanted = expected.get(header.as_str());
+        match (sent, wanted) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("the {header} header is missing")),
+            (Some(_), None) => {
+                return Err(format!(
+                    "the {header} header names an argument the body does not hold"
+                ))
+            }
+            (Some(sent), Some(wanted)) => {
+                let sent = decoded(sent).map_err(|e| format!("the {header} header {e}"))?;
+                let wanted = decoded(wanted).unwrap_or_default();
+                if sent != wanted {
+                    return Err(format!("the {header} header does not match the body"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A header value as the protocol reads it: plain visible ASCII, or `=?base64?...?=`.
+fn decoded(value: &HeaderValue) -> Result<String, &'static str> {
+    let text = value
+        .to_str()
+        .map_err(|_| "holds characters a header value may not (encode it as =?base64?...?=)")?;
+    match text
+        .strip_prefix("=?base64?")
+        .and_then(|t| t.strip_suffix("?="))
+    {
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or("is not valid base64 of UTF-8 text"),
+        None => Ok(text.to_string()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Backend events → neutral ones.
 
 use super::{part_key, text_lists, PartState, ResponsesStream, TextKind, EVENT};
-use crate::codec::responses::{custom_call, hosted_call, hosted_kind, namespaced};
+use crate::codec::responses::{call_kind, custom_call, hosted_call, namespaced};
 use crate::codec::sse::SseEvent;
 use crate::codec::stream::{Frame, Up};
 use crate::model::{CUSTOM, FUNCTION};
@@ -113,6 +113,26 @@ impl ResponsesStream {
             },
             shape: &EVENT,
         };
+        // What the codec writes again from its own state (an item's id, the indices of a text)
+        // must be what it claims: an id, a count. Else the stream ends.
+        if let Some(id) = data.get("item_id").filter(|v| !v.is_null()) {
+            let id = id.as_str().unwrap_or("\u{0}");
+            if !id.is_empty() && !crate::codec::closed::Inert::Id.holds(id) {
+                return Err("an event's item_id is not an id".into());
+            }
+        }
+        for key in [
+            "output_index",
+            "content_index",
+            "summary_index",
+            "sequence_number",
+        ] {
+            if let Some(Value::Number(n)) = data.get(key) {
+                if crate::codec::closed::number_carries(n) {
+                    return Err(format!("an event's {key} is not an index"));
+                }
+            }
+        }
         if let Some((text_kind, end)) = text_event(&kind) {
             let index = data
                 .get(text_kind.index_key())
@@ -157,7 +177,20 @@ impl ResponsesStream {
             "response.output_item.added" | "response.output_item.done" => {
                 let item = data.get("item").cloned().unwrap_or_default();
                 let t = item.get("type").and_then(Value::as_str).unwrap_or("");
-                if t == "function_call" || t == "custom_tool_call" || hosted_kind(t).is_some() {
+                let empty = Map::new();
+                let called = call_kind(t, item.as_object().unwrap_or(&empty));
+                // Ids link a call to its result, an item to its events, and are written again
+                // (signed) as they are, never judged as text (`codec::structure::bad_id`): one
+                // that is no id ends the stream.
+                for key in ["id", "call_id"] {
+                    if let Some(v) = item.get(key).filter(|v| !v.is_null()) {
+                        let id = v.as_str().unwrap_or("\u{0}");
+                        if !id.is_empty() && !crate::codec::closed::Inert::Id.holds(id) {
+                            return Err(format!("an item's {key} is not an id"));
+                        }
+                    }
+                }
+                if t == "function_call" || t == "custom_tool_call" || called.is_some() {
                     // Whether its `added` came (an item the backend sends whole has no other).
                     let seen = match item.get("id").and_then(Value::as_str) {
                         Some(id) => !self.held_items.insert(id.to_string()),
@@ -182,20 +215,21 @@ impl ResponsesStream {
                         }]);
                     }
                     if t != "function_call" {
-                        // A hosted item: its id and kind when added; when done, whole: its
-                        // name, its arguments and its fields (which replace those it was added
-                        // with).
-                        let kind = hosted_kind(t).unwrap_or(t);
-                        let call = hosted_call(kind, &obj);
+                        // A hosted item comes whole, when added and again when done: each
+                        // time its name, its arguments and its fields (which replace those it
+                        // was added with: `Up::Call`), so it is judged as it last came even
+                        // when no `done` follows.
+                        let kind = called.unwrap_or(t).to_string();
+                        let call = hosted_call(&kind, &obj);
                         let mut extra = obj;
                         extra.remove("status");
                         return Ok(vec![Up::Call {
                             choice: 0,
                             index: output,
                             id: (!seen).then_some(call.id),
-                            name: done.then_some(call.name),
-                            kind: Some(kind.to_string()),
-                            arguments: if done { call.arguments } else { String::new() },
+                            name: Some(call.name),
+                            kind: Some(kind),
+                            arguments: call.arguments,
                             extra,
                         }]);
                     }
@@ -264,11 +298,9 @@ impl ResponsesStream {
             "response.created" | "response.in_progress" | "response.queued" => {
                 vec![lifecycle(kind, data)]
             }
-            // Audio itself carries no text (its transcript streams as a text part).
-            "response.audio.delta" | "response.audio.done" => vec![Up::Pass(Frame {
-                event: None,
-                data: Value::Object(data),
-            })],
+            // Audio itself carries no text (its transcript streams as a text part): its data
+            // passes when it is opaque; anything else in the event is judged.
+            "response.audio.delta" | "response.audio.done" => vec![judge(data)],
             _ => {
                 let held = data
                     .get("item_id")
