@@ -177,6 +177,78 @@ fn a_server_tool_run_earlier_in_the_reply_taints_the_calls_after_it() {
     );
 }
 
+/// Issue #65: a provider's MCP tool streams as it runs, so its block used to reach the client
+/// before the rails judged it. A call to a tool hidden from the caller now never shows: its
+/// events are held until the call is whole and judged, and the stream is refused; an allowed
+/// one passes whole, its result after it.
+#[test]
+fn a_streamed_provider_call_to_a_hidden_tool_never_shows() {
+    let block = |index: u64, name: &str| {
+        vec![
+            json!({"type": "content_block_start", "index": index, "content_block":
+                {"type": "mcp_tool_use", "id": format!("mcptoolu_{index}"), "name": name,
+                 "server_name": "crm", "input": {}}}),
+            json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"all\": true}"}}),
+            json!({"type": "content_block_stop", "index": index}),
+        ]
+    };
+    let stream = |name: &str| {
+        let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_1",
+            "type": "message", "role": "assistant", "model": "m", "content": [],
+            "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 0}}})];
+        events.extend(block(0, name));
+        events.push(
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 9}}),
+        );
+        events.push(json!({"type": "message_stop"}));
+        Script::Sse(
+            events.iter().map(Value::to_string).collect(),
+            Duration::ZERO,
+        )
+    };
+    let (d, backend, _cfg) = daemon(stream("delete_records"));
+    let ask = |key: &str| {
+        let body = json!({"model": "m", "max_tokens": 50, "stream": true,
+            "mcp_servers": [{"type": "url", "url": "https://crm.example/mcp", "name": "crm"}],
+            "tools": [{"type": "mcp_toolset", "mcp_server_name": "crm"}],
+            "messages": [{"role": "user", "content": "clean up"}]});
+        request(
+            d.addr,
+            "POST",
+            "/v1/messages",
+            &[
+                ("x-api-key", key),
+                ("anthropic-version", "2023-06-01"),
+                ("Authorization", ""),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    // The support tenant is not offered the crm server: the upstream is not told of it, and a
+    // call the model makes to it anyway never reaches the client.
+    let r = ask("demo-support-key");
+    // (The refusal's reason names the call the model made; none of its events came through.)
+    assert!(!r.body.contains("content_block_start"), "{}", r.body);
+    assert!(!r.body.contains("mcp_tool_use"), "{}", r.body);
+    assert!(r.body.contains("policy_violation"), "{}", r.body);
+    let sent = &backend.seen()[0].body;
+    assert!(
+        sent.get("mcp_servers").is_none_or(|s| s == &json!([])),
+        "{sent}"
+    );
+    // The default tenant may use it: the call passes whole, signed.
+    backend.set(stream("lookup"));
+    let r = ask("demo-key");
+    assert!(r.body.contains("\"name\":\"lookup\""), "{}", r.body);
+    assert!(
+        r.body.contains("ry2_") && !r.body.contains("policy_violation"),
+        "{}",
+        r.body
+    );
+}
+
 fn responses_reply(output: Value) -> Value {
     json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
         "output": output})

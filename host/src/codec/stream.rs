@@ -51,14 +51,20 @@ pub enum Up {
         /// Wire fields of the call to keep (on its first fragment).
         extra: Map<String, Value>,
     },
-    /// A call the client sees as it streams (a server tool the provider runs: its block
-    /// passes as it comes, judged as text), whole: judged with the choice's calls, so the
-    /// rails see every call of the reply in order; a verdict that would remove it blocks.
-    Shown {
+    /// A call the provider runs (a server or MCP tool), whole, with the events that carried it
+    /// (held by the codec until it ended): the relay has the `tool_call` rail judge it at once,
+    /// then passes its events (their text judged as `Up::Judge`'s is) and judges it again with
+    /// the choice's calls, so the rails see every call of the reply in order. A verdict that
+    /// would remove or change it refuses the stream: the provider has run it.
+    Hosted {
         /// The choice.
         choice: u32,
         /// The call.
         call: ToolCall,
+        /// Its events, in order, to pass once it is judged.
+        frames: Vec<Frame>,
+        /// What of those events is inert.
+        shape: &'static crate::codec::closed::Shape,
     },
     /// The choice is finished (with the backend's finish reason, if it gave one).
     ChoiceEnd {

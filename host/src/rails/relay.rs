@@ -77,7 +77,7 @@ impl PartialCall {
 #[derive(Default)]
 struct ChoiceState {
     calls: BTreeMap<u64, PartialCall>,
-    /// Calls the client saw as they streamed (`Up::Shown`).
+    /// Calls the client saw as they streamed (`Up::Hosted`).
     shown: Vec<ToolCall>,
     /// Whether any text of the choice reached the client (or a rejection replaced it).
     spoke: bool,
@@ -260,10 +260,12 @@ impl<C: StreamCodec> Relay<C> {
                 call.extra.extend(extra);
                 Flow::Go
             }
-            Up::Shown { choice, call } => {
-                self.choices.entry(choice).or_default().shown.push(call);
-                Flow::Go
-            }
+            Up::Hosted {
+                choice,
+                call,
+                frames,
+                shape,
+            } => self.hosted(choice, call, frames, shape).await,
             Up::ChoiceEnd { choice, finish } => self.finish_choice(choice, finish).await,
             Up::Judge { mut frame, shape } => {
                 match self.judge_frame(&mut frame.data, shape).await {
@@ -288,6 +290,48 @@ impl<C: StreamCodec> Relay<C> {
                 Flow::Stop
             }
         }
+    }
+
+    /// A provider's call, whole (`Up::Hosted`): judged on the `tool_call` rail before any of
+    /// its events reaches the client, which then sees it as the provider ran it, or the stream
+    /// is refused.
+    async fn hosted(
+        &mut self,
+        choice: u32,
+        call: ToolCall,
+        frames: Vec<crate::codec::stream::Frame>,
+        shape: &'static closed::Shape,
+    ) -> Flow {
+        if self.scope.runs(Rail::ToolCall) {
+            let reply = Message::reply(None, vec![call.clone()]);
+            let (eval, judged) = self
+                .scope
+                .judge(Rail::ToolCall, &mut self.conversation, reply, false)
+                .await;
+            if let Some(refusal) = Refusal::from_eval(&eval) {
+                return self.blocked(refusal).await;
+            }
+            let same = judged.tool_calls.len() == 1
+                && judged.tool_calls[0].name == call.name
+                && judged.tool_calls[0].arguments == call.arguments;
+            if !same {
+                let reason = format!(
+                    "a policy removed or changed call {}, which the provider runs as it streams",
+                    crate::policy::record::quoted(&call.id)
+                );
+                return self.refused(Rail::ToolCall, "stream", reason).await;
+            }
+        }
+        for mut frame in frames {
+            if let Err(refusal) = self.judge_frame(&mut frame.data, shape).await {
+                return self.blocked(refusal).await;
+            }
+            if let Flow::Stop = self.send(Down::Pass(frame)).await {
+                return Flow::Stop;
+            }
+        }
+        self.choices.entry(choice).or_default().shown.push(call);
+        Flow::Go
     }
 
     /// Judge the strings of an event's `data` (what `shape` does not call inert) as one reply

@@ -80,8 +80,9 @@ pub struct MessagesStream {
     texts: HashSet<u64>,
     /// Backend thinking blocks: each a text part of its own.
     thinking: HashSet<u64>,
-    /// Server and MCP tools' calls, as they stream (they pass; judged whole at their end).
-    shown: BTreeMap<u64, (ToolCall, String)>,
+    /// Server and MCP tools' calls as they stream, and their events, held until the call is
+    /// whole and judged (`Up::Hosted`).
+    shown: BTreeMap<u64, (ToolCall, String, Vec<Frame>)>,
     /// The backend's `message_delta` (stop reason, usage), written when the choice ends.
     delta: Option<Map<String, Value>>,
     /// The stop reason the judged choice ended with (it overrides the backend's).
@@ -238,19 +239,27 @@ impl StreamCodec for MessagesStream {
                         }]
                     }
                     Some("server_tool_use" | "mcp_tool_use") => {
-                        // A tool the provider runs: it passes as it comes (and its result after
-                        // it), and is judged with the reply's calls once whole.
-                        if let Some(Ok(mut call)) = super::call_of(&block) {
-                            // Signed now: the client has its id before the rails see it whole.
-                            if let Some(sign) = &self.signer {
-                                let signed = sign(&call.id, &call.name);
-                                data["content_block"]["id"] = json!(signed);
-                                self.signed.insert(call.id.clone(), signed.clone());
-                                call.id = signed;
+                        // A tool the provider runs: its events are held until it is whole, then
+                        // judged before the client sees any of it (`Up::Hosted`); its result,
+                        // after it, passes as it comes.
+                        match super::call_of(&block) {
+                            Some(Ok(mut call)) => {
+                                // Signed now: its result names it by the id the client gets.
+                                if let Some(sign) = &self.signer {
+                                    let signed = sign(&call.id, &call.name);
+                                    data["content_block"]["id"] = json!(signed);
+                                    self.signed.insert(call.id.clone(), signed.clone());
+                                    call.id = signed;
+                                }
+                                let start = Frame {
+                                    event: None,
+                                    data: Value::Object(data),
+                                };
+                                self.shown.insert(index, (call, String::new(), vec![start]));
+                                Vec::new()
                             }
-                            self.shown.insert(index, (call, String::new()));
+                            _ => return Err("a tool use block whose input is not an object".into()),
                         }
-                        vec![judge(data)]
                     }
                     Some(kind @ ("text" | "thinking")) => {
                         let (part, key) = if kind == "text" {
@@ -307,13 +316,16 @@ impl StreamCodec for MessagesStream {
                         vec![pass(data)]
                     }
                     Some("input_json_delta") if self.shown.contains_key(&index) => {
-                        if let (Some((_, input)), Some(more)) = (
-                            self.shown.get_mut(&index),
-                            delta.get("partial_json").and_then(Value::as_str),
-                        ) {
-                            input.push_str(more);
+                        if let Some((_, input, frames)) = self.shown.get_mut(&index) {
+                            if let Some(more) = delta.get("partial_json").and_then(Value::as_str) {
+                                input.push_str(more);
+                            }
+                            frames.push(Frame {
+                                event: None,
+                                data: Value::Object(data),
+                            });
                         }
-                        vec![judge(data)]
+                        Vec::new()
                     }
                     Some("input_json_delta") if self.held.contains(&index) => vec![Up::Call {
                         choice: 0,
@@ -338,12 +350,17 @@ impl StreamCodec for MessagesStream {
                 part: THINKING | index,
             }],
             "content_block_stop" if self.shown.contains_key(&index) => {
-                let (mut call, input) = self.shown.remove(&index).expect("checked");
+                let (mut call, input, frames) = self.shown.remove(&index).expect("checked");
                 if !input.is_empty() {
                     call.arguments = input;
                 }
                 vec![
-                    Up::Shown { choice: 0, call },
+                    Up::Hosted {
+                        choice: 0,
+                        call,
+                        frames,
+                        shape: &EVENT,
+                    },
                     Up::PartEnd {
                         choice: 0,
                         part: index,
