@@ -885,6 +885,7 @@ fn every_method_both_ways_is_judged() {
         "skills/get",
         "vendor/anything",
         "vendor/streamed",
+        "vendor/ndjson",
     ]
     .into_iter()
     .enumerate()
@@ -903,6 +904,20 @@ fn every_method_both_ways_is_judged() {
             through.body
         );
     }
+    // Newline-delimited JSON: each message judged as it comes, on a line of its own.
+    let ndjson = rpc(json!({"jsonrpc": "2.0", "id": 30, "method": "vendor/ndjson"}));
+    let lines: Vec<Value> = ndjson
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", ndjson.body);
+    assert_eq!(
+        lines[0]["method"], "notifications/progress",
+        "{}",
+        ndjson.body
+    );
+    assert_eq!(lines[1]["id"], 30, "{}", ndjson.body);
     // The GET stream: each notification judged (redacted), none lost.
     let stream = request(
         d.addr,

@@ -72,6 +72,10 @@ ANSWERS = {
 }
 
 
+class Chunked(list):
+    """A body sent in these chunks, with no length."""
+
+
 # Issue #65: methods beyond tools/call, each answer carrying the address where a client reads
 # it (a task's status, result and error; skills; a method no door knows; notifications inside a
 # POST answer's stream; a structured value keyed by the address, with a card as a number).
@@ -89,6 +93,12 @@ EVERYWHERE = {
         {"skill": {"name": "mailer", "content": TEXT}}))),
     "vendor/anything": lambda rid: (200, "application/json", result(rid, json.dumps(
         {"whatever": [{"deep": TEXT}]}))),
+    # Newline-delimited JSON under application/json, chunked (no length): a progress
+    # notification, then the answer, each carrying the address.
+    "vendor/ndjson": lambda rid: (200, "application/json", Chunked([
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": "p1", "progress": 1, "message": TEXT}}) + "\n",
+        result(rid, json.dumps({"done": TEXT})) + "\n"])),
     "vendor/streamed": lambda rid: (200, "text/event-stream", sse(
         json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
                     "params": {"progressToken": "p1", "progress": 1, "message": TEXT}}),
@@ -105,6 +115,17 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def answer(self, status: int, content_type: str, body, session: bool = False):
+        if isinstance(body, Chunked):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in body:
+                data = piece.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
         data = body if isinstance(body, bytes) else body.encode()
         self.send_response(status)
         if content_type:

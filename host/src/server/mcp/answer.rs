@@ -140,6 +140,18 @@ pub(super) async fn relay(
         }
         return stream(ex, scope, response.into_body(), watch, status, out_headers);
     }
+    // JSON that streams: newline-delimited messages (how some servers frame a stateless
+    // request's progress and answer, or a listen stream), sent as they come with no length.
+    let json_stream = content_type.contains("ndjson")
+        || content_type.contains("jsonl")
+        || (content_type.starts_with("application/json")
+            && !response.headers().contains_key(header::CONTENT_LENGTH));
+    if status.is_success() && json_stream {
+        if let Some(r) = read.take() {
+            ex.agent.seen(&ex.app.state, r, None).await;
+        }
+        return stream_json(ex, scope, response.into_body(), watch, status, out_headers);
+    }
     let mut bytes = match read_whole(&ex, response.into_body()).await {
         Ok(b) => b,
         Err(e) => {
@@ -448,6 +460,109 @@ async fn pump(
     scope.finish(200, outcome);
 }
 
+/// Relay a JSON answer that streams, message by message, each judged as it completes
+/// ([`message`]) and written on a line of its own.
+fn stream_json(
+    ex: Exchange,
+    scope: RequestScope,
+    body: Incoming,
+    watch: Watch,
+    status: StatusCode,
+    mut headers: HeaderMap,
+) -> Response {
+    headers.remove(header::CONTENT_LENGTH);
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    tokio::spawn(pump_json(ex, scope, body, watch, tx));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    let mut out = Response::new(Body::from_stream(body));
+    *out.status_mut() = status;
+    *out.headers_mut() = headers;
+    out
+}
+
+/// Most a streamed JSON message may hold before it is judged (what cannot end is not relayed).
+const MAX_JSON_MESSAGE: usize = 32 << 20;
+
+async fn pump_json(
+    ex: Exchange,
+    mut scope: RequestScope,
+    body: Incoming,
+    watch: Watch,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let mut data = body.into_data_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut answered = false;
+    let mut failed = false;
+    let mut ended = false;
+    while !ended {
+        let next = tokio::select! {
+            next = data.next() => next,
+            _ = tx.closed() => return,
+        };
+        match next {
+            None => ended = true,
+            Some(Err(_)) => {
+                failed = true;
+                ended = true;
+            }
+            Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+        }
+        let mut out = Vec::new();
+        loop {
+            let mut values = serde_json::Deserializer::from_slice(&buf).into_iter::<Value>();
+            let parsed = match values.next() {
+                None => {
+                    buf.clear();
+                    break;
+                }
+                // Not whole yet: more is coming, unless the body ended or grew past its bound.
+                Some(Err(e)) if e.is_eof() && !ended && buf.len() <= MAX_JSON_MESSAGE => break,
+                Some(Err(e)) => {
+                    buf.clear();
+                    Err(e.to_string())
+                }
+                Some(Ok(v)) => {
+                    let used = values.byte_offset();
+                    buf.drain(..used);
+                    Ok(v)
+                }
+            };
+            let last = parsed.is_err();
+            let original = parsed.as_ref().ok().cloned();
+            let passed = match message(&ex, &mut scope, &watch, parsed, &mut answered).await {
+                Judged::Pass => original,
+                Judged::Replace(m) => Some(m),
+                Judged::Drop => None,
+                Judged::Decline(answer) => {
+                    decline(&ex, answer);
+                    None
+                }
+            };
+            if let Some(m) = passed {
+                out.extend_from_slice(m.to_string().as_bytes());
+                out.push(b'\n');
+            }
+            if last {
+                break;
+            }
+        }
+        if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
+            return;
+        }
+    }
+    let outcome = if failed {
+        Outcome::BackendError
+    } else if scope.record().blocked.is_some() {
+        Outcome::Refused
+    } else {
+        Outcome::Served
+    };
+    scope.finish(200, outcome);
+}
+
 /// What a relayed SSE block becomes.
 enum Step {
     /// Passed on as it came (with its line ends made plain).
@@ -460,9 +575,19 @@ enum Step {
     Decline(Value),
 }
 
-/// One SSE block: a tool-list change forgets the cached list; in the answer to a judged
-/// request, the first response (whatever its id) is judged and any later one dropped, and an
-/// event that cannot be read as JSON is answered with the door's fault.
+/// What a message the upstream sent on a stream becomes.
+enum Judged {
+    /// Passed on as it came.
+    Pass,
+    /// Written anew.
+    Replace(Value),
+    /// Left out.
+    Drop,
+    /// A server's request refused: left out, and answered to the server with this error.
+    Decline(Value),
+}
+
+/// One SSE block: its message judged ([`message`]), written back in its event.
 async fn inspect(
     ex: &Exchange,
     scope: &mut RequestScope,
@@ -477,7 +602,27 @@ async fn inspect(
     if event.data.is_empty() {
         return Step::Pass;
     }
-    let parsed = serde_json::from_str::<Value>(&event.data);
+    let parsed = serde_json::from_str::<Value>(&event.data).map_err(|e| e.to_string());
+    match message(ex, scope, watch, parsed, answered).await {
+        Judged::Pass => Step::Pass,
+        Judged::Replace(m) => Step::Replace(sse::replace_data(block, &m.to_string())),
+        Judged::Drop => Step::Drop,
+        Judged::Decline(answer) => Step::Decline(answer),
+    }
+}
+
+/// One message on a stream, whatever its framing: a tool-list change forgets the cached list;
+/// a server's request or notification is judged (`asked`, `told`); in the answer to a judged
+/// request, the first response (whatever its id) is judged and any later one dropped; on a
+/// stream no request waits on, a response is judged as the answer to none; and what cannot be
+/// read as JSON is answered with the door's fault where an answer is awaited, else left out.
+async fn message(
+    ex: &Exchange,
+    scope: &mut RequestScope,
+    watch: &Watch,
+    parsed: Result<Value, String>,
+    answered: &mut bool,
+) -> Judged {
     if let Ok(message) = &parsed {
         if matches!(codec::kind(message), Kind::Notification { ref method } if method == "notifications/tools/list_changed")
         {
@@ -488,12 +633,12 @@ async fn inspect(
         match codec::kind(message) {
             Kind::Request { method, .. } => {
                 return match codec::asked(&method) {
-                    Some(how) => asked(scope, block, message.clone(), &how).await,
-                    None => told(scope, block, message.clone(), &method, true).await,
+                    Some(how) => asked(scope, message.clone(), &how).await,
+                    None => told(scope, message.clone(), &method, true).await,
                 };
             }
             Kind::Notification { method } => {
-                return told(scope, block, message.clone(), &method, false).await;
+                return told(scope, message.clone(), &method, false).await;
             }
             _ => {}
         }
@@ -506,11 +651,11 @@ async fn inspect(
             Ok(mut m) if is_response(&m) => {
                 let id = m.get("id").cloned().unwrap_or(Value::Null);
                 match judge_other(scope, &id, "response", &mut m).await {
-                    true => Step::Replace(sse::replace_data(block, &m.to_string())),
-                    false => Step::Drop,
+                    true => Judged::Replace(m),
+                    false => Judged::Drop,
                 }
             }
-            _ => Step::Drop,
+            _ => Judged::Drop,
         };
     }
     let mut message = match parsed {
@@ -535,58 +680,47 @@ async fn inspect(
         ),
     };
     if std::mem::replace(answered, true) {
-        return Step::Drop;
+        return Judged::Drop;
     }
     if is_response(&message) {
         judge(ex, scope, watch, &mut message).await;
     }
-    Step::Replace(sse::replace_data(block, &message.to_string()))
+    Judged::Replace(message)
 }
 
 /// A server's request of the client, on any stream, judged before the client sees it (see
 /// `codec::mcp::asked`). Refused, the server gets the door's error.
-async fn asked(
-    scope: &mut RequestScope,
-    block: &str,
-    mut message: Value,
-    how: &codec::Asked,
-) -> Step {
+async fn asked(scope: &mut RequestScope, mut message: Value, how: &codec::Asked) -> Judged {
     if !scope.runs(how.rail) {
-        return Step::Pass;
+        return Judged::Pass;
     }
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
-        return Step::Pass;
+        return Judged::Pass;
     };
     let eval = scope.check(how.rail, (how.payload)(params)).await;
     let refused = match Refusal::from_eval(&eval) {
         Some(refusal) => refusal.message(),
-        None if eval.verdict == Verdict::Allow => return Step::Pass,
+        None if eval.verdict == Verdict::Allow => return Judged::Pass,
         None => match (how.apply)(params, &eval.payload) {
-            Ok(()) => return Step::Replace(sse::replace_data(block, &message.to_string())),
+            Ok(()) => return Judged::Replace(message),
             Err(e) => format!("the server's request could not be passed on: {e}"),
         },
     };
-    Step::Decline(violation(&id, &refused, None))
+    Judged::Decline(violation(&id, &refused, None))
 }
 
 /// A server's notification, or a request of the client no rail maps (`roots/list`, a task's,
 /// one this door does not know), on any stream: its params judged as the result of a call
 /// named after its method. A refused notification is left out; a refused request is answered
 /// to the server with the door's error.
-async fn told(
-    scope: &mut RequestScope,
-    block: &str,
-    mut message: Value,
-    method: &str,
-    request: bool,
-) -> Step {
+async fn told(scope: &mut RequestScope, mut message: Value, method: &str, request: bool) -> Judged {
     if method == "notifications/tools/list_changed" && message.get("params").is_none() {
-        return Step::Pass;
+        return Judged::Pass;
     }
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(params) = message.get_mut("params") else {
-        return Step::Pass;
+        return Judged::Pass;
     };
     let mut value = std::mem::take(params);
     let call = walk::call(&codec::id_text(&id), method);
@@ -602,10 +736,10 @@ async fn told(
     match judged {
         Ok(()) => {
             message["params"] = value;
-            Step::Replace(sse::replace_data(block, &message.to_string()))
+            Judged::Replace(message)
         }
-        Err(refusal) if request => Step::Decline(violation(&id, &refusal.message(), None)),
-        Err(_) => Step::Drop,
+        Err(refusal) if request => Judged::Decline(violation(&id, &refusal.message(), None)),
+        Err(_) => Judged::Drop,
     }
 }
 
