@@ -48,7 +48,9 @@
 //! - `approvals`: a person's approval of a call flow would refuse, on every door and MCP, once,
 //!   and honoured by another replica on Redis (#49);
 //! - `oracle`: traffic generated from the SDKs' own types, a canary in every leaf, through every
-//!   door both ways; crossings checked against the ledger `tests/oracle/known.json` (#65).
+//!   door both ways; crossings checked against the ledger `tests/oracle/known.json` (#65);
+//! - `structures`: what declares a tool, connects a server or makes a call is mapped or refused
+//!   wherever it sits, keys and numbers are leaves, with the real SDKs (#65).
 
 mod api;
 mod approvals;
@@ -85,6 +87,7 @@ mod runtime;
 mod shadow;
 mod state;
 mod streaming;
+mod structures;
 mod support;
 mod telemetry;
 mod tenants;

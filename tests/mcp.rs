@@ -585,6 +585,10 @@ fn every_answer_a_client_reads_is_judged_or_refused() {
         "{}",
         by_name("meta")
     );
+    // Keys and numbers are leaves: the structured value's key and its card (#65).
+    let keyed = by_name("keyed").to_string();
+    assert!(!keyed.contains("4111111111111111"), "{keyed}");
+    assert!(keyed.contains("[EMAIL]"), "{keyed}");
     for name in ["error_message", "http_500_error"] {
         let step = by_name(name);
         assert!(

@@ -1,14 +1,15 @@
 """One chat completion through the real OpenAI Python SDK; prints what the SDK made of it as
 JSON (its parsed message, every field it kept, and the finish reason), or the error it raised.
-Usage: one_chat.py BASE_URL REQUEST_JSON (the request's fields, passed as the SDK's arguments;
-fields the SDK has no argument for go in `extra_body`)."""
+Usage: one_chat.py BASE_URL REQUEST_JSON [API_KEY] (the request's fields, passed as the SDK's
+arguments; fields the SDK has no argument for go in `extra_body`; the key demo-key unless given)."""
 
 import json
 import sys
 
 import openai
 
-client = openai.OpenAI(base_url=sys.argv[1], api_key="demo-key", max_retries=0)
+key = sys.argv[3] if len(sys.argv) > 3 else "demo-key"
+client = openai.OpenAI(base_url=sys.argv[1], api_key=key, max_retries=0)
 request = json.loads(sys.argv[2])
 known = {"model", "messages", "tools", "functions", "stream", "user", "metadata", "stop",
          "prediction", "response_format", "tool_choice", "function_call"}

@@ -47,6 +47,10 @@ ANSWERS = {
     "meta": lambda rid: (200, "application/json", result(
         rid, json.dumps({"content": [{"type": "text", "text": "ok"}], "_meta": {"note": TEXT}}))),
     "legacy": lambda rid: (200, "application/json", result(rid, json.dumps({"toolResult": TEXT, "content": []}))),
+    # A structured value keyed by the address, a card and an SSN as JSON numbers (#65).
+    "keyed": lambda rid: (200, "application/json", result(rid, json.dumps(
+        {"content": [{"type": "text", "text": "ok"}],
+         "structuredContent": {PII: {"card": 4111111111111111, "ssn": 536221234}}}))),
     "input_required": lambda rid: (200, "application/json", result(rid, json.dumps(
         {"resultType": "input_required", "content": [{"type": "text", "text": TEXT}]}))),
     "error_message": lambda rid: (200, "application/json", '{"jsonrpc": "2.0", "id": %s, "error": %s}' % (
