@@ -232,6 +232,17 @@ pub fn plain(
     if found.is_empty() {
         return Ok(None);
     }
+    // An address the policy allows (a recipient in `send_email.to`) is no way through for what
+    // its local part holds: `4111111111111111@example.com` is a card as much as an address.
+    for f in &mut found {
+        if f.kind != PiiType::Email || policy.action(f.kind) != Action::Allow {
+            continue;
+        }
+        let local = s[f.start..f.end].split('@').next().unwrap_or("");
+        if let Some(t) = find_unallowed(local, policy) {
+            f.kind = t;
+        }
+    }
     if let Some(f) = found
         .iter()
         .find(|f| policy.action(f.kind) == Action::Block)
@@ -423,6 +434,17 @@ mod tests {
             parts(plain, &Policy::default(), &mut [0; PiiType::COUNT]).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn an_allowed_address_does_not_carry_what_its_local_part_holds() {
+        let p = Policy::from_json(r#"{"types":{"EMAIL":"allow"}}"#).unwrap();
+        let mut c = [0; PiiType::COUNT];
+        let out = plain("to 4111111111111111@example.com", None, &p, &mut c)
+            .unwrap()
+            .unwrap();
+        assert!(!out.contains("4111111111111111"), "{out}");
+        assert_eq!(plain("to bob@example.com", None, &p, &mut c).unwrap(), None);
     }
 
     #[test]

@@ -19,6 +19,8 @@ enum Fold {
     Keep,
     Drop,
     To(u8),
+    /// A letter another script shares with Latin: folded to this one among Latin text only.
+    Confusable(u8),
 }
 
 fn fold(c: char) -> Fold {
@@ -56,11 +58,100 @@ fn fold(c: char) -> Fold {
         // Mathematical digits (bold, double-struck, sans-serif, monospace): NFKC maps them to
         // ASCII digits.
         '\u{1D7CE}'..='\u{1D7FF}' => Fold::To(b'0' + ((c as u32 - 0x1D7CE) % 10) as u8),
+        // Superscript and subscript digits, circled and parenthesised ones: NFKC maps them to
+        // ASCII digits too (`⁴¹¹¹`, `₄₁₁₁`, `④①①①`).
+        '\u{00B9}' => Fold::To(b'1'),
+        '\u{00B2}' => Fold::To(b'2'),
+        '\u{00B3}' => Fold::To(b'3'),
+        '\u{2070}' => Fold::To(b'0'),
+        '\u{2074}'..='\u{2079}' => Fold::To(b'4' + (c as u32 - 0x2074) as u8),
+        '\u{2080}'..='\u{2089}' => Fold::To(b'0' + (c as u32 - 0x2080) as u8),
+        '\u{2460}'..='\u{2468}' => Fold::To(b'1' + (c as u32 - 0x2460) as u8),
+        '\u{24EA}' => Fold::To(b'0'),
+        '\u{2474}'..='\u{247C}' => Fold::To(b'1' + (c as u32 - 0x2474) as u8),
+        // Letters of other scripts that a reader takes for Latin ones (Cyrillic `а`, `е`, `о`,
+        // `р`, `с`, Greek `ο`, `α`, ...): folded where they stand among Latin ones
+        // ([`among_latin`]), so an address spelled with them reads as the Latin one.
+        '\u{0370}'..='\u{03FF}' | '\u{0400}'..='\u{052F}' => match confusable(c) {
+            Some(a) => Fold::Confusable(a),
+            None => Fold::Keep,
+        },
         _ => match decimal(c) {
             Some(d) => Fold::To(b'0' + d),
             None => Fold::Keep,
         },
     }
+}
+
+/// Whether the character at `i..i + len` stands in a word that holds an ASCII letter, digit
+/// or `@` (a word: the run of letters, digits and `@._-` around it, looked at 64 bytes either
+/// way): `jаne@example.com` with a Cyrillic `а`, not the Cyrillic word `Телефон`.
+fn among_latin(s: &str, i: usize, len: usize) -> bool {
+    let wordy = |c: char| c.is_alphanumeric() || matches!(c, '@' | '.' | '_' | '-');
+    let latin = |c: char| c.is_ascii_alphanumeric() || c == '@';
+    let before = s[..i].chars().rev().take_while(|&c| wordy(c)).take(64);
+    let after = s[i + len..].chars().take_while(|&c| wordy(c)).take(64);
+    before.chain(after).any(latin)
+}
+
+/// The Latin letter a Greek or Cyrillic one is taken for: those of Unicode's confusables that
+/// look the same upright, at a glance (`а`, `с`, `е`, `о`, `р`, `у`, `х`, Greek `ο`, ...).
+fn confusable(c: char) -> Option<u8> {
+    Some(match c {
+        'а' => b'a',
+        'с' => b'c',
+        'ԁ' => b'd',
+        'е' => b'e',
+        'һ' => b'h',
+        'і' => b'i',
+        'ј' => b'j',
+        'ӏ' => b'l',
+        'о' => b'o',
+        'р' => b'p',
+        'ԛ' => b'q',
+        'ѕ' => b's',
+        'ԝ' => b'w',
+        'х' => b'x',
+        'у' => b'y',
+        'А' => b'A',
+        'В' => b'B',
+        'С' => b'C',
+        'Е' => b'E',
+        'Н' => b'H',
+        'І' => b'I',
+        'Ј' => b'J',
+        'К' => b'K',
+        'М' => b'M',
+        'О' => b'O',
+        'Р' => b'P',
+        'Ѕ' => b'S',
+        'Т' => b'T',
+        'Х' => b'X',
+        'У' => b'Y',
+        'α' => b'a',
+        'ι' => b'i',
+        'κ' => b'k',
+        'ν' => b'v',
+        'ο' => b'o',
+        'ρ' => b'p',
+        'υ' => b'u',
+        'χ' => b'x',
+        'Α' => b'A',
+        'Β' => b'B',
+        'Ε' => b'E',
+        'Ζ' => b'Z',
+        'Η' => b'H',
+        'Ι' => b'I',
+        'Κ' => b'K',
+        'Μ' => b'M',
+        'Ν' => b'N',
+        'Ο' => b'O',
+        'Ρ' => b'P',
+        'Τ' => b'T',
+        'Υ' => b'Y',
+        'Χ' => b'X',
+        _ => return None,
+    })
 }
 
 /// What each small form variant (U+FE50..U+FE6B) is in ASCII, 0 for none.
@@ -92,7 +183,7 @@ fn decimal(c: char) -> Option<u8> {
 fn may_fold(lead: u8) -> bool {
     matches!(
         lead,
-        0xC2 | 0xD9 | 0xDB | 0xDF | 0xE0 | 0xE1 | 0xE2 | 0xE3 | 0xEF | 0xF0 | 0xF3
+        0xC2 | 0xCD..=0xD4 | 0xD9 | 0xDB | 0xDF | 0xE0 | 0xE1 | 0xE2 | 0xE3 | 0xEF | 0xF0 | 0xF3
     )
 }
 
@@ -122,11 +213,23 @@ fn next_fold(
     s: &str,
     mut i: usize,
     url: &mut super::decode::Authority,
+    spelled: bool,
 ) -> Option<(usize, usize, Fold)> {
     let b = s.as_bytes();
     while i < b.len() {
-        // ASCII folds only as an escape (`%40`, `&#64;`).
-        i = super::skip::skip_plain(b, i);
+        // ASCII folds only as an escape (`%40`, `&#64;`), or, in text that holds one, as a
+        // spelled one (`[at]`, `\u0040`: [`spelled_at`]).
+        if spelled {
+            if let Some((len, c)) = spelled_at(b, i) {
+                return Some((i, len, Fold::To(c)));
+            }
+            if b[i].is_ascii() && !matches!(b[i], b'%' | b'&') {
+                i += 1;
+                continue;
+            }
+        } else {
+            i = super::skip::skip_plain(b, i);
+        }
         if i >= b.len() {
             break;
         }
@@ -148,6 +251,10 @@ fn next_fold(
                 .expect("a lead byte starts a character");
             match fold(ch) {
                 Fold::Keep => i += ch.len_utf8(),
+                Fold::Confusable(a) if among_latin(s, i, ch.len_utf8()) => {
+                    return Some((i, ch.len_utf8(), Fold::To(a)))
+                }
+                Fold::Confusable(_) => i += ch.len_utf8(),
                 f => return Some((i, ch.len_utf8(), f)),
             }
         } else {
@@ -157,13 +264,60 @@ fn next_fold(
     None
 }
 
+/// Whether `s` holds an escape a reader spells out (`[at]`, `(dot)`, `\u0040`): only then is it
+/// scanned byte by byte for them (most text has none, and is passed over a word at a time).
+fn has_spelled(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ends =
+        |k: usize, word: &[u8]| k >= word.len() && b[k - word.len()..k].eq_ignore_ascii_case(word);
+    b.iter().enumerate().any(|(k, &c)| match c {
+        b']' | b')' | b'}' => ends(k, b"at") || ends(k, b"dot"),
+        b'\\' => b.get(k + 1) == Some(&b'u'),
+        _ => false,
+    })
+}
+
+/// A spelled-out `@` or `.` at `i` (`[at]`, `(at)`, `{at}`, `[dot]`, `(dot)`, `{dot}`, any
+/// case, with a space on either side or none, which go with it), or a `\uXXXX` escape of a
+/// printable ASCII character: what it stands for, and its length.
+fn spelled_at(b: &[u8], i: usize) -> Option<(usize, u8)> {
+    if b[i] == b'\\' {
+        let hex = b.get(i + 2..i + 6)?;
+        if b.get(i + 1) != Some(&b'u') || !hex.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        let code = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        return (0x21..0x7F).contains(&code).then_some((6, code as u8));
+    }
+    let mut j = i + usize::from(b[i] == b' ');
+    let close = match b.get(j)? {
+        b'[' => b']',
+        b'(' => b')',
+        b'{' => b'}',
+        _ => return None,
+    };
+    j += 1;
+    let word = b.get(j..j + 3)?;
+    let (c, n) = if word[..2].eq_ignore_ascii_case(b"at") && word[2] == close {
+        (b'@', 2)
+    } else if word.eq_ignore_ascii_case(b"dot") && b.get(j + 3) == Some(&close) {
+        (b'.', 3)
+    } else {
+        return None;
+    };
+    j += n + 1;
+    j += usize::from(b.get(j) == Some(&b' '));
+    Some((j - i, c))
+}
+
 impl Normalised {
     /// The normalised view of `s`, or `None` when it would equal `s` (the common case: ASCII,
     /// or text with none of the folded characters).
     pub fn of(s: &str) -> Option<Normalised> {
         // No `is_ascii` pass first: `next_fold` passes over ASCII at least as fast.
         let mut url = super::decode::Authority::default();
-        let mut next = next_fold(s, 0, &mut url)?;
+        let spelled = has_spelled(s);
+        let mut next = next_fold(s, 0, &mut url, spelled)?;
         let mut text = String::with_capacity(s.len());
         let mut segments = Vec::new();
         let mut i = 0;
@@ -188,7 +342,7 @@ impl Normalised {
                 text.push(a as char);
             }
             i = p + len;
-            match next_fold(s, i, &mut url) {
+            match next_fold(s, i, &mut url, spelled) {
                 Some(n) => next = n,
                 None => break,
             }

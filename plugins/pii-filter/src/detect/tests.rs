@@ -494,3 +494,40 @@ fn ibans_in_any_case() {
     one("De89370400440532013000", "IBAN", "De89370400440532013000");
     none("sha256 x86_64 ab12 de89370400440532013001");
 }
+
+/// Shapes a reader still reads (#65): letters of another script among Latin ones, superscript,
+/// subscript and circled digits, `[at]` and `(dot)` spelled out, `\u` escapes. A word all in
+/// another script keeps its letters (a Cyrillic label still labels).
+#[test]
+fn shapes_a_reader_still_reads() {
+    // A Cyrillic `а` and `е` in the address.
+    one(
+        "mail j\u{0430}n\u{0435}@example.com",
+        "EMAIL",
+        "j\u{0430}n\u{0435}@example.com",
+    );
+    one(
+        "card \u{2074}\u{00B9}\u{00B9}\u{00B9} \u{2081}\u{2081}\u{2081}\u{2081} \u{2460}\u{2460}\u{2460}\u{2460} 1111",
+        "CREDIT_CARD",
+        "\u{2074}\u{00B9}\u{00B9}\u{00B9} \u{2081}\u{2081}\u{2081}\u{2081} \u{2460}\u{2460}\u{2460}\u{2460} 1111",
+    );
+    one(
+        "write jane.doe [at] example [dot] com today",
+        "EMAIL",
+        "jane.doe [at] example [dot] com",
+    );
+    one(
+        "write jane(AT)example(DOT)com",
+        "EMAIL",
+        "jane(AT)example(DOT)com",
+    );
+    one(
+        "mail jane\\u0040example.com",
+        "EMAIL",
+        "jane\\u0040example.com",
+    );
+    // Not values: a bracketed word that is no spelled `@`, a Greek word, a footnote's digit.
+    none("see [note] and (attached) {data}");
+    none("αβγ δοκιμή");
+    none("E = mc\u{00B2} at 20\u{00B0}C");
+}
