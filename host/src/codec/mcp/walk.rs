@@ -6,7 +6,7 @@
 //!   after its method ([`call`], [`answer`]).
 //! - What a client sends (a request's params, a notification's, its answers to the server's
 //!   requests) leaves for the server, so its leaves are the request's fields on the `input`
-//!   rail ([`fields`]), as a model request's other text is.
+//!   rail (`closed::fields` under [`CLIENT`]), as a model request's other text is.
 //!
 //! Only the protocol's own words, ids, times and opaque data are inert, when they look the part;
 //! every other string, number that could hold a value and key that is no name is judged.
