@@ -43,7 +43,8 @@
 //! - `whole_text`: text a reader takes as one judged as one: values split across parts, blocks
 //!   and stream events longer than the window (#46);
 //! - `pii_calls`: personal data in the model's tool calls, on every door and MCP (#50);
-//! - `pii_encoded`: personal data percent-encoded, HTML-escaped or in base64, on every door and
+//! - `pii_encoded`: personal data percent-encoded, HTML-escaped, in base64 or hex, or in the other
+//!   shapes a reader still reads (#65), on every door and
 //!   in tool calls, and a hostile mebibyte judged within the deadline (#50);
 //! - `approvals`: a person's approval of a call flow would refuse, on every door and MCP, once,
 //!   and honoured by another replica on Redis (#49);

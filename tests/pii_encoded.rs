@@ -176,3 +176,168 @@ fn a_hostile_mebibyte_is_judged_not_faulted() {
     );
     assert_eq!(reply.json()["verdict"], "allow");
 }
+
+/// Shapes a reader still reads (#65), each with what it must become: hex of text, base64
+/// wrapped at a fixed width, quoted-printable (an escape, a soft line break inside a card),
+/// `\x` and `\u` escapes, `[at]`, a Cyrillic letter among Latin ones, superscript digits,
+/// separators spaced out, an SSN with dots, digits as words, a label after the value.
+const SHAPES: [(&str, &str); 12] = [
+    ("6a616e65406578616d706c652e636f6d", "[EMAIL]"),
+    ("Caf=C3=A9 card 4111 1111 11=\n11 1111", "[CREDIT_CARD]"),
+    ("jane=40example.com", "[EMAIL]"),
+    ("jane\\x40example.com", "[EMAIL]"),
+    ("jane.doe [at] example [dot] com", "[EMAIL]"),
+    ("j\u{0430}ne@example.com", "[EMAIL]"),
+    (
+        "\u{2074}\u{00B9}\u{00B9}\u{00B9} 1111 1111 1111",
+        "[CREDIT_CARD]",
+    ),
+    ("4111 - 1111 - 1111 - 1111", "[CREDIT_CARD]"),
+    ("SSN 536.22.1234", "[US_SSN]"),
+    (
+        "card four one one one one one one one one one one one one one one one",
+        "[CREDIT_CARD]",
+    ),
+    ("536221234 is my SSN", "[US_SSN]"),
+    (
+        "bWFpbCBqYW5lQGV4\nYW1wbGUuY29tLCBj\nYXJkIDQxMTEgMTEx\nMSAxMTExIDExMTE=",
+        "bWFpbCBbRU1BSUxd",
+    ),
+];
+
+/// The raw parts of a shape that must not get through (the value, not its label).
+fn raw_parts(shape: &str) -> Vec<&str> {
+    match shape {
+        s if s.starts_with("Caf=") => vec!["4111 1111 11=\n11 1111"],
+        s if s.starts_with("SSN ") => vec!["536.22.1234"],
+        s if s.starts_with("card four") => vec!["four one one one one"],
+        s if s.ends_with(" is my SSN") => vec!["536221234"],
+        s if s.starts_with("bWFp") => vec!["YW1wbGUuY29tLCBj", "YXJkIDQxMTEgMTEx"],
+        s => vec![s],
+    }
+}
+
+fn shapes_text() -> String {
+    SHAPES
+        .iter()
+        .map(|(s, _)| format!("note {s};"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` holds no shape's raw value, and every shape's replacement.
+fn shapes_redacted(text: &str, what: &str) {
+    for (shape, replaced) in SHAPES {
+        for raw in raw_parts(shape) {
+            assert!(!text.contains(raw), "{what}: {raw:?} got through: {text}");
+        }
+        assert!(text.contains(replaced), "{what}: no {replaced} in {text}");
+    }
+}
+
+#[test]
+fn shapes_a_reader_still_reads_are_redacted_on_every_door() {
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+    ));
+    let d = Daemon::start(&root().join("policies/railyard.toml"), &backend.url());
+    let base = format!("http://{}/v1", d.addr);
+    let ask = shapes_text();
+    let sent = || String::from_utf8_lossy(&backend.seen().last().unwrap().raw).into_owned();
+    let sent_text = |path: &[&str]| {
+        let body: Value = serde_json::from_str(&sent()).unwrap();
+        let mut v = &body;
+        for p in path {
+            v = match p.parse::<usize>() {
+                Ok(k) => &v[k],
+                Err(_) => &v[*p],
+            };
+        }
+        v.as_str().unwrap_or_default().to_string()
+    };
+
+    // In: chat (OpenAI SDK), Responses, Messages (Anthropic SDK).
+    let request = json!({"model": "m", "messages": [{"role": "user", "content": ask}]});
+    crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
+    shapes_redacted(&sent_text(&["messages", "0", "content"]), "chat in");
+    backend.set(Script::Json(
+        200,
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
+    ));
+    let request = json!({"model": "m", "input": ask});
+    crate::doors::run(
+        "one_response.py",
+        &[&base, "demo-key", &request.to_string()],
+    );
+    shapes_redacted(&sent_text(&["input"]), "responses in");
+    backend.set(Script::Json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1},
+            "content": [{"type": "text", "text": "ok"}]}),
+    ));
+    let request =
+        json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": ask}]});
+    crate::doors::run(
+        "one_message.py",
+        &[&format!("http://{}", d.addr), &request.to_string()],
+    );
+    shapes_redacted(&sent_text(&["messages", "0", "content"]), "messages in");
+
+    // Out: the model's reply whole, then streamed seven bytes at a time.
+    let hi = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    backend.set(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": ask}), "stop"),
+    ));
+    let seen = crate::doors::run("one_chat.py", &[&base, &hi.to_string()]);
+    shapes_redacted(seen["message"]["content"].as_str().unwrap(), "chat out");
+    let mut chunks: Vec<String> = Vec::new();
+    let mut rest = ask.as_str();
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(7);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (a, b) = rest.split_at(cut);
+        chunks.push(text_chunk(a));
+        rest = b;
+    }
+    chunks.push(finish_chunk("stop"));
+    chunks.push("[DONE]".to_string());
+    backend.set(Script::Sse(chunks, Duration::from_millis(1)));
+    let mut streamed = hi.clone();
+    streamed["stream"] = json!(true);
+    let seen = crate::doors::run("one_chat.py", &[&base, &streamed.to_string()]);
+    shapes_redacted(
+        seen["message"]["content"].as_str().unwrap(),
+        "chat streamed",
+    );
+
+    // A tool call's arguments.
+    let args = json!({"to": "ana@partner.example", "body": ask});
+    backend.set(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+                "type": "function", "function": {"name": "send_email", "arguments": args.to_string()}}]}),
+            "tool_calls",
+        ),
+    ));
+    let tools = json!([{"type": "function", "function": {"name": "send_email", "parameters": {
+        "type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}}]);
+    let request = json!({"model": "m", "messages": [{"role": "user", "content": "mail Ana"}],
+        "tools": tools});
+    let seen = crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
+    let sent: Value = serde_json::from_str(
+        seen["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sent["to"], "ana@partner.example", "{sent}");
+    shapes_redacted(sent["body"].as_str().unwrap(), "call arguments");
+}

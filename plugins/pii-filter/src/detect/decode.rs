@@ -137,7 +137,38 @@ pub fn base64_text(token: &[u8]) -> Option<String> {
     if !(upper && lower) {
         return None;
     }
-    let bytes = crate::validate::base64url_decode(token)?;
+    // MIME and PEM wrap base64 at a fixed width: the lines are one token.
+    let bytes = if token.contains(&b'\n') {
+        let joined: Vec<u8> = token
+            .iter()
+            .copied()
+            .filter(|c| !matches!(c, b'\n' | b'\r'))
+            .collect();
+        crate::validate::base64url_decode(&joined)?
+    } else {
+        crate::validate::base64url_decode(token)?
+    };
+    as_text(bytes)
+}
+
+/// The text a run of hex digits (`6a616e65406578...`, either case) decodes to, when it is text:
+/// a hash or a key decodes to bytes that are not.
+pub fn hex_text(token: &[u8]) -> Option<String> {
+    if token.len() < MIN_HEX || token.len() % 2 != 0 || !token.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let bytes = token
+        .chunks(2)
+        .map(|pair| hex(pair[0]).zip(hex(pair[1])).map(|(h, l)| h << 4 | l))
+        .collect::<Option<Vec<u8>>>()?;
+    as_text(bytes)
+}
+
+/// Shortest run of hex digits decoded: eight bytes of text.
+pub const MIN_HEX: usize = 16;
+
+/// Decoded bytes as text: valid UTF-8 with almost no control characters.
+fn as_text(bytes: Vec<u8>) -> Option<String> {
     let text = String::from_utf8(bytes).ok()?;
     let controls = text
         .bytes()
@@ -161,11 +192,22 @@ pub fn reencoded<E>(
         return Ok(None);
     };
     let url_safe = body.bytes().any(|c| matches!(c, b'-' | b'_'));
-    Ok(Some(encode(
-        redacted.as_bytes(),
-        url_safe,
-        body.len() < token.len(),
-    )))
+    let encoded = encode(redacted.as_bytes(), url_safe, body.len() < token.len());
+    // Wrapped lines are wrapped again at their width, with their line ending.
+    let Some(width) = body.find(['\r', '\n']) else {
+        return Ok(Some(encoded));
+    };
+    let eol = if body[width..].starts_with("\r\n") {
+        "\r\n"
+    } else {
+        &body[width..width + 1]
+    };
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(width.max(4))
+        .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
+        .collect();
+    Ok(Some(lines.join(eol)))
 }
 
 /// Base64 of `data`, in the URL-safe alphabet or the standard one, padded or not.
@@ -258,5 +300,44 @@ mod tests {
         assert_eq!(base64_text(b"5d41402abc4b2a76b9719d911017c592"), None);
         assert_eq!(base64_text(b"AbstractSingletonProxyFactoryBean"), None);
         assert_eq!(base64_text(b"q83vEjRWeJCrze8SNFZ4kA"), None);
+    }
+
+    #[test]
+    fn hex_of_text_only() {
+        assert_eq!(
+            hex_text(b"6a616e65406578616d706c652e636f6d").as_deref(),
+            Some("jane@example.com")
+        );
+        assert_eq!(
+            hex_text(b"6A616E65406578616D706C652E636F6D").as_deref(),
+            Some("jane@example.com")
+        );
+        // A card's digits in hex are all digits.
+        assert_eq!(
+            hex_text(b"34313131313131313131313131313131").as_deref(),
+            Some("4111111111111111")
+        );
+        // A hash, an odd length, too short.
+        assert_eq!(hex_text(b"5d41402abc4b2a76b9719d911017c592"), None);
+        assert_eq!(hex_text(b"6a616e6540657861"), Some("jane@exa".into()));
+        assert_eq!(hex_text(b"6a616e654065786"), None);
+        assert_eq!(hex_text(b"6a616e65"), None);
+    }
+
+    #[test]
+    fn wrapped_base64_is_one_token_and_wrapped_again() {
+        // base64 of "mail jane@example.com, card 4111 1111 1111 1111", wrapped at 16.
+        let token = "bWFpbCBqYW5lQGV4\nYW1wbGUuY29tLCBj\nYXJkIDQxMTEgMTEx\nMSAxMTExIDExMTE=";
+        assert_eq!(
+            base64_text(token.trim_end_matches('=').as_bytes()).as_deref(),
+            Some("mail jane@example.com, card 4111 1111 1111 1111")
+        );
+        let upper = |t: &str| Ok::<_, ()>(Some(t.to_uppercase()));
+        let again = reencoded(token, upper).unwrap().unwrap();
+        assert!(again.split('\n').all(|l| l.len() <= 16), "{again}");
+        assert_eq!(
+            base64_text(again.trim_end_matches('=').as_bytes()).as_deref(),
+            Some("MAIL JANE@EXAMPLE.COM, CARD 4111 1111 1111 1111")
+        );
     }
 }

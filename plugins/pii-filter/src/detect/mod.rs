@@ -263,13 +263,41 @@ impl Scanner<'_> {
         while s > 0 && is_base64(b[s - 1]) && i - s <= MAX_BASE64 {
             s -= 1;
         }
-        let e = run(b, i, is_base64);
+        let mut e = run(b, i, is_base64);
+        // Base64 wrapped at a fixed width (MIME, PEM): lines of that width, then a last one
+        // (or a line of something else, so the token may also end with the last full line).
+        let width = e - s;
+        let mut full = e;
+        if width >= MIN_BASE64 && width % 4 == 0 {
+            let mut line_end = e;
+            loop {
+                let eol = match (context::at(b, line_end), context::at(b, line_end + 1)) {
+                    (b'\n', _) => 1,
+                    (b'\r', b'\n') => 2,
+                    _ => break,
+                };
+                let next = run(b, line_end + eol, is_base64);
+                let len = next - (line_end + eol);
+                if len == 0 || len > width || next - s > MAX_BASE64 {
+                    break;
+                }
+                e = next;
+                if len < width {
+                    break;
+                }
+                line_end = next;
+                full = next;
+            }
+        }
         self.decoded_to = e;
-        let n = e - s;
-        if self.depth >= MAX_DEPTH || !(MIN_BASE64..=MAX_BASE64).contains(&n) {
+        if self.depth >= MAX_DEPTH || !(MIN_BASE64..=MAX_BASE64).contains(&(e - s)) {
             return None;
         }
-        let text = decode::base64_text(&b[s..e])?;
+        let (text, e) = match decode_text(&b[s..e]) {
+            Some(text) => (text, e),
+            None if full < e => (decode_text(&b[s..full])?, full),
+            None => return None,
+        };
         let cx = Cx {
             hint: None,
             words: self.cx.words,
@@ -368,6 +396,16 @@ impl Scanner<'_> {
         }
         Step::Skip(i + 1)
     }
+}
+
+/// The text a token of the base64 alphabet decodes to: hex of text (`6a616e65...`,
+/// `0x6a61...`, in the same alphabet), or base64 of text.
+fn decode_text(token: &[u8]) -> Option<String> {
+    let hex = token
+        .strip_prefix(b"0x")
+        .or_else(|| token.strip_prefix(b"0X"))
+        .unwrap_or(token);
+    decode::hex_text(hex).or_else(|| decode::base64_text(token))
 }
 
 /// Keeps the earliest (then longest) of overlapping findings; for the same span, a format's

@@ -13,9 +13,10 @@
 use super::context::{classify_word, csv_column, is_word, Label};
 
 /// Words looked at before a candidate by default (a config's `before`, 1 to [`MAX_BEFORE`]);
-/// after it, only the next word counts (`2880 5873 fax`).
-pub const BEFORE: usize = 4;
-pub const MAX_BEFORE: usize = 8;
+/// after it, the next word counts (`2880 5873 fax`), or one after a few small words
+/// (`123456789 is my SSN`).
+pub const BEFORE: usize = 6;
+pub const MAX_BEFORE: usize = 12;
 
 /// The context words in force: which locales' lists, the operator's own words, and how many
 /// words before a value are looked at. The default is every list, no words of one's own, four.
@@ -612,22 +613,50 @@ fn before(b: &[u8], start: usize, kind: Kind, cx: &Context) -> Option<bool> {
     None
 }
 
-/// The word right after `end`, past a space, a dash or a parenthesis: `2880 5873 fax`,
-/// `13708492408-Office`, `555 0199 (mobile)`.
+/// The words right after `end`, past a space, a dash or a parenthesis: `2880 5873 fax`,
+/// `13708492408-Office`, `555 0199 (mobile)`, and past a few small words that only lead to
+/// the label (`123456789 is my SSN`, `..., which is her card`).
 fn after(b: &[u8], end: usize, kind: Kind, cx: &Context) -> bool {
     let mut pos = end;
-    while pos < b.len() && matches!(b[pos], b' ' | b'-' | b'(') {
-        if pos - end >= 2 {
+    let mut comma = false;
+    for k in 0..=AFTER_SMALL_WORDS {
+        let gap = pos;
+        while pos < b.len() && matches!(b[pos], b' ' | b'-' | b'(' | b',' | b'\'') {
+            // A comma, or an apostrophe (`that's`), only before a small word.
+            comma |= matches!(b[pos], b',' | b'\'') && k == 0;
+            if pos - gap >= 2 {
+                return false;
+            }
+            pos += 1;
+        }
+        let start = pos;
+        while pos < b.len() && is_word(b[pos]) && pos - start <= 48 {
+            pos += 1;
+        }
+        let word = &b[start..pos];
+        if word.is_empty() {
             return false;
         }
-        pos += 1;
+        if says(word, kind, Side::After, cx) {
+            return !(comma && k == 0);
+        }
+        let small = word.len() <= 6
+            && SMALL_WORDS
+                .iter()
+                .any(|w| w.as_bytes().eq_ignore_ascii_case(word));
+        if !small {
+            return false;
+        }
     }
-    let start = pos;
-    while pos < b.len() && is_word(b[pos]) && pos - start <= 48 {
-        pos += 1;
-    }
-    start < pos && says(&b[start..pos], kind, Side::After, cx)
+    false
 }
+
+/// Small words passed over after a value on the way to its label.
+const AFTER_SMALL_WORDS: usize = 3;
+const SMALL_WORDS: &[&str] = &[
+    "is", "was", "my", "your", "his", "her", "their", "our", "its", "the", "a", "an", "that",
+    "which", "as", "being", "s", "ist", "mein", "meine", "est", "mon", "ma", "es", "mi",
+];
 
 /// An identifier-like word (`phone_number`, `customer_phone`) read by its parts.
 fn key_says_ascii(word: &[u8], kind: Kind, cx: &Context) -> bool {
@@ -738,6 +767,6 @@ mod tests {
             .unwrap_err()
             .contains("EMAIL"));
         assert!(words(None, &[("PHONE", &["two words"])], None).is_err());
-        assert!(words(None, &[], Some(9)).unwrap_err().contains("before"));
+        assert!(words(None, &[], Some(13)).unwrap_err().contains("before"));
     }
 }

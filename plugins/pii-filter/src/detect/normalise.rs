@@ -213,15 +213,15 @@ fn next_fold(
     s: &str,
     mut i: usize,
     url: &mut super::decode::Authority,
-    spelled: bool,
+    spelled: u8,
 ) -> Option<(usize, usize, Fold)> {
     let b = s.as_bytes();
     while i < b.len() {
         // ASCII folds only as an escape (`%40`, `&#64;`), or, in text that holds one, as a
         // spelled one (`[at]`, `\u0040`: [`spelled_at`]).
-        if spelled {
-            if let Some((len, c)) = spelled_at(b, i) {
-                return Some((i, len, Fold::To(c)));
+        if spelled != 0 {
+            if let Some((len, c)) = spelled_at(b, i, spelled) {
+                return Some((i, len, c.map_or(Fold::Drop, Fold::To)));
             }
             if b[i].is_ascii() && !matches!(b[i], b'%' | b'&') {
                 i += 1;
@@ -264,30 +264,209 @@ fn next_fold(
     None
 }
 
-/// Whether `s` holds an escape a reader spells out (`[at]`, `(dot)`, `\u0040`): only then is it
+/// What [`has_spelled`] found: escapes a reader spells out (`[at]`, `(dot)`, `\u0040`,
+/// `\x40`), digits written as words, quoted-printable (`=40`, `=2E`), and quoted-printable's
+/// soft line breaks (then every `=XX` is an escape).
+const SPELLED: u8 = 1;
+const QUOTED: u8 = 2;
+/// A soft line break seen, and an escape only quoted-printable writes (`=3D` for `=`, `=C3` and
+/// up for UTF-8): both make the text quoted-printable (an `a=40` in plain text is no escape).
+const SOFT: u8 = 4;
+const ESCAPED: u8 = 8;
+
+/// Whether `s` holds a spelled-out escape or digit ([`SPELLED`], [`QUOTED`]): only then is it
 /// scanned byte by byte for them (most text has none, and is passed over a word at a time).
-fn has_spelled(s: &str) -> bool {
+fn has_spelled(s: &str) -> u8 {
     let b = s.as_bytes();
     let ends =
         |k: usize, word: &[u8]| k >= word.len() && b[k - word.len()..k].eq_ignore_ascii_case(word);
-    b.iter().enumerate().any(|(k, &c)| match c {
-        b']' | b')' | b'}' => ends(k, b"at") || ends(k, b"dot"),
-        b'\\' => b.get(k + 1) == Some(&b'u'),
-        _ => false,
+    let mut found = 0;
+    for (k, &c) in b.iter().enumerate() {
+        found |= match c {
+            b']' | b')' | b'}' if ends(k, b"at") || ends(k, b"dot") => SPELLED,
+            b'\\' if matches!(b.get(k + 1), Some(b'u' | b'x')) => SPELLED,
+            b' ' if digit_words_from(b, k + 1, 3) => SPELLED,
+            b'=' if soft_break(b, k).is_some() => SPELLED | SOFT,
+            b'=' if quoted_mark(b, k).is_some() => SPELLED,
+            b'=' if matches!(
+                b.get(k + 1..k + 3),
+                Some([b'3', b'D'] | [b'C'..=b'F', b'0'..=b'9' | b'A'..=b'F'])
+            ) =>
+            {
+                ESCAPED
+            }
+            _ => 0,
+        };
+    }
+    if found & (SOFT | ESCAPED) == SOFT | ESCAPED {
+        found |= QUOTED;
+    }
+    found
+}
+
+/// A quoted-printable soft line break at `i` (`=` ending a line inside a word): its length.
+fn soft_break(b: &[u8], i: usize) -> Option<usize> {
+    let len = match b.get(i + 1..)? {
+        [b'\n', ..] => 2,
+        [b'\r', b'\n', ..] => 3,
+        _ => return None,
+    };
+    let word = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_graphic());
+    // Not base64's padding at a line's end: a line of quoted-printable text holds a space or
+    // punctuation base64 has not.
+    let line = b[..i].iter().rev().take(100).take_while(|&&c| c != b'\n');
+    let text = line
+        .clone()
+        .any(|&c| !super::decode::is_base64(c) && c != b'=');
+    (i > 0 && word(b.get(i - 1)) && word(b.get(i + len)) && text).then_some(len)
+}
+
+/// A quoted-printable `@` or `.` at `i` (`=40`, `=2E`) between the characters of a word.
+fn quoted_mark(b: &[u8], i: usize) -> Option<u8> {
+    let c = match b.get(i + 1..i + 3)? {
+        b"40" => b'@',
+        b"2E" | b"2e" => b'.',
+        _ => return None,
+    };
+    // Between a word and a domain's letters (`jane=40example`, `example=2Ecom`), not before
+    // a number (`cc=4062...`).
+    let before = i > 0 && b[i - 1].is_ascii_alphanumeric();
+    (before && b.get(i + 3).is_some_and(u8::is_ascii_alphabetic)).then_some(c)
+}
+
+/// The digit a word at `i` spells (`zero` to `nine`, any case), and the word's end.
+fn digit_word(b: &[u8], i: usize) -> Option<(u8, usize)> {
+    const WORDS: [&[u8]; 10] = [
+        b"zero", b"one", b"two", b"three", b"four", b"five", b"six", b"seven", b"eight", b"nine",
+    ];
+    if i > 0 && b[i - 1].is_ascii_alphanumeric() {
+        return None;
+    }
+    let end = i + b
+        .get(i..)?
+        .iter()
+        .take(6)
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    if end - i < 3 || end - i > 5 || b.get(end).is_some_and(u8::is_ascii_alphanumeric) {
+        return None;
+    }
+    let d = WORDS
+        .iter()
+        .position(|w| b[i..end].eq_ignore_ascii_case(w))?;
+    Some((d as u8, end))
+}
+
+/// The start of the digit word after one ending at `end`, past a space, a hyphen or a comma
+/// and a space.
+fn next_digit_word(b: &[u8], end: usize) -> Option<usize> {
+    let gap = match b.get(end..end + 2)? {
+        [b',' | b'-', b' '] => 2,
+        [b' ' | b'-', _] => 1,
+        _ => return None,
+    };
+    digit_word(b, end + gap).map(|_| end + gap)
+}
+
+/// Whether at least `n` digit words in a row start at `i`.
+fn digit_words_from(b: &[u8], mut i: usize, n: usize) -> bool {
+    for k in 1..=n {
+        let Some((_, end)) = digit_word(b, i) else {
+            return false;
+        };
+        if k < n {
+            match next_digit_word(b, end) {
+                Some(next) => i = next,
+                None => return false,
+            }
+        }
+    }
+    true
+}
+
+/// Digits spelled out as words are a number (`four one one one ...`) when at least this many
+/// are in a row: an SSN's length, shorter than a card's or a phone's.
+const DIGIT_WORDS: usize = 9;
+
+/// Whether the digit word at `i` is in a run of at least [`DIGIT_WORDS`]: counted back to the
+/// run's start (bounded), then forward.
+fn in_digit_run(b: &[u8], i: usize) -> bool {
+    let mut start = i;
+    for _ in 0..DIGIT_WORDS {
+        match prev_digit_word(b, start) {
+            Some(prev) => start = prev,
+            None => break,
+        }
+    }
+    digit_words_from(b, start, DIGIT_WORDS)
+}
+
+/// The start of the digit word before the one at `start`, if it is in the same run.
+fn prev_digit_word(b: &[u8], start: usize) -> Option<usize> {
+    (1..=2).find_map(|gap| {
+        let end = start.checked_sub(gap)?;
+        let letters = b[..end]
+            .iter()
+            .rev()
+            .take(6)
+            .take_while(|c| c.is_ascii_alphabetic())
+            .count();
+        let w = end - letters;
+        (letters > 0
+            && digit_word(b, w).is_some_and(|(_, e)| e == end)
+            && next_digit_word(b, end) == Some(start))
+        .then_some(w)
     })
 }
 
-/// A spelled-out `@` or `.` at `i` (`[at]`, `(at)`, `{at}`, `[dot]`, `(dot)`, `{dot}`, any
-/// case, with a space on either side or none, which go with it), or a `\uXXXX` escape of a
-/// printable ASCII character: what it stands for, and its length.
-fn spelled_at(b: &[u8], i: usize) -> Option<(usize, u8)> {
-    if b[i] == b'\\' {
-        let hex = b.get(i + 2..i + 6)?;
-        if b.get(i + 1) != Some(&b'u') || !hex.iter().all(u8::is_ascii_hexdigit) {
-            return None;
+/// A spelled-out character at `i`, and its length: `@` or `.` as `[at]`, `(at)`, `{at}`,
+/// `[dot]`, `(dot)`, `{dot}` (any case, with a space on either side or none, which go with
+/// it); a `\uXXXX` or `\xXX` escape of a printable ASCII character; a digit written as a word
+/// in a run of them (with the gap to the next one); quoted-printable's `=40` and `=2E`, and in
+/// quoted-printable text any `=XX` and the soft line break (`None`: dropped).
+fn spelled_at(b: &[u8], i: usize, spelled: u8) -> Option<(usize, Option<u8>)> {
+    match b[i] {
+        b'\\' => {
+            let (len, digits) = match b.get(i + 1)? {
+                b'u' => (6, b.get(i + 2..i + 6)?),
+                b'x' => (4, b.get(i + 2..i + 4)?),
+                _ => return None,
+            };
+            if !digits.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            let code = u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()?;
+            return (0x21..0x7F)
+                .contains(&code)
+                .then_some((len, Some(code as u8)));
         }
-        let code = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-        return (0x21..0x7F).contains(&code).then_some((6, code as u8));
+        b'=' => {
+            if let Some(len) = soft_break(b, i) {
+                return (spelled & QUOTED != 0).then_some((len, None));
+            }
+            if let Some(c) = quoted_mark(b, i) {
+                return Some((3, Some(c)));
+            }
+            let digits = b.get(i + 1..i + 3)?;
+            if spelled & QUOTED == 0
+                || !digits
+                    .iter()
+                    .all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(c))
+            {
+                return None;
+            }
+            let code = u8::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()?;
+            return (0x21..0x7F).contains(&code).then_some((3, Some(code)));
+        }
+        c if c.is_ascii_alphabetic() => {
+            let (d, end) = digit_word(b, i)?;
+            if !in_digit_run(b, i) {
+                return None;
+            }
+            let len = next_digit_word(b, end).unwrap_or(end) - i;
+            return Some((len, Some(b'0' + d)));
+        }
+        _ => {}
     }
     let mut j = i + usize::from(b[i] == b' ');
     let close = match b.get(j)? {
@@ -307,7 +486,7 @@ fn spelled_at(b: &[u8], i: usize) -> Option<(usize, u8)> {
     };
     j += n + 1;
     j += usize::from(b.get(j) == Some(&b' '));
-    Some((j - i, c))
+    Some((j - i, Some(c)))
 }
 
 impl Normalised {

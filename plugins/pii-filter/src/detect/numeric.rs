@@ -98,7 +98,7 @@ pub(super) fn at_digit(b: &[u8], i: usize, cx: Cx<'_>) -> Step {
 /// Cheap test on the first digit group (`i..end`): can a card, SSN or phone start here?
 fn could_be_card_ssn_or_phone(b: &[u8], i: usize, end: usize) -> bool {
     let len = end - i;
-    let grouped = matches!(at(b, end), b' ' | b'-' | b'.' | b'/') && is_digit(at(b, end + 1));
+    let grouped = separator(b, end).is_some_and(|(c, _)| c != b'_');
     let card = (len == 4 && grouped) || (12..=19).contains(&len);
     let ssn = len == 3 || len == 9;
     let phone = b[i] == b'0'
@@ -126,6 +126,16 @@ pub(super) fn has_digits(b: &[u8], i: usize, n: usize) -> bool {
         }
     }
     false
+}
+
+/// The separator between two digit groups at `p`, and its length: a space, `-`, `.`, `/` or
+/// `_`, or one of `- . /` between two spaces (`4111 - 1111`, `123 . 45 . 6789`).
+fn separator(b: &[u8], p: usize) -> Option<(u8, usize)> {
+    match (at(b, p), at(b, p + 1), at(b, p + 2)) {
+        (c @ (b' ' | b'-' | b'.' | b'/' | b'_'), d, _) if is_digit(d) => Some((c, 1)),
+        (b' ', c @ (b'-' | b'.' | b'/'), b' ') if is_digit(at(b, p + 3)) => Some((c, 3)),
+        _ => None,
+    }
 }
 
 /// End of a run of digit groups joined by single separators (`2024-000123`, `123 456 789`).
@@ -219,19 +229,20 @@ fn card(b: &[u8], i: usize, cx: Cx<'_>) -> Card {
         if n == lens.len() {
             break;
         }
-        let c = at(b, ge);
-        // Spaces and dashes may mix (`4111 1111-1111 1111`: a disguise folds to either); dots,
-        // slashes and underscores (`4111.1111.1111.1111`) may not. The group lengths, Luhn and
-        // the issuer still have to agree.
-        let kind = match c {
-            b' ' | b'-' => b' ',
-            b'.' | b'/' | b'_' => c,
-            _ => break,
+        // Spaces and dashes may mix (`4111 1111-1111 1111`, `4111 - 1111`: a disguise folds
+        // to either); dots, slashes and underscores (`4111.1111.1111.1111`) may not. The group
+        // lengths, Luhn and the issuer still have to agree.
+        let Some((c, len)) = separator(b, ge) else {
+            break;
         };
-        if *style.get_or_insert(kind) != kind || !is_digit(at(b, ge + 1)) {
+        let kind = match c {
+            b'-' => b' ',
+            c => c,
+        };
+        if *style.get_or_insert(kind) != kind {
             break;
         }
-        p = ge + 1;
+        p = ge + len;
     }
     let mut total: usize = lens[..n].iter().sum();
     let mut shaped = None;
@@ -336,21 +347,22 @@ fn ssn(b: &[u8], i: usize, label: Label, cx: Cx<'_>) -> Option<usize> {
         serial = &b[i + 5..i + 9];
         end = a;
     } else {
-        let sep = at(b, a);
-        if a - i != 3 || !matches!(sep, b'-' | b' ') {
+        // `123-45-6789`, `123 45 6789`, `123.45.6789`, `123 - 45 - 6789`: one separator.
+        let sep = separator(b, a).filter(|(c, _)| *c != b'/' && *c != b'_');
+        let Some((_, len)) = sep.filter(|_| a - i == 3) else {
+            return None;
+        };
+        let g = run(b, a + len, is_digit);
+        if g - a - len != 2 || separator(b, g) != sep {
             return None;
         }
-        let g = run(b, a + 1, is_digit);
-        if g - a - 1 != 2 || at(b, g) != sep {
-            return None;
-        }
-        let s = run(b, g + 1, is_digit);
-        if s - g - 1 != 4 {
+        let s = run(b, g + len, is_digit);
+        if s - g - len != 4 {
             return None;
         }
         area = &b[i..a];
-        group = &b[a + 1..g];
-        serial = &b[g + 1..s];
+        group = &b[a + len..g];
+        serial = &b[g + len..s];
         end = s;
     }
     let next = at(b, end);

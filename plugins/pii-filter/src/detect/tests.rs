@@ -526,8 +526,70 @@ fn shapes_a_reader_still_reads() {
         "EMAIL",
         "jane\\u0040example.com",
     );
+    one("mail jane\\x40example.com", "EMAIL", "jane\\x40example.com");
+    // Hex of text, either case, with or without `0x`.
+    one(
+        "blob 6a616e65406578616d706c652e636f6d end",
+        "EMAIL",
+        "6a616e65406578616d706c652e636f6d",
+    );
+    one(
+        "blob 0x34313131313131313131313131313131 end",
+        "CREDIT_CARD",
+        "0x34313131313131313131313131313131",
+    );
+    // Base64 wrapped at a fixed width: "mail jane@example.com, card 4111 1111 1111 1111".
+    let wrapped = "bWFpbCBqYW5lQGV4\nYW1wbGUuY29tLCBj\nYXJkIDQxMTEgMTEx\nMSAxMTExIDExMTE=";
+    one(&format!("doc:\n{wrapped}\nend"), "EMAIL", wrapped);
+    // Unpadded base64 of "card 4111 1111 1111 1111".
+    one(
+        "x Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx y",
+        "CREDIT_CARD",
+        "Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+    );
+    // Quoted-printable: `=40`, and a value broken by a soft line break in quoted-printable text.
+    one("write jane=40example.com", "EMAIL", "jane=40example.com");
+    one(
+        "Caf=C3=A9 menu, card 4111 1111 11=\n11 1111 today",
+        "CREDIT_CARD",
+        "4111 1111 11=\n11 1111",
+    );
+    // Separators spaced out, an SSN with dots.
+    one(
+        "card 4111 - 1111 - 1111 - 1111 ok",
+        "CREDIT_CARD",
+        "4111 - 1111 - 1111 - 1111",
+    );
+    one("ssn 536.22.1234 ok", "US_SSN", "536.22.1234");
+    one("ssn 536 - 22 - 1234 ok", "US_SSN", "536 - 22 - 1234");
+    // Digits written as words.
+    one(
+        "card four one one one one one one one one one one one one one one one thanks",
+        "CREDIT_CARD",
+        "four one one one one one one one one one one one one one one one",
+    );
+    one(
+        "my SSN: five three six, two two, one two three four",
+        "US_SSN",
+        "five three six, two two, one two three four",
+    );
+    // A label further away, or after the value past small words.
+    one(
+        "the SSN we spoke about today: 536221234",
+        "US_SSN",
+        "536221234",
+    );
+    one("536221234 is my SSN", "US_SSN", "536221234");
+    one("8908 2134 67, which is my fax", "PHONE", "8908 2134 67");
     // Not values: a bracketed word that is no spelled `@`, a Greek word, a footnote's digit.
     none("see [note] and (attached) {data}");
     none("αβγ δοκιμή");
     none("E = mc\u{00B2} at 20\u{00B0}C");
+    // Not values: a hash in hex, an assignment that is no escape, base64 padding at a line's
+    // end, three digit words, a number and an unrelated word after a comma.
+    none("sha 5d41402abc4b2a76b9719d911017c592 ok");
+    none("timeout=40s retries=2E3");
+    none("one two three, four five");
+    none("cc=4062905232875670&amount=10");
+    none("ticket 536221234, SSN team");
 }
