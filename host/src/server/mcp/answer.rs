@@ -638,6 +638,9 @@ async fn message(
                 };
             }
             Kind::Notification { method } => {
+                if let Some(tool) = task_status(ex, &method, message).await {
+                    return task_told(ex, scope, message.clone(), &tool).await;
+                }
                 return told(scope, message.clone(), &method, false).await;
             }
             _ => {}
@@ -714,16 +717,87 @@ async fn asked(scope: &mut RequestScope, mut message: Value, how: &codec::Asked)
 /// one this door does not know), on any stream: its params judged as the result of a call
 /// named after its method. A refused notification is left out; a refused request is answered
 /// to the server with the door's error.
-async fn told(scope: &mut RequestScope, mut message: Value, method: &str, request: bool) -> Judged {
+async fn told(scope: &mut RequestScope, message: Value, method: &str, request: bool) -> Judged {
     if method == "notifications/tools/list_changed" && message.get("params").is_none() {
         return Judged::Pass;
     }
+    told_as(scope, message, method, request).await
+}
+
+/// The tool a task status notification is about (`notifications/tasks/status`), when the door
+/// saw the task made.
+async fn task_status(ex: &Exchange, method: &str, message: &Value) -> Option<String> {
+    if method != "notifications/tasks/status" {
+        return None;
+    }
+    let task = message.pointer("/params/taskId")?.as_str()?;
+    super::tasks::tool(&ex.app.state, ex.agent.tenant(), &ex.server.name, task).await
+}
+
+/// A task's status, on whichever stream of whichever session it arrives: what its tool says,
+/// judged as that tool's result, and remembered as the reading session's read of the tool
+/// (its status message and any result text), so `flow` knows what this session was told. A
+/// read the store cannot take is not handed over (unless `on_unavailable = "open"`).
+async fn task_told(ex: &Exchange, scope: &mut RequestScope, message: Value, tool: &str) -> Judged {
+    let id = format!(
+        "{}:{}",
+        scope.ctx().request_id,
+        message
+            .pointer("/params/taskId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    );
+    let read = match ex.agent.read(&ex.app.state, tool, &id).await {
+        Ok(read) => Some(read),
+        Err(history::Unremembered::Store(e)) if ex.app.state.fails_open() => {
+            tracing::warn!(error = %e, "state store unavailable: a task's status handed over unremembered (on_unavailable = \"open\")");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a task's status left out: it could not be remembered");
+            return Judged::Drop;
+        }
+    };
+    let judged = told_as(scope, message.clone(), tool, false).await;
+    if let Some(read) = read {
+        let text = match &judged {
+            Judged::Replace(m) => status_text(m),
+            Judged::Pass => status_text(&message),
+            _ => None,
+        };
+        ex.agent.seen(&ex.app.state, read, text.as_deref()).await;
+    }
+    judged
+}
+
+/// What a task status notification tells a client in text: its status message, and the text
+/// of a result it carries.
+fn status_text(message: &Value) -> Option<String> {
+    let params = message.get("params")?;
+    let mut texts: Vec<&str> = params
+        .get("statusMessage")
+        .and_then(Value::as_str)
+        .into_iter()
+        .collect();
+    if let Some(parts) = params.pointer("/result/content").and_then(Value::as_array) {
+        texts.extend(parts.iter().filter_map(|p| p.get("text")?.as_str()));
+    }
+    Some(texts.join("\n"))
+}
+
+/// [`told`], the params judged as the result of a call named `name`.
+async fn told_as(
+    scope: &mut RequestScope,
+    mut message: Value,
+    name: &str,
+    request: bool,
+) -> Judged {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(params) = message.get_mut("params") else {
         return Judged::Pass;
     };
     let mut value = std::mem::take(params);
-    let call = walk::call(&codec::id_text(&id), method);
+    let call = walk::call(&codec::id_text(&id), name);
     let judged = scope
         .judge_value(
             Rail::ToolResult,
