@@ -77,7 +77,7 @@ fi
 # The context of a prebuilt image: the daemon, the bundled plugins, deploy/.
 ctx="$WORK/ctx"
 mkdir -p "$ctx/plugins" "$ctx/deploy/base"
-# Without debug info: a debug build's binary is ~500 MB of it.
+# Without its line tables (a debug build keeps them for backtraces).
 strip -o "$ctx/railyard" "$BIN" 2>/dev/null || cp "$BIN" "$ctx/railyard"
 for p in allowlist flow llama31_compat normalise pii_filter schema_validator text_tool_calls tool_linkage; do
     cp "$PLUGINS/wasm32-wasip2/release/$p.wasm" "$ctx/plugins/"

@@ -154,7 +154,10 @@ pub fn base64_text(token: &[u8]) -> Option<String> {
 /// The text a run of hex digits (`6a616e65406578...`, either case) decodes to, when it is text:
 /// a hash or a key decodes to bytes that are not.
 pub fn hex_text(token: &[u8]) -> Option<String> {
-    if token.len() < MIN_HEX || token.len() % 2 != 0 || !token.iter().all(u8::is_ascii_hexdigit) {
+    if token.len() < MIN_HEX
+        || !token.len().is_multiple_of(2)
+        || !token.iter().all(u8::is_ascii_hexdigit)
+    {
         return None;
     }
     let bytes = token

@@ -268,7 +268,7 @@ impl Scanner<'_> {
         // (or a line of something else, so the token may also end with the last full line).
         let width = e - s;
         let mut full = e;
-        if width >= MIN_BASE64 && width % 4 == 0 {
+        if width >= MIN_BASE64 && width.is_multiple_of(4) {
             let mut line_end = e;
             loop {
                 let eol = match (context::at(b, line_end), context::at(b, line_end + 1)) {

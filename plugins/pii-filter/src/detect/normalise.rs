@@ -334,27 +334,28 @@ fn quoted_mark(b: &[u8], i: usize) -> Option<u8> {
     (before && b.get(i + 3).is_some_and(u8::is_ascii_alphabetic)).then_some(c)
 }
 
-/// The digit a word at `i` spells (`zero` to `nine`, any case), and the word's end.
+/// The digit a word at `i` spells (`zero` to `nine`, any case), and the word's end. Its first
+/// two letters name the only word it can be, so most words are passed over at once.
 fn digit_word(b: &[u8], i: usize) -> Option<(u8, usize)> {
-    const WORDS: [&[u8]; 10] = [
-        b"zero", b"one", b"two", b"three", b"four", b"five", b"six", b"seven", b"eight", b"nine",
-    ];
-    if i > 0 && b[i - 1].is_ascii_alphanumeric() {
-        return None;
-    }
-    let end = i + b
-        .get(i..)?
-        .iter()
-        .take(6)
-        .take_while(|c| c.is_ascii_alphabetic())
-        .count();
-    if end - i < 3 || end - i > 5 || b.get(end).is_some_and(u8::is_ascii_alphanumeric) {
-        return None;
-    }
-    let d = WORDS
-        .iter()
-        .position(|w| b[i..end].eq_ignore_ascii_case(w))?;
-    Some((d as u8, end))
+    let first = b.get(i..i + 2)?;
+    let (d, word): (u8, &[u8]) = match (first[0] | 0x20, first[1] | 0x20) {
+        (b'z', b'e') => (0, b"zero"),
+        (b'o', b'n') => (1, b"one"),
+        (b't', b'w') => (2, b"two"),
+        (b't', b'h') => (3, b"three"),
+        (b'f', b'o') => (4, b"four"),
+        (b'f', b'i') => (5, b"five"),
+        (b's', b'i') => (6, b"six"),
+        (b's', b'e') => (7, b"seven"),
+        (b'e', b'i') => (8, b"eight"),
+        (b'n', b'i') => (9, b"nine"),
+        _ => return None,
+    };
+    let end = i + word.len();
+    let whole = b.get(i..end)?.eq_ignore_ascii_case(word)
+        && !b.get(end).is_some_and(u8::is_ascii_alphanumeric)
+        && (i == 0 || !b[i - 1].is_ascii_alphanumeric());
+    whole.then_some((d, end))
 }
 
 /// The start of the digit word after one ending at `end`, past a space, a hyphen or a comma

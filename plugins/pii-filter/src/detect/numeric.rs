@@ -349,9 +349,7 @@ fn ssn(b: &[u8], i: usize, label: Label, cx: Cx<'_>) -> Option<usize> {
     } else {
         // `123-45-6789`, `123 45 6789`, `123.45.6789`, `123 - 45 - 6789`: one separator.
         let sep = separator(b, a).filter(|(c, _)| *c != b'/' && *c != b'_');
-        let Some((_, len)) = sep.filter(|_| a - i == 3) else {
-            return None;
-        };
+        let (_, len) = sep.filter(|_| a - i == 3)?;
         let g = run(b, a + len, is_digit);
         if g - a - len != 2 || separator(b, g) != sep {
             return None;
