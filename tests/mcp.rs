@@ -866,6 +866,21 @@ fn a_servers_elicitation_is_judged_before_the_user_reads_it() {
     assert_eq!(text, "Is [EMAIL] still the right contact?", "{seen}");
 }
 
+/// The hostile server's GET stream through the door, for the agent session `session`.
+fn hostile_stream(d: &Daemon, session: &str) -> crate::http::Reply {
+    request(
+        d.addr,
+        "GET",
+        "/mcp/hostile",
+        &[
+            ("Authorization", "Bearer demo-key"),
+            ("Accept", "text/event-stream"),
+            ("Railyard-Session", session),
+        ],
+        b"",
+    )
+}
+
 /// Issue #65: nothing an MCP server sends beyond `tools/call` is relayed unread, and nothing a
 /// client sends it either. The hostile server puts an address (and a card as a JSON number,
 /// under a key that is the address) in `initialize`'s instructions and server title, a listed
@@ -926,16 +941,7 @@ fn every_method_both_ways_is_judged() {
     );
     assert_eq!(lines[1]["id"], 30, "{}", ndjson.body);
     // The GET stream: each notification judged (redacted), none lost.
-    let stream = request(
-        d.addr,
-        "GET",
-        "/mcp/hostile",
-        &[
-            ("Authorization", "Bearer demo-key"),
-            ("Accept", "text/event-stream"),
-        ],
-        b"",
-    );
+    let stream = hostile_stream(&d, "default");
     assert_eq!(stream.status, 200, "{}", stream.body);
     assert!(!leaks(&stream.body), "{}", stream.body);
     assert_eq!(stream.body.matches("data: ").count(), 3, "{}", stream.body);
@@ -1006,17 +1012,7 @@ fn a_tasks_status_is_its_tools_read_for_every_session() {
     );
     assert_eq!(made["result"]["task"]["taskId"], "fetch-1", "{made}");
     // Session b reads the task's status on its GET stream.
-    let stream = request(
-        d.addr,
-        "GET",
-        "/mcp/hostile",
-        &[
-            ("Authorization", "Bearer demo-key"),
-            ("Accept", "text/event-stream"),
-            ("Railyard-Session", "b"),
-        ],
-        b"",
-    );
+    let stream = hostile_stream(&d, "b");
     assert_eq!(stream.status, 200, "{}", stream.body);
     assert!(
         stream.body.contains("notifications/tasks/status"),

@@ -32,6 +32,63 @@ fn backend_got_none(backend: &MockBackend) {
     );
 }
 
+/// `text` as a user's message on chat (OpenAI SDK), Responses and Messages (Anthropic SDK);
+/// `check` is called with the door's name after each request reached the backend.
+fn sent_on_every_door(backend: &MockBackend, d: &Daemon, text: &str, check: impl Fn(&str)) {
+    let base = format!("http://{}/v1", d.addr);
+    let request = json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+    crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
+    check("chat");
+    backend.set(Script::Json(
+        200,
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
+    ));
+    let request = json!({"model": "m", "input": text});
+    crate::doors::run(
+        "one_response.py",
+        &[&base, "demo-key", &request.to_string()],
+    );
+    check("responses");
+    backend.set(Script::Json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1},
+            "content": [{"type": "text", "text": "ok"}]}),
+    ));
+    let request =
+        json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": text}]});
+    crate::doors::run(
+        "one_message.py",
+        &[&format!("http://{}", d.addr), &request.to_string()],
+    );
+    check("messages");
+}
+
+/// The model calls `send_email` with `args`; the arguments the client got (OpenAI SDK, chat).
+fn called_with(backend: &MockBackend, base: &str, args: &Value) -> Value {
+    backend.set(Script::Json(
+        200,
+        completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+                "type": "function", "function": {"name": "send_email", "arguments": args.to_string()}}]}),
+            "tool_calls",
+        ),
+    ));
+    let tools = json!([{"type": "function", "function": {"name": "send_email", "parameters": {
+        "type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}}]);
+    let request = json!({"model": "m", "messages": [{"role": "user", "content": "mail Ana"}],
+        "tools": tools});
+    let seen = crate::doors::run("one_chat.py", &[base, &request.to_string()]);
+    serde_json::from_str(
+        seen["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn encoded_values_are_redacted_on_every_door() {
     let backend = MockBackend::start(Script::Json(
@@ -42,34 +99,7 @@ fn encoded_values_are_redacted_on_every_door() {
     let base = format!("http://{}/v1", d.addr);
 
     // In: chat (OpenAI SDK), Responses, Messages (Anthropic SDK).
-    let request = json!({"model": "m", "messages": [{"role": "user", "content": ASK}]});
-    crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
-    backend_got_none(&backend);
-    backend.set(Script::Json(
-        200,
-        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
-            "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
-    ));
-    let request = json!({"model": "m", "input": ASK});
-    crate::doors::run(
-        "one_response.py",
-        &[&base, "demo-key", &request.to_string()],
-    );
-    backend_got_none(&backend);
-    backend.set(Script::Json(
-        200,
-        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1},
-            "content": [{"type": "text", "text": "ok"}]}),
-    ));
-    let request =
-        json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": ASK}]});
-    crate::doors::run(
-        "one_message.py",
-        &[&format!("http://{}", d.addr), &request.to_string()],
-    );
-    backend_got_none(&backend);
+    sent_on_every_door(&backend, &d, ASK, |_| backend_got_none(&backend));
 
     // Out: the model's reply whole, then streamed with the base64 token cut in two.
     let ask = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
@@ -108,25 +138,7 @@ fn encoded_values_are_redacted_on_every_door() {
     // A tool call's arguments.
     let args =
         json!({"to": "ana@partner.example", "body": format!("SSN {BASE64_SSN}, cc {ENTITIES}")});
-    backend.set(Script::Json(
-        200,
-        completion(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
-                "type": "function", "function": {"name": "send_email", "arguments": args.to_string()}}]}),
-            "tool_calls",
-        ),
-    ));
-    let tools = json!([{"type": "function", "function": {"name": "send_email", "parameters": {
-        "type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}}]);
-    let request = json!({"model": "m", "messages": [{"role": "user", "content": "mail Ana"}],
-        "tools": tools});
-    let seen = crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
-    let sent: Value = serde_json::from_str(
-        seen["message"]["tool_calls"][0]["function"]["arguments"]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let sent = called_with(&backend, &base, &args);
     assert_eq!(sent["to"], "ana@partner.example", "{sent}");
     assert_eq!(
         sent["body"],
@@ -244,48 +256,19 @@ fn shapes_a_reader_still_reads_are_redacted_on_every_door() {
     let d = Daemon::start(&root().join("policies/railyard.toml"), &backend.url());
     let base = format!("http://{}/v1", d.addr);
     let ask = shapes_text();
-    let sent = || String::from_utf8_lossy(&backend.seen().last().unwrap().raw).into_owned();
-    let sent_text = |path: &[&str]| {
-        let body: Value = serde_json::from_str(&sent()).unwrap();
-        let mut v = &body;
-        for p in path {
-            v = match p.parse::<usize>() {
-                Ok(k) => &v[k],
-                Err(_) => &v[*p],
-            };
-        }
-        v.as_str().unwrap_or_default().to_string()
+    let sent_text = |door: &str| {
+        let body: Value = serde_json::from_slice(&backend.seen().last().unwrap().raw).unwrap();
+        let text = match door {
+            "responses" => &body["input"],
+            _ => &body["messages"][0]["content"],
+        };
+        text.as_str().unwrap_or_default().to_string()
     };
 
     // In: chat (OpenAI SDK), Responses, Messages (Anthropic SDK).
-    let request = json!({"model": "m", "messages": [{"role": "user", "content": ask}]});
-    crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
-    shapes_redacted(&sent_text(&["messages", "0", "content"]), "chat in");
-    backend.set(Script::Json(
-        200,
-        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
-            "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
-    ));
-    let request = json!({"model": "m", "input": ask});
-    crate::doors::run(
-        "one_response.py",
-        &[&base, "demo-key", &request.to_string()],
-    );
-    shapes_redacted(&sent_text(&["input"]), "responses in");
-    backend.set(Script::Json(
-        200,
-        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1},
-            "content": [{"type": "text", "text": "ok"}]}),
-    ));
-    let request =
-        json!({"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": ask}]});
-    crate::doors::run(
-        "one_message.py",
-        &[&format!("http://{}", d.addr), &request.to_string()],
-    );
-    shapes_redacted(&sent_text(&["messages", "0", "content"]), "messages in");
+    sent_on_every_door(&backend, &d, &ask, |door| {
+        shapes_redacted(&sent_text(door), &format!("{door} in"))
+    });
 
     // Out: the model's reply whole, then streamed seven bytes at a time.
     let hi = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
@@ -319,25 +302,7 @@ fn shapes_a_reader_still_reads_are_redacted_on_every_door() {
 
     // A tool call's arguments.
     let args = json!({"to": "ana@partner.example", "body": ask});
-    backend.set(Script::Json(
-        200,
-        completion(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
-                "type": "function", "function": {"name": "send_email", "arguments": args.to_string()}}]}),
-            "tool_calls",
-        ),
-    ));
-    let tools = json!([{"type": "function", "function": {"name": "send_email", "parameters": {
-        "type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}}]);
-    let request = json!({"model": "m", "messages": [{"role": "user", "content": "mail Ana"}],
-        "tools": tools});
-    let seen = crate::doors::run("one_chat.py", &[&base, &request.to_string()]);
-    let sent: Value = serde_json::from_str(
-        seen["message"]["tool_calls"][0]["function"]["arguments"]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let sent = called_with(&backend, &base, &args);
     assert_eq!(sent["to"], "ana@partner.example", "{sent}");
     shapes_redacted(sent["body"].as_str().unwrap(), "call arguments");
 }

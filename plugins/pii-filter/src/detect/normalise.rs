@@ -314,9 +314,11 @@ fn soft_break(b: &[u8], i: usize) -> Option<usize> {
     let word = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_graphic());
     // Not base64's padding at a line's end: a line of quoted-printable text holds a space or
     // punctuation base64 has not.
-    let line = b[..i].iter().rev().take(100).take_while(|&&c| c != b'\n');
-    let text = line
-        .clone()
+    let text = b[..i]
+        .iter()
+        .rev()
+        .take(100)
+        .take_while(|&&c| c != b'\n')
         .any(|&c| !super::decode::is_base64(c) && c != b'=');
     (i > 0 && word(b.get(i - 1)) && word(b.get(i + len)) && text).then_some(len)
 }
