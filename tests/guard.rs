@@ -1012,3 +1012,59 @@ fn railyard_check_consults_the_guard_model_from_the_command_line() {
     assert_eq!(json["decisions"][0]["guard"][0]["model"], "llama-guard");
     assert_eq!(guard.seen().len(), 1);
 }
+
+#[test]
+fn a_tenants_wait_is_reserved_before_its_calls_so_a_burst_cannot_overspend_it() {
+    // 1,000 ms of guard waiting a minute; each call takes 400 ms (the model's timeout is 500).
+    // Twenty requests at once: each call reserves its 500 ms before it starts, so two start and
+    // the rest are refused (rate_limited). Before, every call started (charged after), 8x over.
+    let guard = MockBackend::start(Script::Slow(
+        Duration::from_millis(400),
+        Box::new(llama("safe")),
+    ));
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "a reply"}), "stop"),
+    ));
+    let cfg = tenant_minute_config(&guard, "");
+    let text = std::fs::read_to_string(&cfg.path)
+        .unwrap()
+        .replace(
+            "tenant_calls_per_minute = 2",
+            "tenant_wait_ms_per_minute = 1000",
+        )
+        .replace("cache_entries = 0", "cache_entries = 0\ntimeout_ms = 500");
+    std::fs::write(&cfg.path, text).unwrap();
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let served: usize = std::thread::scope(|s| {
+        let sent: Vec<_> = (0..20)
+            .map(|i| {
+                let daemon = &daemon;
+                s.spawn(move || {
+                    let body = chat(&format!("hello {i}")).to_string();
+                    crate::records::send(
+                        daemon,
+                        &format!("burst-{i}"),
+                        Some("small-key"),
+                        body.as_bytes(),
+                    )
+                    .status
+                })
+            })
+            .collect();
+        sent.into_iter()
+            .for_each(|h| assert_eq!(h.join().unwrap(), 200));
+        (0..20)
+            .filter(|i| record(&daemon, &format!("burst-{i}"))["outcome"] == "served")
+            .count()
+    });
+    let asked = guard.seen().len();
+    assert!(
+        asked <= 2,
+        "{asked} guard calls started in a 1,000 ms minute"
+    );
+    assert_eq!(
+        served, asked,
+        "the requests whose guard call was made are served"
+    );
+}

@@ -270,7 +270,12 @@ pub struct MockBackend {
 
 impl MockBackend {
     pub fn start(script: Script) -> MockBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        MockBackend::start_on(0, script)
+    }
+
+    /// On `port` (0: any free one): a backend that comes up where a daemon already points.
+    pub fn start_on(port: u16, script: Script) -> MockBackend {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let addr = listener.local_addr().unwrap();
         let script = Arc::new(Mutex::new(script));
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -391,6 +396,7 @@ fn client_left_within(conn: &TcpStream, pause: Duration) -> bool {
 /// connections it has closed.
 pub struct KeepAliveBackend {
     pub addr: SocketAddr,
+    /// Connections that carried a request.
     pub connections: Arc<Mutex<usize>>,
     pub closed: Arc<Mutex<usize>>,
     pub hosts: Arc<Mutex<Vec<String>>>,
@@ -408,11 +414,17 @@ impl KeepAliveBackend {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
-                *count.lock().unwrap() += 1;
-                let (seen, text, shut) = (seen.clone(), text.clone(), shut.clone());
+                let (seen, text, shut, count) =
+                    (seen.clone(), text.clone(), shut.clone(), count.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut first = true;
                     while let Some((headers, _)) = read_request(&mut reader) {
+                        // A connection counts once it carries a request (the daemon's readiness
+                        // probe opens one that carries none).
+                        if std::mem::take(&mut first) {
+                            *count.lock().unwrap() += 1;
+                        }
                         let host = header(&headers, "host").unwrap_or_default().to_string();
                         seen.lock().unwrap().push(host);
                         let _ = write!(

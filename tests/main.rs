@@ -25,6 +25,10 @@
 //!   passes through, but for the known failures in `tests/conformance/known.txt` (#65);
 //! - `provenance`: signed tool-call ids across turns and replicas (#18);
 //! - `shadow`: shadow mode through the proxy: recorded, counted, never applied (#20);
+//! - `budgets`: limits and token budgets an attacker cannot bend: a key's own limits, streams
+//!   metered without a usage report, a bound however written, a reservation given back (#66);
+//! - `readiness`: `/readyz` and the log tell which dependencies are down and when they are back
+//!   (#66);
 //! - `state`: rate limits in the shared state store, in memory and on a real Redis (#48);
 //! - `replicas`: three daemons on one Redis behind nginx: one agent's MCP session over them, the
 //!   upstream's changed tool list, a tenant's concurrency limit (#48);
@@ -55,6 +59,7 @@
 
 mod api;
 mod approvals;
+mod budgets;
 mod chain;
 mod cli;
 mod clients;
@@ -81,6 +86,7 @@ mod policies;
 mod polyglot;
 mod provenance;
 mod proxy;
+mod readiness;
 mod records;
 mod reload;
 mod replicas;

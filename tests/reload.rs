@@ -392,3 +392,60 @@ fn a_reload_that_changes_startup_settings_says_they_need_a_restart() {
     );
     assert_eq!(verdict(d.addr), (200, "allow".into()), "still serving");
 }
+
+#[test]
+fn a_plugin_reached_through_another_directory_and_a_refused_edit_leave_the_watch_in_place() {
+    // The plugin's path reaches the config's directory through another (`plugins/../`), then an
+    // edit naming another plugin is refused. (Two names of one directory were two watches of
+    // one inode: letting the refused edit's unwanted name go ended the config directory's.) Later edits of the config and of the keys file still apply: a key
+    // removed from the keys file stops working, with no watch found lost on the way.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("plugins")).unwrap();
+    std::fs::write(d.join("gate.wasm"), wasm("allow_all")).unwrap();
+    let keys = |which: &[(&str, &str)]| {
+        which
+            .iter()
+            .map(|(k, p)| key_entry("keys", k, p, None))
+            .collect::<String>()
+    };
+    std::fs::write(
+        d.join("keys.toml"),
+        keys(&[("alice-key", "alice"), ("bob-key", "bob")]),
+    )
+    .unwrap();
+    let good = "[auth]\nkeys_file = \"keys.toml\"\n\n[[plugins]]\nname = \"gate\"\npath = \"plugins/../gate.wasm\"\nrails = [\"input\"]\n";
+    std::fs::write(d.join("railyard.toml"), good).unwrap();
+    let backend = MockBackend::start(Script::Json(
+        200,
+        completion(json!({"role": "assistant", "content": "hi"}), "stop"),
+    ));
+    let daemon = Daemon::start_logged(&d.join("railyard.toml"), &["--backend", &backend.url()]);
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let status = |key: &str| post_as(daemon.addr, "/v1/chat/completions", Some(key), &chat).status;
+    assert_eq!(status("bob-key"), 200);
+    // Refused: it parses, but names a plugin that is not there (in the config's directory, so
+    // `plugins/..` is no longer wanted).
+    replace(
+        &d.join("railyard.toml"),
+        good.replace("plugins/../gate.wasm", "missing.wasm")
+            .as_bytes(),
+    );
+    eventually("the refused edit", || reloads(daemon.addr, "error") == 1);
+    replace(&d.join("railyard.toml"), good.as_bytes());
+    eventually("the good config again", || {
+        reloads(daemon.addr, "success") >= 1
+    });
+    replace(
+        &d.join("keys.toml"),
+        keys(&[("alice-key", "alice")]).as_bytes(),
+    );
+    eventually("bob's key revoked", || status("bob-key") == 401);
+    assert_eq!(status("alice-key"), 200);
+    let lost = daemon.logs().iter().any(|l| {
+        l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("a watch was lost"))
+    });
+    assert!(!lost, "the watch was lost and found again by the poll");
+}

@@ -386,17 +386,26 @@ fn a_tenants_concurrency_limit_holds_across_replicas() {
 
 #[test]
 fn a_store_that_stops_answering_withholds_what_it_cannot_remember() {
+    // `on_unavailable = "open"` lets limits go uncounted, never flow forget: the same answers.
+    for on in ["closed", "open"] {
+        a_store_that_stops_answering_withholds_on(on);
+    }
+}
+
+fn a_store_that_stops_answering_withholds_on(on: &str) {
     let mut redis = RedisServer::start();
     let up = Upstream::start();
     let cfg = mcp_config(&up);
     on_redis(&cfg, &redis);
+    let text = std::fs::read_to_string(&cfg.path).unwrap();
+    std::fs::write(&cfg.path, format!("{text}on_unavailable = \"{on}\"\n")).unwrap();
     let d = Daemon::start_logged(&cfg.path, &[]);
     let url = format!("http://{}/mcp/json", d.addr);
     let ok = client_in(Some("down"), &url, "demo-key", "2026-07-28", &["list"]);
     assert!(ok["steps"][0]["tools"].is_array(), "{ok}");
 
-    // The store gone (on_unavailable = "closed"): a read is not handed over unremembered, and a
-    // call cannot be judged without the session's reads; both are errors, not hangs.
+    // The store gone: a read is not handed over unremembered, and a call cannot be judged
+    // without the session's reads; both are errors, not hangs.
     redis.stop();
     let started = std::time::Instant::now();
     let seen = client_in(

@@ -71,8 +71,9 @@ fn config(rpm: u32, state: &str) -> TempConfig {
     ))
 }
 
+/// A chat request that bounds its answer (one that does not reserves 1,024 tokens for it).
 fn chat() -> Value {
-    json!({"model": "m", "messages": [{"role": "user", "content": "hello"}]})
+    json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hello"}]})
 }
 
 fn reply_backend() -> MockBackend {
@@ -561,5 +562,77 @@ fn a_member_is_replaced_in_one_step_on_memory_and_redis() {
                 .unwrap());
             assert_eq!(store.members("s", minute).await.unwrap(), ["text"]);
         });
+    }
+}
+
+#[test]
+fn a_restarted_store_is_reached_again_however_long_it_was_down() {
+    // Three ways a Redis restart goes: down when the daemon starts; restarted with no request
+    // while it was down; down for a while with requests refused meanwhile. In each the daemon
+    // serves limited requests again within moments of the store's return, without a restart,
+    // and says so in its log: once when the store went, once when it came back.
+    let backend = reply_backend();
+    for case in ["down at start", "quiet restart", "long outage"] {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("redis://127.0.0.1:{port}/0");
+        let cfg = config(
+            1000,
+            &format!("backend = \"redis\"\nurl = \"{url}\"\ntimeout_ms = 200"),
+        );
+        let mut redis = (case != "down at start").then(|| RedisServer::on(port));
+        let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+        match case {
+            "down at start" => {
+                assert_eq!(send(&daemon, "small-key", "early").status, 503);
+            }
+            "quiet restart" => {
+                assert_eq!(send(&daemon, "small-key", "before").status, 200);
+                redis.as_mut().unwrap().stop();
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            _ => {
+                assert_eq!(send(&daemon, "small-key", "before").status, 200);
+                redis.as_mut().unwrap().stop();
+                for i in 0..20 {
+                    assert_eq!(send(&daemon, "small-key", &format!("down-{i}")).status, 503);
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        drop(redis);
+        let _back = RedisServer::on(port);
+        let back = Instant::now();
+        let mut statuses = Vec::new();
+        loop {
+            let status = send(&daemon, "small-key", "after").status;
+            statuses.push(status);
+            if status == 200 {
+                break;
+            }
+            assert!(
+                back.elapsed() < Duration::from_secs(5),
+                "{case}: still refused 5 s after the store came back: {statuses:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let said = |what: &str| {
+            daemon
+                .logs()
+                .iter()
+                .filter(|l| {
+                    l["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(what))
+                })
+                .count()
+        };
+        eventually("the recovery to be logged", || {
+            said("state store is reachable again") == 1
+        });
+        assert_eq!(said("state store is unreachable"), 1, "{case}: said once");
     }
 }

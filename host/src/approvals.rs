@@ -10,8 +10,11 @@
 //! approver grants or refuses it once; a grant is spent by the first ask that finds it, across
 //! replicas (a counter that goes from 0 to 1 once). Everything lives `[approvals] ttl_s`.
 //!
-//! The store holds the call's arguments (cut at [`MAX_ARGUMENTS`]) so the approver sees what
-//! they approve; nothing is logged of them.
+//! The store holds the call's arguments so the approver sees what they approve; nothing is
+//! logged of them. Arguments longer than [`MAX_ARGUMENTS`] are kept cut, marked so, and such a
+//! request can only be refused: nobody grants what they were not shown. One asker (a principal
+//! of a tenant) has at most [`MAX_ASKED`] requests undecided at once, so no asker can push
+//! another's out of the approvers' list.
 
 use crate::state::{Store, Unavailable};
 use bytes::Bytes;
@@ -20,8 +23,10 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Most bytes of a call's arguments kept for the approver.
-pub const MAX_ARGUMENTS: usize = 16 << 10;
+/// Most bytes of a call's arguments kept for the approver (a longer call cannot be granted).
+pub const MAX_ARGUMENTS: usize = 64 << 10;
+/// Most undecided requests one asker (a tenant's principal) has at once.
+pub const MAX_ASKED: usize = 64;
 /// Most bytes of a rule's name or a reason kept.
 const MAX_TEXT: usize = 1024;
 
@@ -58,12 +63,22 @@ pub struct Request {
     pub reason: String,
     /// The tool called.
     pub tool: String,
+    /// The MCP server it was called on (`None`: a model door's call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The call's id as the client was to see it, when the request was made.
     pub call_id: String,
     /// SHA-256 of the arguments (JSON with object keys sorted; the text as given if not JSON).
     pub arguments_sha256: String,
     /// The arguments, for the approver (cut at [`MAX_ARGUMENTS`]).
     pub arguments: String,
+    /// Whether `arguments` is cut (the call is longer than an approver is shown): such a
+    /// request can only be refused.
+    #[serde(default)]
+    pub arguments_cut: bool,
+    /// The arguments' length, in bytes.
+    #[serde(default)]
+    pub arguments_bytes: usize,
     /// The first 16 hex digits of the policy it is bound to (the entry's component and config:
     /// a change to either makes grants of before serve nothing).
     pub policy: String,
@@ -85,6 +100,7 @@ impl Request {
             "plugin": self.plugin,
             "rule": self.rule,
             "tool": self.tool,
+            "server": self.server,
             "call_id": self.call_id,
             "arguments_sha256": self.arguments_sha256,
             "expires_at": self.expires_at,
@@ -102,6 +118,8 @@ pub enum Answer {
     Pending(String),
     /// Refused by an approver.
     Refused(String),
+    /// Not filed: the asker has [`MAX_ASKED`] requests undecided.
+    Full,
 }
 
 /// Who asks, about what.
@@ -118,6 +136,8 @@ pub struct Ask<'a> {
     pub call_id: &'a str,
     /// Its tool.
     pub tool: &'a str,
+    /// The MCP server it is called on (`None`: a model door's call).
+    pub server: Option<&'a str>,
     /// Its arguments as the model wrote them.
     pub arguments: &'a str,
 }
@@ -131,86 +151,143 @@ pub struct Grant {
     policy: String,
 }
 
-fn id_key(id: &str) -> String {
-    format!("approval:id:{id}")
-}
-
-/// The set of `tenant`'s undecided requests (what an approver lists).
-fn pending_key(tenant: &str) -> String {
-    format!(
-        "approval:pending:{}",
-        &crate::util::sha256_hex(tenant.as_bytes())[..16]
-    )
-}
+use crate::state::key;
 
 /// Most undecided requests a tenant's list holds (more are still asked and decided by id).
 pub const MAX_LISTED: usize = 1024;
 
 /// SHA-256 of `arguments`: their JSON with object keys sorted (a model may order them anew),
-/// else (not JSON, or an object that repeats a key, which parsers read differently) the text as
-/// given.
+/// numbers as written (a grant for `...617` is not spent by `...618`, however many digits), else
+/// (not JSON, or an object that repeats a key, which parsers read differently) the text as given.
 pub fn arguments_sha256(arguments: &str) -> String {
-    match serde_json::from_str::<Canonical>(arguments) {
-        Ok(c) => crate::util::sha256_hex(format!("json:{}", c.0).as_bytes()),
-        Err(_) => crate::util::sha256_hex(format!("text:{arguments}").as_bytes()),
+    match canonical(arguments) {
+        Some(c) => crate::util::sha256_hex(format!("json:{c}").as_bytes()),
+        None => crate::util::sha256_hex(format!("text:{arguments}").as_bytes()),
     }
 }
 
-/// A JSON value written back with its object keys sorted; a repeated key is an error.
-struct Canonical(String);
-
-impl<'de> Deserialize<'de> for Canonical {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CanonicalVisitor)
-    }
+/// `text` as JSON written again with object keys sorted, strings as serde_json writes them and
+/// every number, `true`, `false` and `null` as written; `None` when it is not JSON or an object
+/// repeats a key.
+fn canonical(text: &str) -> Option<String> {
+    // Valid, and no deeper than serde_json's limit, before it is walked here.
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    let mut scan = Scan { text, at: 0 };
+    let mut out = String::with_capacity(text.len());
+    scan.value(&mut out)?;
+    Some(out)
 }
 
-struct CanonicalVisitor;
+/// A walk over JSON already checked to be valid.
+struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
 
-impl<'de> serde::de::Visitor<'de> for CanonicalVisitor {
-    type Value = Canonical;
+impl Scan<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
 
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Canonical, E> {
-        Ok(Canonical(v.to_string()))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Canonical, E> {
-        Ok(Canonical(v.to_string()))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Canonical, E> {
-        Ok(Canonical(v.to_string()))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Canonical, E> {
-        Ok(Canonical(Value::from(v).to_string()))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Canonical, E> {
-        Ok(Canonical(Value::String(v.to_string()).to_string()))
-    }
-    fn visit_unit<E>(self) -> Result<Canonical, E> {
-        Ok(Canonical("null".into()))
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Canonical, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Canonical(item)) = seq.next_element::<Canonical>()? {
-            items.push(item);
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.at += 1;
         }
-        Ok(Canonical(format!("[{}]", items.join(","))))
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Canonical, A::Error> {
-        let mut members = std::collections::BTreeMap::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Canonical(value) = map.next_value::<Canonical>()?;
-            if members.insert(key, value).is_some() {
-                return Err(serde::de::Error::custom("an object repeats a key"));
+
+    fn value(&mut self, out: &mut String) -> Option<()> {
+        self.space();
+        match self.peek()? {
+            b'{' => {
+                self.at += 1;
+                let mut members = std::collections::BTreeMap::new();
+                loop {
+                    self.space();
+                    match self.peek()? {
+                        b'}' => {
+                            self.at += 1;
+                            break;
+                        }
+                        b',' => self.at += 1,
+                        _ => {
+                            let key = self.string()?;
+                            self.space();
+                            self.at += 1; // the colon
+                            let mut value = String::new();
+                            self.value(&mut value)?;
+                            if members.insert(key, value).is_some() {
+                                return None;
+                            }
+                        }
+                    }
+                }
+                out.push('{');
+                for (i, (k, v)) in members.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k).to_string());
+                    out.push(':');
+                    out.push_str(&v);
+                }
+                out.push('}');
+            }
+            b'[' => {
+                self.at += 1;
+                out.push('[');
+                let mut first = true;
+                loop {
+                    self.space();
+                    match self.peek()? {
+                        b']' => {
+                            self.at += 1;
+                            break;
+                        }
+                        b',' => self.at += 1,
+                        _ => {
+                            if !first {
+                                out.push(',');
+                            }
+                            first = false;
+                            self.value(out)?;
+                        }
+                    }
+                }
+                out.push(']');
+            }
+            b'"' => {
+                let s = self.string()?;
+                out.push_str(&Value::String(s).to_string());
+            }
+            _ => {
+                // A number or a literal: as written.
+                let start = self.at;
+                while self.peek().is_some_and(|b| {
+                    !matches!(b, b',' | b']' | b'}' | b' ' | b'\n' | b'\r' | b'\t')
+                }) {
+                    self.at += 1;
+                }
+                out.push_str(self.text.get(start..self.at)?);
             }
         }
-        let members: Vec<String> = members
-            .into_iter()
-            .map(|(k, v)| format!("{}:{v}", Value::String(k)))
-            .collect();
-        Ok(Canonical(format!("{{{}}}", members.join(","))))
+        Some(())
+    }
+
+    /// The string at the cursor, unescaped.
+    fn string(&mut self) -> Option<String> {
+        let start = self.at;
+        self.at += 1;
+        loop {
+            match self.peek()? {
+                b'\\' => self.at += 2,
+                b'"' => {
+                    self.at += 1;
+                    break;
+                }
+                _ => self.at += 1,
+            }
+        }
+        serde_json::from_str(self.text.get(start..self.at)?).ok()
     }
 }
 
@@ -241,13 +318,15 @@ impl Grant {
                 &self.plugin,
                 ask.rule,
                 ask.tool,
+                // A call of one server's tool is not a call of another's of that name.
+                ask.server.unwrap_or("\u{1}"),
                 &args,
                 &self.policy,
             ]
             .join("\0")
             .as_bytes(),
         );
-        let for_key = format!("approval:for:{binding}");
+        let for_key = key::approval_for(&binding);
         let store = &self.store;
         if let Some(id) = store.get(&for_key, None).await? {
             let id = String::from_utf8_lossy(&id).into_owned();
@@ -257,7 +336,7 @@ impl Grant {
                     Status::Refused => return Ok((Answer::Refused(id), request)),
                     Status::Granted => {
                         let left = remaining(&request);
-                        let used = format!("approval:used:{id}");
+                        let used = key::approval_used(&id);
                         if left > Duration::ZERO
                             && store
                                 .add_within(ask.tenant, &used, 1, 1, left)
@@ -288,14 +367,39 @@ impl Grant {
             rule: cut(ask.rule, MAX_TEXT),
             reason: cut(ask.reason, MAX_TEXT),
             tool: cut(ask.tool, MAX_TEXT),
+            server: ask.server.map(|s| cut(s, MAX_TEXT)),
             call_id: cut(ask.call_id, MAX_TEXT),
             arguments_sha256: args,
             arguments: cut(ask.arguments, MAX_ARGUMENTS),
+            arguments_cut: ask.arguments.len() > MAX_ARGUMENTS,
+            arguments_bytes: ask.arguments.len(),
             policy: self.policy.get(..16).unwrap_or(&self.policy).to_string(),
             requested_at: now,
             expires_at: now + self.ttl.as_secs(),
             decided_by: None,
         };
+        // The asker's own list first: one that has too many undecided files nothing more.
+        let asked = key::approvals_asked(ask.tenant, ask.principal);
+        let mut listed = store
+            .add_member(ask.tenant, &asked, &request.id, MAX_ASKED, self.ttl)
+            .await?;
+        if !listed {
+            // Full: requests decided or gone since leave it, and it is tried once more.
+            for id in store.members(&asked, self.ttl).await? {
+                if !get(store, &id)
+                    .await?
+                    .is_some_and(|r| r.status == Status::Pending)
+                {
+                    store.remove_member(&asked, &id).await?;
+                }
+            }
+            listed = store
+                .add_member(ask.tenant, &asked, &request.id, MAX_ASKED, self.ttl)
+                .await?;
+        }
+        if !listed {
+            return Ok((Answer::Full, request));
+        }
         put(store, &request).await?;
         store
             .put(
@@ -308,7 +412,7 @@ impl Grant {
         store
             .add_member(
                 ask.tenant,
-                &pending_key(ask.tenant),
+                &key::approvals_pending(ask.tenant),
                 &request.id,
                 MAX_LISTED,
                 self.ttl,
@@ -329,7 +433,7 @@ async fn put(store: &Store, request: &Request) -> Result<(), Unavailable> {
     store
         .put(
             &request.tenant,
-            &id_key(&request.id),
+            &key::approval(&request.id),
             Bytes::from(text),
             left,
         )
@@ -347,7 +451,7 @@ pub fn valid_id(id: &str) -> bool {
 
 /// The request `id`, if it is there and in time.
 pub async fn get(store: &Store, id: &str) -> Result<Option<Request>, Unavailable> {
-    let Some(bytes) = store.get(&id_key(id), None).await? else {
+    let Some(bytes) = store.get(&key::approval(id), None).await? else {
         return Ok(None);
     };
     Ok(serde_json::from_slice::<Request>(&bytes)
@@ -364,6 +468,8 @@ pub enum Decided {
     Before(Request),
     /// No such request in time.
     Gone,
+    /// Not granted: its arguments are longer than the approver was shown (it can be refused).
+    Unshown(Request),
 }
 
 /// Grant (`yes`) or refuse request `id`, by `by`, if `tenant` (an approver key's; `None`: the
@@ -385,8 +491,11 @@ pub async fn decide(
     if request.status != Status::Pending {
         return Ok(Decided::Before(request));
     }
+    if yes && request.arguments_cut {
+        return Ok(Decided::Unshown(request));
+    }
     // One decision, across replicas and approvers: the first to count it.
-    let once = format!("approval:decided:{id}");
+    let once = key::approval_decided(id);
     let left = remaining(&request).max(Duration::from_secs(1));
     if store
         .add_within(&request.tenant, &once, 1, 1, left)
@@ -406,7 +515,13 @@ pub async fn decide(
     request.decided_by = Some(by.to_string());
     put(store, &request).await?;
     store
-        .remove_member(&pending_key(&request.tenant), id)
+        .remove_member(&key::approvals_pending(&request.tenant), id)
+        .await?;
+    store
+        .remove_member(
+            &key::approvals_asked(&request.tenant, request.principal.as_deref()),
+            id,
+        )
         .await?;
     Ok(Decided::Now(request))
 }
@@ -418,7 +533,7 @@ pub async fn pending(
     tenant: &str,
     ttl: Duration,
 ) -> Result<Vec<Request>, Unavailable> {
-    let key = pending_key(tenant);
+    let key = key::approvals_pending(tenant);
     let ids = store.members(&key, ttl).await?;
     let mut out = Vec::new();
     for id in ids {
@@ -448,6 +563,7 @@ mod tests {
                 "argument 'to' holds an email found in the result of untrusted tool 'read_email'",
             call_id: "call_1",
             tool: "send_email",
+            server: None,
             arguments,
         }
     }
@@ -469,6 +585,20 @@ mod tests {
         assert_eq!(arguments_sha256(twice), arguments_sha256(twice));
         assert_ne!(arguments_sha256("[1, 2]"), arguments_sha256("[2, 1]"));
         assert_ne!(arguments_sha256("1.0"), arguments_sha256("\"1.0\""));
+        // Numbers as written, past what a double holds apart.
+        assert_ne!(
+            arguments_sha256(r#"{"account": 12345678901234567890123617}"#),
+            arguments_sha256(r#"{"account": 12345678901234567890123618}"#)
+        );
+        assert_ne!(
+            arguments_sha256(r#"{"n": 9007199254740993}"#),
+            arguments_sha256(r#"{"n": 9007199254740992}"#)
+        );
+        assert_eq!(
+            arguments_sha256(r#"{"s": "\u0041", "e": {}, "a": [ ]}"#),
+            arguments_sha256(r#"{"a":[],"e":{},"s":"A"}"#)
+        );
+        assert_ne!(arguments_sha256("[1,[2]]"), arguments_sha256("[[1],2]"));
     }
 
     #[tokio::test]
@@ -570,5 +700,106 @@ mod tests {
             decide(&store, &id, true, "ops", None).await.unwrap(),
             Decided::Gone
         ));
+    }
+
+    #[tokio::test]
+    async fn a_grant_is_bound_to_the_server_it_was_asked_on() {
+        let store = store();
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let args = r#"{"to": "a@b.example"}"#;
+        let mut on_a = ask("t1", args);
+        on_a.server = Some("mail-a");
+        let (Answer::Pending(id), _) = grant.ask(&on_a).await.unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            decide(&store, &id, true, "ops", None).await.unwrap(),
+            Decided::Now(_)
+        ));
+        let mut on_b = ask("t1", args);
+        on_b.server = Some("mail-b");
+        let (other, _) = grant.ask(&on_b).await.unwrap();
+        assert!(
+            matches!(other, Answer::Pending(ref o) if *o != id),
+            "{other:?}"
+        );
+        assert!(matches!(
+            grant.ask(&ask("t1", args)).await.unwrap().0,
+            Answer::Pending(_)
+        ));
+        assert_eq!(grant.ask(&on_a).await.unwrap().0, Answer::Granted(id));
+    }
+
+    #[tokio::test]
+    async fn arguments_longer_than_an_approver_is_shown_can_only_be_refused() {
+        let store = store();
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        // A recipient after 70 KB of padding.
+        let args = format!(
+            r#"{{"body": "{}", "to": "mallory@evil.example"}}"#,
+            "x".repeat(70 << 10)
+        );
+        let (Answer::Pending(id), request) = grant.ask(&ask("t1", &args)).await.unwrap() else {
+            panic!()
+        };
+        assert!(request.arguments_cut);
+        assert_eq!(request.arguments_bytes, args.len());
+        assert!(request.arguments.len() <= MAX_ARGUMENTS);
+        assert!(matches!(
+            decide(&store, &id, true, "ops", None).await.unwrap(),
+            Decided::Unshown(_)
+        ));
+        assert_eq!(
+            get(&store, &id).await.unwrap().unwrap().status,
+            Status::Pending
+        );
+        assert!(matches!(
+            decide(&store, &id, false, "ops", None).await.unwrap(),
+            Decided::Now(r) if r.status == Status::Refused
+        ));
+        // Within the limit: whole, and grantable.
+        let (_, whole) = grant
+            .ask(&ask(
+                "t1",
+                &format!(r#"{{"body": "{}"}}"#, "y".repeat(20 << 10)),
+            ))
+            .await
+            .unwrap();
+        assert!(!whole.arguments_cut);
+        assert_eq!(whole.arguments.len(), whole.arguments_bytes);
+    }
+
+    #[tokio::test]
+    async fn one_asker_cannot_fill_the_approvers_list() {
+        let store = store();
+        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        for i in 0..MAX_ASKED {
+            let args = format!(r#"{{"n": {i}}}"#);
+            assert!(matches!(
+                grant.ask(&ask("t1", &args)).await.unwrap().0,
+                Answer::Pending(_)
+            ));
+        }
+        let (full, _) = grant.ask(&ask("t1", r#"{"n": -1}"#)).await.unwrap();
+        assert_eq!(full, Answer::Full);
+        // Another principal's request is still filed and listed.
+        let mut other = ask("t1", r#"{"n": -1}"#);
+        other.principal = Some("someone-else");
+        let (Answer::Pending(theirs), _) = grant.ask(&other).await.unwrap() else {
+            panic!()
+        };
+        let listed = pending(&store, "t1", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), MAX_ASKED + 1);
+        assert!(listed.iter().any(|r| r.id == theirs));
+        // Once one of the first asker's is decided, it may ask again.
+        let first = listed
+            .iter()
+            .find(|r| r.principal.as_deref() == Some("agent"))
+            .unwrap();
+        decide(&store, &first.id, false, "ops", None).await.unwrap();
+        let (again, _) = grant.ask(&ask("t1", r#"{"n": -1}"#)).await.unwrap();
+        assert!(matches!(again, Answer::Pending(_)), "{again:?}");
     }
 }

@@ -41,6 +41,9 @@ pub struct Caller {
     pub requests_per_minute: Option<u32>,
     /// The key's own token budget (tokens per minute), if it has one.
     pub tokens_per_minute: Option<u32>,
+    /// The key's id: the first 16 hex digits of its digest (public, as config is), naming its
+    /// own limits' buckets; `None` when the daemon runs open or the caller was named in a check.
+    pub key_id: Option<String>,
 }
 
 impl Caller {
@@ -145,6 +148,7 @@ pub fn authenticate(keys: Option<&[ApiKey]>, header: Option<&str>) -> Result<Cal
         labels: key.labels.clone(),
         requests_per_minute: key.requests_per_minute,
         tokens_per_minute: key.tokens_per_minute,
+        key_id: Some(crate::util::hex(&key.digest[..8])),
     })
 }
 

@@ -29,8 +29,9 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackendError {
-    /// Could not connect or the connection broke.
-    #[error("model backend unreachable: {0}")]
+    /// Could not connect or the connection broke: why, for the log (callers are not shown it:
+    /// it names the backend's internal address).
+    #[error("model backend unreachable")]
     Unreachable(String),
     /// No answer within the configured timeout.
     #[error("model backend did not answer within {0} ms")]

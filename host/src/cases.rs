@@ -373,6 +373,7 @@ fn context(c: &Value) -> Context {
         door: c["door"].as_str().unwrap_or("check").to_string(),
         guard: None,
         approvals: None,
+        server: None,
     }
 }
 

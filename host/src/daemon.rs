@@ -122,6 +122,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         }
     };
     let app = Arc::new(App::new(reloader, backend, startup, metrics).with_telemetry(telemetry));
+    app.watch_dependencies();
 
     let listener = tokio::net::TcpListener::bind(&listen)
         .await

@@ -636,8 +636,11 @@ impl Grant {
         // The tenant's minute, after the request's own budget: a request over its own budget
         // takes nothing from its tenant.
         let tenant = budget.and_then(|b| b.tenant.as_ref());
+        // The most this call may wait is taken from the tenant's minute before it starts, and
+        // settled to what it waited after.
+        let reserve = left.map_or(model.config.timeout, |l| l.min(model.config.timeout));
         let spent = match tenant {
-            Some(t) => !t.take_call().await,
+            Some(t) => !t.take_call(reserve).await,
             None => false,
         };
         if spent {
@@ -650,7 +653,7 @@ impl Grant {
             b.spend(call.duration_us);
         }
         if let Some(t) = tenant {
-            t.spend(call.duration_us).await;
+            t.spend(call.duration_us, reserve).await;
         }
         (answer, call)
     }

@@ -29,6 +29,7 @@ pub mod daemon;
 pub mod demo;
 pub mod engine;
 pub mod guard;
+pub mod health;
 pub mod metrics;
 pub mod model;
 pub mod policy;

@@ -44,7 +44,8 @@ pub(crate) enum Command {
         #[arg(long)]
         grpc_listen: Option<String>,
         /// Use a built-in scripted model instead of a real backend (for trying Railyard out).
-        #[arg(long)]
+        /// It replaces any backend, so it cannot be given with `--backend`.
+        #[arg(long, conflicts_with = "backend")]
         demo_backend: bool,
         /// Do not watch the config and plugin files (reload with SIGHUP or the admin API).
         #[arg(long)]

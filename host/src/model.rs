@@ -636,6 +636,8 @@ pub struct Context {
     pub guard: Option<std::sync::Arc<crate::util::GuardScope>>,
     /// The request's approval requests (when a plugin of its policy set may ask for approvals).
     pub approvals: Option<std::sync::Arc<crate::util::ApprovalLedger>>,
+    /// The MCP server the request goes to (host-side: an approval is bound to it).
+    pub server: Option<String>,
 }
 
 /// A payload that is not shaped like its wire format; names the offending path.

@@ -124,8 +124,8 @@ pub struct RequestScope {
     /// A model door calls the backend: the input rail's `parallel` plugins are left out of
     /// [`RequestScope::inbound`] and run beside that call ([`RequestScope::beside`]).
     calls_backend: bool,
-    /// The caller's key's own token budget (tokens per minute), if it has one.
-    key_tokens_per_minute: Option<u32>,
+    /// The caller's key's id and own token budget (tokens per minute), if it has one.
+    key_budget: Option<(String, u32)>,
 }
 
 impl RequestScope {
@@ -155,7 +155,7 @@ impl RequestScope {
             reply_refused: false,
             trace: None,
             calls_backend: false,
-            key_tokens_per_minute: None,
+            key_budget: None,
         }
     }
 
@@ -190,12 +190,12 @@ impl RequestScope {
         self.ctx.metadata = caller.labels.clone();
         self.record.tenant = caller.tenant_name().to_string();
         self.record.principal = caller.principal.clone();
-        self.key_tokens_per_minute = caller.tokens_per_minute;
+        self.key_budget = caller.key_id.clone().zip(caller.tokens_per_minute);
     }
 
-    /// The caller's key's own token budget, if it has one.
-    pub fn key_tokens_per_minute(&self) -> Option<u32> {
-        self.key_tokens_per_minute
+    /// The caller's key's id and own token budget, if it has one.
+    pub fn key_budget(&self) -> Option<&(String, u32)> {
+        self.key_budget.as_ref()
     }
 
     /// Labels the caller claimed in the request (namespaced `request.`, so they can never pose
@@ -242,6 +242,8 @@ impl RequestScope {
 
     /// What the request is about (MCP: server, method, tool).
     pub fn set_target(&mut self, target: Target) {
+        // An approval is bound to the server it was asked on.
+        self.ctx.server = Some(target.server.clone());
         self.record.target = Some(target);
     }
 

@@ -26,6 +26,19 @@ use tokio::sync::watch;
 /// `kubectl` write in several steps.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// How often the files are looked at without an event: a watch the system dropped (a directory
+/// replaced, a watch limit reached) costs at most this long, and is said and set up again.
+pub const POLL: Duration = Duration::from_secs(2);
+
+/// What wakes the watcher.
+enum Wake {
+    /// A file event (or the watcher's error).
+    Event,
+    /// A reload not started by a file change (`SIGHUP`, the admin API): watch every directory
+    /// afresh, whatever was watched before.
+    Rewatch,
+}
+
 /// Settings given on the command line that outlive reloads.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -125,6 +138,8 @@ pub struct Reloader {
     /// Start-up settings the running config changed since the daemon started.
     restart_needed: Mutex<Vec<String>>,
     serial: Mutex<()>,
+    /// The file watcher's wake-up, once it runs.
+    watcher: Mutex<Option<std::sync::mpsc::Sender<Wake>>>,
 }
 
 impl Reloader {
@@ -147,6 +162,7 @@ impl Reloader {
             last_failure: Mutex::new(None),
             restart_needed: Mutex::new(Vec::new()),
             serial: Mutex::new(()),
+            watcher: Mutex::new(None),
         });
         Ok((reloader, rx))
     }
@@ -191,6 +207,12 @@ impl Reloader {
     /// Build the config afresh and publish it if everything loads. Blocking (compiles plugins):
     /// call from a blocking thread.
     pub fn reload(&self, cause: &str) -> Result<Revision, String> {
+        if cause != FILE_CHANGE {
+            // Whatever happened to the watches, a reload asked for by hand sets them up again.
+            if let Some(tx) = &*self.watcher.lock().unwrap_or_else(|e| e.into_inner()) {
+                let _ = tx.send(Wake::Rewatch);
+            }
+        }
         let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let started = std::time::Instant::now();
         let next = self.current().revision().number + 1;
@@ -312,6 +334,9 @@ impl Reloader {
     }
 }
 
+/// The cause of a reload the watcher starts.
+const FILE_CHANGE: &str = "file change";
+
 /// Load and check the config at `path` and build its set; `running` is the config served now
 /// (`None` at start), which decides whether the new one may open the daemon.
 fn build(
@@ -376,23 +401,31 @@ fn changes(kind: &notify::EventKind) -> bool {
 /// the returned handle's thread (the process).
 pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
     use notify::{RecursiveMode, Watcher};
+    use std::sync::mpsc::RecvTimeoutError;
     let (tx, rx) = std::sync::mpsc::channel();
+    let events = tx.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.as_ref().is_ok_and(|e| !changes(&e.kind)) {
-            return;
+        match event {
+            Ok(e) if !changes(&e.kind) => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!("file watcher: {e}"),
         }
-        let _ = tx.send(event);
+        let _ = events.send(Wake::Event);
     })?;
+    *reloader.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     let sync_dirs = |watcher: &mut notify::RecommendedWatcher,
                      dirs: &mut BTreeSet<PathBuf>,
                      files: &[PathBuf]| {
+        // Each directory by its real path: one reached two ways (`plugins/..`) is one watch,
+        // and letting one of its names go must not end the watch the other needs.
         let wanted: BTreeSet<PathBuf> = files
             .iter()
             .map(|f| match f.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
             })
+            .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
             .collect();
         for gone in dirs.difference(&wanted) {
             let _ = watcher.unwatch(gone);
@@ -416,21 +449,54 @@ pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
     let files = reloader.watched_files();
     sync_dirs(&mut watcher, &mut dirs, &files);
     let mut last = fingerprint(&files, &reloader.config_path);
+    let mut last_files = files;
     std::thread::Builder::new()
         .name("railyard-watch".into())
-        .spawn(move || {
-            while rx.recv().is_ok() {
-                while rx.recv_timeout(DEBOUNCE).is_ok() {}
+        .spawn(move || loop {
+            let evented = match rx.recv_timeout(POLL) {
+                Ok(Wake::Event) => true,
+                Ok(Wake::Rewatch) => {
+                    for dir in std::mem::take(&mut dirs) {
+                        let _ = watcher.unwatch(&dir);
+                    }
+                    sync_dirs(&mut watcher, &mut dirs, &reloader.watched_files());
+                    continue;
+                }
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            // Looked at without an event: the files of the last look first (no config is
+            // parsed unless one of them changed).
+            if !evented && fingerprint(&last_files, &reloader.config_path) == last {
+                continue;
+            }
+            // Quiet first, whatever woke it: a change caught between its writes waits for the
+            // last, and an event that comes meanwhile says the watch is there.
+            let mut evented = evented;
+            while let Ok(wake) = rx.recv_timeout(DEBOUNCE) {
+                evented |= matches!(wake, Wake::Event);
+            }
+            {
                 let files = reloader.watched_files();
                 let now = fingerprint(&files, &reloader.config_path);
                 if now == last {
+                    last_files = files;
                     continue;
+                }
+                if !evented {
+                    // Changed, and no event said so: a watch was lost. Set them all up again.
+                    tracing::warn!(
+                        "the config or a file it names changed without a file event (a watch was lost): watching again and reloading"
+                    );
+                    for dir in std::mem::take(&mut dirs) {
+                        let _ = watcher.unwatch(&dir);
+                    }
                 }
                 // An edit that names a plugin in a directory not watched yet: watch it now, or
                 // a rebuild of that plugin would never be seen (the lists compared below were
                 // both read after the edit, so they cannot tell).
                 sync_dirs(&mut watcher, &mut dirs, &files);
-                let _ = reloader.reload("file change");
+                let _ = reloader.reload(FILE_CHANGE);
                 // Compare later events against what this reload started from, so a change made
                 // during the reload is not missed; if the config now names other plugins, watch
                 // their directories too.
@@ -441,6 +507,7 @@ pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
                     sync_dirs(&mut watcher, &mut dirs, &after);
                     last = fingerprint(&after, &reloader.config_path);
                 }
+                last_files = after;
             }
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;

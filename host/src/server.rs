@@ -25,6 +25,7 @@ mod console;
 pub mod error;
 mod front;
 pub mod grpc;
+mod health;
 mod ingress;
 mod limits;
 pub mod listen;
@@ -102,6 +103,8 @@ pub struct App {
     telemetry: Option<crate::telemetry::Telemetry>,
     /// What replicas share (`[state]`).
     state: Arc<crate::state::Store>,
+    /// The dependencies it watches.
+    watched: health::Watched,
 }
 
 impl App {
@@ -120,6 +123,7 @@ impl App {
             .unwrap_or_default();
         let state = reloader.engine().store().clone();
         App {
+            watched: health::Watched::new(&startup),
             reloader,
             backend,
             state,
@@ -140,6 +144,12 @@ impl App {
             draining: std::sync::atomic::AtomicBool::new(false),
             telemetry: None,
         }
+    }
+
+    /// Probe what the daemon depends on from now on, saying in the log when one goes or comes
+    /// back (`/readyz` shows it).
+    pub fn watch_dependencies(self: &Arc<App>) {
+        health::spawn(self.clone());
     }
 
     /// Trace requests with `telemetry`.

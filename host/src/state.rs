@@ -19,6 +19,7 @@
 //! A store that does not answer within `timeout_ms` is `Unavailable`; the caller decides what
 //! that means (`on_unavailable`). Nothing waits on it longer.
 
+pub mod key;
 mod memory;
 pub use memory::{OWNER_BYTES, OWNER_QUOTA};
 mod redis;
@@ -87,6 +88,21 @@ impl Store {
         match self {
             Store::Memory(_) => "memory",
             Store::Redis(_) => "redis",
+        }
+    }
+
+    /// Whether it answers (`None`: in this process, it always does).
+    pub fn health(&self) -> Option<&crate::health::Dependency> {
+        match self {
+            Store::Memory(_) => None,
+            Store::Redis(r) => Some(&r.health),
+        }
+    }
+
+    /// Ask whether it answers (the probe): its [`Store::health`] learns the answer.
+    pub async fn ping(&self) {
+        if let Store::Redis(r) = self {
+            let _ = r.ping().await;
         }
     }
 
@@ -272,31 +288,34 @@ impl Store {
 }
 
 /// Tenants' guard-model minutes (`[guard] tenant_calls_per_minute`, `tenant_wait_ms_per_minute`):
-/// a bucket of calls, taken one a call, and one of milliseconds waited, settled after each call
-/// (a call starts only while it is not spent). A store that cannot answer lets the call through
-/// only with `on_unavailable = "open"`.
+/// a bucket of calls, taken one a call, and one of milliseconds waited, from which each call
+/// reserves the most it may wait before it starts and is settled to what it waited after (so
+/// calls in flight at once overspend it by nothing). A store that cannot answer lets the call
+/// through only with `on_unavailable = "open"`.
 impl crate::util::TenantMeter for Store {
     fn take_call<'a>(
         &'a self,
         tenant: &'a str,
         calls: Option<u32>,
         wait: Option<Duration>,
+        reserve: Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
         Box::pin(async move {
             let buckets = [
-                wait.map(|w| (format!("guard-wait:tenant:{tenant}"), wait_rate(w), 0)),
-                calls.map(|c| {
-                    (
-                        format!("guard-calls:tenant:{tenant}"),
-                        Rate { per_minute: c },
-                        1,
-                    )
-                }),
+                wait.map(|w| (key::guard_wait(tenant), wait_rate(w), held_ms(reserve, w))),
+                calls.map(|c| (key::guard_calls(tenant), Rate { per_minute: c }, 1)),
             ];
+            let mut taken: Option<(String, Rate, u32)> = None;
             for (key, rate, cost) in buckets.into_iter().flatten() {
                 match self.take(&key, rate, cost).await {
-                    Ok(Taken::Yes) => {}
-                    Ok(Taken::No { .. }) => return false,
+                    Ok(Taken::Yes) => taken = Some((key, rate, cost)),
+                    Ok(Taken::No { .. }) => {
+                        // The wait reserved before a call refused goes back.
+                        if let Some((key, rate, cost)) = taken {
+                            let _ = self.settle(&key, rate, -i64::from(cost)).await;
+                        }
+                        return false;
+                    }
                     Err(e) if self.fails_open() => {
                         tracing::warn!(error = %e, "state store unavailable: a guard-model call made without its tenant's minute (on_unavailable = \"open\")");
                         return true;
@@ -316,15 +335,23 @@ impl crate::util::TenantMeter for Store {
         tenant: &'a str,
         wait: Duration,
         waited: Duration,
+        reserve: Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
-            let key = format!("guard-wait:tenant:{tenant}");
+            let key = key::guard_wait(tenant);
             let ms = waited.as_millis().min(i64::MAX as u128) as i64;
-            if let Err(e) = self.settle(&key, wait_rate(wait), ms).await {
+            let delta = ms - i64::from(held_ms(reserve, wait));
+            if let Err(e) = self.settle(&key, wait_rate(wait), delta).await {
                 tracing::warn!(error = %e, "a tenant's guard-model wait was not counted");
             }
         })
     }
+}
+
+/// What a call reserving `reserve` takes from a minute of `wait`: no more than the whole minute
+/// (a call longer than it still starts from rest, and empties it).
+fn held_ms(reserve: Duration, wait: Duration) -> u32 {
+    reserve.min(wait).as_millis().min(u128::from(u32::MAX)) as u32
 }
 
 /// A tenant's waiting per minute as a rate of milliseconds.
@@ -375,11 +402,7 @@ impl Grant {
                 key.len()
             )));
         }
-        Ok(format!(
-            "plugin:{}:{}:{key}",
-            self.plugin,
-            &crate::util::sha256_hex(tenant.as_bytes())[..16]
-        ))
+        Ok(self::key::plugin(&self.plugin, tenant, key))
     }
 
     fn ttl(ttl_s: u32) -> Result<Duration, StateError> {

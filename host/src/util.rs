@@ -87,21 +87,24 @@ pub struct GuardScope {
 /// holds the tenant to one minute (`state::Store` implements it; a trait here keeps the layers
 /// below `state` free of it).
 pub trait TenantMeter: Send + Sync {
-    /// Take one call of `tenant`'s minute, unless its `calls` per minute or its `wait` per
-    /// minute are spent (`None`: no limit).
+    /// Take one call of `tenant`'s minute, and `reserve` of its `wait` per minute (the most the
+    /// call may wait, taken before it starts so calls in flight at once cannot overspend it),
+    /// unless either is spent (`None`: no limit).
     fn take_call<'a>(
         &'a self,
         tenant: &'a str,
         calls: Option<u32>,
         wait: Option<std::time::Duration>,
+        reserve: std::time::Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
 
-    /// Count `waited` against `tenant`'s `wait` per minute.
+    /// Settle `tenant`'s `wait` per minute to `waited`, of which `reserve` was taken.
     fn spend<'a>(
         &'a self,
         tenant: &'a str,
         wait: std::time::Duration,
         waited: std::time::Duration,
+        reserve: std::time::Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 }
 
@@ -141,17 +144,18 @@ impl TenantSpend {
         }
     }
 
-    /// Take one call of the tenant's minute, if its calls and time waited are not spent.
-    pub async fn take_call(&self) -> bool {
+    /// Take one call of the tenant's minute and `reserve` of its time waited, if neither is
+    /// spent.
+    pub async fn take_call(&self, reserve: std::time::Duration) -> bool {
         self.meter
-            .take_call(&self.tenant, self.calls, self.wait)
+            .take_call(&self.tenant, self.calls, self.wait, reserve)
             .await
     }
 
-    /// Count `waited` against the tenant's minute.
-    pub async fn spend(&self, waited: std::time::Duration) {
+    /// Settle the tenant's minute to `waited`, of which `reserve` was taken.
+    pub async fn spend(&self, waited: std::time::Duration, reserve: std::time::Duration) {
         if let Some(wait) = self.wait {
-            self.meter.spend(&self.tenant, wait, waited).await;
+            self.meter.spend(&self.tenant, wait, waited, reserve).await;
         }
     }
 }

@@ -356,8 +356,17 @@ pub(crate) fn call_kind<'a>(item_type: &'a str, item: &Map<String, Value>) -> Op
             "function_call" | "custom_tool_call" | "reasoning"
         );
     let names = item.get("name").is_some_and(Value::is_string);
-    (!known && names && item.contains_key("arguments")).then_some(item_type)
+    let call = !known && names && item.contains_key("arguments");
+    // An item typed as a call kind of the model's own (`function`, `custom`) would be written
+    // back as that kind's item, not as itself: it is a call of its own kind.
+    if item_type == crate::model::FUNCTION || item_type == crate::model::CUSTOM {
+        return call.then_some(UNKNOWN_ITEM);
+    }
+    call.then_some(item_type)
 }
+
+/// The kind of a call made by an item whose type names one of the model's own call kinds.
+const UNKNOWN_ITEM: &str = "unknown_item";
 
 /// The fields of a hosted call item that are what it returned (the rest is the call).
 const RETURNED: [&str; 5] = ["output", "outputs", "results", "result", "error"];
@@ -403,7 +412,10 @@ pub(crate) fn hosted_item(call: &ToolCall) -> Map<String, Value> {
         item.retain(|k, _| !asked_field(k));
         item.extend(asked.into_iter().filter(|(k, _)| asked_field(k)));
     }
-    item.insert("id".into(), json!(call.id));
+    // An item without an id is not given one.
+    if !call.id.is_empty() || item.contains_key("id") {
+        item.insert("id".into(), json!(call.id));
+    }
     item
 }
 
@@ -996,7 +1008,14 @@ fn call_input_item(call: &ToolCall, later: &[Message]) -> Value {
                 from(r) == Some(&From::Hosted) && r.tool_call_id.as_deref() == Some(&call.id)
             });
             if let Some(result) = result {
-                item.extend(result.extra.clone());
+                // What it returned; the items around it are written around it, not in it.
+                item.extend(
+                    result
+                        .extra
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != ITEMS && k.as_str() != AFTER)
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
             }
             Value::Object(item)
         }

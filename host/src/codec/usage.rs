@@ -32,19 +32,32 @@ pub fn of(value: &Value) -> Option<Usage> {
     ]
     .into_iter()
     .find(|u| u.is_object())?;
-    let n = |keys: &[&str]| keys.iter().find_map(|k| usage[*k].as_u64()).unwrap_or(0);
+    let n = |keys: &[&str]| keys.iter().find_map(|k| usage[*k].as_u64());
+    let (input, output) = (
+        n(&["prompt_tokens", "input_tokens"]),
+        n(&["completion_tokens", "output_tokens"]),
+    );
+    // An empty `usage` (or one of other counts) reports nothing: not a free answer.
+    if input.is_none() && output.is_none() {
+        return None;
+    }
     Some(Usage {
-        input: n(&["prompt_tokens", "input_tokens"]),
-        output: n(&["completion_tokens", "output_tokens"]),
+        input: input.unwrap_or(0),
+        output: output.unwrap_or(0),
     })
 }
 
 /// The usage a stream has reported so far: each count the largest seen (Anthropic's running
-/// `output_tokens` grows; a count given once stays).
+/// `output_tokens` grows; a count given once stays); and what the model wrote (text and calls'
+/// names and arguments, in bytes), and whether its final count came (chat's usage chunk,
+/// Responses' `response.completed`, Anthropic's `message_delta`: not the count that opens an
+/// Anthropic stream).
 #[derive(Debug, Default)]
 pub struct Meter {
     input: AtomicU64,
     output: AtomicU64,
+    written: AtomicU64,
+    last: std::sync::atomic::AtomicBool,
 }
 
 impl Meter {
@@ -54,14 +67,31 @@ impl Meter {
         if !data.contains("\"usage\"") {
             return;
         }
-        if let Some(u) = serde_json::from_str::<Value>(data)
-            .ok()
-            .as_ref()
-            .and_then(of)
-        {
+        let Ok(value) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        if let Some(u) = of(&value) {
             self.input.fetch_max(u.input, Ordering::Relaxed);
             self.output.fetch_max(u.output, Ordering::Relaxed);
+            if !value["message"]["usage"].is_object() {
+                self.last.store(true, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Note `bytes` more of what the model wrote.
+    pub fn wrote(&self, bytes: usize) {
+        self.written.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes the model wrote so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Whether the stream's final count came.
+    pub fn last(&self) -> bool {
+        self.last.load(Ordering::Relaxed)
     }
 
     /// What was reported, if anything.
@@ -87,11 +117,21 @@ mod tests {
         let responses = json!({"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 7}}});
         assert_eq!(of(&responses).map(Usage::total), Some(12));
         assert_eq!(of(&json!({"choices": []})), None);
+        assert_eq!(
+            of(&json!({"usage": {}})),
+            None,
+            "an empty usage reports nothing"
+        );
         // Anthropic's stream: input in message_start, the running output in message_delta.
         let meter = Meter::default();
         meter.note(r#"{"type": "message_start", "message": {"usage": {"input_tokens": 20, "output_tokens": 1}}}"#);
+        assert!(
+            !meter.last(),
+            "the count that opens the stream is not its last"
+        );
         meter.note(r#"{"type": "content_block_delta", "delta": {"text": "hi"}}"#);
         meter.note(r#"{"type": "message_delta", "usage": {"output_tokens": 15}}"#);
+        assert!(meter.last());
         assert_eq!(
             meter.usage(),
             Some(Usage {

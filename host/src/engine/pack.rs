@@ -279,6 +279,7 @@ mod tests {
             door: "chat".into(),
             guard: None,
             approvals: None,
+            server: None,
         };
         (messages, tools, fields, ctx)
     }

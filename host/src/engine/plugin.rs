@@ -659,6 +659,7 @@ impl Plugin {
                         .unwrap_or(crate::auth::DEFAULT_TENANT)
                         .to_string(),
                     principal: src.ctx.principal.clone(),
+                    server: src.ctx.server.clone(),
                     ledger: src.ctx.approvals.clone(),
                     reply: reply as u32,
                     calls: m

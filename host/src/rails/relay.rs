@@ -188,6 +188,9 @@ impl<C: StreamCodec> Relay<C> {
         match up {
             Up::Pass(frame) => self.send(Down::Pass(frame)).await,
             Up::Text { choice, part, text } => {
+                if let Some(meter) = &self.meter {
+                    meter.wrote(text.len());
+                }
                 let (window, lane) = (self.window, self.codec.lane(part));
                 self.windows
                     .entry((choice, lane))
@@ -228,6 +231,9 @@ impl<C: StreamCodec> Relay<C> {
                 arguments,
                 extra,
             } => {
+                if let Some(meter) = &self.meter {
+                    meter.wrote(name.as_ref().map_or(0, String::len) + arguments.len());
+                }
                 let call = self
                     .choices
                     .entry(choice)

@@ -12,6 +12,9 @@ pub(crate) async fn policies(State(app): State<Arc<App>>) -> Response {
     out["last_reload_error"] =
         serde_json::to_value(app.reloader().last_failure()).unwrap_or_default();
     out["restart_needed"] = serde_json::json!(app.reloader().restart_needed());
+    let (needed, other) = app.watched.down(&app);
+    out["down"] =
+        serde_json::to_value(needed.iter().chain(&other).collect::<Vec<_>>()).unwrap_or_default();
     super::json_response(StatusCode::OK, out)
 }
 
@@ -45,17 +48,28 @@ pub(crate) async fn healthz() -> Response {
     (StatusCode::OK, "ok\n").into_response()
 }
 
-/// `GET /readyz`: a policy set is loaded, so requests are judged.
+/// `GET /readyz`: a policy set is loaded and the backends and the state store answer, so
+/// requests are judged and served; each dependency that is down is named, since when (a guard
+/// model's does not make the daemon unready: its policies say what it means).
 pub(crate) async fn readyz(State(app): State<Arc<App>>) -> Response {
     if app.draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining: shutting down\n").into_response();
     }
-    let set = app.policies();
-    (
-        StatusCode::OK,
-        format!("ready: {} plugins loaded\n", set.plugins().len()),
-    )
-        .into_response()
+    let (needed, other) = app.watched.down(&app);
+    let mut text = if needed.is_empty() {
+        format!("ready: {} plugins loaded\n", app.policies().plugins().len())
+    } else {
+        "not ready\n".to_string()
+    };
+    // Names and times only: an error may hold an internal address, and /readyz is open.
+    for d in needed.iter().chain(&other) {
+        text.push_str(&format!("{} is unreachable since {}\n", d.name, d.since));
+    }
+    let status = match needed.is_empty() {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, text).into_response()
 }
 
 /// `GET /metrics`: Prometheus text format.

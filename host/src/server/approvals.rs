@@ -200,6 +200,10 @@ pub(crate) async fn decide(
             );
             super::json_response(StatusCode::OK, serde_json::to_value(&r).unwrap_or_default())
         }
+        Ok(Decided::Unshown(r)) => super::json_response(
+            StatusCode::CONFLICT,
+            json!({"error": {"message": format!("this call's arguments are {} bytes, more than the {} an approver is shown: it cannot be granted, only refused", r.arguments_bytes, approvals::MAX_ARGUMENTS), "type": "invalid_request_error", "code": "arguments_not_shown"}, "approval": r}),
+        ),
         Ok(Decided::Before(r)) => super::json_response(
             StatusCode::CONFLICT,
             json!({"error": {"message": "this approval request was decided before", "type": "invalid_request_error", "code": "already_decided"}, "approval": r}),

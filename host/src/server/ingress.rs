@@ -83,8 +83,13 @@ pub(crate) async fn admit(
             .map(|l| (Limited::Tenant(caller.tenant_name()), l)),
         caller
             .requests_per_minute
-            .zip(caller.principal.as_deref())
-            .map(|(l, p)| (Limited::Key(p), l)),
+            .zip(caller.key_id.as_deref())
+            .map(|(l, id)| {
+                (
+                    Limited::Key(id, caller.principal.as_deref().unwrap_or("")),
+                    l,
+                )
+            }),
     ];
     for (who, limit) in limits.into_iter().flatten() {
         if let Err(error) = rate(app, who, limit).await {
@@ -127,15 +132,17 @@ async fn concurrent(
 enum Limited<'a> {
     /// The caller's tenant (`[tenants.NAME] requests_per_minute`).
     Tenant(&'a str),
-    /// The caller's key, by its principal (`requests_per_minute` in its `[[keys]]` entry).
-    Key(&'a str),
+    /// The caller's key, by its id, and its principal (`requests_per_minute` in its `[[keys]]`
+    /// entry).
+    Key(&'a str, &'a str),
 }
 
 /// Take one request from `who`'s bucket of `limit` a minute.
 async fn rate(app: &App, who: Limited<'_>, limit: u32) -> Result<(), ApiError> {
+    use crate::state::key::{requests, Owner};
     let (key, name) = match who {
-        Limited::Tenant(t) => (format!("rpm:tenant:{t}"), format!("tenant '{t}'")),
-        Limited::Key(p) => (format!("rpm:key:{p}"), format!("the key of '{p}'")),
+        Limited::Tenant(t) => (requests(Owner::Tenant(t)), format!("tenant '{t}'")),
+        Limited::Key(id, p) => (requests(Owner::Key(id)), format!("the key of '{p}'")),
     };
     take(app, &key, name, limit, "requests", 1).await.map(drop)
 }

@@ -63,7 +63,7 @@ pub(crate) async fn lease(
     max: usize,
     id: &str,
 ) -> Result<Option<Permit>, Unavailable> {
-    let key = format!("inflight:tenant:{tenant}");
+    let key = crate::state::key::in_flight(tenant);
     let held = store.lease(tenant, &key, id, max, LEASE).await?;
     Ok(held.then(|| Permit::Shared {
         store: store.clone(),

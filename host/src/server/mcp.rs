@@ -514,14 +514,12 @@ async fn call(
     let mut judged = call.clone();
     if let Some(reads) = reads {
         // The session's earlier results come before the call, as a conversation would have them.
+        // Judged without them, a call would pass after any read: refused instead, whatever
+        // `on_unavailable` says (it lets limits go uncounted, never flow forget).
         let mut messages = match reads {
             Ok(messages) => messages,
-            Err(e) if ex.app.state.fails_open() => {
-                tracing::warn!(error = %e, "state store unavailable: an MCP call judged without the session's earlier reads (on_unavailable = \"open\")");
-                Vec::new()
-            }
             Err(e) => {
-                tracing::warn!(error = %e, "state store unavailable: an MCP call refused (on_unavailable = \"closed\")");
+                tracing::warn!(error = %e, "state store unavailable: an MCP call refused, its session's reads unknown");
                 return fail(scope, ApiError::StateUnavailable);
             }
         };

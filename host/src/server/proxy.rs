@@ -125,12 +125,12 @@ async fn serve<C: Codec>(
             .set()
             .tenant(scope.ctx().tenant.as_deref())
             .and_then(|t| t.tokens_per_minute),
-        key: scope.key_tokens_per_minute(),
+        key: scope.key_budget().cloned(),
     };
     let max_out = if budgets.any() {
         super::budget::max_out(&body)
     } else {
-        0
+        None
     };
     let (request, mut payload) = C::decode_parsed(body, decoded)
         .and_then(|(request, payload)| {
@@ -206,7 +206,7 @@ async fn serve<C: Codec>(
         app,
         scope.tenant_name(),
         scope.ctx().principal.as_deref(),
-        budgets,
+        &budgets,
         body_len,
         max_out,
     )
@@ -272,7 +272,7 @@ async fn serve<C: Codec>(
         Err(e) => {
             backend_failed(scope, &e);
             if let Some(r) = reserved {
-                r.refund(app);
+                r.refund();
             }
             return Err(e.into());
         }
@@ -301,14 +301,16 @@ async fn serve<C: Codec>(
     }
     if let Some(r) = reserved {
         match status.is_success() {
-            true => r.settle(
-                app,
-                serde_json::from_slice::<Value>(&bytes)
+            true => {
+                let reported = serde_json::from_slice::<Value>(&bytes)
                     .ok()
                     .as_ref()
-                    .and_then(crate::codec::usage::of),
-            ),
-            false => r.refund(app),
+                    .and_then(crate::codec::usage::of);
+                // Without a report, the answer's bytes stand for what the model wrote.
+                let used = r.used(reported, bytes.len() as u64, true);
+                r.settle(used);
+            }
+            false => r.refund(),
         }
     }
     if !status.is_success() {
@@ -430,6 +432,9 @@ fn splice_railyard(object: &[u8], railyard: &[u8]) -> Option<Bytes> {
 
 /// The backend call failed: its span says how (a streamed answer's span ends with the request).
 fn backend_failed(scope: &mut RequestScope, error: &crate::backend::BackendError) {
+    if let crate::backend::BackendError::Unreachable(why) = error {
+        tracing::warn!(request_id = %scope.request_id(), error = %why, "model backend unreachable");
+    }
     if let Some(trace) = scope.trace() {
         trace.backend_failed(match error {
             crate::backend::BackendError::Unreachable(_) => "unreachable",
@@ -564,14 +569,26 @@ fn stream<C: Codec>(
         None => {
             tokio::spawn(relay.run(backend));
         }
-        Some(reserved) => {
-            // The stream's reported usage settles the reservation once it ends, however.
+        Some(mut reserved) => {
+            // What the stream writes beyond its reservation is taken as it runs; once it ends,
+            // however it ends, the reservation is settled to what it used.
             let meter = Arc::new(crate::codec::usage::Meter::default());
             relay.meter(meter.clone());
-            let app = app.clone();
             tokio::spawn(async move {
-                relay.run(backend).await;
-                reserved.settle(&app, meter.usage());
+                let run = relay.run(backend);
+                tokio::pin!(run);
+                let mut every = tokio::time::interval(super::budget::CHARGE_EVERY);
+                loop {
+                    tokio::select! {
+                        () = &mut run => break,
+                        _ = every.tick() => {
+                            let so_far = reserved.used(meter.usage(), meter.written(), false);
+                            reserved.charge(so_far).await;
+                        }
+                    }
+                }
+                let used = reserved.used(meter.usage(), meter.written(), meter.last());
+                reserved.settle(used);
             });
         }
     }

@@ -1,14 +1,19 @@
 //! The Redis (or Valkey) backend: buckets as keys under `key_prefix`, taken from by one Lua
 //! script each (atomic on the server, timed by the server's clock), each key expiring once its
-//! bucket is back at rest. One multiplexed connection, reconnected by the client when it drops;
-//! every call bounded by `timeout_ms`.
+//! bucket is back at rest. One multiplexed connection, reconnected by the client when it drops
+//! and made anew after any call that failed (a connection that stopped answering is never kept:
+//! a restarted Redis is reached by the next call, at most one attempt each [`RETRY`]); every
+//! call bounded by `timeout_ms`. Each call's outcome tells the store's [`Dependency`].
 
 use super::{Rate, Taken, Unavailable};
 use crate::config::StateConfig;
+use crate::health::Dependency;
 use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use std::time::Duration;
-use tokio::sync::OnceCell;
+use std::time::{Duration, Instant};
+
+/// The least time between two attempts to connect while the store does not answer.
+const RETRY: Duration = Duration::from_millis(250);
 
 /// GCRA (see `super::gcra`, its twin): `KEYS[1]` the bucket, `ARGV` the interval and burst in
 /// µs and the cost. `-1` when taken, else the µs until the cost would fit.
@@ -86,10 +91,16 @@ end
 return {1, n}
 ";
 
+/// The connection there is, and the last failed attempt to make one (when, and why).
+type Connection = (Option<ConnectionManager>, Option<(Instant, String)>);
+
 /// A Redis store.
 pub struct Redis {
     client: redis::Client,
-    connection: OnceCell<ConnectionManager>,
+    /// The connection, and when the last attempt to make one failed.
+    connection: tokio::sync::Mutex<Connection>,
+    /// Whether it answers.
+    pub health: Dependency,
     prefix: String,
     timeout: Duration,
     /// `on_unavailable = "open"`.
@@ -107,7 +118,8 @@ impl Redis {
     pub fn new(url: &str, config: &StateConfig) -> Redis {
         Redis {
             client: redis::Client::open(url).expect("the config checked the URL"),
-            connection: OnceCell::new(),
+            connection: tokio::sync::Mutex::new((None, None)),
+            health: Dependency::new("the state store"),
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
             fail_open: config.fail_open,
@@ -125,11 +137,36 @@ impl Redis {
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout))
             .set_number_of_retries(1);
-        self.connection
-            .get_or_try_init(|| self.client.get_connection_manager_with_config(config))
+        let mut held = self.connection.lock().await;
+        if let Some(c) = &held.0 {
+            return Ok(c.clone());
+        }
+        if let Some((at, why)) = &held.1 {
+            if at.elapsed() < RETRY {
+                return Err(Unavailable(why.clone()));
+            }
+        }
+        match self.client.get_connection_manager_with_config(config).await {
+            Ok(c) => {
+                *held = (Some(c.clone()), None);
+                Ok(c)
+            }
+            Err(e) => {
+                held.1 = Some((Instant::now(), e.to_string()));
+                Err(Unavailable(e.to_string()))
+            }
+        }
+    }
+
+    /// Let the connection go after a failed call: the next call makes a new one.
+    async fn drop_connection(&self) {
+        self.connection.lock().await.0 = None;
+    }
+
+    /// Whether the server answers a `PING` (the store's probe).
+    pub async fn ping(&self) -> Result<(), Unavailable> {
+        self.call(|mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await })
             .await
-            .cloned()
-            .map_err(|e| Unavailable(e.to_string()))
     }
 
     /// Take `cost` from bucket `key`, within the timeout.
@@ -181,13 +218,18 @@ impl Redis {
                 .await
                 .map_err(|e| Unavailable(e.to_string()))
         };
-        match tokio::time::timeout(self.timeout, call).await {
+        let answer = match tokio::time::timeout(self.timeout, call).await {
             Ok(answer) => answer,
             Err(_) => Err(Unavailable(format!(
                 "no answer within {} ms",
                 self.timeout.as_millis()
             ))),
+        };
+        if answer.is_err() {
+            self.drop_connection().await;
         }
+        self.health.saw(&answer);
+        answer
     }
 
     fn key(&self, key: &str) -> String {

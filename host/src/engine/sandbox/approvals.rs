@@ -21,6 +21,8 @@ pub(crate) struct Asking {
     pub(crate) reply: u32,
     /// The reply's calls: id, tool, arguments.
     pub(crate) calls: Vec<(String, String, String)>,
+    /// The MCP server the calls go to (`None`: a model door's).
+    pub(crate) server: Option<String>,
 }
 
 impl a::Host for HostState {
@@ -66,10 +68,11 @@ impl aa::Host for HostState {
         if rule.is_empty() || rule.len() > 64 {
             return denied("a rule's name is 1 to 64 bytes");
         }
-        let (tenant, principal, ledger) = (
+        let (tenant, principal, ledger, server) = (
             asking.tenant.clone(),
             asking.principal.clone(),
             asking.ledger.clone(),
+            asking.server.clone(),
         );
         let ask = Ask {
             tenant: &tenant,
@@ -78,6 +81,7 @@ impl aa::Host for HostState {
             reason: &reason,
             call_id: &id,
             tool: &tool,
+            server: server.as_deref(),
             arguments: &arguments,
         };
         let (answer, request) = self
@@ -91,6 +95,12 @@ impl aa::Host for HostState {
             Answer::Granted(id) => aa::Approval::Granted(id),
             Answer::Pending(id) => aa::Approval::Pending(id),
             Answer::Refused(id) => aa::Approval::Refused(id),
+            Answer::Full => {
+                return Err(aa::ApprovalError::Denied(format!(
+                    "this caller has {} approval requests undecided: no more are filed until some are decided or expire",
+                    crate::approvals::MAX_ASKED
+                )))
+            }
         })
     }
 }

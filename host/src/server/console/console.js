@@ -343,6 +343,11 @@ const policies = {
         d.restart_needed.join(', ')));
     }
     for (const w of d.warnings || []) problems.append(el('p', { class: 'notice' }, w));
+    for (const down of d.down || []) {
+      problems.append(el('p', { class: 'problem', 'data-down': down.name },
+        down.name + ' is unreachable since ' + new Date(down.since * 1000).toLocaleString() +
+        ': ' + down.error));
+    }
 
     const tenant = $('policies-tenant').value || 'default';
     const chains = tenant === 'default' ? d.chains : d.tenants[tenant].chains;
@@ -753,15 +758,22 @@ const approvals = {
       const decision = el('td', { class: 'decision' },
         el('button', { type: 'button', class: 'grant' }, 'Grant'), ' ',
         el('button', { type: 'button', class: 'refuse' }, 'Refuse'));
-      decision.querySelector('.grant').addEventListener('click', () => this.decide(a.id, 'grant', decision));
+      // A call longer than an approver is shown can only be refused: nobody grants unseen text.
+      const grant = decision.querySelector('.grant');
+      if (a.arguments_cut) grant.disabled = true;
+      grant.addEventListener('click', () => this.decide(a.id, 'grant', decision));
       decision.querySelector('.refuse').addEventListener('click', () => this.decide(a.id, 'refuse', decision));
       return el('tr', { 'data-approval': a.id },
         el('td', {}, time(a.requested_at)),
         el('td', {}, a.principal || '–'),
         el('td', {}, a.plugin + ' · ' + a.rule),
-        el('td', {}, a.tool),
+        el('td', {}, a.server ? a.tool + ' @ ' + a.server : a.tool),
         el('td', {}, a.reason),
-        el('td', {}, el('details', {}, el('summary', {}, 'arguments'), el('pre', {}, pretty(a.arguments)))),
+        el('td', {}, el('details', {},
+          el('summary', {}, a.arguments_cut
+            ? 'arguments: first ' + a.arguments.length + ' of ' + a.arguments_bytes + ' bytes (cut: refuse only)'
+            : 'arguments'),
+          el('pre', {}, a.arguments_cut ? a.arguments : pretty(a.arguments)))),
         el('td', {}, time(a.expires_at)),
         decision);
     }));

@@ -280,8 +280,9 @@ impl Withheld {
     }
 }
 
-/// Remember that the caller's agent session read the answer to `c`; a store that cannot answer
-/// lets the answer through only with `on_unavailable = "open"`.
+/// Remember that the caller's agent session read the answer to `c`. A store that cannot answer
+/// withholds it, whatever `on_unavailable` says: `open` lets limits go uncounted, never flow
+/// forget a read it was told of.
 async fn remember(
     ex: &Exchange,
     scope: &RequestScope,
@@ -290,10 +291,6 @@ async fn remember(
     let id = &scope.ctx().request_id;
     match ex.agent.read(&ex.app.state, &c.call.name, id).await {
         Ok(read) => Ok(Some(read)),
-        Err(history::Unremembered::Store(e)) if ex.app.state.fails_open() => {
-            tracing::warn!(error = %e, "state store unavailable: an MCP read handed over unremembered (on_unavailable = \"open\")");
-            Ok(None)
-        }
         Err(e) => {
             tracing::warn!(error = %e, "an MCP read withheld: it could not be remembered");
             Err(Withheld(e))
@@ -737,7 +734,7 @@ async fn task_status(ex: &Exchange, method: &str, message: &Value) -> Option<Str
 /// A task's status, on whichever stream of whichever session it arrives: what its tool says,
 /// judged as that tool's result, and remembered as the reading session's read of the tool
 /// (its status message and any result text), so `flow` knows what this session was told. A
-/// read the store cannot take is not handed over (unless `on_unavailable = "open"`).
+/// read the store cannot take is not handed over (whatever `on_unavailable` says).
 async fn task_told(ex: &Exchange, scope: &mut RequestScope, message: Value, tool: &str) -> Judged {
     let id = format!(
         "{}:{}",
@@ -749,10 +746,6 @@ async fn task_told(ex: &Exchange, scope: &mut RequestScope, message: Value, tool
     );
     let read = match ex.agent.read(&ex.app.state, tool, &id).await {
         Ok(read) => Some(read),
-        Err(history::Unremembered::Store(e)) if ex.app.state.fails_open() => {
-            tracing::warn!(error = %e, "state store unavailable: a task's status handed over unremembered (on_unavailable = \"open\")");
-            None
-        }
         Err(e) => {
             tracing::warn!(error = %e, "a task's status left out: it could not be remembered");
             return Judged::Drop;
@@ -1179,10 +1172,14 @@ pub(super) fn upstream_failure(
             StatusCode::GATEWAY_TIMEOUT,
             format!("MCP server '{server}' did not answer within {ms} ms"),
         ),
-        BackendError::Unreachable(why) => (
-            StatusCode::BAD_GATEWAY,
-            format!("MCP server '{server}' is unreachable: {why}"),
-        ),
+        BackendError::Unreachable(why) => {
+            // Why (its address, its error) is the log's, not the caller's.
+            tracing::warn!(request_id = %scope.request_id(), server, error = %why, "MCP server unreachable");
+            (
+                StatusCode::BAD_GATEWAY,
+                format!("MCP server '{server}' is unreachable"),
+            )
+        }
     };
     scope.finish(status.as_u16(), Outcome::BackendError);
     json_answer(

@@ -91,11 +91,7 @@ impl Agent {
             who.push(1);
             who.extend_from_slice(session);
         }
-        let key = format!(
-            "flow:{}:{}",
-            &crate::util::sha256_hex(tenant.as_bytes())[..16],
-            &crate::util::sha256_hex(&who)[..32]
-        );
+        let key = crate::state::key::flow(tenant, &crate::util::sha256_hex(&who)[..32]);
         Agent {
             tenant: tenant.to_string(),
             key,
