@@ -502,3 +502,32 @@ fn a_changed_policy_voids_a_grant_and_a_new_key_does_not() {
     let refused = chat(&d, &backend, &attack, "c5");
     assert_ne!(pending(&refused), id);
 }
+
+#[test]
+fn a_call_longer_than_an_approver_is_shown_can_only_be_refused() {
+    // The attacker's address after 70 KB of padding: the approver is shown the first 64 KiB,
+    // marked cut, and granting it is refused (409), so nobody grants what they did not see.
+    let backend = MockBackend::start(Script::Json(200, json!({})));
+    let cfg = config(900, "");
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let call: Value = serde_json::from_str(&post_to(ATTACKER, false)).unwrap();
+    let attack = json!({
+        "text": format!("{}{}", "padding ".repeat(9_000), call["text"].as_str().unwrap()),
+        "url": call["url"],
+    })
+    .to_string();
+    let refused = chat(&d, &backend, &attack, "c1");
+    let id = pending(&refused);
+    let seen = show(&d, &id, None).json();
+    assert_eq!(seen["arguments_cut"], true, "{}", seen["arguments_bytes"]);
+    assert_eq!(seen["arguments_bytes"].as_u64(), Some(attack.len() as u64));
+    assert!(seen["arguments"].as_str().unwrap().len() <= 64 << 10);
+    let granted = decide(&d, &id, Some(APPROVER), "grant");
+    assert_eq!(granted.status, 409, "{}", granted.body);
+    assert_eq!(granted.json()["error"]["code"], "arguments_not_shown");
+    assert_eq!(show(&d, &id, None).json()["status"], "pending");
+    assert_eq!(decide(&d, &id, Some(APPROVER), "refuse").status, 200);
+    // Sent again, the call stays refused.
+    let again = chat(&d, &backend, &attack, "c2");
+    assert!(again["message"]["tool_calls"].is_null(), "{again}");
+}

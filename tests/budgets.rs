@@ -291,3 +291,102 @@ fn a_client_that_leaves_during_the_backend_call_gets_its_reservation_back() {
     );
     assert_eq!(again.status, 200, "{}", again.body);
 }
+
+#[test]
+fn a_burst_overshoots_by_no_more_than_its_requests_in_flight_write_beyond_their_reservations() {
+    // Twenty requests at once under 5,000 tokens a minute, on each door, streamed and not. Each
+    // answer takes about 400 ms and writes 8,000 bytes (about 2,000 tokens), more than its
+    // reservation (about 1,040: its prompt and 1,024 for an answer it does not bound, or its
+    // `max_tokens` of 1,000 on Messages), and reports no usage. Only what the budget holds at
+    // once starts; the overshoot is what those write beyond their reservations, and the budget
+    // is then spent (the next request is refused).
+    let text = "word ".repeat(40); // 200 bytes an event, 40 events
+    let chat_events: Vec<String> = (0..40)
+        .map(|_| text_chunk(&text))
+        .chain([finish_chunk("stop"), "[DONE]".to_string()])
+        .collect();
+    let responses_events: Vec<String> = std::iter::once(json!({"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}))
+        .chain(std::iter::once(json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "m1", "role": "assistant", "status": "in_progress", "content": []}})))
+        .chain((0..40).map(|_| json!({"type": "response.output_text.delta", "output_index": 0, "item_id": "m1", "content_index": 0, "delta": text})))
+        .map(|e| e.to_string())
+        .collect();
+    let messages_events: Vec<String> = std::iter::once(json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}))
+        .chain(std::iter::once(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})))
+        .chain((0..40).map(|_| json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})))
+        .map(|e| e.to_string())
+        .collect();
+    let mut answer = completion(
+        json!({"role": "assistant", "content": text.repeat(40)}),
+        "stop",
+    );
+    answer.as_object_mut().unwrap().remove("usage");
+    let whole = Script::Slow(
+        Duration::from_millis(400),
+        Box::new(Script::Json(200, answer)),
+    );
+    let pause = Duration::from_millis(10);
+    let cases = [
+        (
+            "chat, whole",
+            "/v1/chat/completions",
+            whole,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "chat, streamed",
+            "/v1/chat/completions",
+            Script::Sse(chat_events, pause),
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "responses, streamed",
+            "/v1/responses",
+            Script::Sse(responses_events, pause),
+            json!({"model": "m", "stream": true, "input": "hi"}),
+        ),
+        (
+            "messages, streamed",
+            "/v1/messages",
+            Script::Sse(messages_events, pause),
+            json!({"model": "m", "max_tokens": 1000, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+    ];
+    for (door, path, script, body) in cases {
+        let backend = MockBackend::start(script);
+        let cfg = budget(5000);
+        let daemon = Daemon::start(&cfg.path, &backend.url());
+        let statuses: Vec<u16> = std::thread::scope(|s| {
+            let sent: Vec<_> = (0..20)
+                .map(|_| {
+                    let (daemon, body) = (&daemon, &body);
+                    s.spawn(move || {
+                        leave_when(daemon, path, body, |seen| {
+                            seen.contains("\r\n0\r\n\r\n") || seen.ends_with("}")
+                        })
+                        .map_or_else(|code| code, |()| 200)
+                    })
+                })
+                .collect();
+            sent.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let served = statuses.iter().filter(|s| **s == 200).count();
+        assert_eq!(
+            served + statuses.iter().filter(|s| **s == 429).count(),
+            20,
+            "{door}: {statuses:?}"
+        );
+        // 5,000 / about 1,040: four start.
+        assert!((3..=5).contains(&served), "{door}: {served} served of 20");
+        let (used, reserved) = (2_000 + 10, 1_040);
+        eprintln!(
+            "budgets: {door}: {served} of 20 served under 5,000; about {} tokens used, an overshoot of about {} (bound: {served} x {} = {})",
+            served * used,
+            (served * used).saturating_sub(5000),
+            used - reserved,
+            served * (used - reserved)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let after = leave_when(&daemon, path, &body, |_| true);
+        assert_eq!(after, Err(429), "{door}: the overshoot is charged");
+    }
+}

@@ -311,7 +311,12 @@ impl GuardModel {
     ) -> (Result<Answer, GuardError>, GuardCall) {
         let started = Instant::now();
         let mut record = GuardCall::of(&self.config.name, question);
-        let key = self.cache.key(self.config.kind, question);
+        let asked = format!(
+            "{}\0{}",
+            self.config.url,
+            self.config.model.as_deref().unwrap_or("")
+        );
+        let key = self.cache.key(self.config.kind, &asked, question);
         let kept = match self.cache.get(&key) {
             Some(answer) => Some(answer),
             None => self.shared_answer(&key).await,

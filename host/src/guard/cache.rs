@@ -34,13 +34,16 @@ impl Cache {
     }
 
     /// The key of `question` to a model of `kind`.
-    pub fn key(&self, kind: GuardKind, question: &Question) -> Key {
+    pub fn key(&self, kind: GuardKind, asked: &str, question: &Question) -> Key {
         let mut h = Sha256::new();
         let mut put = |part: &str| {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         };
         put(kind.as_str());
+        // Who is asked (its URL and model): answers kept in the shared store outlive a reload
+        // that points the guard elsewhere, and must not answer for the new one.
+        put(asked);
         put(super::wire::TEMPLATE_VERSION);
         put(question.operation());
         match question {
@@ -107,7 +110,13 @@ mod tests {
     #[test]
     fn keeps_at_most_its_capacity_oldest_out_first() {
         let cache = Cache::new(2);
-        let key = |t: &str| cache.key(GuardKind::Classifier, &Question::Classify(vec![t.into()]));
+        let key = |t: &str| {
+            cache.key(
+                GuardKind::Classifier,
+                "m",
+                &Question::Classify(vec![t.into()]),
+            )
+        };
         let answer = |s: &str| Answer::Judged(s.into());
         cache.put(key("a"), answer("1"));
         cache.put(key("b"), answer("2"));
@@ -118,9 +127,17 @@ mod tests {
         // The kind and the operation are part of the key.
         let other = cache.key(
             GuardKind::OpenaiModeration,
+            "m",
             &Question::Moderate(vec!["b".into()]),
         );
         assert_ne!(other, key("b"));
+        // And who is asked: another URL or model does not find this one's answers.
+        let elsewhere = cache.key(
+            GuardKind::Classifier,
+            "n",
+            &Question::Classify(vec!["b".into()]),
+        );
+        assert_ne!(elsewhere, key("b"));
         assert_eq!(Cache::new(0).get(&key("b")), None);
     }
 }

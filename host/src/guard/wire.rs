@@ -158,6 +158,9 @@ fn nemoguard_prompt(role: Role, turns: &[Turn]) -> String {
 fn chunks(text: &str, max: usize) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = text;
+    // Each piece after the first starts this many characters before the last one's end, so a
+    // marker up to that long cut by one piece's end is whole in the next.
+    let overlap = max / 4;
     while rest.chars().count() > max {
         let end = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
         // Prefer a cut at the last whitespace in the last fifth of the piece.
@@ -168,7 +171,16 @@ fn chunks(text: &str, max: usize) -> Vec<&str> {
             .filter(|&c| c > 0)
             .unwrap_or(end);
         out.push(&rest[..cut]);
-        rest = &rest[cut..];
+        let n = rest[..cut].chars().count();
+        let start = match overlap {
+            0 => cut,
+            _ => rest[..cut]
+                .char_indices()
+                .nth(n.saturating_sub(overlap))
+                .map_or(cut, |(i, _)| i),
+        };
+        // Always forward (a piece is at least four fifths of `max`, more than the overlap).
+        rest = &rest[if start == 0 { cut } else { start }..];
     }
     if !rest.is_empty() || out.is_empty() {
         out.push(rest);

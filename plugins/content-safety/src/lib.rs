@@ -49,7 +49,7 @@ impl Ask for Host {
             categories: g
                 .categories
                 .into_iter()
-                .map(|c| (c.name, c.score))
+                .map(|c| (c.name, c.score, true))
                 .collect(),
         })
     }
@@ -63,8 +63,7 @@ impl Ask for Host {
             categories: m
                 .categories
                 .into_iter()
-                .filter(|c| c.flagged)
-                .map(|c| (c.name, c.score))
+                .map(|c| (c.name, c.score, c.flagged))
                 .collect(),
         })
     }

@@ -126,7 +126,27 @@ fn a_long_text_is_classified_in_chunks_keeping_each_labels_highest_score() {
     let long = "word ".repeat(40); // 200 characters, 64 a chunk
     let pieces = chunks(&long, 64);
     assert!(pieces.len() >= 4 && pieces.iter().all(|p| p.chars().count() <= 64));
-    assert_eq!(pieces.concat(), long, "a chunk was lost");
+    // Nothing lost: each piece starts inside the last one, and together they cover the text.
+    let numbered: String = (0..60).map(|i| format!("w{i} ")).collect();
+    let mut covered: usize = 0;
+    for p in chunks(&numbered, 64) {
+        let at = numbered.find(p).unwrap();
+        assert!(
+            at <= covered && at + p.len() > covered,
+            "a gap before {p:?}"
+        );
+        covered = at + p.len();
+    }
+    assert_eq!(covered, numbered.len(), "the end was lost");
+    // A marker cut by one piece's end is whole in the next.
+    let marker = "IGNOREALLPREVIOUS";
+    for at in 40..80 {
+        let text = format!("{}{marker}{}", "x".repeat(at), "y".repeat(100));
+        assert!(
+            chunks(&text, 64).iter().any(|p| p.contains(marker)),
+            "a marker at {at} was cut in every piece"
+        );
+    }
     let q = Question::Classify(vec![long.clone(), "short".into()]);
     let reqs = requests(&config(GuardKind::Classifier), &q).unwrap();
     assert_eq!(
