@@ -636,3 +636,62 @@ fn a_restarted_store_is_reached_again_however_long_it_was_down() {
         assert_eq!(said("state store is unreachable"), 1, "{case}: said once");
     }
 }
+
+/// One tenant cannot fill a shared Redis (#66): each holds at most its share (`OWNER_BYTES`,
+/// as in memory), counted by the scripts that write its values and sets. Past it only that
+/// tenant's writes fail; another's go on; what ends leaves the count.
+#[test]
+fn a_tenant_that_fills_its_share_of_redis_leaves_room_for_the_others() {
+    let redis = RedisServer::start();
+    let store = railyard::state::Store::new(&railyard::config::StateConfig {
+        redis_url: Some(redis.url()),
+        timeout: Duration::from_secs(2),
+        ..Default::default()
+    });
+    let mib = bytes::Bytes::from(vec![b'x'; 1 << 20]);
+    let short = Duration::from_secs(3);
+    let minute = Duration::from_secs(60);
+    railyard::util::block_on(async {
+        let mut taken = 0;
+        for i in 0..100 {
+            match store
+                .put("flood", &format!("big:{i}"), mib.clone(), short)
+                .await
+            {
+                Ok(()) => taken += 1,
+                Err(e) => {
+                    assert!(e.to_string().contains("its share"), "{e}");
+                    break;
+                }
+            }
+        }
+        let share = railyard::state::OWNER_BYTES >> 20;
+        assert!((share - 1..=share).contains(&taken), "{taken} MiB taken");
+        // Sets count too: what is left (under a MiB) takes few 16 KiB reads before they fail.
+        let text = "t".repeat(16 << 10);
+        let mut read = 0;
+        while store
+            .add_member("flood", "flow:x", &format!("{read}{text}"), 256, minute)
+            .await
+            .is_ok()
+        {
+            read += 1;
+            assert!(read <= 64, "{read} reads of 16 KiB past the share");
+        }
+        // Another tenant is not held to it.
+        store
+            .put("quiet", "small", mib.clone(), minute)
+            .await
+            .unwrap();
+        assert!(store
+            .add_member("quiet", "flow:y", &text, 256, minute)
+            .await
+            .unwrap());
+        // Once the flood's values have ended, it may write again.
+        tokio::time::sleep(short + Duration::from_millis(500)).await;
+        store
+            .put("flood", "again", mib.clone(), minute)
+            .await
+            .unwrap();
+    });
+}

@@ -11,10 +11,11 @@
 //!   read (`flow`'s memory on MCP).
 //!
 //! On Redis every check-and-change is one script, run atomically on the server with the server's
-//! clock, so replicas never race or disagree on time. In memory, each owner (a tenant) holds at
-//! most `OWNER_QUOTA` entries and `OWNER_BYTES` bytes, so no tenant can push out another's state
-//! or fill the process; on Redis nothing is pushed out while the server keeps its default
-//! `noeviction` policy.
+//! clock, so replicas never race or disagree on time. Each owner (a tenant) holds at most
+//! `OWNER_QUOTA` entries and `OWNER_BYTES` bytes of values and sets, in memory and on Redis
+//! alike (there counted by the scripts that write them), so no tenant can push out another's
+//! state, fill the process, or fill a Redis and have every other tenant refused; on Redis
+//! nothing is pushed out while the server keeps its default `noeviction` policy.
 //!
 //! A store that does not answer within `timeout_ms` is `Unavailable`; the caller decides what
 //! that means (`on_unavailable`). Nothing waits on it longer.
@@ -169,7 +170,7 @@ impl Store {
     ) -> Result<(), Unavailable> {
         match self {
             Store::Memory(m) => m.put(owner, key, value, ttl),
-            Store::Redis(r) => r.put(key, value, ttl).await,
+            Store::Redis(r) => r.put(owner, key, value, ttl).await,
         }
     }
 
@@ -217,7 +218,7 @@ impl Store {
         match self {
             Store::Memory(m) => m.add_member(owner, key, member, cap, ttl),
             // A member put in its own place: one script for both.
-            Store::Redis(r) => r.replace_member(key, member, member, cap, ttl).await,
+            Store::Redis(r) => r.replace_member(owner, key, member, member, cap, ttl).await,
         }
     }
 
@@ -235,7 +236,7 @@ impl Store {
     ) -> Result<bool, Unavailable> {
         match self {
             Store::Memory(m) => m.replace_member(owner, key, old, new, cap, ttl),
-            Store::Redis(r) => r.replace_member(key, old, new, cap, ttl).await,
+            Store::Redis(r) => r.replace_member(owner, key, old, new, cap, ttl).await,
         }
     }
 

@@ -102,6 +102,12 @@ pub fn approvals_asked(tenant_name: &str, principal: Option<&str>) -> String {
     )
 }
 
+/// Where what `tenant_name` holds in a shared store is counted (its keys by when they end, their
+/// sizes, the sum): `owned:<tag>` and a part.
+pub fn owned(tenant_name: &str) -> String {
+    format!("owned:{}", tenant(tenant_name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,17 +43,86 @@ redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.floor((new - n
 return 1
 ";
 
+/// What an owner (a tenant) holds, kept beside its keys by every script that writes one of its
+/// values or sets, so that on Redis too no tenant holds more than its share (`OWNER_BYTES`,
+/// `OWNER_QUOTA`, as in memory) and fills a `noeviction` server for the others. `KEYS[2]` indexes
+/// its keys by when they end, `KEYS[3]` their sizes, `KEYS[4]` the sum. Keys whose time has come
+/// leave the sum as the next write finds them; one whose life a read renewed is indexed at its new
+/// end instead.
+const OWNED: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function purge(now)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 64)
+  for _, k in ipairs(due) do
+    local left = redis.call('PTTL', k)
+    if left > 0 then
+      redis.call('ZADD', KEYS[2], now + left, k)
+    else
+      local s = tonumber(redis.call('HGET', KEYS[3], k) or '0') or 0
+      redis.call('DECRBY', KEYS[4], s)
+      redis.call('HDEL', KEYS[3], k)
+      redis.call('ZREM', KEYS[2], k)
+    end
+  end
+end
+local function old_size()
+  return tonumber(redis.call('HGET', KEYS[3], KEYS[1]) or '0') or 0
+end
+local function fits(size, max_bytes, max_entries)
+  local old = old_size()
+  local total = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+  if total - old + size > max_bytes then return false end
+  if redis.call('ZSCORE', KEYS[2], KEYS[1]) == false
+    and redis.call('ZCARD', KEYS[2]) >= max_entries then return false end
+  return true
+end
+local function account(size, ttl, now)
+  local old = old_size()
+  redis.call('HSET', KEYS[3], KEYS[1], size)
+  redis.call('INCRBY', KEYS[4], size - old)
+  redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  end
+end
+";
+
+/// Set `KEYS[1]` to `ARGV[1]` for `ARGV[2]` ms within its owner's share (`ARGV[3]` bytes,
+/// `ARGV[4]` entries): `1` set, `-1` past the share (nothing changed).
+const PUT: &str = r"
+local now = now_ms()
+purge(now)
+local size = #KEYS[1] + #ARGV[1]
+if not fits(size, tonumber(ARGV[3]), tonumber(ARGV[4])) then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+account(size, tonumber(ARGV[2]), now)
+return 1
+";
+
 /// `ARGV[2]` in place of `ARGV[1]` in the set, unless it holds `ARGV[3]` others (`ARGV[1]` not
-/// counted); its life started again at `ARGV[4]` ms: `1` replaced, `0` full (nothing changed).
+/// counted) or its owner's share (`ARGV[5]` bytes, `ARGV[6]` entries) would be passed; its life
+/// started again at `ARGV[4]` ms: `1` replaced, `0` full, `-1` past the share (nothing changed).
 /// With `ARGV[1]` = `ARGV[2]` it adds a member to the set.
 const REPLACE_MEMBER: &str = r"
-if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then
-  local others = redis.call('SCARD', KEYS[1]) - redis.call('SISMEMBER', KEYS[1], ARGV[1])
+local now = now_ms()
+purge(now)
+local adds = redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0
+local removes = ARGV[1] ~= ARGV[2] and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
+if adds then
+  local others = redis.call('SCARD', KEYS[1]) - (removes and 1 or 0)
   if others >= tonumber(ARGV[3]) then return 0 end
-  redis.call('SADD', KEYS[1], ARGV[2])
 end
-if ARGV[1] ~= ARGV[2] then redis.call('SREM', KEYS[1], ARGV[1]) end
+local base = old_size()
+if redis.call('EXISTS', KEYS[1]) == 0 or base == 0 then base = #KEYS[1] end
+local size = base + (adds and #ARGV[2] or 0) - (removes and #ARGV[1] or 0)
+if not fits(size, tonumber(ARGV[5]), tonumber(ARGV[6])) then return -1 end
+if adds then redis.call('SADD', KEYS[1], ARGV[2]) end
+if removes then redis.call('SREM', KEYS[1], ARGV[1]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+account(size, tonumber(ARGV[4]), now)
 return 1
 ";
 
@@ -108,6 +177,7 @@ pub struct Redis {
     take: redis::Script,
     settle: redis::Script,
     replace_member: redis::Script,
+    put: redis::Script,
     members: redis::Script,
     lease: redis::Script,
     add_within: redis::Script,
@@ -125,7 +195,8 @@ impl Redis {
             fail_open: config.fail_open,
             take: redis::Script::new(TAKE),
             settle: redis::Script::new(SETTLE),
-            replace_member: redis::Script::new(REPLACE_MEMBER),
+            replace_member: redis::Script::new(&format!("{OWNED}{REPLACE_MEMBER}")),
+            put: redis::Script::new(&format!("{OWNED}{PUT}")),
             members: redis::Script::new(MEMBERS),
             lease: redis::Script::new(LEASE),
             add_within: redis::Script::new(ADD_WITHIN),
@@ -262,19 +333,41 @@ impl Redis {
         .await
     }
 
-    /// Set `key` to `value` for `ttl`.
-    pub async fn put(&self, key: &str, value: Bytes, ttl: Duration) -> Result<(), Unavailable> {
+    /// The keys that keep what `owner` holds (see [`OWNED`]).
+    fn owned(&self, owner: &str) -> [String; 3] {
+        let base = crate::state::key::owned(owner);
+        ["idx", "size", "total"].map(|part| self.key(&format!("{base}:{part}")))
+    }
+
+    /// Set `key`, one of `owner`'s, to `value` for `ttl`, within `owner`'s share.
+    pub async fn put(
+        &self,
+        owner: &str,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
         let key = self.key(key);
-        self.call(|mut c| async move {
-            redis::cmd("SET")
-                .arg(&key)
-                .arg(value.as_ref())
-                .arg("PX")
-                .arg(ttl.as_millis().max(1) as u64)
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
+        let [idx, sizes, total] = self.owned(owner);
+        let set: i64 = self
+            .call(|mut c| async move {
+                self.put
+                    .key(&key)
+                    .key(&idx)
+                    .key(&sizes)
+                    .key(&total)
+                    .arg(value.as_ref())
+                    .arg(ttl.as_millis().max(1) as u64)
+                    .arg(super::OWNER_BYTES)
+                    .arg(super::OWNER_QUOTA)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        match set {
+            1 => Ok(()),
+            _ => Err(past_share(owner)),
+        }
     }
 
     /// Drop `key`.
@@ -286,9 +379,10 @@ impl Redis {
         .await
     }
 
-    /// See `Store::replace_member`.
+    /// See `Store::replace_member`: within `owner`'s share.
     pub async fn replace_member(
         &self,
+        owner: &str,
         key: &str,
         old: &str,
         new: &str,
@@ -296,19 +390,28 @@ impl Redis {
         ttl: Duration,
     ) -> Result<bool, Unavailable> {
         let key = self.key(key);
-        self.call(|mut c| async move {
-            let replaced: i64 = self
-                .replace_member
-                .key(&key)
-                .arg(old)
-                .arg(new)
-                .arg(cap)
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut c)
-                .await?;
-            Ok(replaced == 1)
-        })
-        .await
+        let [idx, sizes, total] = self.owned(owner);
+        let replaced: i64 = self
+            .call(|mut c| async move {
+                self.replace_member
+                    .key(&key)
+                    .key(&idx)
+                    .key(&sizes)
+                    .key(&total)
+                    .arg(old)
+                    .arg(new)
+                    .arg(cap)
+                    .arg(ttl.as_millis().max(1) as u64)
+                    .arg(super::OWNER_BYTES)
+                    .arg(super::OWNER_QUOTA)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        match replaced {
+            -1 => Err(past_share(owner)),
+            r => Ok(r == 1),
+        }
     }
 
     /// See `Store::remove_member`.
@@ -398,4 +501,14 @@ impl Redis {
         })
         .await
     }
+}
+
+/// A write refused because `owner` holds its share of the store (it alone is refused: the store
+/// answers everyone else).
+fn past_share(owner: &str) -> Unavailable {
+    Unavailable(format!(
+        "'{owner}' holds its share of the state store ({} bytes or {} entries), its most",
+        super::OWNER_BYTES,
+        super::OWNER_QUOTA
+    ))
 }
