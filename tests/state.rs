@@ -678,11 +678,28 @@ fn a_tenant_that_fills_its_share_of_redis_leaves_room_for_the_others() {
             read += 1;
             assert!(read <= 64, "{read} reads of 16 KiB past the share");
         }
+        // And a new counter (a plugin's `state`), though small.
+        let mut counters = 0;
+        while store
+            .add_within("flood", &format!("count:{counters}"), 1, 10, minute)
+            .await
+            .is_ok()
+        {
+            counters += 1;
+            assert!(counters <= 20_000, "{counters} counters past the share");
+        }
         // Another tenant is not held to it.
         store
             .put("quiet", "small", mib.clone(), minute)
             .await
             .unwrap();
+        assert_eq!(
+            store
+                .add_within("quiet", "count", 1, 10, minute)
+                .await
+                .unwrap(),
+            Some(1)
+        );
         assert!(store
             .add_member("quiet", "flow:y", &text, 256, minute)
             .await

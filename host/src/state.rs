@@ -201,7 +201,7 @@ impl Store {
         let (delta, limit) = (delta.clamp(-EXACT, EXACT), limit.clamp(-EXACT, EXACT));
         match self {
             Store::Memory(m) => m.add_within(owner, key, delta, limit, ttl),
-            Store::Redis(r) => r.add_within(key, delta, limit, ttl).await,
+            Store::Redis(r) => r.add_within(owner, key, delta, limit, ttl).await,
         }
     }
 

@@ -146,8 +146,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 ";
 
-/// Add `ARGV[1]` to the counter unless it would pass `ARGV[2]`; a new counter lives `ARGV[3]` ms.
-/// `{1, new}` when added, `{0, value}` when not.
+/// Add `ARGV[1]` to the counter unless it would pass `ARGV[2]`; a new counter lives `ARGV[3]` ms
+/// and counts in its owner's share (`ARGV[4]` bytes, `ARGV[5]` entries). `{1, new}` when added,
+/// `{0, value}` when not, `{-1, 0}` when a new counter is past the share.
 const ADD_WITHIN: &str = r"
 local v = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local n = v + tonumber(ARGV[1])
@@ -155,7 +156,12 @@ if n > tonumber(ARGV[2]) then return {0, v} end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('SET', KEYS[1], string.format('%.0f', n), 'KEEPTTL')
 else
+  local now = now_ms()
+  purge(now)
+  local size = #KEYS[1] + 24
+  if not fits(size, tonumber(ARGV[4]), tonumber(ARGV[5])) then return {-1, 0} end
   redis.call('SET', KEYS[1], string.format('%.0f', n), 'PX', ARGV[3])
+  account(size, tonumber(ARGV[3]), now)
 end
 return {1, n}
 ";
@@ -199,7 +205,7 @@ impl Redis {
             put: redis::Script::new(&format!("{OWNED}{PUT}")),
             members: redis::Script::new(MEMBERS),
             lease: redis::Script::new(LEASE),
-            add_within: redis::Script::new(ADD_WITHIN),
+            add_within: redis::Script::new(&format!("{OWNED}{ADD_WITHIN}")),
         }
     }
 
@@ -482,24 +488,34 @@ impl Redis {
     /// See `Store::add_within`.
     pub async fn add_within(
         &self,
+        owner: &str,
         key: &str,
         delta: i64,
         limit: i64,
         ttl: Duration,
     ) -> Result<Option<i64>, Unavailable> {
         let key = self.key(key);
-        self.call(|mut c| async move {
-            let (added, value): (i64, i64) = self
-                .add_within
-                .key(&key)
-                .arg(delta)
-                .arg(limit)
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut c)
-                .await?;
-            Ok((added == 1).then_some(value))
-        })
-        .await
+        let [idx, sizes, total] = self.owned(owner);
+        let (added, value): (i64, i64) = self
+            .call(|mut c| async move {
+                self.add_within
+                    .key(&key)
+                    .key(&idx)
+                    .key(&sizes)
+                    .key(&total)
+                    .arg(delta)
+                    .arg(limit)
+                    .arg(ttl.as_millis().max(1) as u64)
+                    .arg(super::OWNER_BYTES)
+                    .arg(super::OWNER_QUOTA)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        match added {
+            -1 => Err(past_share(owner)),
+            a => Ok((a == 1).then_some(value)),
+        }
     }
 }
 
