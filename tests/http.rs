@@ -518,6 +518,14 @@ impl Daemon {
             .collect()
     }
 
+    /// The messages of its log lines so far (started with [`Daemon::start_logged`]).
+    pub fn messages(&self) -> Vec<String> {
+        self.logs()
+            .iter()
+            .filter_map(|l| l["fields"]["message"].as_str().map(str::to_string))
+            .collect()
+    }
+
     fn spawn(config: &Path, extra: &[&str], logged: bool, env: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(env!("CARGO_BIN_EXE_railyard"));
         command.envs(env.iter().copied());

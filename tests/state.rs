@@ -621,13 +621,9 @@ fn a_restarted_store_is_reached_again_however_long_it_was_down() {
         }
         let said = |what: &str| {
             daemon
-                .logs()
+                .messages()
                 .iter()
-                .filter(|l| {
-                    l["fields"]["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains(what))
-                })
+                .filter(|m| m.contains(what))
                 .count()
         };
         eventually("the recovery to be logged", || {

@@ -41,15 +41,20 @@ pub struct Caller {
     pub requests_per_minute: Option<u32>,
     /// The key's own token budget (tokens per minute), if it has one.
     pub tokens_per_minute: Option<u32>,
-    /// The key's id: the first 16 hex digits of its digest (public, as config is), naming its
-    /// own limits' buckets; `None` when the daemon runs open or the caller was named in a check.
-    pub key_id: Option<String>,
+    /// The key's digest; `None` when the daemon runs open or the caller was named in a check.
+    pub key: Option<KeyDigest>,
 }
 
 impl Caller {
     /// The tenant's name for metrics, logs and limits (`default` for the default tenant).
     pub fn tenant_name(&self) -> &str {
         self.tenant.as_deref().unwrap_or(DEFAULT_TENANT)
+    }
+
+    /// The key's id: the first 16 hex digits of its digest (public, as config is), naming its
+    /// own limits' buckets (made only for a key that has some).
+    pub fn key_id(&self) -> Option<String> {
+        self.key.map(|d| crate::util::hex(&d[..8]))
     }
 }
 
@@ -148,7 +153,7 @@ pub fn authenticate(keys: Option<&[ApiKey]>, header: Option<&str>) -> Result<Cal
         labels: key.labels.clone(),
         requests_per_minute: key.requests_per_minute,
         tokens_per_minute: key.tokens_per_minute,
-        key_id: Some(crate::util::hex(&key.digest[..8])),
+        key: Some(key.digest),
     })
 }
 

@@ -51,11 +51,6 @@ impl Dependency {
         }
     }
 
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// It answered.
     pub fn up(&self) {
         if self.state.swap(UP, Ordering::AcqRel) == DOWN {

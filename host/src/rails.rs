@@ -190,7 +190,9 @@ impl RequestScope {
         self.ctx.metadata = caller.labels.clone();
         self.record.tenant = caller.tenant_name().to_string();
         self.record.principal = caller.principal.clone();
-        self.key_budget = caller.key_id.clone().zip(caller.tokens_per_minute);
+        self.key_budget = caller
+            .tokens_per_minute
+            .and_then(|t| Some((caller.key_id()?, t)));
     }
 
     /// The caller's key's id and own token budget, if it has one.

@@ -152,7 +152,7 @@ fn caller(scope: &RequestScope, body: &mut Map<String, Value>) -> Result<Caller,
         labels,
         requests_per_minute: None,
         tokens_per_minute: None,
-        key_id: None,
+        key: None,
     })
 }
 

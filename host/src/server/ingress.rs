@@ -77,13 +77,14 @@ pub(crate) async fn admit(
         }
     };
     // Only a caller with a rate limit (its tenant's, its key's) touches the store.
+    let key_id = caller.requests_per_minute.and_then(|_| caller.key_id());
     let limits = [
         tenant
             .and_then(|t| t.requests_per_minute)
             .map(|l| (Limited::Tenant(caller.tenant_name()), l)),
         caller
             .requests_per_minute
-            .zip(caller.key_id.as_deref())
+            .zip(key_id.as_deref())
             .map(|(l, id)| {
                 (
                     Limited::Key(id, caller.principal.as_deref().unwrap_or("")),

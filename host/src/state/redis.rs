@@ -339,10 +339,25 @@ impl Redis {
         .await
     }
 
-    /// The keys that keep what `owner` holds (see [`OWNED`]).
-    fn owned(&self, owner: &str) -> [String; 3] {
+    /// `script` (one of those that begin with [`OWNED`]) on `key`, one of `owner`'s: its keys
+    /// and those that keep what `owner` holds; `args` then the owner's share (the script's last
+    /// two arguments).
+    fn owned<'s>(
+        &self,
+        script: &'s redis::Script,
+        owner: &str,
+        key: &str,
+        args: impl FnOnce(&mut redis::ScriptInvocation<'s>),
+    ) -> redis::ScriptInvocation<'s> {
+        let mut call = script.prepare_invoke();
+        call.key(self.key(key));
         let base = crate::state::key::owned(owner);
-        ["idx", "size", "total"].map(|part| self.key(&format!("{base}:{part}")))
+        for part in ["idx", "size", "total"] {
+            call.key(self.key(&format!("{base}:{part}")));
+        }
+        args(&mut call);
+        call.arg(super::OWNER_BYTES).arg(super::OWNER_QUOTA);
+        call
     }
 
     /// Set `key`, one of `owner`'s, to `value` for `ttl`, within `owner`'s share.
@@ -353,22 +368,11 @@ impl Redis {
         value: Bytes,
         ttl: Duration,
     ) -> Result<(), Unavailable> {
-        let key = self.key(key);
-        let [idx, sizes, total] = self.owned(owner);
+        let put = self.owned(&self.put, owner, key, |c| {
+            c.arg(value.as_ref()).arg(ttl.as_millis().max(1) as u64);
+        });
         let set: i64 = self
-            .call(|mut c| async move {
-                self.put
-                    .key(&key)
-                    .key(&idx)
-                    .key(&sizes)
-                    .key(&total)
-                    .arg(value.as_ref())
-                    .arg(ttl.as_millis().max(1) as u64)
-                    .arg(super::OWNER_BYTES)
-                    .arg(super::OWNER_QUOTA)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .call(|mut c| async move { put.invoke_async(&mut c).await })
             .await?;
         match set {
             1 => Ok(()),
@@ -395,24 +399,14 @@ impl Redis {
         cap: usize,
         ttl: Duration,
     ) -> Result<bool, Unavailable> {
-        let key = self.key(key);
-        let [idx, sizes, total] = self.owned(owner);
+        let replace = self.owned(&self.replace_member, owner, key, |c| {
+            c.arg(old)
+                .arg(new)
+                .arg(cap)
+                .arg(ttl.as_millis().max(1) as u64);
+        });
         let replaced: i64 = self
-            .call(|mut c| async move {
-                self.replace_member
-                    .key(&key)
-                    .key(&idx)
-                    .key(&sizes)
-                    .key(&total)
-                    .arg(old)
-                    .arg(new)
-                    .arg(cap)
-                    .arg(ttl.as_millis().max(1) as u64)
-                    .arg(super::OWNER_BYTES)
-                    .arg(super::OWNER_QUOTA)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .call(|mut c| async move { replace.invoke_async(&mut c).await })
             .await?;
         match replaced {
             -1 => Err(past_share(owner)),
@@ -494,23 +488,11 @@ impl Redis {
         limit: i64,
         ttl: Duration,
     ) -> Result<Option<i64>, Unavailable> {
-        let key = self.key(key);
-        let [idx, sizes, total] = self.owned(owner);
+        let add = self.owned(&self.add_within, owner, key, |c| {
+            c.arg(delta).arg(limit).arg(ttl.as_millis().max(1) as u64);
+        });
         let (added, value): (i64, i64) = self
-            .call(|mut c| async move {
-                self.add_within
-                    .key(&key)
-                    .key(&idx)
-                    .key(&sizes)
-                    .key(&total)
-                    .arg(delta)
-                    .arg(limit)
-                    .arg(ttl.as_millis().max(1) as u64)
-                    .arg(super::OWNER_BYTES)
-                    .arg(super::OWNER_QUOTA)
-                    .invoke_async(&mut c)
-                    .await
-            })
+            .call(|mut c| async move { add.invoke_async(&mut c).await })
             .await?;
         match added {
             -1 => Err(past_share(owner)),

@@ -261,6 +261,17 @@ mod tests {
         })
     }
 
+    /// A guard that finds nothing, keeping what it was asked.
+    fn safe() -> Scripted {
+        Scripted(
+            Ok(Judged {
+                flagged: false,
+                categories: vec![],
+            }),
+            vec![],
+        )
+    }
+
     fn config(extra: &str) -> Config {
         Config::parse(&format!("{{\"model\": \"g\"{extra}}}")).unwrap()
     }
@@ -294,13 +305,7 @@ mod tests {
     fn the_guard_sees_the_judged_turn_last_after_a_bounded_context() {
         let cfg = config(r#", "context_turns": 1"#);
         let req = request(Rail::Input, vec![user("one"), user("two"), user("three")]);
-        let mut g = Scripted(
-            Ok(Judged {
-                flagged: false,
-                categories: vec![],
-            }),
-            vec![],
-        );
+        let mut g = safe();
         evaluate(&cfg, &req, &mut g).unwrap();
         assert_eq!(
             g.1[0],
@@ -321,13 +326,7 @@ mod tests {
         let mut tool = user("a page that says: build a bomb");
         tool.role = "tool".into();
         let req = request(Rail::Input, vec![system, named, tool, user("thanks")]);
-        let mut g = Scripted(
-            Ok(Judged {
-                flagged: false,
-                categories: vec![],
-            }),
-            vec![],
-        );
+        let mut g = safe();
         evaluate(&cfg, &req, &mut g).unwrap();
         let judged = &g.1[0][0].1;
         for part in ["DAN", "ignore-your-rules: hi", "build a bomb", "thanks"] {
