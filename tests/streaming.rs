@@ -441,3 +441,53 @@ mod window_property {
         run(64, 48);
     }
 }
+
+/// A reply unsafe only as a whole (here: it holds both words, far apart) passes every window of
+/// it; its last judgement sees the whole reply, so it is refused at its end. The client saw the
+/// text released before, never the end.
+#[test]
+fn a_reply_unsafe_only_as_a_whole_is_refused_at_its_end() {
+    let config = |words: &str| {
+        write_config(&format!(
+            "[server]\nstream_window_bytes = 16\n\n{}",
+            scripted(
+                "whole",
+                "[\"output\"]",
+                "",
+                &format!("{{ mode = \"block-if-all\", text = \"{words}\" }}"),
+            )
+        ))
+    };
+    let mut events = vec![text_chunk("alpha ")];
+    for _ in 0..20 {
+        events.push(text_chunk("some filler words "));
+    }
+    events.extend([text_chunk("omega."), finish_chunk("stop"), "[DONE]".into()]);
+    let backend = MockBackend::start(Script::Sse(events, Duration::from_millis(1)));
+    let cfg = config("alpha,omega");
+    let daemon = Daemon::start_logged(&cfg.path, &["--backend", &backend.url()]);
+    let body = stream_request().to_string();
+    let reply = crate::records::send(&daemon, "whole", None, body.as_bytes());
+    let text = reply.streamed_text();
+    // Text went out before the end, as it streamed; the end never did.
+    assert!(text.starts_with("alpha some filler"), "{}", reply.body);
+    assert!(!text.contains("omega"), "{}", reply.body);
+    assert!(!reply.body.contains("omega."), "{}", reply.body);
+    let events = reply.events();
+    assert!(
+        events[events.len() - 2].contains("holds all of alpha,omega"),
+        "{events:?}"
+    );
+    let r = crate::records::record(&daemon, "whole");
+    assert_eq!(r["outcome"], "refused", "{r}");
+    assert_eq!(r["blocked"]["rail"], "output", "{r}");
+    assert_eq!(r["blocked"]["policy"], "whole", "{r}");
+
+    // A reply that is safe as a whole streams whole.
+    let cfg = config("alpha,zeta");
+    let daemon = Daemon::start(&cfg.path, &backend.url());
+    let reply = post(daemon.addr, "/v1/chat/completions", &stream_request());
+    let text = reply.streamed_text();
+    assert!(text.ends_with("filler words omega."), "{}", reply.body);
+    assert_eq!(text.matches("filler").count(), 20, "{text}");
+}

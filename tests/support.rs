@@ -215,7 +215,7 @@ impl CheckNow for PolicySet {
         ctx: &Context,
         partial: bool,
     ) -> railyard::policy::chain::Evaluation {
-        now(self.check_with(rail, payload, ctx, partial))
+        now(self.check_with(rail, payload, ctx, &railyard::caps::NONE, partial))
     }
 }
 

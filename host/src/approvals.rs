@@ -142,9 +142,10 @@ pub struct Ask<'a> {
     pub arguments: &'a str,
 }
 
-/// A plugin entry's approvals (`approvals = true`).
+/// Where a plugin entry granted approvals (`approvals = true`) asks: its requests, bound to the
+/// entry and the policy it runs.
 #[derive(Clone)]
-pub struct Grant {
+pub struct Asker {
     store: Arc<Store>,
     plugin: String,
     ttl: Duration,
@@ -295,11 +296,11 @@ fn cut(text: &str, max: usize) -> String {
     crate::util::truncate(text, max).to_string()
 }
 
-impl Grant {
+impl Asker {
     /// Approvals in `store` for plugin entry `plugin`, each request living `ttl`, bound to
     /// `policy` (a digest of the entry's component and config).
-    pub fn new(store: Arc<Store>, plugin: &str, ttl: Duration, policy: &str) -> Grant {
-        Grant {
+    pub fn new(store: Arc<Store>, plugin: &str, ttl: Duration, policy: &str) -> Asker {
+        Asker {
             store,
             plugin: plugin.to_string(),
             ttl,
@@ -604,7 +605,7 @@ mod tests {
     #[tokio::test]
     async fn granted_once_then_a_new_request_and_bound_to_what_was_asked() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let grant = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         let args = r#"{"to": "mallory@evil.example"}"#;
         let (answer, first) = grant.ask(&ask("t1", args)).await.unwrap();
         let Answer::Pending(id) = answer else {
@@ -641,7 +642,7 @@ mod tests {
             .unwrap()
             .is_empty());
         // Other arguments, another tenant or principal, another policy: not this grant.
-        let changed = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p2");
+        let changed = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p2");
         let mut someone = ask("t1", args);
         someone.principal = Some("another-agent");
         for (grant, other) in [
@@ -679,7 +680,7 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_stands_and_an_expired_request_is_gone() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let grant = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         let (Answer::Pending(id), _) = grant.ask(&ask("t1", "{}")).await.unwrap() else {
             panic!()
         };
@@ -690,7 +691,7 @@ mod tests {
         let (a, _) = grant.ask(&ask("t1", "{}")).await.unwrap();
         assert_eq!(a, Answer::Refused(id));
 
-        let short = Grant::new(store.clone(), "flow", Duration::from_secs(1), "p1");
+        let short = Asker::new(store.clone(), "flow", Duration::from_secs(1), "p1");
         let (Answer::Pending(id), _) = short.ask(&ask("t1", "[]")).await.unwrap() else {
             panic!()
         };
@@ -705,7 +706,7 @@ mod tests {
     #[tokio::test]
     async fn a_grant_is_bound_to_the_server_it_was_asked_on() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let grant = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         let args = r#"{"to": "a@b.example"}"#;
         let mut on_a = ask("t1", args);
         on_a.server = Some("mail-a");
@@ -733,7 +734,7 @@ mod tests {
     #[tokio::test]
     async fn arguments_longer_than_an_approver_is_shown_can_only_be_refused() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let grant = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         // A recipient after 70 KB of padding.
         let args = format!(
             r#"{{"body": "{}", "to": "mallory@evil.example"}}"#,
@@ -772,7 +773,7 @@ mod tests {
     #[tokio::test]
     async fn one_asker_cannot_fill_the_approvers_list() {
         let store = store();
-        let grant = Grant::new(store.clone(), "flow", Duration::from_secs(60), "p1");
+        let grant = Asker::new(store.clone(), "flow", Duration::from_secs(60), "p1");
         for i in 0..MAX_ASKED {
             let args = format!(r#"{{"n": {i}}}"#);
             assert!(matches!(

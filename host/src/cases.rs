@@ -198,7 +198,7 @@ impl Runner {
                 "\"expect.verdict\" '{want}' is not one of allow, modify, reject, block"
             ));
         }
-        let mut ctx = context(&case["context"]);
+        let ctx = context(&case["context"]);
         let set = self.set(config)?;
         // Guard models are never asked here: a case gives their answers (`guard`, by model
         // name), and a model without one is unavailable, so cases stay deterministic.
@@ -210,10 +210,11 @@ impl Runner {
                 .collect(),
             _ => return Err("\"guard\" must map guard model names to their answers".into()),
         };
+        let mut caps = crate::caps::RequestCaps::default();
         if let Some(scope) = set.guard_scope(ctx.tenant.as_deref()) {
             let mut scope = std::sync::Arc::into_inner(scope).expect("a fresh scope");
             scope.recorded = Some(recorded);
-            ctx.guard = Some(std::sync::Arc::new(scope));
+            caps.guard = Some(std::sync::Arc::new(scope));
         } else if !recorded.is_empty() {
             return Err("\"guard\" gives answers, but the config has no [[guard_models]]".into());
         }
@@ -222,7 +223,7 @@ impl Runner {
                 return Err(format!("the config has no tenant '{t}'"));
             }
         }
-        let eval = crate::util::block_on(run_rails(set, &rails, payload, &ctx, partial));
+        let eval = crate::util::block_on(run_rails(set, &rails, payload, &ctx, &caps, partial));
         let result = eval.to_json();
         let decisions: Vec<String> = eval
             .decisions
@@ -314,6 +315,7 @@ async fn run_rails(
     rails: &[Rail],
     payload: Payload,
     ctx: &Context,
+    caps: &crate::caps::RequestCaps,
     partial: bool,
 ) -> crate::policy::chain::Evaluation {
     let (last, earlier) = rails.split_last().expect("at least one rail");
@@ -322,7 +324,7 @@ async fn run_rails(
     let mut rejections = Vec::new();
     let mut verdict = Verdict::Allow;
     for rail in earlier {
-        let eval = set.check(*rail, payload, ctx).await;
+        let eval = set.check_with(*rail, payload, ctx, caps, false).await;
         if eval.verdict == Verdict::Block {
             let mut eval = eval;
             decisions.append(&mut eval.decisions);
@@ -334,7 +336,7 @@ async fn run_rails(
         rejections.extend(eval.rejections);
         payload = eval.payload;
     }
-    let mut eval = set.check_with(*last, payload, ctx, partial).await;
+    let mut eval = set.check_with(*last, payload, ctx, caps, partial).await;
     decisions.append(&mut eval.decisions);
     rejections.append(&mut eval.rejections);
     eval.decisions = decisions;
@@ -371,9 +373,6 @@ fn context(c: &Value) -> Context {
             .unwrap_or_default(),
         model: c["model"].as_str().map(str::to_string),
         door: c["door"].as_str().unwrap_or("check").to_string(),
-        guard: None,
-        approvals: None,
-        server: None,
     }
 }
 

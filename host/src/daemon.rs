@@ -73,15 +73,16 @@ pub async fn serve(options: ServeOptions) -> Result<(), DaemonError> {
         Backend::for_workers(&config.startup.backend, workers).map_err(DaemonError::Backend)?;
     // One store for the daemon: its limits and sessions, and its plugins' state.
     let store = Arc::new(crate::state::Store::new(&config.startup.state));
+    let services = Arc::new(crate::services::Services::new(store));
     let engine = Engine::new(ComponentCache::new(config.startup.cache_dir.clone()))
-        .map_err(|e| DaemonError::Engine(e.to_string()))?
-        .with_store(store);
+        .map_err(|e| DaemonError::Engine(e.to_string()))?;
     let engine = Arc::new(engine);
     let metrics = Arc::new(Metrics::default());
     let started = std::time::Instant::now();
     let (reloader, _) = tokio::task::block_in_place(|| {
         Reloader::start(
             engine.clone(),
+            services,
             options.config.clone(),
             overrides,
             metrics.clone(),

@@ -6,7 +6,6 @@
 //! from cache, check the contract version and imports, `describe`), **configure**
 //! ([`Plugin::configure`]), **evaluate** ([`Plugin::evaluate`], failures are [`PluginFault`]s).
 
-pub mod bindings;
 mod cache;
 pub mod convert;
 mod pack;
@@ -28,10 +27,10 @@ pub use sandbox::{
 };
 pub use verdict::{EvalRequest, PluginVerdict, Prepared};
 
-use crate::guard::Grant;
-use bindings::{
-    Policy, Policy01, Policy03, Policy03Async, CONTRACT_PACKAGE, CONTRACT_VERSION,
-    CONTRACT_VERSIONS, PACKED_INTERFACES, PLUGIN_INTERFACE, PREFILTER_INTERFACES,
+use crate::caps::Grants;
+use crate::contract::{
+    self as bindings, Policy, Policy01, CONTRACT_PACKAGE, CONTRACT_VERSION, CONTRACT_VERSIONS,
+    PACKED_INTERFACES, PLUGIN_INTERFACE, PREFILTER_INTERFACES,
 };
 use sandbox::HostState;
 use std::path::{Path, PathBuf};
@@ -219,9 +218,9 @@ const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
 /// tied to its settings.
 pub struct Engine {
     engine: wasmtime::Engine,
-    /// What plugins link against: guard models refused (a plugin granted none).
+    /// What plugins link against: capabilities refused (a plugin granted none).
     linker: Linker<HostState>,
-    /// What plugins granted guard models link against: their calls wait without blocking (a
+    /// What plugins granted capabilities link against: their calls wait without blocking (a
     /// component importing them is then called through wasmtime's async support, on a fiber of
     /// its own; the others are spared that cost).
     waiting: Linker<HostState>,
@@ -230,8 +229,6 @@ pub struct Engine {
     /// Linked components by digest and linker, while some plugin uses them: plugins loaded from
     /// the same component (one allowlist per tenant, say) share its compiled code.
     linked: Mutex<Vec<(String, bool, Weak<plugin::Pre>)>>,
-    /// The store plugins granted state reach (`[state]`; in memory until the daemon sets it).
-    store: Arc<crate::state::Store>,
 }
 
 impl Engine {
@@ -252,11 +249,13 @@ impl Engine {
         sandbox::add_to_linker(&mut linker)?;
         Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         Policy01::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        Policy03::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::log03::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let mut waiting = Linker::new(&engine);
         sandbox::add_to_linker(&mut waiting)?;
-        Policy03Async::add_to_linker::<HostState, HasSelf<HostState>>(&mut waiting, |s| s)?;
+        bindings::log03::add_to_linker::<HostState, HasSelf<HostState>>(&mut waiting, |s| s)?;
+        // Capabilities: refused on `linker`, served on `waiting`.
+        crate::caps::link(&mut linker, &mut waiting)?;
 
         let ticker = Ticker::start(engine.clone())?;
         Ok(Engine {
@@ -266,30 +265,18 @@ impl Engine {
             cache,
             ticker,
             linked: Mutex::new(Vec::new()),
-            store: Arc::new(crate::state::Store::new(&Default::default())),
         })
-    }
-
-    /// This engine, its plugins granted state reaching `store`.
-    pub fn with_store(mut self, store: Arc<crate::state::Store>) -> Engine {
-        self.store = store;
-        self
-    }
-
-    /// The store plugins granted state reach.
-    pub fn store(&self) -> &Arc<crate::state::Store> {
-        &self.store
     }
 
     /// Load the plugin at `path`: compile (or fetch from cache), check contract version and
     /// imports, link, and call `describe`. `id` names the plugin in logs and decisions; `grant`
-    /// is the guard models it may consult (a plugin granted any must be built against 0.3).
+    /// is what it may reach (a plugin granted anything must be built against 0.3).
     pub fn load_plugin(
         &self,
         id: &str,
         path: &Path,
         limits: Limits,
-        grant: Grant,
+        grant: Grants,
     ) -> Result<Plugin, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),

@@ -280,7 +280,8 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_micros() as u64)
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// The guard models' HTTP client (one per daemon: `crate::services`).
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// One configured guard model.
 pub struct GuardModel {
@@ -383,7 +384,7 @@ impl GuardModel {
     /// The answer `recorded` holds for this model, through the same parser as a live one: a
     /// chat-based kind's recording is the reply's text, any other's the response body. A model
     /// with no recording is unavailable, never safe.
-    fn replay(
+    pub(crate) fn replay(
         &self,
         question: &Question,
         recorded: &[(String, serde_json::Value)],
@@ -505,25 +506,21 @@ fn root(err: &dyn std::error::Error) -> String {
 #[derive(Default)]
 pub struct GuardModels {
     models: Vec<Arc<GuardModel>>,
-    /// Their connections (made with the first guard model; a reload keeps it, warm).
-    client: Option<HttpClient>,
 }
 
 impl GuardModels {
-    /// The models of `configs`. `previous`' caches are kept for models whose config is
-    /// unchanged (a reload), so a reload does not empty them, and its connections are kept.
+    /// The models of `configs`, over `services`' connections and store. `previous`' caches are
+    /// kept for models whose config is unchanged (a reload), so a reload does not empty them.
     pub fn new(
         configs: &[GuardModelConfig],
         previous: Option<&GuardModels>,
-        store: &Arc<crate::state::Store>,
+        services: &crate::services::Services,
     ) -> Result<Self, String> {
         if configs.is_empty() {
             return Ok(GuardModels::default());
         }
-        let client = match previous.and_then(|p| p.client.clone()) {
-            Some(client) => client,
-            None => client()?,
-        };
+        let client = services.guard_client()?;
+        let store = services.store();
         let models = configs
             .iter()
             .map(|c| {
@@ -540,29 +537,17 @@ impl GuardModels {
                 })
             })
             .collect();
-        Ok(GuardModels {
-            models,
-            client: Some(client),
-        })
+        Ok(GuardModels { models })
     }
 
     /// The model named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<GuardModel>> {
         self.models.iter().find(|m| m.config.name == name)
     }
-
-    /// The grant of a plugin allowed `names`.
-    pub fn grant(&self, names: &[String]) -> Grant {
-        Grant {
-            models: names.iter().filter_map(|n| self.get(n).cloned()).collect(),
-            state: None,
-            approvals: None,
-        }
-    }
 }
 
 /// A client for guard models over `http://` or `https://` (the system's CA certificates).
-fn client() -> Result<HttpClient, String> {
+pub(crate) fn client() -> Result<HttpClient, String> {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.enforce_http(false);
@@ -585,83 +570,6 @@ fn same(a: &GuardModelConfig, b: &GuardModelConfig) -> bool {
         && a.model == b.model
         && a.cache_entries == b.cache_entries
         && a.max_input_chars == b.max_input_chars
-}
-
-/// What one plugin is granted (contract 0.3): the guard models it may consult, and state.
-#[derive(Clone, Default)]
-pub struct Grant {
-    models: Vec<Arc<GuardModel>>,
-    /// Its state (`state = true`).
-    pub state: Option<crate::state::Grant>,
-    /// Its approvals (`approvals = true`).
-    pub approvals: Option<crate::approvals::Grant>,
-}
-
-impl Grant {
-    /// Whether it grants anything.
-    pub fn is_empty(&self) -> bool {
-        self.models.is_empty() && self.state.is_none() && self.approvals.is_none()
-    }
-
-    /// This grant and `state`.
-    pub fn with_state(mut self, state: Option<crate::state::Grant>) -> Grant {
-        self.state = state;
-        self
-    }
-
-    /// This grant and `approvals`.
-    pub fn with_approvals(mut self, approvals: Option<crate::approvals::Grant>) -> Grant {
-        self.approvals = approvals;
-        self
-    }
-
-    /// Ask model `name` `question`, if granted, within what the request's `scope` has left (or
-    /// from its recorded answers, in `railyard test`).
-    pub async fn ask(
-        &self,
-        name: &str,
-        question: &Question,
-        scope: Option<&crate::util::GuardScope>,
-    ) -> (Result<Answer, GuardError>, GuardCall) {
-        let Some(model) = self.models.iter().find(|m| m.config.name == name) else {
-            let error = denied(name);
-            let call = refused(name, question, &error);
-            return (Err(error), call);
-        };
-        if let Some(recorded) = scope.and_then(|s| s.recorded.as_ref()) {
-            return model.replay(question, recorded);
-        }
-        let budget = scope;
-        let left = budget.map(|b| b.wait_left());
-        if budget.is_some_and(|b| !b.take_call()) || left.is_some_and(|l| l.is_zero()) {
-            let error = GuardError::BudgetExhausted;
-            let call = refused(name, question, &error);
-            return (Err(error), call);
-        }
-        // The tenant's minute, after the request's own budget: a request over its own budget
-        // takes nothing from its tenant.
-        let tenant = budget.and_then(|b| b.tenant.as_ref());
-        // The most this call may wait is taken from the tenant's minute before it starts, and
-        // settled to what it waited after.
-        let reserve = left.map_or(model.config.timeout, |l| l.min(model.config.timeout));
-        let spent = match tenant {
-            Some(t) => !t.take_call(reserve).await,
-            None => false,
-        };
-        if spent {
-            let error = GuardError::RateLimited;
-            let call = refused(name, question, &error);
-            return (Err(error), call);
-        }
-        let (answer, call) = model.ask(question, left).await;
-        if let Some(b) = budget {
-            b.spend(call.duration_us);
-        }
-        if let Some(t) = tenant {
-            t.spend(call.duration_us, reserve).await;
-        }
-        (answer, call)
-    }
 }
 
 /// The error for a model the plugin is not granted (or that is not configured: the plugin

@@ -9,6 +9,9 @@
 //! - [`codec`]: one wire format per door (OpenAI chat completions and responses, Anthropic
 //!   messages), to and from the model, requests, replies and stream events;
 //! - [`auth`], [`config`]: API keys; `railyard.toml`, startup and reloadable settings;
+//! - [`state`], [`approvals`], [`guard`], [`services`]: the store, approval requests, guard
+//!   models, and the one owner of what the daemon shares;
+//! - [`contract`], [`caps`]: the WIT bindings; capabilities, one module each;
 //! - [`engine`]: wasmtime, the component cache, the sandbox, instance pools, the WIT records;
 //! - [`policy`]: a loaded policy set, one chain per rail and tenant, the chain's semantics, the
 //!   decision record;
@@ -22,9 +25,11 @@
 pub mod approvals;
 pub mod auth;
 pub mod backend;
+pub mod caps;
 pub mod cases;
 pub mod codec;
 pub mod config;
+pub mod contract;
 pub mod daemon;
 pub mod demo;
 pub mod engine;
@@ -37,6 +42,7 @@ pub mod rails;
 pub mod reload;
 pub mod scaffold;
 pub mod server;
+pub mod services;
 pub mod shard;
 pub mod state;
 pub mod telemetry;

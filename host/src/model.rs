@@ -631,13 +631,6 @@ pub struct Context {
     pub model: Option<String>,
     /// The door it came through (`chat`, `responses`, ...).
     pub door: String,
-    /// The request's dealings with guard models: its budget, recorded answers (none until a
-    /// plugin that may consult one runs, or when no guard model is configured).
-    pub guard: Option<std::sync::Arc<crate::util::GuardScope>>,
-    /// The request's approval requests (when a plugin of its policy set may ask for approvals).
-    pub approvals: Option<std::sync::Arc<crate::util::ApprovalLedger>>,
-    /// The MCP server the request goes to (host-side: an approval is bound to it).
-    pub server: Option<String>,
 }
 
 /// A payload that is not shaped like its wire format; names the offending path.

@@ -41,9 +41,9 @@ pub struct PolicySet {
     loaded_at: u64,
     /// The guard models its plugins may consult.
     guard_models: Arc<crate::guard::GuardModels>,
-    /// Where tenants' guard-model minutes are counted (the engine's `[state]` store, which
-    /// outlives reloads: a reload does not hand a tenant a fresh minute).
-    store: Arc<crate::state::Store>,
+    /// The daemon's shared services: the store tenants' guard-model minutes, plugins' state and
+    /// approvals live in (it outlives reloads: a reload does not hand a tenant a fresh minute).
+    services: Arc<crate::services::Services>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -51,23 +51,26 @@ fn rail_index(rail: Rail) -> usize {
 }
 
 impl PolicySet {
-    /// Load every plugin `config` names and build the chains. All problems are reported at once.
+    /// Load every plugin `config` names and build the chains, with services of its own (its
+    /// store in memory). All problems are reported at once.
     pub fn build(config: Config, engine: &Engine) -> Result<PolicySet, ConfigError> {
-        PolicySet::build_after(config, engine, None)
+        let services = Arc::new(crate::services::Services::in_memory());
+        PolicySet::build_after(config, engine, &services, None)
     }
 
-    /// [`PolicySet::build`], as the successor of `previous` (a reload): guard models whose
-    /// config is unchanged keep their cached answers.
+    /// [`PolicySet::build`] over the daemon's `services`, as the successor of `previous` (a
+    /// reload): guard models whose config is unchanged keep their cached answers.
     pub fn build_after(
         config: Config,
         engine: &Engine,
+        services: &Arc<crate::services::Services>,
         previous: Option<&PolicySet>,
     ) -> Result<PolicySet, ConfigError> {
         let mut problems = Vec::new();
         let guard_models = match crate::guard::GuardModels::new(
             &config.guard_models,
             previous.map(|p| &*p.guard_models),
-            engine.store(),
+            services,
         ) {
             Ok(g) => Arc::new(g),
             Err(message) => {
@@ -87,26 +90,8 @@ impl PolicySet {
             let mut problem = |line: Option<usize>, key: String, message: String| {
                 problems.push(Problem { line, key, message })
             };
-            let state = pc
-                .state
-                .then(|| crate::state::Grant::new(engine.store().clone(), &pc.name));
-            // Grants bind to the policy that asked: its component and its config.
-            let approvals = pc.approvals.then(|| {
-                let component = std::fs::read(&pc.path).unwrap_or_default();
-                let policy = crate::util::sha256_hex(
-                    format!("{}\0{}", crate::util::sha256_hex(&component), pc.config).as_bytes(),
-                );
-                crate::approvals::Grant::new(
-                    engine.store().clone(),
-                    &pc.name,
-                    config.approvals_ttl,
-                    &policy,
-                )
-            });
-            let grant = guard_models
-                .grant(&pc.guard_models)
-                .with_state(state)
-                .with_approvals(approvals);
+            let grant =
+                crate::caps::Grants::of(pc, &guard_models, services.store(), config.approvals_ttl);
             let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
                 Err(e) => {
@@ -335,25 +320,25 @@ impl PolicySet {
             warnings,
             loaded_at: crate::util::unix_secs(),
             guard_models,
-            store: engine.store().clone(),
+            services: services.clone(),
         })
     }
 
     /// A fresh guard-model scope for one request of `tenant` (its `[guard]` budget, and its
     /// tenant's minute when that is limited), when any guard model is configured.
-    pub fn guard_scope(&self, tenant: Option<&str>) -> Option<Arc<crate::util::GuardScope>> {
+    pub fn guard_scope(&self, tenant: Option<&str>) -> Option<Arc<crate::caps::guard::Scope>> {
         if self.config.guard_models.is_empty() {
             return None;
         }
         let b = &self.config.guard_budget;
-        let mut scope = crate::util::GuardScope::new(b.calls_per_request, b.wait_per_request);
+        let mut scope = crate::caps::guard::Scope::new(b.calls_per_request, b.wait_per_request);
         let limits = match self.tenant(tenant) {
             Some(t) => t.guard_budget(b.per_tenant),
             None => b.per_tenant,
         };
         if limits.calls.is_some() || limits.wait.is_some() {
-            scope.tenant = Some(crate::util::TenantSpend::new(
-                self.store.clone(),
+            scope.tenant = Some(crate::caps::guard::TenantSpend::new(
+                self.services.store().clone(),
                 tenant.unwrap_or(crate::auth::DEFAULT_TENANT),
                 limits.calls,
                 limits.wait,
@@ -379,7 +364,7 @@ impl PolicySet {
 
     /// The `[state]` store its plugins reach (one per daemon).
     pub fn store(&self) -> &Arc<crate::state::Store> {
-        &self.store
+        self.services.store()
     }
 
     /// Whether a plugin of the set may ask for approvals (`approvals = true`).
@@ -413,7 +398,7 @@ impl PolicySet {
             warnings: self.warnings.clone(),
             loaded_at: crate::util::unix_secs(),
             guard_models: self.guard_models.clone(),
-            store: self.store.clone(),
+            services: self.services.clone(),
         }
     }
 
@@ -575,10 +560,11 @@ impl PolicySet {
     /// plugins (a config tool replaces a request tool of the same name: the operator's schema is
     /// authoritative); the returned payload keeps the request's own tools.
     pub fn check<'a>(&'a self, rail: Rail, payload: Payload, ctx: &'a Context) -> Running<'a> {
-        self.check_explained(rail, payload, ctx, false, false)
+        self.check_explained(rail, payload, ctx, &crate::caps::NONE, false, false)
     }
 
-    /// [`PolicySet::check`], saying whether the payload's reply is a streamed text so far. On the
+    /// [`PolicySet::check`] with the request's capability state `caps`, saying whether the
+    /// payload's reply is a streamed text so far. On the
     /// `tools` rail plugins see the request's own tools (what the model is offered) and their
     /// edits are kept.
     pub fn check_with<'a>(
@@ -586,9 +572,10 @@ impl PolicySet {
         rail: Rail,
         payload: Payload,
         ctx: &'a Context,
+        caps: &'a crate::caps::RequestCaps,
         partial: bool,
     ) -> Running<'a> {
-        self.check_explained(rail, payload, ctx, partial, false)
+        self.check_explained(rail, payload, ctx, caps, partial, false)
     }
 
     /// [`PolicySet::check_with`]; `explain`: keep the payload after each edit. Ready at once
@@ -598,18 +585,22 @@ impl PolicySet {
         rail: Rail,
         payload: Payload,
         ctx: &'a Context,
+        caps: &'a crate::caps::RequestCaps,
         partial: bool,
         explain: bool,
     ) -> Running<'a> {
-        self.check_part(rail, payload, ctx, partial, explain, Part::All)
+        self.check_part(rail, payload, ctx, caps, partial, explain, Part::All)
     }
 
     /// [`PolicySet::check_explained`] over the steps of the chain that `part` takes.
+    // The one entry every other `check` narrows: its arguments are the run's whole question.
+    #[allow(clippy::too_many_arguments)]
     pub fn check_part<'a>(
         &'a self,
         rail: Rail,
         payload: Payload,
         ctx: &'a Context,
+        caps: &'a crate::caps::RequestCaps,
         partial: bool,
         explain: bool,
         part: Part,
@@ -620,7 +611,7 @@ impl PolicySet {
             || self.config.tools.is_empty()
             || !chain.reads_declared_tools(ctx.model.as_deref())
         {
-            return chain.run_part(payload, ctx, partial, explain, part);
+            return chain.run_part(payload, ctx, caps, partial, explain, part);
         }
         // The request's tools are moved in and out, not copied: only the operator's few are.
         let mut payload = payload;
@@ -629,7 +620,7 @@ impl PolicySet {
         payload.tools = merged;
         let config_len = self.config.tools.len();
         chain::then(
-            chain.run_part(payload, ctx, partial, explain, part),
+            chain.run_part(payload, ctx, caps, partial, explain, part),
             move |mut eval: Evaluation| {
                 for (_, after) in &mut eval.explained {
                     let merged = std::mem::take(&mut after.tools);

@@ -108,6 +108,9 @@ pub type Beside = std::pin::Pin<Box<dyn std::future::Future<Output = Evaluation>
 pub struct RequestScope {
     set: Arc<PolicySet>,
     ctx: Context,
+    /// Its capability state (guard budget, approvals ledger, target server), passed to every
+    /// chain that judges it.
+    caps: crate::caps::RequestCaps,
     options: RequestOptions,
     record: DecisionRecord,
     rejections: Vec<Value>,
@@ -141,9 +144,12 @@ impl RequestScope {
             ctx: Context {
                 request_id,
                 door: door.as_str().to_string(),
+                ..Context::default()
+            },
+            caps: crate::caps::RequestCaps {
                 // Only a set with a plugin that may ask for approvals keeps a ledger.
                 approvals: set.asks_approvals().then(Default::default),
-                ..Context::default()
+                ..Default::default()
             },
             set,
             options: RequestOptions::default(),
@@ -245,7 +251,7 @@ impl RequestScope {
     /// What the request is about (MCP: server, method, tool).
     pub fn set_target(&mut self, target: Target) {
         // An approval is bound to the server it was asked on.
-        self.ctx.server = Some(target.server.clone());
+        self.caps.server = Some(target.server.clone());
         self.record.target = Some(target);
     }
 
@@ -312,7 +318,7 @@ impl RequestScope {
                 let joined = join::join(&mut payload);
                 let set = self.set.clone();
                 let eval = set
-                    .check_part(rail, payload, &self.ctx, partial, explain, part)
+                    .check_part(rail, payload, &self.ctx, &self.caps, partial, explain, part)
                     .await;
                 self.checked(eval, joined)
             }));
@@ -320,7 +326,7 @@ impl RequestScope {
         let joined = join::join(&mut payload);
         let eval = match self
             .set
-            .check_part(rail, payload, &self.ctx, partial, explain, part)
+            .check_part(rail, payload, &self.ctx, &self.caps, partial, explain, part)
         {
             Then::Left(ready) => ready.into_inner(),
             Then::Right(_) => unreachable!("a chain that does not wait runs at once"),
@@ -331,8 +337,8 @@ impl RequestScope {
     /// The request's guard scope (its budget), made when a plugin that may consult a guard
     /// model is first to run: requests no such plugin judges never need one.
     fn open_guard_scope(&mut self) {
-        if self.ctx.guard.is_none() {
-            self.ctx.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
+        if self.caps.guard.is_none() {
+            self.caps.guard = self.set.guard_scope(self.ctx.tenant.as_deref());
         }
     }
 
@@ -418,13 +424,22 @@ impl RequestScope {
         self.open_guard_scope();
         let set = self.set.clone();
         let ctx = self.ctx.clone();
+        let caps = self.caps.clone();
         let mut payload = payload.clone();
         Some(Box::pin(async move {
             // Text parts are judged joined; nothing of this run is ever applied, so they need
             // not be split back.
             join::join(&mut payload);
-            set.check_part(Rail::Input, payload, &ctx, false, false, Part::Beside)
-                .await
+            set.check_part(
+                Rail::Input,
+                payload,
+                &ctx,
+                &caps,
+                false,
+                false,
+                Part::Beside,
+            )
+            .await
         }))
     }
 
@@ -639,7 +654,7 @@ impl RequestScope {
 
     /// Whether any rail did more than allow, or a plugin faulted.
     pub fn acted(&self) -> bool {
-        self.record.acted() || self.ctx.approvals.as_ref().is_some_and(|l| !l.is_empty())
+        self.record.acted() || self.caps.approvals.as_ref().is_some_and(|l| !l.is_empty())
     }
 
     /// The `railyard` object of a response: the record so far, and what was rejected.
@@ -662,7 +677,7 @@ impl RequestScope {
 
     /// The approval requests the request's plugins made, found or spent, if any.
     pub fn approvals(&self) -> Option<Vec<Value>> {
-        let ledger = self.ctx.approvals.as_ref()?;
+        let ledger = self.caps.approvals.as_ref()?;
         (!ledger.is_empty()).then(|| ledger.asked())
     }
 

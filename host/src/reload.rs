@@ -16,6 +16,7 @@ use crate::config::{Config, ConfigError};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::policy::{PolicySet, Revision};
+use crate::services::Services;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -130,6 +131,7 @@ pub struct ReloadEvent {
 pub struct Reloader {
     events: tokio::sync::broadcast::Sender<ReloadEvent>,
     engine: Arc<Engine>,
+    services: Arc<Services>,
     config_path: PathBuf,
     overrides: Overrides,
     tx: watch::Sender<Arc<PolicySet>>,
@@ -146,15 +148,17 @@ impl Reloader {
     /// Load the initial set; fails like start-up should.
     pub fn start(
         engine: Arc<Engine>,
+        services: Arc<Services>,
         config_path: PathBuf,
         overrides: Overrides,
         metrics: Arc<Metrics>,
     ) -> Result<(Arc<Reloader>, watch::Receiver<Arc<PolicySet>>), ConfigError> {
-        let set = build(&engine, &config_path, &overrides, None)?;
+        let set = build(&engine, &services, &config_path, &overrides, None)?;
         let (tx, rx) = watch::channel(Arc::new(set));
         let reloader = Arc::new(Reloader {
             events: tokio::sync::broadcast::channel(64).0,
             engine,
+            services,
             config_path,
             overrides,
             tx,
@@ -170,6 +174,11 @@ impl Reloader {
     /// The engine its sets are built on.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The services its sets borrow (the store, the guard models' connections).
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
     }
 
     /// The set being served.
@@ -219,6 +228,7 @@ impl Reloader {
         let running = self.current();
         let built = build(
             &self.engine,
+            &self.services,
             &self.config_path,
             &self.overrides,
             Some(&running),
@@ -341,6 +351,7 @@ const FILE_CHANGE: &str = "file change";
 /// (`None` at start), which decides whether the new one may open the daemon.
 fn build(
     engine: &Engine,
+    services: &Arc<Services>,
     path: &Path,
     overrides: &Overrides,
     running: Option<&PolicySet>,
@@ -348,7 +359,7 @@ fn build(
     let mut config = Config::load(path)?;
     config.check_auth(running.map(|s| s.config()))?;
     overrides.apply(&mut config);
-    let set = PolicySet::build_after(config, engine, running)?;
+    let set = PolicySet::build_after(config, engine, services, running)?;
     for warning in set.warnings() {
         tracing::warn!("{}: {warning}", path.display());
     }

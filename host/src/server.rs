@@ -109,8 +109,8 @@ pub struct App {
 
 impl App {
     /// A daemon serving the policy sets `reloader` publishes, in front of `backend`, with the
-    /// start-up settings it was started with. What replicas share is kept in the store its
-    /// engine's plugins reach (one per daemon).
+    /// start-up settings it was started with. What replicas share is kept in the store of the
+    /// daemon's services (one per daemon).
     pub fn new(
         reloader: Arc<Reloader>,
         backend: Backend,
@@ -121,7 +121,7 @@ impl App {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let state = reloader.engine().store().clone();
+        let state = reloader.services().store().clone();
         App {
             watched: health::Watched::new(&startup),
             reloader,

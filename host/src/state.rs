@@ -293,59 +293,59 @@ impl Store {
 /// reserves the most it may wait before it starts and is settled to what it waited after (so
 /// calls in flight at once overspend it by nothing). A store that cannot answer lets the call
 /// through only with `on_unavailable = "open"`.
-impl crate::util::TenantMeter for Store {
-    fn take_call<'a>(
-        &'a self,
-        tenant: &'a str,
+impl Store {
+    /// Take one call of `tenant`'s minute, and `reserve` of its `wait` per minute (the most the
+    /// call may wait, taken before it starts so calls in flight at once cannot overspend it),
+    /// unless either is spent (`None`: no limit).
+    pub async fn take_guard_call(
+        &self,
+        tenant: &str,
         calls: Option<u32>,
         wait: Option<Duration>,
         reserve: Duration,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
-        Box::pin(async move {
-            let buckets = [
-                wait.map(|w| (key::guard_wait(tenant), wait_rate(w), held_ms(reserve, w))),
-                calls.map(|c| (key::guard_calls(tenant), Rate { per_minute: c }, 1)),
-            ];
-            let mut taken: Option<(String, Rate, u32)> = None;
-            for (key, rate, cost) in buckets.into_iter().flatten() {
-                match self.take(&key, rate, cost).await {
-                    Ok(Taken::Yes) => taken = Some((key, rate, cost)),
-                    Ok(Taken::No { .. }) => {
-                        // The wait reserved before a call refused goes back.
-                        if let Some((key, rate, cost)) = taken {
-                            let _ = self.settle(&key, rate, -i64::from(cost)).await;
-                        }
-                        return false;
+    ) -> bool {
+        let buckets = [
+            wait.map(|w| (key::guard_wait(tenant), wait_rate(w), held_ms(reserve, w))),
+            calls.map(|c| (key::guard_calls(tenant), Rate { per_minute: c }, 1)),
+        ];
+        let mut taken: Option<(String, Rate, u32)> = None;
+        for (key, rate, cost) in buckets.into_iter().flatten() {
+            match self.take(&key, rate, cost).await {
+                Ok(Taken::Yes) => taken = Some((key, rate, cost)),
+                Ok(Taken::No { .. }) => {
+                    // The wait reserved before a call refused goes back.
+                    if let Some((key, rate, cost)) = taken {
+                        let _ = self.settle(&key, rate, -i64::from(cost)).await;
                     }
-                    Err(e) if self.fails_open() => {
-                        tracing::warn!(error = %e, "state store unavailable: a guard-model call made without its tenant's minute (on_unavailable = \"open\")");
-                        return true;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "state store unavailable: a guard-model call refused (on_unavailable = \"closed\")");
-                        return false;
-                    }
+                    return false;
+                }
+                Err(e) if self.fails_open() => {
+                    tracing::warn!(error = %e, "state store unavailable: a guard-model call made without its tenant's minute (on_unavailable = \"open\")");
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "state store unavailable: a guard-model call refused (on_unavailable = \"closed\")");
+                    return false;
                 }
             }
-            true
-        })
+        }
+        true
     }
 
-    fn spend<'a>(
-        &'a self,
-        tenant: &'a str,
+    /// Settle `tenant`'s `wait` per minute to `waited`, of which `reserve` was taken.
+    pub async fn settle_guard_wait(
+        &self,
+        tenant: &str,
         wait: Duration,
         waited: Duration,
         reserve: Duration,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
-            let key = key::guard_wait(tenant);
-            let ms = waited.as_millis().min(i64::MAX as u128) as i64;
-            let delta = ms - i64::from(held_ms(reserve, wait));
-            if let Err(e) = self.settle(&key, wait_rate(wait), delta).await {
-                tracing::warn!(error = %e, "a tenant's guard-model wait was not counted");
-            }
-        })
+    ) {
+        let key = key::guard_wait(tenant);
+        let ms = waited.as_millis().min(i64::MAX as u128) as i64;
+        let delta = ms - i64::from(held_ms(reserve, wait));
+        if let Err(e) = self.settle(&key, wait_rate(wait), delta).await {
+            tracing::warn!(error = %e, "a tenant's guard-model wait was not counted");
+        }
     }
 }
 
@@ -359,108 +359,6 @@ fn held_ms(reserve: Duration, wait: Duration) -> u32 {
 fn wait_rate(wait: Duration) -> Rate {
     Rate {
         per_minute: wait.as_millis().clamp(1, u128::from(u32::MAX)) as u32,
-    }
-}
-
-/// The state a plugin entry with `state = true` reaches (contract 0.3's `state` interface):
-/// its keys filed under the entry's name and the request's tenant.
-#[derive(Clone)]
-pub struct Grant {
-    store: std::sync::Arc<Store>,
-    plugin: String,
-}
-
-/// Why a plugin's state call gave no answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StateError {
-    /// Not granted, or out of bounds.
-    Denied(String),
-    /// The store did not answer.
-    Unavailable(String),
-}
-
-/// Longest key a plugin may use, in bytes.
-pub const MAX_KEY: usize = 256;
-/// Largest value a plugin may set, in bytes.
-pub const MAX_VALUE: usize = 64 << 10;
-/// Longest an entry may live, in seconds (30 days).
-pub const MAX_TTL_S: u32 = 30 * 24 * 3600;
-
-impl Grant {
-    /// State in `store` for the plugin entry `plugin`.
-    pub fn new(store: std::sync::Arc<Store>, plugin: &str) -> Grant {
-        Grant {
-            store,
-            plugin: plugin.to_string(),
-        }
-    }
-
-    /// `key` of `tenant`'s, as the store files it; or why it cannot be one.
-    fn key(&self, tenant: &str, key: &str) -> Result<String, StateError> {
-        if key.is_empty() || key.len() > MAX_KEY {
-            return Err(StateError::Denied(format!(
-                "a key is 1 to {MAX_KEY} bytes, not {}",
-                key.len()
-            )));
-        }
-        Ok(self::key::plugin(&self.plugin, tenant, key))
-    }
-
-    fn ttl(ttl_s: u32) -> Result<Duration, StateError> {
-        if ttl_s == 0 || ttl_s > MAX_TTL_S {
-            return Err(StateError::Denied(format!(
-                "a time to live is 1 to {MAX_TTL_S} seconds, not {ttl_s}"
-            )));
-        }
-        Ok(Duration::from_secs(u64::from(ttl_s)))
-    }
-
-    /// See the `state` interface's `add`.
-    pub async fn add(
-        &self,
-        tenant: &str,
-        key: &str,
-        delta: i64,
-        limit: i64,
-        ttl_s: u32,
-    ) -> Result<Option<i64>, StateError> {
-        let (key, ttl) = (self.key(tenant, key)?, Self::ttl(ttl_s)?);
-        self.store
-            .add_within(tenant, &key, delta, limit, ttl)
-            .await
-            .map_err(|e| StateError::Unavailable(e.0))
-    }
-
-    /// See the `state` interface's `get`.
-    pub async fn get(&self, tenant: &str, key: &str) -> Result<Option<String>, StateError> {
-        let key = self.key(tenant, key)?;
-        let value = self
-            .store
-            .get(&key, None)
-            .await
-            .map_err(|e| StateError::Unavailable(e.0))?;
-        Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
-    }
-
-    /// See the `state` interface's `set`.
-    pub async fn set(
-        &self,
-        tenant: &str,
-        key: &str,
-        value: String,
-        ttl_s: u32,
-    ) -> Result<(), StateError> {
-        let (key, ttl) = (self.key(tenant, key)?, Self::ttl(ttl_s)?);
-        if value.len() > MAX_VALUE {
-            return Err(StateError::Denied(format!(
-                "a value is at most {MAX_VALUE} bytes, not {}",
-                value.len()
-            )));
-        }
-        self.store
-            .put(tenant, &key, Bytes::from(value), ttl)
-            .await
-            .map_err(|e| StateError::Unavailable(e.0))
     }
 }
 

@@ -1,10 +1,10 @@
 //! The model ⇄ the WIT records plugins see, for every contract version: every conversion in one
 //! place.
 
-use super::bindings::{wit, wit01};
 use super::verdict::{
     Edit, EvalRequest, PluginVerdict, RawCall, RawContent, RawMessage, Rejection, Target,
 };
+use crate::contract::{wit, wit01};
 use crate::model::{Content, Context, Message, Provenance, Rail, ToolCall, ToolDef};
 
 impl From<wit::Rail> for Rail {

@@ -2,8 +2,8 @@
 //! string and a list of numbers (`wit/packed/policy-packed.wit` gives the layout), which the
 //! component model copies into the plugin in two allocations instead of one per string.
 
-use super::bindings::packed;
 use super::verdict::EvalRequest;
+use crate::contract::packed;
 use crate::model::{Content, Provenance, ToolDef};
 
 /// An absent optional string.
@@ -198,7 +198,7 @@ mod tests {
     //! Packed by the host, unpacked by the SDK the plugins use: the same request as 0.2.0's
     //! records, string for string.
     use super::*;
-    use crate::engine::bindings::wit;
+    use crate::contract::wit;
     use crate::model::{Context, Field, Message, Rail, Schema, ToolCall};
     use railyard_plugin_sdk as sdk;
     use serde_json::json;
@@ -277,9 +277,6 @@ mod tests {
             metadata: vec![("team".into(), "blue".into()), (String::new(), "x".into())],
             model: Some("m".into()),
             door: "chat".into(),
-            guard: None,
-            approvals: None,
-            server: None,
         };
         (messages, tools, fields, ctx)
     }
@@ -414,6 +411,7 @@ mod tests {
                 tools: &tools,
                 fields: &fields,
                 ctx: &ctx,
+                caps: &crate::caps::NONE,
                 partial: false,
             };
             let parts: usize = messages
@@ -517,6 +515,7 @@ mod tests {
                 tools,
                 fields,
                 ctx,
+                caps: &crate::caps::NONE,
                 partial: i % 3 == 0,
             };
             let expected = format!("{:?}", crate::engine::convert::request02(&src));
@@ -554,6 +553,7 @@ mod tests {
             tools: &[],
             fields: &[],
             ctx: &large.3,
+            caps: &crate::caps::NONE,
             partial: false,
         })));
         sdk::unpack::unpack_into(
@@ -563,6 +563,7 @@ mod tests {
                 tools: &[],
                 fields: &[],
                 ctx: &full.3,
+                caps: &crate::caps::NONE,
                 partial: false,
             })),
             &mut after,
@@ -586,6 +587,7 @@ mod tests {
                 tools: &tools,
                 fields: &fields,
                 ctx,
+                caps: &crate::caps::NONE,
                 partial: false,
             })
         };
@@ -617,6 +619,7 @@ mod tests {
                     tools: &tools,
                     fields: &fields,
                     ctx: &ctx,
+                    caps: &crate::caps::NONE,
                     partial,
                 });
             }
@@ -628,6 +631,7 @@ mod tests {
             tools: &[],
             fields: &[],
             ctx: &Context::default(),
+            caps: &crate::caps::NONE,
             partial: false,
         });
     }

@@ -6,17 +6,16 @@
 //! schemas in `configure`. So instances are pooled by default; `isolation = "per-call"` trades that
 //! cost for a clean instance every time. Any instance that faults is dropped, never reused.
 
-use super::bindings::{
-    packed, wit, wit01, Policy, Policy01, PolicyIndicesPacked, PolicyPacked, PolicyPre, PolicyPre01,
-};
 use super::prefilter::{self, Triggers};
-use super::sandbox::{
-    forward, tail, CallOutput, GuardAccess, HostState, LogBudget, SandboxTrap, Severity,
-};
+use super::sandbox::{forward, tail, CallOutput, HostState, LogBudget, SandboxTrap, Severity};
 use super::typed::{Checked, Sig};
 use super::verdict::{EvalRequest, PluginVerdict, Prepared};
 use super::{FaultKind, Isolation, Limits, LoadError, PluginFault, CONFIGURE_TIMEOUT};
-use crate::guard::{Grant, GuardCall};
+use crate::caps::Grants;
+use crate::contract::{
+    packed, wit, wit01, Policy, Policy01, PolicyIndicesPacked, PolicyPacked, PolicyPre, PolicyPre01,
+};
+use crate::guard::GuardCall;
 use crate::shard::PerWorker;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -333,13 +332,13 @@ pub struct Plugin {
     /// Lines this plugin may write to the daemon's log (its own and the host's about it).
     budget: Arc<LogBudget>,
     /// The guard models it may consult (only a 0.3 plugin on the engine with async support).
-    grant: Grant,
+    grant: Grants,
 }
 
 /// What a plugin entry gives the plugin it loads: its limits and its grant.
 pub(super) struct Given {
     pub limits: Limits,
-    pub grant: Grant,
+    pub grant: Grants,
 }
 
 impl Plugin {
@@ -595,9 +594,9 @@ impl Plugin {
         });
         if matches!(instance.bindings, Bindings::V03(_)) {
             // Only a 0.3 plugin can have tried: its calls were refused, and the record says so.
-            let tried = &mut instance.store.data_mut().guard.calls;
+            let tried = instance.store.data_mut().caps.take_calls();
             if !tried.is_empty() {
-                *guard = std::mem::take(tried);
+                *guard = tried;
             }
         }
         let answer = answer?;
@@ -634,48 +633,16 @@ impl Plugin {
             unreachable!("only a 0.3 plugin waits")
         };
         store.data_mut().begin_call();
-        store.data_mut().guard.open = true;
-        store.data_mut().guard.scope = src.ctx.guard.clone();
-        // Whose state it reaches (a plugin granted only guard models needs no tenant).
-        if store.data().guard.grant.state.is_some() {
-            store.data_mut().guard.tenant = src
-                .ctx
-                .tenant
-                .as_deref()
-                .unwrap_or(crate::auth::DEFAULT_TENANT)
-                .to_string();
-        }
-        // What it may ask approvals about: the reply's calls, on the tool_call rail.
-        if store.data().guard.grant.approvals.is_some() {
-            let reply = src.messages.len().saturating_sub(1);
-            store.data_mut().guard.asking = (src.rail == crate::model::Rail::ToolCall)
-                .then(|| src.messages.last())
-                .flatten()
-                .map(|m| crate::engine::sandbox::Asking {
-                    tenant: src
-                        .ctx
-                        .tenant
-                        .as_deref()
-                        .unwrap_or(crate::auth::DEFAULT_TENANT)
-                        .to_string(),
-                    principal: src.ctx.principal.clone(),
-                    server: src.ctx.server.clone(),
-                    ledger: src.ctx.approvals.clone(),
-                    reply: reply as u32,
-                    calls: m
-                        .tool_calls
-                        .iter()
-                        .map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()))
-                        .collect(),
-                });
-        }
+        store.data_mut().caps.open(&crate::caps::Asked {
+            ctx: src.ctx,
+            caps: src.caps,
+            rail: src.rail,
+            messages: src.messages,
+        });
         let running = self.ticker.running_apart(store, deadline);
         let result = funcs.evaluate_async(store, src, prepared).await;
         drop(running);
-        store.data_mut().guard.open = false;
-        store.data_mut().guard.scope = None;
-        store.data_mut().guard.asking = None;
-        let calls = std::mem::take(&mut store.data_mut().guard.calls);
+        let calls = store.data_mut().caps.close();
         let answer = match result {
             Ok(answer) => {
                 store.data_mut().end_call(true);
@@ -773,7 +740,7 @@ impl Plugin {
         );
         store.limiter(|s| &mut s.limiter);
         if !self.grant.is_empty() {
-            store.data_mut().guard = GuardAccess::new(self.grant.clone(), self.ticker.clone());
+            store.data_mut().caps = crate::caps::Caps::new(&self.grant, self.ticker.clone());
         }
         self.ticker.watch(&mut store);
         let _running = self.ticker.running(&mut store, CONFIGURE_TIMEOUT);

@@ -5,15 +5,11 @@
 //! Every instance gets an empty WASI context (no preopened directories, no environment, no args,
 //! no network, stdin closed), so a wasm32-wasip2 guest links but reaches nothing. The clocks are
 //! frozen so plugins cannot time anything (no timing side channels, no time-dependent verdicts).
+//! What it may reach beyond that is `crate::caps`': its part of the state is `caps`.
 
-mod approvals;
-mod guard;
 mod output;
-mod state;
 mod wasi;
 
-pub(crate) use approvals::Asking;
-pub(crate) use guard::GuardAccess;
 pub(crate) use output::{forward, tail, Severity};
 pub use output::{
     LogBudget, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, LOG_LINES_PER_SECOND, LOG_LINE_BYTES,
@@ -21,7 +17,7 @@ pub use output::{
 };
 pub(crate) use wasi::add_to_linker;
 
-use crate::engine::bindings::{wit, wit01, LogImport, LogImport01, LogImport03};
+use crate::contract::{wit, wit01, LogImport, LogImport01, LogImport03};
 use output::{GuestOutput, LogLines};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,8 +62,8 @@ pub struct HostState {
     trap: Option<SandboxTrap>,
     /// The running call's deadline (`super::ticker::Ticker::running`).
     due: u64,
-    /// The guard models it may consult (contract 0.3), and what it consulted.
-    pub(crate) guard: GuardAccess,
+    /// What it may reach beyond its request (contract 0.3's capabilities: none unless granted).
+    pub(crate) caps: crate::caps::Caps,
 }
 
 impl super::ticker::Due for HostState {
@@ -75,7 +71,7 @@ impl super::ticker::Due for HostState {
         &mut self.due
     }
     fn entry(&mut self, entry: u64) {
-        self.guard.entry = entry;
+        self.caps.entered(entry);
     }
 }
 
@@ -112,7 +108,7 @@ impl HostState {
             budget,
             trap: None,
             due: 0,
-            guard: GuardAccess::default(),
+            caps: crate::caps::Caps::default(),
         }
     }
 
@@ -121,8 +117,7 @@ impl HostState {
         self.limiter.hit = false;
         self.log.reset();
         self.trap = None;
-        self.guard.open = false;
-        self.guard.calls.clear();
+        self.caps.begin_call();
     }
 
     /// End a call: forward what the guest printed to the log (cut, within the plugin's budget;
@@ -154,6 +149,12 @@ impl HostState {
     /// The plugin's log budget (shared by its instances and its fault reports).
     pub(crate) fn budget(&self) -> &LogBudget {
         &self.budget
+    }
+}
+
+impl crate::caps::HasCaps for HostState {
+    fn caps(&mut self) -> (&mut crate::caps::Caps, &mut u64) {
+        (&mut self.caps, &mut self.due)
     }
 }
 

@@ -268,6 +268,16 @@ impl Ticker {
     }
 }
 
+/// A capability's wait is given back to the running call through the ticker.
+impl crate::caps::Clock for Ticker {
+    fn now(&self) -> u64 {
+        Ticker::now(self)
+    }
+    fn postpone(&self, entry: u64, due: u64) {
+        Ticker::postpone(self, entry, due)
+    }
+}
+
 fn since(origin: Instant) -> u64 {
     nanos(origin.elapsed())
 }

@@ -2,7 +2,7 @@
 //! request is the model (borrowed), the answer the newest contract's verdict (0.1's is a
 //! subset). Conversions to and from each version's WIT records are in `convert`.
 
-use super::bindings::{packed, wit, wit01};
+use crate::contract::{packed, wit, wit01};
 use crate::model::{Context, Field, Message, Rail, ToolDef};
 
 /// One evaluation's question.
@@ -19,6 +19,8 @@ pub struct EvalRequest<'a> {
     pub fields: &'a [Field],
     /// Who is asking.
     pub ctx: &'a Context,
+    /// The request's capability state (budgets, ledger), for plugins granted capabilities.
+    pub caps: &'a crate::caps::RequestCaps,
     /// A streamed reply's text so far, with more to come.
     pub partial: bool,
 }

@@ -329,14 +329,23 @@ impl Chain {
         partial: bool,
         explain: bool,
     ) -> Running<'a> {
-        self.run_part(payload, ctx, partial, explain, Part::All)
+        self.run_part(
+            payload,
+            ctx,
+            &crate::caps::NONE,
+            partial,
+            explain,
+            Part::All,
+        )
     }
 
-    /// [`Chain::run_explained`] over the steps `part` takes.
+    /// [`Chain::run_explained`] over the steps `part` takes, with the request's capability
+    /// state `caps`.
     pub fn run_part<'a>(
         &'a self,
         payload: Payload,
         ctx: &'a Context,
+        caps: &'a crate::caps::RequestCaps,
         partial: bool,
         explain: bool,
         part: Part,
@@ -352,11 +361,11 @@ impl Chain {
         });
         if self.waits(model, part) {
             return Then::Right(Box::pin(run_explained(
-                self.rail, turns, payload, ctx, partial, explain,
+                self.rail, turns, payload, ctx, caps, partial, explain,
             )));
         }
         let run = std::pin::pin!(run_explained(
-            self.rail, turns, payload, ctx, partial, explain
+            self.rail, turns, payload, ctx, caps, partial, explain
         ));
         let done = futures_util::FutureExt::now_or_never(run)
             .expect("a chain of plugins that never wait finishes at once");
@@ -432,15 +441,26 @@ pub async fn run<'a, E: Evaluate + 'a>(
     ctx: &Context,
     partial: bool,
 ) -> Evaluation {
-    run_explained(rail, steps, payload, ctx, partial, false).await
+    run_explained(
+        rail,
+        steps,
+        payload,
+        ctx,
+        &crate::caps::NONE,
+        partial,
+        false,
+    )
+    .await
 }
 
-/// [`run`]; `explain`: keep the payload after each edit ([`Evaluation::explained`]).
+/// [`run`] with the request's capability state `caps`; `explain`: keep the payload after each
+/// edit ([`Evaluation::explained`]).
 pub async fn run_explained<'a, E: Evaluate + 'a>(
     rail: Rail,
     steps: impl Iterator<Item = Turn<'a, E>> + Send,
     mut payload: Payload,
     ctx: &Context,
+    caps: &crate::caps::RequestCaps,
     partial: bool,
     explain: bool,
 ) -> Evaluation {
@@ -500,6 +520,7 @@ pub async fn run_explained<'a, E: Evaluate + 'a>(
             tools,
             fields: &payload.fields,
             ctx,
+            caps,
             partial,
         };
         let skipped = !memoised && !plugin.concerns(&request, &mut prepared[view]);

@@ -86,6 +86,9 @@ struct ChoiceState {
     finished: bool,
 }
 
+/// The most released text a lane keeps for the judgement of the reply as a whole at its end.
+const SAID_MAX: usize = 1 << 20;
+
 /// One streamed reply in flight.
 pub struct Relay<C: StreamCodec> {
     scope: RequestScope,
@@ -98,6 +101,9 @@ pub struct Relay<C: StreamCodec> {
     hold_max: usize,
     /// Held text by (choice, lane).
     windows: BTreeMap<(u32, Part), Window<Down>>,
+    /// The text each lane released after a judgement of the text so far: its last judgement
+    /// sees it with what is still held, so a reply unsafe only as a whole is caught.
+    said: BTreeMap<(u32, Part), String>,
     /// The lane whose held text the client's next events wait behind (it holds a part's end).
     gate: Option<(u32, Part)>,
     choices: BTreeMap<u32, ChoiceState>,
@@ -131,6 +137,7 @@ impl<C: StreamCodec> Relay<C> {
             window,
             hold_max,
             windows: BTreeMap::new(),
+            said: BTreeMap::new(),
             gate: None,
             choices: BTreeMap::new(),
             meter: None,
@@ -387,16 +394,49 @@ impl<C: StreamCodec> Relay<C> {
         if !window.due(last) {
             return Flow::Go;
         }
-        let held = Message::reply(
-            Some(Content::Text(window.pending().to_string())),
-            Vec::new(),
-        );
-        let (eval, mut judged) = self
+        // The last judgement of a lane that released text sees the whole reply: what the client
+        // has, then what is held. Its verdict can only refuse what was sent or edit what is held.
+        let said = match last {
+            true => self.said.remove(&(choice, lane)).unwrap_or_default(),
+            false => String::new(),
+        };
+        let mut whole = String::with_capacity(said.len() + window.pending().len());
+        whole.push_str(&said);
+        whole.push_str(window.pending());
+        let held = Message::reply(Some(Content::Text(whole)), Vec::new());
+        let (mut eval, mut judged) = self
             .scope
             .judge(Rail::Output, &mut self.conversation, held, !last)
             .await;
         if let Some(refusal) = Refusal::from_eval(&eval) {
             return self.blocked(refusal).await;
+        }
+        if !said.is_empty() {
+            let kept = match &mut judged.content {
+                Some(Content::Text(t)) if t.starts_with(&said) => {
+                    t.drain(..said.len());
+                    true
+                }
+                _ => false,
+            };
+            if !kept {
+                // The whole reply passes, but with an edit to text the client already has: what
+                // was sent cannot be taken back, so the held text is judged alone, as before.
+                let window = self.windows.get(&(choice, lane)).expect("window exists");
+                let held = Message::reply(
+                    Some(Content::Text(window.pending().to_string())),
+                    Vec::new(),
+                );
+                let (again, alone) = self
+                    .scope
+                    .judge(Rail::Output, &mut self.conversation, held, false)
+                    .await;
+                if let Some(refusal) = Refusal::from_eval(&again) {
+                    return self.blocked(refusal).await;
+                }
+                judged = alone;
+                eval = again;
+            }
         }
         // Calls a policy found written in the text join the choice's calls: they are judged by
         // the tool_call rail with the others and sent as calls, never as text. Only the final
@@ -431,6 +471,22 @@ impl<C: StreamCodec> Relay<C> {
         let outs = window.judged(judged, eval.verdict == Verdict::Reject, last);
         if window.silenced() {
             self.choices.entry(choice).or_default().spoke = true;
+        }
+        if !last {
+            let said = self.said.entry((choice, lane)).or_default();
+            for out in &outs {
+                if let Out::Text(_, text) = out {
+                    said.push_str(text);
+                }
+            }
+            if said.len() > SAID_MAX {
+                // A reply longer than this is judged at its end on its last SAID_MAX bytes.
+                let mut cut = said.len() - SAID_MAX;
+                while !said.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                said.drain(..cut);
+            }
         }
         if outs.is_empty() && window.pending().len() > self.hold_max {
             // Held so long without a place to cut (a run with no break, or text a policy keeps

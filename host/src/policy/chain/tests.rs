@@ -26,7 +26,13 @@ fn run_explained<'a, E: Evaluate + 'a>(
     explain: bool,
 ) -> Evaluation {
     futures_util::FutureExt::now_or_never(super::run_explained(
-        rail, steps, payload, ctx, partial, explain,
+        rail,
+        steps,
+        payload,
+        ctx,
+        &crate::caps::NONE,
+        partial,
+        explain,
     ))
     .expect("a chain of plugins that never wait finishes at once")
 }

@@ -37,7 +37,8 @@ impl Plugin for Scripted {
                 r#"{"type":"object","required":["mode"],"properties":{
                     "mode":{"enum":["allow","block","append","reject-last","reject-tool",
                         "set-arguments","bad-index","bad-arguments","loop","oom","trap",
-                        "configure-error","log","echo-context","by-message","error","count"]},
+                        "configure-error","log","echo-context","by-message","error","count",
+                        "block-if-all"]},
                     "text":{"type":"string"},
                     "triggers":{"anyOf":[{"type":"array","items":{"type":"string"}},{"const":"trap"}]},
                     "tool":{"type":"string"}}}"#
@@ -80,6 +81,15 @@ impl Plugin for Scripted {
         }
         Ok(match mode.as_str() {
             "block" => Verdict::Block(text),
+            // Blocks a last message holding every comma-separated word of `text`: a verdict on
+            // the text as a whole, which no window of it gives.
+            "block-if-all" => {
+                let last = request.messages.last().and_then(|m| m.text()).unwrap_or("");
+                match text.split(',').all(|w| last.contains(w)) {
+                    true => Verdict::Block(format!("holds all of {text}")),
+                    false => Verdict::Allow,
+                }
+            }
             // The plugin's own error: a fault the host resolves by on_error.
             "error" => return Err(text),
             "append" => {

@@ -87,13 +87,12 @@ pub use v02packed::exports::railyard::policy_packed::plugin as packed;
 pub use v02packed::{Policy as PolicyPacked, PolicyIndices as PolicyIndicesPacked};
 pub use v03::railyard::policy::approvals;
 pub use v03::railyard::policy::guard_models as guard;
+pub use v03::railyard::policy::host as log03;
 pub use v03::railyard::policy::host::Host as LogImport03;
 pub use v03::railyard::policy::state;
-pub use v03::Policy as Policy03;
 pub use v03async::railyard::policy::approvals as approvals_async;
 pub use v03async::railyard::policy::guard_models as guard_async;
 pub use v03async::railyard::policy::state as state_async;
-pub use v03async::Policy as Policy03Async;
 
 /// The contract package this host speaks.
 pub const CONTRACT_PACKAGE: &str = "railyard:policy";
