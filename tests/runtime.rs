@@ -320,7 +320,7 @@ fn wrong_contract_version_is_refused_naming_both_versions() {
             "future",
             &plugin("wrong_version"),
             Limits::default(),
-            Default::default(),
+            |_: &str| Default::default(),
         )
         .err()
         .expect("must be refused");
@@ -335,12 +335,9 @@ fn wrong_contract_version_is_refused_naming_both_versions() {
 #[test]
 fn filesystem_imports_are_refused() {
     let err = engine()
-        .load_plugin(
-            "fs",
-            &plugin("fs_reader"),
-            Limits::default(),
-            Default::default(),
-        )
+        .load_plugin("fs", &plugin("fs_reader"), Limits::default(), |_: &str| {
+            Default::default()
+        })
         .err()
         .expect("must be refused");
     assert!(matches!(err, LoadError::ForbiddenImport { .. }), "{err}");
@@ -353,14 +350,18 @@ fn garbage_and_core_modules_are_refused() {
     let garbage = dir.path().join("garbage.wasm");
     std::fs::write(&garbage, b"\0asm\x01\0\0\0this is not wasm").unwrap();
     let err = engine()
-        .load_plugin("g", &garbage, Limits::default(), Default::default())
+        .load_plugin("g", &garbage, Limits::default(), |_: &str| {
+            Default::default()
+        })
         .err()
         .unwrap();
     assert!(matches!(err, LoadError::Compile { .. }), "{err}");
 
     let missing = dir.path().join("missing.wasm");
     let err = engine()
-        .load_plugin("m", &missing, Limits::default(), Default::default())
+        .load_plugin("m", &missing, Limits::default(), |_: &str| {
+            Default::default()
+        })
         .err()
         .unwrap();
     assert!(matches!(err, LoadError::Read { .. }), "{err}");
@@ -374,21 +375,15 @@ fn compiled_components_are_cached_by_content() {
     )))
     .unwrap();
     let first = engine
-        .load_plugin(
-            "a",
-            &plugin("scripted"),
-            Limits::default(),
-            Default::default(),
-        )
+        .load_plugin("a", &plugin("scripted"), Limits::default(), |_: &str| {
+            Default::default()
+        })
         .unwrap();
     assert!(!first.from_cache());
     let second = engine
-        .load_plugin(
-            "b",
-            &plugin("scripted"),
-            Limits::default(),
-            Default::default(),
-        )
+        .load_plugin("b", &plugin("scripted"), Limits::default(), |_: &str| {
+            Default::default()
+        })
         .unwrap();
     assert!(second.from_cache());
     assert_eq!(first.digest(), second.digest());
@@ -409,12 +404,9 @@ fn compiled_components_are_cached_by_content() {
     drop((first, second));
     // A corrupt artifact is discarded and recompiled, never trusted.
     let third = engine
-        .load_plugin(
-            "c",
-            &plugin("scripted"),
-            Limits::default(),
-            Default::default(),
-        )
+        .load_plugin("c", &plugin("scripted"), Limits::default(), |_: &str| {
+            Default::default()
+        })
         .unwrap();
     assert!(!third.from_cache());
     assert_eq!(third.info().name, "scripted");
@@ -430,7 +422,7 @@ fn describe_reports_name_rails_and_schema() {
                 timeout: Duration::from_millis(50),
                 ..Limits::default()
             },
-            Default::default(),
+            |_: &str| Default::default(),
         )
         .unwrap();
     assert_eq!(p.info().name, "scripted");

@@ -548,19 +548,25 @@ fn a_member_is_replaced_in_one_step_on_memory_and_redis() {
                 .replace_member("t", "s", "pending", "text", 2, minute)
                 .await
                 .unwrap());
-            assert_eq!(store.members("s", minute).await.unwrap(), ["a", "text"]);
+            assert_eq!(
+                store.members("t", "s", minute).await.unwrap(),
+                ["a", "text"]
+            );
             // Full of others (the old one is not there): nothing changes.
             assert!(!store
                 .replace_member("t", "s", "gone", "more", 2, minute)
                 .await
                 .unwrap());
-            assert_eq!(store.members("s", minute).await.unwrap(), ["a", "text"]);
+            assert_eq!(
+                store.members("t", "s", minute).await.unwrap(),
+                ["a", "text"]
+            );
             // Already there: the old one still goes.
             assert!(store
                 .replace_member("t", "s", "a", "text", 2, minute)
                 .await
                 .unwrap());
-            assert_eq!(store.members("s", minute).await.unwrap(), ["text"]);
+            assert_eq!(store.members("t", "s", minute).await.unwrap(), ["text"]);
         });
     }
 }
@@ -707,4 +713,73 @@ fn a_tenant_that_fills_its_share_of_redis_leaves_room_for_the_others() {
             .await
             .unwrap();
     });
+}
+
+/// What reads keep alive stays counted (#66): a value and a set whose lives reads renewed past
+/// the time they were written for still count in their tenant's share once that time is past,
+/// and a lease counts too, on memory and on Redis alike.
+#[test]
+fn what_reads_keep_alive_and_leases_count_in_a_tenants_share() {
+    let redis = RedisServer::start();
+    let mib = bytes::Bytes::from(vec![b'x'; 1 << 20]);
+    let (second, minute) = (Duration::from_secs(1), Duration::from_secs(60));
+    for url in [None, Some(redis.url())] {
+        let store = railyard::state::Store::new(&railyard::config::StateConfig {
+            redis_url: url.clone(),
+            timeout: Duration::from_secs(2),
+            ..Default::default()
+        });
+        railyard::util::block_on(async {
+            store
+                .put("reader", "kept", mib.clone(), second)
+                .await
+                .unwrap();
+            let member = "m".repeat(512 << 10);
+            assert!(store
+                .add_member("reader", "set", &member, 4, second)
+                .await
+                .unwrap());
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let kept = store.get_renewed("reader", "kept", minute).await.unwrap();
+            assert_eq!(kept.map(|b| b.len()), Some(1 << 20));
+            assert_eq!(
+                store.members("reader", "set", minute).await.unwrap().len(),
+                1
+            );
+            // Past the time they were written for: both are still there, and still counted.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            assert!(store.get("kept").await.unwrap().is_some(), "{url:?}");
+            let mut taken = 0;
+            while store
+                .put("reader", &format!("big:{taken}"), mib.clone(), minute)
+                .await
+                .is_ok()
+            {
+                taken += 1;
+                assert!(taken <= 64, "{url:?}: {taken} MiB");
+            }
+            let share = railyard::state::OWNER_BYTES >> 20;
+            assert!(
+                taken <= share - 2,
+                "{url:?}: {taken} MiB taken beside 1.5 MiB kept alive by reads"
+            );
+            // Fill what is left with counters; a lease then counts as one more entry.
+            let mut counters = 0;
+            while store
+                .add_within("reader", &format!("c:{counters}"), 1, 10, minute)
+                .await
+                .is_ok()
+            {
+                counters += 1;
+                assert!(counters <= 50_000, "{url:?}: {counters} counters");
+            }
+            let lease = store.lease("reader", "inflight", "req-1", 8, minute).await;
+            assert!(lease.is_err(), "{url:?}: a lease past the share: {lease:?}");
+            // Another tenant's lease is not held to it.
+            assert!(store
+                .lease("other", "inflight-o", "req-1", 8, minute)
+                .await
+                .unwrap());
+        });
+    }
 }

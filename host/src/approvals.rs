@@ -329,7 +329,7 @@ impl Asker {
         );
         let for_key = key::approval_for(&binding);
         let store = &self.store;
-        if let Some(id) = store.get(&for_key, None).await? {
+        if let Some(id) = store.get(&for_key).await? {
             let id = String::from_utf8_lossy(&id).into_owned();
             if let Some(mut request) = get(store, &id).await? {
                 match request.status {
@@ -386,7 +386,7 @@ impl Asker {
             .await?;
         if !listed {
             // Full: requests decided or gone since leave it, and it is tried once more.
-            for id in store.members(&asked, self.ttl).await? {
+            for id in store.members(ask.tenant, &asked, self.ttl).await? {
                 if !get(store, &id)
                     .await?
                     .is_some_and(|r| r.status == Status::Pending)
@@ -452,7 +452,7 @@ pub fn valid_id(id: &str) -> bool {
 
 /// The request `id`, if it is there and in time.
 pub async fn get(store: &Store, id: &str) -> Result<Option<Request>, Unavailable> {
-    let Some(bytes) = store.get(&key::approval(id), None).await? else {
+    let Some(bytes) = store.get(&key::approval(id)).await? else {
         return Ok(None);
     };
     Ok(serde_json::from_slice::<Request>(&bytes)
@@ -535,7 +535,7 @@ pub async fn pending(
     ttl: Duration,
 ) -> Result<Vec<Request>, Unavailable> {
     let key = key::approvals_pending(tenant);
-    let ids = store.members(&key, ttl).await?;
+    let ids = store.members(tenant, &key, ttl).await?;
     let mut out = Vec::new();
     for id in ids {
         match get(store, &id).await? {

@@ -40,6 +40,7 @@ impl Grants {
     /// approvals in `store` (an approval lives `approvals_ttl`).
     pub fn of(
         entry: &PluginConfig,
+        component: &str,
         models: &GuardModels,
         store: &Arc<crate::state::Store>,
         approvals_ttl: Duration,
@@ -51,7 +52,7 @@ impl Grants {
                 .then(|| state::Grant::new(store.clone(), &entry.name)),
             approvals: entry
                 .approvals
-                .then(|| approvals::Grant::of(entry, store, approvals_ttl)),
+                .then(|| approvals::Grant::of(entry, component, store, approvals_ttl)),
         }
     }
 

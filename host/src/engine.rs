@@ -270,24 +270,26 @@ impl Engine {
 
     /// Load the plugin at `path`: compile (or fetch from cache), check contract version and
     /// imports, link, and call `describe`. `id` names the plugin in logs and decisions; `grant`
-    /// is what it may reach (a plugin granted anything must be built against 0.3).
+    /// makes what it may reach from its component's digest (grants bind to the component; a
+    /// plugin granted anything must be built against 0.3).
     pub fn load_plugin(
         &self,
         id: &str,
         path: &Path,
         limits: Limits,
-        grant: Grants,
+        grant: impl FnOnce(&str) -> Grants,
     ) -> Result<Plugin, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),
             source,
         })?;
+        let digest = sha256_hex(&bytes);
+        let grant = grant(&digest);
         let waits = !grant.is_empty();
         let linker = match waits {
             true => &self.waiting,
             false => &self.linker,
         };
-        let digest = sha256_hex(&bytes);
         if let Some(pre) = self.shared(&digest, waits) {
             return Plugin::new(id, path, (digest, true), self, pre, Given { limits, grant });
         }

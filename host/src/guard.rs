@@ -147,6 +147,23 @@ pub enum Question {
 }
 
 impl Question {
+    /// Its texts, when it is a batch that each text of is answered on its own (a moderation's
+    /// or a classifier's of more than one).
+    fn batch(&self) -> Option<&[String]> {
+        match self {
+            Question::Moderate(t) | Question::Classify(t) if t.len() > 1 => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The same operation on `texts` (of a batch).
+    fn of_texts(&self, texts: Vec<String>) -> Question {
+        match self {
+            Question::Moderate(_) => Question::Moderate(texts),
+            _ => Question::Classify(texts),
+        }
+    }
+
     /// The operation's name.
     pub fn operation(&self) -> &'static str {
         match self {
@@ -190,6 +207,49 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// A batch's answer as one answer per text, of `n` texts (a model that answered another
+    /// number of texts answered nonsense).
+    fn split(self, n: usize) -> Result<Vec<Answer>, GuardError> {
+        let each: Vec<Answer> = match self {
+            Answer::Moderated(all) => all
+                .into_iter()
+                .map(|m| Answer::Moderated(vec![m]))
+                .collect(),
+            Answer::Classified(all) => all
+                .into_iter()
+                .map(|l| Answer::Classified(vec![l]))
+                .collect(),
+            _ => Vec::new(),
+        };
+        match each.len() == n {
+            true => Ok(each),
+            false => Err(GuardError::InvalidOutput(format!(
+                "the model answered {} texts of {n}",
+                each.len()
+            ))),
+        }
+    }
+
+    /// Answers to one text each, as the batch's answer.
+    fn join(each: impl Iterator<Item = Answer>) -> Answer {
+        let (mut moderated, mut classified) = (Vec::new(), Vec::new());
+        let mut is_moderation = false;
+        for answer in each {
+            match answer {
+                Answer::Moderated(m) => {
+                    is_moderation = true;
+                    moderated.extend(m);
+                }
+                Answer::Classified(c) => classified.extend(c),
+                _ => {}
+            }
+        }
+        match is_moderation {
+            true => Answer::Moderated(moderated),
+            false => Answer::Classified(classified),
+        }
+    }
+
     /// Its verdict in a record: the flagged category names, or `safe`/`unsafe`, or the labels
     /// and entity types found (never text).
     fn summary(&self) -> (Option<bool>, Vec<String>) {
@@ -310,14 +370,12 @@ impl GuardModel {
         question: &Question,
         left: Option<Duration>,
     ) -> (Result<Answer, GuardError>, GuardCall) {
+        if let Some(texts) = question.batch() {
+            return self.ask_each(question, texts, left).await;
+        }
         let started = Instant::now();
         let mut record = GuardCall::of(&self.config.name, question);
-        let asked = format!(
-            "{}\0{}",
-            self.config.url,
-            self.config.model.as_deref().unwrap_or("")
-        );
-        let key = self.cache.key(self.config.kind, &asked, question);
+        let key = self.cache.key(self.config.kind, &self.asked(), question);
         let kept = match self.cache.get(&key) {
             Some(answer) => Some(answer),
             None => self.shared_answer(&key).await,
@@ -341,13 +399,79 @@ impl GuardModel {
         (answer, record)
     }
 
+    /// Who is asked (its URL and model), as cache keys name it.
+    fn asked(&self) -> String {
+        format!(
+            "{}\0{}",
+            self.config.url,
+            self.config.model.as_deref().unwrap_or("")
+        )
+    }
+
+    /// Ask a batch of `texts` (a moderation's or a classifier's), each text's answer kept on its
+    /// own: a conversation judged again with one more turn sends the model only the new turn,
+    /// so what judging it costs does not grow with its length.
+    async fn ask_each(
+        &self,
+        question: &Question,
+        texts: &[String],
+        left: Option<Duration>,
+    ) -> (Result<Answer, GuardError>, GuardCall) {
+        let started = Instant::now();
+        let mut record = GuardCall::of(&self.config.name, question);
+        let asked = self.asked();
+        let keys: Vec<cache::Key> = texts
+            .iter()
+            .map(|t| {
+                let one = question.of_texts(vec![t.clone()]);
+                self.cache.key(self.config.kind, &asked, &one)
+            })
+            .collect();
+        let mut each: Vec<Option<Answer>> = Vec::with_capacity(texts.len());
+        for key in &keys {
+            let kept = match self.cache.get(key) {
+                Some(answer) => Some(answer),
+                None => self.shared_answer(key).await,
+            };
+            each.push(kept);
+        }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| each[i].is_none()).collect();
+        record.cached = missing.is_empty();
+        if !missing.is_empty() {
+            let asked = question.of_texts(missing.iter().map(|&i| texts[i].clone()).collect());
+            let fetched = self
+                .fetch(&asked, left)
+                .await
+                .and_then(|a| a.split(missing.len()));
+            match fetched {
+                Ok(answers) => {
+                    for (&i, answer) in missing.iter().zip(answers) {
+                        self.cache.put(keys[i], answer.clone());
+                        self.share(&keys[i], &answer);
+                        each[i] = Some(answer);
+                    }
+                }
+                Err(e) => {
+                    let answer = Err(e);
+                    record.duration_us = started.elapsed();
+                    record.answered(&answer);
+                    return (answer, record);
+                }
+            }
+        }
+        let answer = Ok(Answer::join(each.into_iter().flatten()));
+        record.duration_us = started.elapsed();
+        record.answered(&answer);
+        (answer, record)
+    }
+
     /// Its answer for `key` another replica kept in the shared store (then kept here too).
     async fn shared_answer(&self, key: &cache::Key) -> Option<Answer> {
         let store = self
             .shared
             .as_ref()
             .filter(|_| self.config.cache_entries > 0)?;
-        let stored = store.get(&self.shared_key(key), None).await.ok()??;
+        let stored = store.get(&self.shared_key(key)).await.ok()??;
         let answer: Answer = serde_json::from_slice(&stored).ok()?;
         self.cache.put(*key, answer.clone());
         Some(answer)

@@ -90,8 +90,10 @@ impl PolicySet {
             let mut problem = |line: Option<usize>, key: String, message: String| {
                 problems.push(Problem { line, key, message })
             };
-            let grant =
-                crate::caps::Grants::of(pc, &guard_models, services.store(), config.approvals_ttl);
+            let grant = |component: &str| {
+                let store = services.store();
+                crate::caps::Grants::of(pc, component, &guard_models, store, config.approvals_ttl)
+            };
             let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
                 Err(e) => {

@@ -147,15 +147,25 @@ impl Store {
         }
     }
 
-    /// The value at `key`, if any; its life starts again at `refresh`, if given.
-    pub async fn get(
+    /// The value at `key`, if any.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
+        match self {
+            Store::Memory(m) => Ok(m.get(key, None)),
+            Store::Redis(r) => r.get(key).await,
+        }
+    }
+
+    /// The value at `key` (one of `owner`'s), if any; its life starts again at `ttl`, and it
+    /// stays counted in `owner`'s share for as long.
+    pub async fn get_renewed(
         &self,
+        owner: &str,
         key: &str,
-        refresh: Option<Duration>,
+        ttl: Duration,
     ) -> Result<Option<Bytes>, Unavailable> {
         match self {
-            Store::Memory(m) => Ok(m.get(key, refresh)),
-            Store::Redis(r) => r.get(key, refresh).await,
+            Store::Memory(m) => Ok(m.get(key, Some(ttl))),
+            Store::Redis(r) => r.get_renewed(owner, key, ttl).await,
         }
     }
 
@@ -252,11 +262,16 @@ impl Store {
     }
 
     /// The members of the set `key`, sorted (none if there is no set); its life starts again at
-    /// `ttl`.
-    pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {
+    /// `ttl`, and it stays counted in `owner`'s share for as long.
+    pub async fn members(
+        &self,
+        owner: &str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Vec<String>, Unavailable> {
         match self {
             Store::Memory(m) => Ok(m.members(key, ttl)),
-            Store::Redis(r) => r.members(key, ttl).await,
+            Store::Redis(r) => r.members(owner, key, ttl).await,
         }
     }
 
@@ -272,7 +287,7 @@ impl Store {
     ) -> Result<bool, Unavailable> {
         match self {
             Store::Memory(m) => m.lease(owner, key, id, limit, ttl),
-            Store::Redis(r) => r.lease(key, id, limit, ttl).await,
+            Store::Redis(r) => r.lease(owner, key, id, limit, ttl).await,
         }
     }
 

@@ -26,12 +26,15 @@ pub struct Grant {
 
 impl Grant {
     /// `entry`'s approvals, in `store`, each living `ttl`. A grant binds to the policy that
-    /// asked: its component and its config, so a changed policy asks anew.
-    pub fn of(entry: &PluginConfig, store: &Arc<crate::state::Store>, ttl: Duration) -> Grant {
-        let component = std::fs::read(&entry.path).unwrap_or_default();
-        let policy = crate::util::sha256_hex(
-            format!("{}\0{}", crate::util::sha256_hex(&component), entry.config).as_bytes(),
-        );
+    /// asked: its component (`component`, its digest) and its config, so a changed policy asks
+    /// anew.
+    pub fn of(
+        entry: &PluginConfig,
+        component: &str,
+        store: &Arc<crate::state::Store>,
+        ttl: Duration,
+    ) -> Grant {
+        let policy = crate::util::sha256_hex(format!("{component}\0{}", entry.config).as_bytes());
         Grant {
             asker: Asker::new(store.clone(), &entry.name, ttl, &policy),
         }

@@ -88,7 +88,7 @@ impl Grant {
         let key = self.key(tenant, key)?;
         let value = self
             .store
-            .get(&key, None)
+            .get(&key)
             .await
             .map_err(|e| StateError::Unavailable(e.0))?;
         Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))

@@ -642,7 +642,7 @@ async fn declared(
     meta: Option<&Map<String, Value>>,
 ) -> Result<Arc<Vec<ToolDef>>, crate::backend::BackendError> {
     let cache = ex.app.mcp_tools();
-    if let Some(tools) = cache.get(&ex.app.state, &ex.key).await {
+    if let Some(tools) = cache.get(&ex.app.state, ex.agent.tenant(), &ex.key).await {
         return Ok(tools);
     }
     let mut headers = headers::own_message(&ex.headers);

@@ -126,23 +126,53 @@ account(size, tonumber(ARGV[4]), now)
 return 1
 ";
 
-/// A set's members, its life started again.
+/// The value at `KEYS[1]`, its life started again at `ARGV[1]` ms and indexed at its new end in its
+/// owner's share (counted anew if the index had lost it), so a key kept alive by reads alone is
+/// never left out of the sum.
+const GET_RENEWED: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local ttl = tonumber(ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+local size = old_size()
+if size == 0 then size = #KEYS[1] + #v end
+account(size, ttl, now_ms())
+return v
+";
+
+/// A set's members, its life started again at `ARGV[1]` ms and indexed as [`GET_RENEWED`] does.
 const MEMBERS: &str = r"
 local m = redis.call('SMEMBERS', KEYS[1])
-if #m > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+if #m > 0 then
+  local ttl = tonumber(ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  local size = old_size()
+  if size == 0 then
+    size = #KEYS[1]
+    for _, x in ipairs(m) do size = size + #x end
+  end
+  account(size, ttl, now_ms())
+end
 return m
 ";
 
 /// Hold lease `ARGV[1]` for `ARGV[3]` ms unless `ARGV[2]` others are held (leases past their time,
-/// a replica's that died mid-request, no longer count): `1` held, `0` not.
+/// a replica's that died mid-request, no longer count), within its owner's share (`ARGV[4]`
+/// bytes, `ARGV[5]` entries; a lease counts as its id and 16 bytes): `1` held, `0` not, `-1` past
+/// the share (nothing changed).
 const LEASE: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
+purge(now)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local held = redis.call('ZCARD', KEYS[1])
+if held >= tonumber(ARGV[2]) then return 0 end
+local ttl = tonumber(ARGV[3])
+local size = #KEYS[1] + (held + 1) * (#ARGV[1] + 16)
+if not fits(size, tonumber(ARGV[4]), tonumber(ARGV[5])) then return -1 end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+account(size, ttl, now)
 return 1
 ";
 
@@ -184,6 +214,7 @@ pub struct Redis {
     settle: redis::Script,
     replace_member: redis::Script,
     put: redis::Script,
+    get_renewed: redis::Script,
     members: redis::Script,
     lease: redis::Script,
     add_within: redis::Script,
@@ -203,8 +234,9 @@ impl Redis {
             settle: redis::Script::new(SETTLE),
             replace_member: redis::Script::new(&format!("{OWNED}{REPLACE_MEMBER}")),
             put: redis::Script::new(&format!("{OWNED}{PUT}")),
-            members: redis::Script::new(MEMBERS),
-            lease: redis::Script::new(LEASE),
+            get_renewed: redis::Script::new(&format!("{OWNED}{GET_RENEWED}")),
+            members: redis::Script::new(&format!("{OWNED}{MEMBERS}")),
+            lease: redis::Script::new(&format!("{OWNED}{LEASE}")),
             add_within: redis::Script::new(&format!("{OWNED}{ADD_WITHIN}")),
         }
     }
@@ -313,27 +345,28 @@ impl Redis {
         format!("{}{key}", self.prefix)
     }
 
-    /// The value at `key`; its life starts again at `refresh`, if given.
-    pub async fn get(
-        &self,
-        key: &str,
-        refresh: Option<Duration>,
-    ) -> Result<Option<Bytes>, Unavailable> {
+    /// The value at `key`.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
         let key = self.key(key);
         self.call(|mut c| async move {
-            let cmd = match refresh {
-                Some(ttl) => {
-                    let mut cmd = redis::cmd("GETEX");
-                    cmd.arg(&key).arg("PX").arg(ttl.as_millis() as u64);
-                    cmd
-                }
-                None => {
-                    let mut cmd = redis::cmd("GET");
-                    cmd.arg(&key);
-                    cmd
-                }
-            };
-            let value: Option<Vec<u8>> = cmd.query_async(&mut c).await?;
+            let value: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query_async(&mut c).await?;
+            Ok(value.map(Bytes::from))
+        })
+        .await
+    }
+
+    /// The value at `key`, one of `owner`'s, its life started again at `ttl`.
+    pub async fn get_renewed(
+        &self,
+        owner: &str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Option<Bytes>, Unavailable> {
+        let get = self.owned(&self.get_renewed, owner, key, |c| {
+            c.arg(ttl.as_millis().max(1) as u64);
+        });
+        self.call(|mut c| async move {
+            let value: Option<Vec<u8>> = get.invoke_async(&mut c).await?;
             Ok(value.map(Bytes::from))
         })
         .await
@@ -428,15 +461,17 @@ impl Redis {
     }
 
     /// See `Store::members`.
-    pub async fn members(&self, key: &str, ttl: Duration) -> Result<Vec<String>, Unavailable> {
-        let key = self.key(key);
+    pub async fn members(
+        &self,
+        owner: &str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Vec<String>, Unavailable> {
+        let members = self.owned(&self.members, owner, key, |c| {
+            c.arg(ttl.as_millis().max(1) as u64);
+        });
         self.call(|mut c| async move {
-            let mut members: Vec<String> = self
-                .members
-                .key(&key)
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut c)
-                .await?;
+            let mut members: Vec<String> = members.invoke_async(&mut c).await?;
             members.sort();
             Ok(members)
         })
@@ -446,24 +481,22 @@ impl Redis {
     /// See `Store::lease`.
     pub async fn lease(
         &self,
+        owner: &str,
         key: &str,
         id: &str,
         limit: usize,
         ttl: Duration,
     ) -> Result<bool, Unavailable> {
-        let key = self.key(key);
-        self.call(|mut c| async move {
-            let held: i64 = self
-                .lease
-                .key(&key)
-                .arg(id)
-                .arg(limit)
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut c)
-                .await?;
-            Ok(held == 1)
-        })
-        .await
+        let lease = self.owned(&self.lease, owner, key, |c| {
+            c.arg(id).arg(limit).arg(ttl.as_millis().max(1) as u64);
+        });
+        let held: i64 = self
+            .call(|mut c| async move { lease.invoke_async(&mut c).await })
+            .await?;
+        match held {
+            -1 => Err(past_share(owner)),
+            h => Ok(h == 1),
+        }
     }
 
     /// See `Store::release`.

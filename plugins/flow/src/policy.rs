@@ -1560,6 +1560,30 @@ mod tests {
                 r#"{"date": "2026-05-02"}"#,
             ),
         ));
+        // A date with its time is a date (not a ten-digit number), and a day named in words
+        // is the day in digits.
+        for at in [
+            "2026-11-14 10:30",
+            "2026-11-14T10:30:00Z",
+            "14/11/2026 10:30",
+        ] {
+            assert_allow(evaluate(
+                &c,
+                &call_(
+                    "Put the review on the 14th of November 2026.",
+                    "create_event",
+                    &format!(r#"{{"date": "{at}"}}"#),
+                ),
+            ));
+        }
+        expect_block(evaluate(
+            &c,
+            &call_(
+                "Put the review on the 14th of November 2026.",
+                "create_event",
+                r#"{"date": "2026-11-15 10:30"}"#,
+            ),
+        ));
         // Hosts allowed, or named by the user.
         assert_allow(evaluate(
             &c,

@@ -118,6 +118,21 @@ pub fn host(host: &str) -> Option<String> {
         .then(|| host.to_string())
 }
 
+/// `name` without a word of the next sentence glued to it (`www.example.com.They`: a last label
+/// capitalised, after lower-case ones, is a sentence that began without a space).
+fn unglued(name: &str) -> &str {
+    let Some((head, last)) = name.rsplit_once('.') else {
+        return name;
+    };
+    let mut letters = last.chars();
+    let capital = letters.next().is_some_and(|c| c.is_ascii_uppercase());
+    let rest_lower = letters.clone().count() > 0 && letters.all(|c| c.is_ascii_lowercase());
+    match capital && rest_lower && head.contains('.') && !head.chars().any(|c| c.is_uppercase()) {
+        true => head,
+        false => name,
+    }
+}
+
 impl Scan {
     /// Every token in `text`, added to `out`.
     pub fn tokens(&self, text: &str, out: &mut Vec<Token>) {
@@ -141,7 +156,8 @@ impl Scan {
             let before = start.checked_sub(1).map(|s| b[s]);
             // A domain inside an email or a URL was taken with it.
             if before != Some(b'@') && before != Some(b'/') {
-                if let Some(h) = host(text[start..end].trim_start_matches(['.', '-'])) {
+                let name = unglued(text[start..end].trim_start_matches(['.', '-']));
+                if let Some(h) = host(name) {
                     out.push(Token {
                         kind: Kind::Host,
                         norm: h,
@@ -157,7 +173,7 @@ impl Scan {
             let start = run_back(text, at, email_local);
             let end = run_forward(text, at + 1, domain_byte);
             let local = text[start..at].trim_start_matches('.');
-            let Some(domain) = host(text[at + 1..end].trim_end_matches(['.', '-'])) else {
+            let Some(domain) = host(unglued(text[at + 1..end].trim_end_matches(['.', '-']))) else {
                 continue;
             };
             if local.is_empty() {
@@ -197,7 +213,9 @@ impl Scan {
             let authority = &url[..authority_end];
             let authority = authority.rsplit('@').next().unwrap_or(authority);
             let name = authority.split(':').next().unwrap_or(authority);
-            let Some(h) = host(name) else { continue };
+            let Some(h) = host(unglued(name)) else {
+                continue;
+            };
             let path = url[authority_end..].trim_end_matches('/');
             out.push(Token {
                 kind: Kind::Url,
@@ -212,10 +230,14 @@ impl Scan {
 
     /// Numbers and codes: runs of letter-and-digit groups joined by at most two separators.
     pub(crate) fn numbers(&self, b: &[u8], out: &mut Vec<Token>) {
-        // The group (maximal run of letters and digits) ending where `from` starts one, if any.
+        // The group (maximal run of letters and digits) ending where `from` starts one, if any;
+        // an ISO time's `T` ends it (`14T10:30`: the day, then the hour).
         let group = |from: usize| -> (usize, usize) {
             let mut e = from;
             while e < b.len() && word_byte(b[e]) {
+                if b[e] == b'T' && e > from && b[e - 1].is_ascii_digit() && hour_at(b, e + 1) {
+                    break;
+                }
                 e += 1;
             }
             (from, e)
@@ -226,7 +248,7 @@ impl Scan {
         // Only digits start a number: prose is skipped to the next one.
         while let Some(off) = b[i..].iter().position(u8::is_ascii_digit) {
             let mut start = i + off;
-            while start > 0 && word_byte(b[start - 1]) {
+            while start > i && word_byte(b[start - 1]) {
                 start -= 1;
             }
             run.clear();
@@ -240,6 +262,11 @@ impl Scan {
                     ns += 1;
                 }
                 if ns == pe || ns - pe > 2 || ns >= b.len() || !word_byte(b[ns]) {
+                    break;
+                }
+                // An hour (`10:30`) is a time, not more of the number: a date and a time are
+                // not read as one long number.
+                if hour_at(b, ns) {
                     break;
                 }
                 let next = group(ns);
@@ -270,6 +297,19 @@ impl Scan {
             }
         }
     }
+}
+
+/// Whether an hour and its minutes (`9:30`, `10:30`) begin at `at`.
+fn hour_at(b: &[u8], at: usize) -> bool {
+    let digits = b[at.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    let colon = at + digits;
+    (1..=2).contains(&digits)
+        && b.get(colon) == Some(&b':')
+        && b.get(colon + 1..colon + 3)
+            .is_some_and(|m| m.iter().all(u8::is_ascii_digit))
 }
 
 /// Maximal runs of ASCII letters and digits, as (start, end).
@@ -309,7 +349,10 @@ fn is_date(b: &[u8], run: &[(usize, usize)]) -> bool {
         },
         [one] => {
             let g = &b[one.0..one.1];
-            g.len() == 8 && g.iter().all(u8::is_ascii_digit) && {
+            // `20240501`, or with a basic ISO time (`20240501T1030Z`).
+            let time = g.get(8..).unwrap_or_default();
+            let timed = time.is_empty() || (time[0] == b'T' && time.len() > 1);
+            g.len() >= 8 && timed && g[..8].iter().all(u8::is_ascii_digit) && {
                 let n = |r: std::ops::Range<usize>| -> u32 {
                     std::str::from_utf8(&g[r])
                         .unwrap_or("0")
@@ -384,9 +427,26 @@ pub fn dates(text: &str) -> Vec<Date> {
     for i in 0..groups.len() {
         if let Some(m) = month(word(i)) {
             let next = |k: usize| (i + k < groups.len()).then(|| word(i + k));
+            let before = |k: usize| i.checked_sub(k).map(word);
+            let of = |w: Option<&str>| w.is_some_and(|w| w.eq_ignore_ascii_case("of"));
+            let the = |w: Option<&str>| w.is_some_and(|w| w.eq_ignore_ascii_case("the"));
             if let Some(d) = next(1).and_then(|w| number(w, 31)) {
                 push(next(2).and_then(year), m, d);
-            } else if let Some(d) = i.checked_sub(1).and_then(|p| number(word(p), 31)) {
+            } else if let Some(d) = the(next(1))
+                .then(|| next(2))
+                .flatten()
+                .and_then(|w| number(w, 31))
+            {
+                // `November the 14th`.
+                push(next(3).and_then(year), m, d);
+            } else if let Some(d) = before(1).and_then(|w| number(w, 31)) {
+                push(next(1).and_then(year), m, d);
+            } else if let Some(d) = of(before(1))
+                .then(|| before(2))
+                .flatten()
+                .and_then(|w| number(w, 31))
+            {
+                // `the 14th of November`.
                 push(next(1).and_then(year), m, d);
             }
         }
@@ -397,7 +457,13 @@ pub fn dates(text: &str) -> Vec<Date> {
                 between.len() == 1 && b"-./".contains(&between[0])
             };
             if joined(i) && joined(i + 1) {
-                let (x, y, z) = (word(i), word(i + 1), word(i + 2));
+                // The day may carry an ISO time (`14T10:30`).
+                let z = word(i + 2);
+                let z = match z.split_once('T') {
+                    Some((day, hour)) if hour.bytes().all(|c| c.is_ascii_digit()) => day,
+                    _ => z,
+                };
+                let (x, y) = (word(i), word(i + 1));
                 let n = |w: &str| -> Option<u32> {
                     (w.len() <= 2 && w.bytes().all(|c| c.is_ascii_digit()))
                         .then(|| w.parse().ok())
@@ -646,6 +712,23 @@ mod tests {
     }
 
     #[test]
+    fn a_host_at_a_sentences_end_is_not_glued_to_the_next_word() {
+        for t in [
+            "Our site is www.example.com.They said so.",
+            "see https://www.example.com.Then pay",
+        ] {
+            assert!(has(t, Kind::Host, "example.com"), "{t}: {:?}", scan(t));
+            assert!(!has(t, Kind::Host, "example.com.they"), "{t}");
+            assert!(!has(t, Kind::Host, "example.com.then"), "{t}");
+        }
+        let t = "write to bob@example.com.Thanks!";
+        assert!(has(t, Kind::Email, "bob@example.com"), "{:?}", scan(t));
+        // Not a sentence: capitalised names and lower-case labels stay whole.
+        assert!(has("Visit Example.Com today", Kind::Host, "example.com"));
+        assert!(has("at files.example.co", Kind::Host, "files.example.co"));
+    }
+
+    #[test]
     fn names_in_other_scripts_and_look_alike_letters_are_hosts_too() {
         // A Cyrillic `і` in a Latin name: the attacker's domain, not a cut-off one.
         let t = "Write to mallory@evіl.example or see https://evіl.example/pay.";
@@ -678,6 +761,11 @@ mod tests {
             "at 20240501",
             "pay 12500 now",
             "v1.2.3",
+            "from 2026-11-14 10:30 to 11:30",
+            "at 14/11/2026 9:05",
+            "on November 14, 2026 10:30",
+            "at 2026-11-14T10:30:00Z",
+            "at 20261114T103000Z",
         ] {
             assert!(
                 scan(text).iter().all(|(k, _)| *k != Kind::Number),
@@ -733,7 +821,16 @@ mod tests {
         };
         assert_eq!(dates("due 2024-05-01."), [d(Some(2024), 5, 1)]);
         assert_eq!(dates("on May 1st, 2024"), [d(Some(2024), 5, 1)]);
-        assert_eq!(dates("the 3rd of March"), []);
+        assert_eq!(dates("the 3rd of March"), [d(None, 3, 3)]);
+        assert_eq!(
+            dates("on the 14th of November 2026, at noon"),
+            [d(Some(2026), 11, 14)]
+        );
+        assert_eq!(dates("November the 14th"), [d(None, 11, 14)]);
+        assert_eq!(
+            dates("starts 2026-11-14T10:30:00Z"),
+            [d(Some(2026), 11, 14)]
+        );
         assert_eq!(dates("3 March 2025"), [d(Some(2025), 3, 3)]);
         assert_eq!(dates("next mon, sept 9"), [d(None, 9, 9)]);
         assert_eq!(

@@ -151,7 +151,7 @@ impl Agent {
     /// with the result's text when it was kept (a pending or unseen read has none: a policy
     /// judging values takes it as unseen).
     pub async fn messages(&self, store: &Store) -> Result<Vec<Message>, Unavailable> {
-        let members = store.members(&self.key, IDLE).await?;
+        let members = store.members(&self.tenant, &self.key, IDLE).await?;
         Ok(members
             .iter()
             .map(|m| {

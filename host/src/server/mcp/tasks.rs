@@ -48,7 +48,7 @@ pub async fn remember(store: &Store, tenant: &str, server: &str, task: &str, too
 
 /// The tool `task` runs, if the door saw it made.
 pub async fn tool(store: &Store, tenant: &str, server: &str, task: &str) -> Option<String> {
-    match store.get(&key(tenant, server, task), None).await {
+    match store.get(&key(tenant, server, task)).await {
         Ok(found) => found.and_then(|b| String::from_utf8(b.to_vec()).ok()),
         Err(e) => {
             tracing::warn!(error = %e, "an MCP task's tool not read: its result is judged as the method's");

@@ -75,10 +75,15 @@ pub struct ToolCache {
 }
 
 impl ToolCache {
-    /// The list for `key`, if the store holds one (a store that cannot answer holds none).
-    pub async fn get(&self, store: &Store, key: &Key) -> Option<Arc<Vec<ToolDef>>> {
-        let refresh = key.session().then_some(IDLE);
-        let stored = match store.get(&key.stored(), refresh).await {
+    /// The list for `key`, one of `owner`'s (its tenant), if the store holds one (a store that
+    /// cannot answer holds none).
+    pub async fn get(&self, store: &Store, owner: &str, key: &Key) -> Option<Arc<Vec<ToolDef>>> {
+        let stored = if key.session() {
+            store.get_renewed(owner, &key.stored(), IDLE).await
+        } else {
+            store.get(&key.stored()).await
+        };
+        let stored = match stored {
             Ok(stored) => stored?,
             Err(e) => {
                 tracing::debug!(error = %e, "MCP tool list not read from the state store");
@@ -169,19 +174,19 @@ mod tests {
         for (key, raw) in [(&a, [tool("one")]), (&shared_x, [tool("two")])] {
             cache.put(&store, "t", key, &raw, declared(&raw)).await;
         }
-        let got = cache.get(&store, &a).await.unwrap();
+        let got = cache.get(&store, "t", &a).await.unwrap();
         assert_eq!(got[0].name.as_deref(), Some("one"));
-        assert!(cache.get(&store, &b).await.is_none());
-        assert!(cache.get(&store, &shared_y).await.is_none());
-        let got = cache.get(&store, &shared_x).await.unwrap();
+        assert!(cache.get(&store, "t", &b).await.is_none());
+        assert!(cache.get(&store, "t", &shared_y).await.is_none());
+        let got = cache.get(&store, "t", &shared_x).await.unwrap();
         assert_eq!(got[0].name.as_deref(), Some("two"));
         // Another replica's cache (nothing parsed yet) reads the same list from the store.
         let other = ToolCache::default();
         assert_eq!(
-            other.get(&store, &a).await.unwrap()[0].name.as_deref(),
+            other.get(&store, "t", &a).await.unwrap()[0].name.as_deref(),
             Some("one")
         );
         cache.forget(&store, &a).await;
-        assert!(other.get(&store, &a).await.is_none());
+        assert!(other.get(&store, "t", &a).await.is_none());
     }
 }
