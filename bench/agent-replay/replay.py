@@ -17,7 +17,9 @@ of three modes. This measures the policy, not a model.
 
 Modes: `tool` (every privileged call after untrusted content refused), `values`,
 `values+constraints` (with labels.toml's constraints), `values-lenient` (values with
-`unvouched = "allow"`: an identifier nothing trusted names passes unless untrusted text holds it).
+`unvouched = "allow"`: an identifier nothing trusted names passes unless untrusted text holds it),
+`values+asks` (values with labels.toml's kinds of action: a call of a kind no user turn asks
+for is refused after untrusted content, #67).
 Each refused attack is counted by the rule whose reason refused it first.
 
 Usage: replay.py [--bin target/debug/railyard] [--modes tool,values,values+constraints]
@@ -276,6 +278,8 @@ def config(mode, labels):
             "mode": "tool" if mode == "tool" else "values", "action": "block"}
     if mode == "values+constraints":
         flow["constraints"] = labels["constraints"]
+    if mode == "values+asks":
+        flow["asks"] = labels["asks"]
     if mode == "values-lenient":
         flow["unvouched"] = "allow"
     wasm = ROOT / "target/plugins/wasm32-wasip2/release/flow.wasm"
@@ -317,7 +321,8 @@ def rule(reason):
                         ("is text found in", "text"), ("found in the result", "value"),
                         ("not JSON", "not-json"), ("is above", "constraint"),
                         ("is below", "constraint"), ("not a number", "constraint"),
-                        ("host not among", "constraint")]:
+                        ("host not among", "constraint"),
+                        ("no turn of the user asks", "asked")]:
         if words in reason:
             return name
     return "other"
@@ -353,7 +358,8 @@ def run(binary, mode, labels, cases):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "target/debug/railyard"))
-    ap.add_argument("--modes", default="tool,values,values+constraints,values-lenient")
+    ap.add_argument("--modes",
+                    default="tool,values,values+constraints,values-lenient,values+asks")
     ap.add_argument("--data")
     ap.add_argument("--json")
     a = ap.parse_args()
