@@ -8,7 +8,9 @@
 //!
 //! The logic lives in [`policy`] (natively unit-tested); this file is only the WIT glue.
 
+pub mod asks;
 pub mod policy;
+pub mod private;
 pub mod values;
 
 use railyard_plugin_sdk::{export_policy, CallRef, Info, PolicyPlugin, Rail, Request, Verdict};
