@@ -55,7 +55,9 @@
 //! - `oracle`: traffic generated from the SDKs' own types, a canary in every leaf, through every
 //!   door both ways; crossings checked against the ledger `tests/oracle/known.json` (#65);
 //! - `structures`: what declares a tool, connects a server or makes a call is mapped or refused
-//!   wherever it sits, keys and numbers are leaves, with the real SDKs (#65).
+//!   wherever it sits, keys and numbers are leaves, with the real SDKs (#65);
+//! - `vault`: reversible redaction: a value hidden from the model comes back to the client only,
+//!   with the OpenAI and Anthropic SDKs, streamed and not (#67).
 
 mod api;
 mod approvals;
@@ -99,4 +101,5 @@ mod support;
 mod telemetry;
 mod tenants;
 mod tool_rules;
+mod vault;
 mod whole_text;

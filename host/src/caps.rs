@@ -15,6 +15,7 @@
 pub mod approvals;
 pub mod guard;
 pub mod state;
+pub mod vault;
 
 use crate::config::PluginConfig;
 use crate::guard::{GuardCall, GuardModels};
@@ -33,6 +34,8 @@ pub struct Grants {
     pub state: Option<state::Grant>,
     /// Its approvals (`approvals = true`).
     pub approvals: Option<approvals::Grant>,
+    /// Its vault (`vault = true`).
+    pub vault: Option<vault::Grant>,
 }
 
 impl Grants {
@@ -44,6 +47,7 @@ impl Grants {
         models: &GuardModels,
         store: &Arc<crate::state::Store>,
         approvals_ttl: Duration,
+        vault_key: &Arc<[u8; 32]>,
     ) -> Grants {
         Grants {
             guard: guard::Grant::of(models, &entry.guard_models),
@@ -53,12 +57,21 @@ impl Grants {
             approvals: entry
                 .approvals
                 .then(|| approvals::Grant::of(entry, component, store, approvals_ttl)),
+            vault: entry
+                .vault
+                .then(|| vault::Grant::new(&entry.name, vault_key.clone())),
         }
     }
 
-    /// Whether it grants nothing (the plugin then runs on the synchronous path).
+    /// Whether it grants nothing that waits (the plugin then runs on the synchronous path; the
+    /// vault never waits).
     pub fn is_empty(&self) -> bool {
         self.guard.is_empty() && self.state.is_none() && self.approvals.is_none()
+    }
+
+    /// Whether it grants anything at all (its instances then hold capabilities).
+    pub fn any(&self) -> bool {
+        !self.is_empty() || self.vault.is_some()
     }
 }
 
@@ -70,6 +83,8 @@ pub struct RequestCaps {
     pub guard: Option<Arc<guard::Scope>>,
     /// The approval requests its plugins made (when a plugin of its set may ask for any).
     pub approvals: Option<Arc<approvals::Ledger>>,
+    /// The values its plugins hid behind placeholders (when a plugin of its set has the vault).
+    pub vault: Option<Arc<vault::Ledger>>,
     /// The MCP server it goes to (an approval is bound to it).
     pub server: Option<String>,
 }
@@ -79,6 +94,7 @@ pub struct RequestCaps {
 pub static NONE: RequestCaps = RequestCaps {
     guard: None,
     approvals: None,
+    vault: None,
     server: None,
 };
 
@@ -174,6 +190,7 @@ pub struct Caps {
     guard: guard::Instance,
     state: state::Instance,
     approvals: approvals::Instance,
+    vault: vault::Instance,
 }
 
 impl Caps {
@@ -187,6 +204,7 @@ impl Caps {
             guard: guard::Instance::new(grants.guard.clone()),
             state: state::Instance::new(grants.state.clone()),
             approvals: approvals::Instance::new(grants.approvals.clone()),
+            vault: vault::Instance::new(grants.vault.clone()),
         }
     }
 
@@ -206,7 +224,7 @@ impl Caps {
         self.call.open = true;
         // Whose state and approvals it reaches (a plugin granted only guard models needs no
         // caller).
-        if self.state.granted() || self.approvals.granted() {
+        if self.state.granted() || self.approvals.granted() || self.vault.granted() {
             self.call.tenant.clear();
             self.call.tenant.push_str(
                 asked
@@ -219,6 +237,9 @@ impl Caps {
         }
         self.guard.scope = asked.caps.guard.clone();
         self.approvals.open(asked);
+        if self.vault.granted() {
+            self.vault.ledger.clone_from(&asked.caps.vault);
+        }
     }
 
     /// Close them after the call; what was asked of guard models, for the decision.
@@ -226,6 +247,7 @@ impl Caps {
         self.call.open = false;
         self.guard.scope = None;
         self.approvals.close();
+        self.vault.ledger = None;
         self.take_calls()
     }
 
@@ -240,6 +262,7 @@ pub fn link<T: HasCaps>(sync: &mut Linker<T>, waiting: &mut Linker<T>) -> wasmti
     guard::link(sync, waiting)?;
     state::link(sync, waiting)?;
     approvals::link(sync, waiting)?;
+    vault::link(sync, waiting)?;
     Ok(())
 }
 

@@ -210,7 +210,10 @@ impl Runner {
                 .collect(),
             _ => return Err("\"guard\" must map guard model names to their answers".into()),
         };
-        let mut caps = crate::caps::RequestCaps::default();
+        let mut caps = crate::caps::RequestCaps {
+            vault: set.has_vault().then(Default::default),
+            ..Default::default()
+        };
         if let Some(scope) = set.guard_scope(ctx.tenant.as_deref()) {
             let mut scope = std::sync::Arc::into_inner(scope).expect("a fresh scope");
             scope.recorded = Some(recorded);

@@ -394,6 +394,9 @@ pub struct PluginConfig {
     pub state: bool,
     /// Whether it may ask for a person's approval of a call (`approvals = true`).
     pub approvals: bool,
+    /// Whether it hides values behind placeholders the host writes back later in the request
+    /// (`vault = true`).
+    pub vault: bool,
     /// Limits.
     pub limits: Limits,
     /// The plugin's own config, as JSON.

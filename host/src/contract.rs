@@ -90,9 +90,11 @@ pub use v03::railyard::policy::guard_models as guard;
 pub use v03::railyard::policy::host as log03;
 pub use v03::railyard::policy::host::Host as LogImport03;
 pub use v03::railyard::policy::state;
+pub use v03::railyard::policy::vault;
 pub use v03async::railyard::policy::approvals as approvals_async;
 pub use v03async::railyard::policy::guard_models as guard_async;
 pub use v03async::railyard::policy::state as state_async;
+pub use v03async::railyard::policy::vault as vault_async;
 
 /// The contract package this host speaks.
 pub const CONTRACT_PACKAGE: &str = "railyard:policy";

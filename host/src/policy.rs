@@ -84,6 +84,9 @@ impl PolicySet {
                 })
             }
         };
+        // The vault's placeholders are keyed by the provenance key that signs: replicas that
+        // share a keys file write a value the same way.
+        let vault_key = crate::caps::vault::key_of(&config.provenance.keys);
         let mut loaded: Vec<(Arc<Plugin>, Vec<Rail>)> = Vec::new();
         for (i, pc) in config.plugins.iter().enumerate() {
             let key = format!("plugins[{i}] ({})", pc.name);
@@ -92,7 +95,8 @@ impl PolicySet {
             };
             let grant = |component: &str| {
                 let store = services.store();
-                crate::caps::Grants::of(pc, component, &guard_models, store, config.approvals_ttl)
+                let ttl = config.approvals_ttl;
+                crate::caps::Grants::of(pc, component, &guard_models, store, ttl, &vault_key)
             };
             let plugin = match engine.load_plugin(&pc.name, &pc.path, pc.limits.clone(), grant) {
                 Ok(p) => p,
@@ -367,6 +371,11 @@ impl PolicySet {
     /// The `[state]` store its plugins reach (one per daemon).
     pub fn store(&self) -> &Arc<crate::state::Store> {
         self.services.store()
+    }
+
+    /// Whether a plugin of the set hides values in the vault (`vault = true`).
+    pub fn has_vault(&self) -> bool {
+        self.config.plugins.iter().any(|p| p.vault)
     }
 
     /// Whether a plugin of the set may ask for approvals (`approvals = true`).

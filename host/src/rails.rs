@@ -149,6 +149,7 @@ impl RequestScope {
             caps: crate::caps::RequestCaps {
                 // Only a set with a plugin that may ask for approvals keeps a ledger.
                 approvals: set.asks_approvals().then(Default::default),
+                vault: set.has_vault().then(Default::default),
                 ..Default::default()
             },
             set,

@@ -243,6 +243,7 @@ pub(super) struct RawPlugin {
     pub(super) parallel: Option<Spanned<bool>>,
     pub(super) state: Option<Spanned<bool>>,
     pub(super) approvals: Option<Spanned<bool>>,
+    pub(super) vault: Option<bool>,
     pub(super) config: Option<Spanned<toml::Value>>,
 }
 

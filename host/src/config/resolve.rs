@@ -585,6 +585,7 @@ pub(super) fn resolve_plugins(
             parallel,
             state,
             approvals,
+            vault: raw.vault.unwrap_or(false),
             parallel_line: raw
                 .parallel
                 .as_ref()

@@ -568,7 +568,18 @@ impl Plugin {
             Some(instance) => instance,
             None => self.instantiate()?,
         };
+        // The vault never waits: a plugin granted it alone is called here, its calls opened on
+        // the request (the request's own vault) for the evaluation.
+        let vault = self.grant.vault.is_some();
         let answer = self.call(&mut instance, self.limits.timeout, |b, s| {
+            if vault {
+                s.data_mut().caps.open(&crate::caps::Asked {
+                    ctx: src.ctx,
+                    caps: src.caps,
+                    rail: src.rail,
+                    messages: src.messages,
+                });
+            }
             Ok(match b {
                 Bindings::V01(b) => {
                     let request: &wit01::Request = prepared.v01(src);
@@ -592,6 +603,9 @@ impl Plugin {
                 Bindings::V03(f) => f.evaluate(s, src, prepared)?.map(Into::into),
             })
         });
+        if vault {
+            instance.store.data_mut().caps.close();
+        }
         if matches!(instance.bindings, Bindings::V03(_)) {
             // Only a 0.3 plugin can have tried: its calls were refused, and the record says so.
             let tried = instance.store.data_mut().caps.take_calls();
@@ -739,7 +753,7 @@ impl Plugin {
             ),
         );
         store.limiter(|s| &mut s.limiter);
-        if !self.grant.is_empty() {
+        if self.grant.any() {
             store.data_mut().caps = crate::caps::Caps::new(&self.grant, self.ticker.clone());
         }
         self.ticker.watch(&mut store);

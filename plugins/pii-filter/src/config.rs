@@ -52,6 +52,8 @@ struct RawConfig {
     arguments: BTreeMap<String, BTreeMap<String, Action>>,
     #[serde(default)]
     context: Option<RawContext>,
+    #[serde(default)]
+    reversible: bool,
 }
 
 #[derive(Deserialize)]
@@ -88,6 +90,9 @@ pub struct Policy {
     arguments: Vec<(String, Option<String>, Policy)>,
     /// The words that make a failing shape a value (context-led detection).
     pub context: Context,
+    /// Whether a redacted value hides behind a placeholder of its own in the host's vault
+    /// (`reversible = true`), written back where the client gets the reply.
+    pub reversible: bool,
 }
 
 /// Spans an `entities` model scores lower are dropped, unless the config says otherwise.
@@ -107,6 +112,7 @@ impl Default for Policy {
             entities: None,
             arguments: Vec::new(),
             context: Context::default(),
+            reversible: false,
         }
     }
 }
@@ -170,6 +176,7 @@ impl Policy {
                 entities: entities.clone(),
                 arguments: Vec::new(),
                 context: context.clone(),
+                reversible: raw.reversible,
             };
             arguments.push((tool, argument, policy));
         }
@@ -177,10 +184,12 @@ impl Policy {
         arguments.sort_by_key(|(_, argument, _)| argument.is_none());
         Ok(Policy {
             actions,
-            memo_kib,
+            // A memoised text would skip the vault, which keeps values for one request only.
+            memo_kib: if raw.reversible { 0 } else { memo_kib },
             entities,
             arguments,
             context,
+            reversible: raw.reversible,
         })
     }
 
@@ -338,6 +347,11 @@ pub fn schema() -> String {
                     }, "description": "Words of one's own per type (one word each, any case), added to the lists."},
                     "before": {"type": "integer", "minimum": 1, "maximum": crate::detect::nearby::MAX_BEFORE, "default": crate::detect::nearby::BEFORE, "description": "Words looked at before a value."},
                 },
+            },
+            "reversible": {
+                "type": "boolean",
+                "default": false,
+                "description": "Redact each value behind a placeholder of its own ([EMAIL_7KQ2M9XA]) kept in the host's vault for the request (the entry needs `vault = true`), and write it back in the reply the client gets: in its text, and in a tool call's argument where `arguments` allows the value's type. The model never sees the value; another request's placeholder, or one the model makes up, restores nothing. Turns the memo off.",
             },
             "memo_kib": {
                 "type": "integer",

@@ -15,6 +15,7 @@
 use crate::config::Policy;
 use crate::memo::{Kind, Memo};
 use crate::redact::{self, Blocked, Counts};
+use crate::restore;
 use crate::types::PiiType;
 use railyard_plugin_sdk::reason::quote;
 use railyard_plugin_sdk::{
@@ -69,7 +70,7 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
             ));
         }
         let mut counts: Counts = [0; PiiType::COUNT];
-        let result = match &msg.content {
+        let mut result = match &msg.content {
             Some(Content::Text(t)) => memo
                 .redact(Kind::Text, tenant, t, policy, &mut counts)
                 .map(|o| o.map(Content::Text)),
@@ -78,6 +79,22 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                 .map(|o| o.map(Content::Parts)),
             None => Ok(None),
         };
+        // Reversible: the reply's text gets back the values the vault hid from the model.
+        let mut restored = false;
+        if policy.reversible && request.rail == Rail::Output {
+            if let (Ok(edited), Some(original)) = (&mut result, &msg.content) {
+                let back = match edited.as_ref().unwrap_or(original) {
+                    Content::Text(t) => {
+                        restore::text(t, &mut redact::reveal, &|_| true).map(Content::Text)
+                    }
+                    Content::Parts(p) => restore::parts(p, &mut redact::reveal).map(Content::Parts),
+                };
+                if let Some(back) = back {
+                    *edited = Some(back);
+                    restored = true;
+                }
+            }
+        }
         match result {
             Err(Blocked(t)) => return blocked(message.to_string(), t),
             Ok(Some(content)) => {
@@ -87,8 +104,15 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                 }));
                 // Without `format!`: in the plugin its machinery cost more than the scan did.
                 let mut reason = String::with_capacity(48);
-                reason.push_str("redacted ");
-                describe_into(&mut reason, &counts);
+                if counts.iter().any(|&c| c > 0) {
+                    reason.push_str("redacted ");
+                    describe_into(&mut reason, &counts);
+                    if restored {
+                        reason.push_str(" and restored values");
+                    }
+                } else {
+                    reason.push_str("restored values");
+                }
                 reason.push_str(" in ");
                 message.push_to(&mut reason);
                 reasons.push(reason);
@@ -99,7 +123,8 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
             let mut counts: Counts = [0; PiiType::COUNT];
             // Arguments with policies of their own (`arguments` in the config) are scanned
             // under them, never answered from the memo (kept under the base policy).
-            let answer = if let Some(call_policy) = policy.for_call(&call.name) {
+            let call_policy = policy.for_call(&call.name);
+            let mut answer = if let Some(call_policy) = &call_policy {
                 let policy_of = |argument: Option<&str>| call_policy.of(argument);
                 redact::arguments_with(&call.arguments, &policy_of, &mut counts)
             } else {
@@ -111,6 +136,24 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                     &mut counts,
                 )
             };
+            // Reversible: an argument gets back a value the vault hid from the model where its
+            // policy allows the value's type.
+            let mut restored = false;
+            if policy.reversible && request.rail == Rail::ToolCall {
+                if let Ok(edited) = &mut answer {
+                    let current = edited.as_deref().unwrap_or(&call.arguments);
+                    let back = restore::arguments(
+                        current,
+                        call_policy.as_ref(),
+                        policy,
+                        &mut redact::reveal,
+                    );
+                    if let Some(back) = back {
+                        *edited = Some(back);
+                        restored = true;
+                    }
+                }
+            }
             match answer {
                 Err(Blocked(t)) if !crate::json::is_document(&call.arguments) => {
                     return Verdict::Block(format!(
@@ -129,10 +172,14 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                         call: c as u32,
                         arguments,
                     }));
-                    reasons.push(format!(
-                        "redacted {} in tool call {c} of {message}",
-                        describe(&counts)
-                    ));
+                    let done = match (counts.iter().any(|&n| n > 0), restored) {
+                        (true, false) => format!("redacted {}", describe(&counts)),
+                        (true, true) => {
+                            format!("redacted {} and restored values", describe(&counts))
+                        }
+                        _ => "restored values".to_string(),
+                    };
+                    reasons.push(format!("{done} in tool call {c} of {message}"));
                 }
                 Ok(None) => {}
             }
@@ -371,6 +418,91 @@ mod tests {
             "redacted 2 EMAIL in message 1; redacted 1 PHONE in message 2"
         );
         assert!(!m.reason.contains("a@b.com"));
+    }
+
+    /// A vault as the host keeps one for a request: a placeholder per value, numbered.
+    #[derive(Clone, Default)]
+    struct TestVault(std::rc::Rc<std::cell::RefCell<Vec<(String, String)>>>);
+
+    impl redact::Vault for TestVault {
+        fn conceal(&mut self, kind: PiiType, value: &str) -> Result<String, String> {
+            let mut kept = self.0.borrow_mut();
+            if let Some((p, _)) = kept.iter().find(|(_, v)| v == value) {
+                return Ok(p.clone());
+            }
+            let p = format!("[{}_ABCDEFG{}]", kind.name(), kept.len() + 2);
+            kept.push((p.clone(), value.to_string()));
+            Ok(p)
+        }
+        fn reveal(&mut self, placeholder: &str) -> Result<Option<String>, String> {
+            Ok(self
+                .0
+                .borrow()
+                .iter()
+                .find(|(p, _)| p == placeholder)
+                .map(|(_, v)| v.clone()))
+        }
+    }
+
+    #[test]
+    fn reversible_redaction_hides_each_value_and_writes_it_back_where_allowed() {
+        let policy = Policy::from_json(
+            r#"{"reversible": true, "arguments": {"send_email.to": {"EMAIL": "allow"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(policy.memo_bytes(), 0, "the memo would skip the vault");
+        let vault = TestVault::default();
+        let input = request(
+            Rail::Input,
+            vec![msg("user", "Mail a@b.com and c@d.org the notes.")],
+        );
+        let Verdict::Modify(m) =
+            redact::with_vault(vault.clone(), || evaluate(&input, &policy)).unwrap()
+        else {
+            panic!("expected modify")
+        };
+        let Edit::Content(c) = &m.edits[0] else {
+            panic!()
+        };
+        assert!(
+            matches!(&c.content, Content::Text(t) if t == "Mail [EMAIL_ABCDEFG2] and [EMAIL_ABCDEFG3] the notes."),
+            "{:?}",
+            c.content
+        );
+        // The reply's text gets both back; a made-up placeholder stays.
+        let mut reply = msg(
+            "assistant",
+            "Sent to [EMAIL_ABCDEFG2], not [EMAIL_ABCDEFG9].",
+        );
+        reply.role = "assistant".into();
+        let output = request(Rail::Output, vec![msg("user", "hi"), reply]);
+        let Verdict::Modify(m) =
+            redact::with_vault(vault.clone(), || evaluate(&output, &policy)).unwrap()
+        else {
+            panic!("expected modify")
+        };
+        let Edit::Content(c) = &m.edits[0] else {
+            panic!()
+        };
+        assert!(
+            matches!(&c.content, Content::Text(t) if t == "Sent to a@b.com, not [EMAIL_ABCDEFG9]."),
+            "{:?}",
+            c.content
+        );
+        assert_eq!(m.reason, "restored values in the reply");
+        // A call's argument gets its value back where its policy allows the type, not elsewhere.
+        let calls = reply_calling(&[(
+            "send_email",
+            r#"{"to": "[EMAIL_ABCDEFG3]", "body": "cc [EMAIL_ABCDEFG2]"}"#,
+        )]);
+        let args =
+            redact::with_vault(vault.clone(), || arguments_of(evaluate(&calls, &policy))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&args[0].1).unwrap();
+        assert_eq!(v["to"], "c@d.org");
+        assert_eq!(v["body"], "cc [EMAIL_ABCDEFG2]");
+        // Without the vault (another request), nothing comes back.
+        let none = evaluate(&calls, &policy);
+        assert!(matches!(none, Verdict::Allow), "{none:?}");
     }
 
     #[test]

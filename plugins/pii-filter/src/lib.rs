@@ -11,6 +11,7 @@ pub mod evaluate;
 pub mod json;
 pub mod memo;
 pub mod redact;
+pub mod restore;
 pub mod types;
 pub mod validate;
 
@@ -64,6 +65,36 @@ impl PolicyPlugin for PiiFilter {
     }
 
     fn try_evaluate(&mut self, request: &Request) -> Result<Verdict, String> {
+        if self.policy.reversible {
+            return redact::with_vault(HostVault, || self.judge(request)).and_then(|v| v);
+        }
+        self.judge(request)
+    }
+}
+
+/// The host's vault (contract 0.3's `vault`, granted by `vault = true`).
+struct HostVault;
+
+impl redact::Vault for HostVault {
+    fn conceal(&mut self, kind: types::PiiType, value: &str) -> Result<String, String> {
+        railyard_plugin_sdk::vault::conceal(kind.name(), value).map_err(vault_error)
+    }
+    fn reveal(&mut self, placeholder: &str) -> Result<Option<String>, String> {
+        railyard_plugin_sdk::vault::reveal(placeholder).map_err(vault_error)
+    }
+}
+
+fn vault_error(e: railyard_plugin_sdk::vault::VaultError) -> String {
+    match e {
+        railyard_plugin_sdk::vault::VaultError::Denied(m) => {
+            format!("`reversible = true` needs the host's vault, which refused: {m}")
+        }
+    }
+}
+
+impl PiiFilter {
+    /// The verdict, asking the entities model when one is configured.
+    fn judge(&mut self, request: &Request) -> Result<Verdict, String> {
         let Some(e) = self.policy.entities.clone() else {
             return Ok(self.evaluate(request));
         };

@@ -8,6 +8,73 @@ use crate::detect;
 use crate::json::{self, Site};
 use crate::types::PiiType;
 
+/// The host's vault, as an evaluation reaches it: a placeholder for a value, the value behind a
+/// placeholder.
+pub trait Vault {
+    /// The placeholder of `value` of `kind`.
+    fn conceal(&mut self, kind: PiiType, value: &str) -> Result<String, String>;
+    /// The value behind `placeholder`, if this request's vault holds it.
+    fn reveal(&mut self, placeholder: &str) -> Result<Option<String>, String>;
+}
+
+thread_local! {
+    /// Where redacted values hide while a reversible evaluation runs ([`with_vault`]).
+    static VAULT: std::cell::RefCell<Option<Box<dyn Vault>>> = const { std::cell::RefCell::new(None) };
+    /// The first error the vault gave in the running evaluation.
+    static VAULT_ERROR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+fn failed(e: String) {
+    VAULT_ERROR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    });
+}
+
+/// Run `evaluate` with `vault` making each redacted value's placeholder and giving values back
+/// ([`reveal`]); its result, or the first error the vault gave (the evaluation then faults).
+pub fn with_vault<R>(
+    vault: impl Vault + 'static,
+    evaluate: impl FnOnce() -> R,
+) -> Result<R, String> {
+    VAULT.with(|v| *v.borrow_mut() = Some(Box::new(vault)));
+    let out = evaluate();
+    VAULT.with(|v| v.borrow_mut().take());
+    match VAULT_ERROR.with(|e| e.borrow_mut().take()) {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// The value behind `placeholder` in the vault of the running [`with_vault`], if any.
+pub fn reveal(placeholder: &str) -> Option<String> {
+    VAULT.with(|v| match v.borrow_mut().as_mut()?.reveal(placeholder) {
+        Ok(value) => value,
+        Err(e) => {
+            failed(e);
+            None
+        }
+    })
+}
+
+/// What replaces `value` of `kind`: its own placeholder from the vault inside [`with_vault`], the
+/// type's otherwise (and after the vault failed: the evaluation then faults).
+fn placeholder(kind: PiiType, value: &str) -> std::borrow::Cow<'static, str> {
+    let concealed = VAULT.with(|v| match v.borrow_mut().as_mut()?.conceal(kind, value) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            failed(e);
+            None
+        }
+    });
+    match concealed {
+        Some(p) => p.into(),
+        None => kind.placeholder().into(),
+    }
+}
+
 /// A value whose type the policy blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blocked(pub PiiType);
@@ -211,7 +278,7 @@ fn number(
             Action::Allow => Ok(None),
             Action::Redact => {
                 counts[f.kind.index()] += 1;
-                Ok(Some(f.kind.placeholder().to_string()))
+                Ok(Some(placeholder(f.kind, v).into_owned()))
             }
         },
         _ => Ok(None),
@@ -266,7 +333,7 @@ pub fn plain(
         match encoded {
             Some(encoded) => out.push_str(&encoded),
             None => {
-                out.push_str(f.kind.placeholder());
+                out.push_str(&placeholder(f.kind, span));
                 counts[f.kind.index()] += 1;
             }
         }

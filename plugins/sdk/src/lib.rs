@@ -46,6 +46,14 @@ pub mod approvals {
     pub use crate::railyard::policy::approvals::*;
 }
 
+/// The vault (contract 0.3): reversible redaction. Hide a value behind a placeholder the host
+/// makes (`conceal`), and get it back later in the same request (`reveal`), to write it where the
+/// client executes it. Granted per plugin entry (`vault = true`); without the grant every call
+/// answers [`vault::VaultError::Denied`]. Callable from `evaluate` only; never waits.
+pub mod vault {
+    pub use crate::railyard::policy::vault::*;
+}
+
 /// Guard models (contract 0.3): ask a model the operator configured, by its configured name.
 /// Granted per plugin entry (`guard_models = [...]`); without the grant every call answers
 /// [`guard::GuardError::Denied`]. Callable from `evaluate` only.

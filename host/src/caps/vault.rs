@@ -1,0 +1,338 @@
+//! The vault capability (contract 0.3's `vault`): reversible redaction. A plugin entry with
+//! `vault = true` hides a value behind a placeholder the host makes (`conceal`) and, later in the
+//! same request, gets it back (`reveal`) to write it where the client executes it.
+//!
+//! What was hidden is kept in the request's [`Ledger`] and nowhere else: it goes when the request
+//! is answered, so a placeholder from another request (another conversation, another tenant) or
+//! one the model made up reveals nothing, on any replica. A placeholder is a keyed hash of the
+//! tenant, kind and value (the daemon's vault key), so the same value reads the same on every
+//! turn of a conversation (each turn resends it) without the value being kept between turns;
+//! nothing about the value can be learnt from it without the key. Vault calls never wait: a
+//! plugin granted only the vault stays on the synchronous path.
+
+use super::{Call, HasCaps, Project, View};
+use crate::contract::{vault as v, vault_async as va};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use wasmtime::component::Linker;
+
+const NOT_GRANTED: &str = "this plugin is not granted the vault: its entry needs `vault = true`";
+
+/// Most values one request's vault holds.
+pub const MAX_VALUES: usize = 4096;
+/// Most bytes of values one request's vault holds.
+pub const MAX_BYTES: usize = 1 << 20;
+/// Letters and digits after the kind in a placeholder.
+const ID_LEN: usize = 8;
+
+/// The vault's key, made from the provenance key that signs (`keys`' first): its own, so that a
+/// placeholder says nothing of the signing key.
+pub fn key_of(keys: &[crate::config::SigningKey]) -> Arc<[u8; 32]> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(
+        keys.first()
+            .map(|k| k.secret.as_slice())
+            .unwrap_or_default(),
+    )
+    .expect("any key length");
+    mac.update(b"railyard vault placeholders");
+    Arc::new(mac.finalize().into_bytes().into())
+}
+
+/// The vault a plugin entry with `vault = true` reaches.
+#[derive(Clone)]
+pub struct Grant {
+    /// The entry's name: it reveals only what it concealed.
+    entry: Arc<str>,
+    /// The daemon's vault key.
+    key: Arc<[u8; 32]>,
+}
+
+impl Grant {
+    /// The vault for entry `entry`, its placeholders keyed by `key`.
+    pub fn new(entry: &str, key: Arc<[u8; 32]>) -> Grant {
+        Grant {
+            entry: entry.into(),
+            key,
+        }
+    }
+
+    /// The placeholder of `value` of `kind` for `tenant`.
+    fn placeholder(&self, tenant: &str, kind: &str, value: &str) -> String {
+        // HMAC-SHA256 over the tenant, kind and value, each length-prefixed.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key[..]).expect("any key length");
+        for part in [tenant, kind, value] {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part.as_bytes());
+        }
+        let mac = mac.finalize().into_bytes();
+        // Base 32 without look-alikes, upper case: read as one word by tokenizers and models.
+        const ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+        let id: String = mac[..ID_LEN]
+            .iter()
+            .map(|b| ALPHABET[(*b & 31) as usize] as char)
+            .collect();
+        format!("[{kind}_{id}]")
+    }
+}
+
+/// Why a vault call gave no answer.
+fn denied(why: impl Into<String>) -> String {
+    why.into()
+}
+
+/// One request's hidden values, by entry and placeholder.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    kept: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    values: HashMap<(Arc<str>, String), String>,
+    bytes: usize,
+}
+
+impl Ledger {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `value` behind `placeholder` for `entry`.
+    fn keep(&self, entry: &Arc<str>, placeholder: &str, value: &str) -> Result<(), String> {
+        let mut kept = self.kept();
+        let key = (entry.clone(), placeholder.to_string());
+        if kept.values.contains_key(&key) {
+            return Ok(());
+        }
+        if kept.values.len() >= MAX_VALUES || kept.bytes + value.len() > MAX_BYTES {
+            return Err(denied(format!(
+                "the request's vault holds as much as it may ({MAX_VALUES} values, {MAX_BYTES} bytes)"
+            )));
+        }
+        kept.bytes += value.len();
+        kept.values.insert(key, value.to_string());
+        Ok(())
+    }
+
+    /// The value `entry` kept behind `placeholder`.
+    fn value(&self, entry: &Arc<str>, placeholder: &str) -> Option<String> {
+        self.kept()
+            .values
+            .get(&(entry.clone(), placeholder.to_string()))
+            .cloned()
+    }
+
+    /// How many values it holds.
+    pub fn len(&self) -> usize {
+        self.kept().values.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One instance's vault, if granted, and the running request's ledger.
+#[derive(Default)]
+pub struct Instance {
+    grant: Option<Grant>,
+    pub(super) ledger: Option<Arc<Ledger>>,
+}
+
+impl Instance {
+    /// An instance's part for `grant`.
+    pub fn new(grant: Option<Grant>) -> Instance {
+        Instance {
+            grant,
+            ledger: None,
+        }
+    }
+
+    /// Whether it is granted.
+    pub fn granted(&self) -> bool {
+        self.grant.is_some()
+    }
+}
+
+/// Whether `kind` is a placeholder's kind: 1 to 24 capital letters, digits or `_`.
+fn valid_kind(kind: &str) -> bool {
+    (1..=24).contains(&kind.len())
+        && kind
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl View<'_, Instance> {
+    /// The grant, the request's ledger (none for a request that keeps nothing: the CLI's
+    /// `check`) and its tenant, if the vault may be reached now.
+    fn vault(&self) -> Result<(Grant, Option<Arc<Ledger>>, &str), String> {
+        let Some(grant) = self.cap.grant.clone() else {
+            return Err(denied(NOT_GRANTED));
+        };
+        if !self.call.open() {
+            return Err(denied(
+                "the vault may be reached in evaluate only, not in describe, configure or prefilter",
+            ));
+        }
+        Ok((grant, self.cap.ledger.clone(), self.call.tenant()))
+    }
+
+    /// See the `vault` interface's `conceal`.
+    pub fn conceal(&mut self, kind: &str, value: &str) -> Result<String, String> {
+        let (grant, ledger, tenant) = self.vault()?;
+        if !valid_kind(kind) {
+            return Err(denied(
+                "a kind is 1 to 24 capital letters, digits or `_` (EMAIL, IBAN_CODE)",
+            ));
+        }
+        let placeholder = grant.placeholder(tenant, kind, value);
+        if let Some(ledger) = ledger {
+            ledger.keep(&grant.entry, &placeholder, value)?;
+        }
+        Ok(placeholder)
+    }
+
+    /// See the `vault` interface's `reveal`.
+    pub fn reveal(&mut self, placeholder: &str) -> Result<Option<String>, String> {
+        let (grant, ledger, _) = self.vault()?;
+        Ok(ledger.and_then(|l| l.value(&grant.entry, placeholder)))
+    }
+}
+
+fn part(caps: &mut super::Caps) -> (&mut Instance, &mut Call) {
+    (&mut caps.vault, &mut caps.call)
+}
+
+/// Add `vault` to `sync` and `waiting`: it never waits, so both serve it.
+pub(super) fn link<T: HasCaps>(
+    sync: &mut Linker<T>,
+    waiting: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    v::add_to_linker::<T, Project<Instance>>(sync, |t| super::view(t, part))?;
+    va::add_to_linker::<T, Project<Instance>>(waiting, |t| super::view(t, part))
+}
+
+impl v::Host for View<'_, Instance> {
+    fn conceal(&mut self, kind: String, value: String) -> Result<String, v::VaultError> {
+        View::conceal(self, &kind, &value).map_err(v::VaultError::Denied)
+    }
+    fn reveal(&mut self, placeholder: String) -> Result<Option<String>, v::VaultError> {
+        View::reveal(self, &placeholder).map_err(v::VaultError::Denied)
+    }
+}
+
+impl va::Host for View<'_, Instance> {
+    fn conceal(
+        &mut self,
+        kind: String,
+        value: String,
+    ) -> wasmtime::Result<Result<String, va::VaultError>> {
+        Ok(View::conceal(self, &kind, &value).map_err(va::VaultError::Denied))
+    }
+    fn reveal(
+        &mut self,
+        placeholder: String,
+    ) -> wasmtime::Result<Result<Option<String>, va::VaultError>> {
+        Ok(View::reveal(self, &placeholder).map_err(va::VaultError::Denied))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{ctx, Host};
+    use super::super::{Asked, Grants, RequestCaps};
+    use super::*;
+    use crate::model::Rail;
+
+    fn grants(entry: &str) -> Grants {
+        Grants {
+            vault: Some(Grant::new(entry, Arc::new([7u8; 32]))),
+            ..Grants::default()
+        }
+    }
+
+    fn open(host: &mut Host, tenant: &str, caps: &RequestCaps) {
+        let ctx = ctx(tenant);
+        host.caps.open(&Asked {
+            ctx: &ctx,
+            caps,
+            rail: Rail::Input,
+            messages: &[],
+        });
+    }
+
+    #[test]
+    fn a_value_comes_back_only_in_its_request_for_its_entry() {
+        let request = RequestCaps {
+            vault: Some(Arc::default()),
+            ..RequestCaps::default()
+        };
+        let (mut pii, _) = Host::new(&grants("pii"));
+        open(&mut pii, "acme", &request);
+        let mut view = pii.view(part);
+        let p = view.conceal("EMAIL", "bob@example.com").unwrap();
+        assert!(
+            p.starts_with("[EMAIL_") && p.len() == "[EMAIL_]".len() + ID_LEN,
+            "{p}"
+        );
+        assert!(!p.to_lowercase().contains("bob"));
+        // Stable for the same value, kind and tenant; another tenant's differs.
+        assert_eq!(view.conceal("EMAIL", "bob@example.com").unwrap(), p);
+        assert_eq!(view.reveal(&p).unwrap().as_deref(), Some("bob@example.com"));
+        // Made up, or another kind's: nothing.
+        assert_eq!(view.reveal("[EMAIL_AAAAAAAA]").unwrap(), None);
+        assert!(view.conceal("email", "x").is_err());
+        drop(view);
+        // Another request (another conversation) has another ledger: nothing.
+        let other = RequestCaps {
+            vault: Some(Arc::default()),
+            ..RequestCaps::default()
+        };
+        pii.caps.close();
+        open(&mut pii, "acme", &other);
+        assert_eq!(pii.view(part).reveal(&p).unwrap(), None);
+        pii.caps.close();
+        open(&mut pii, "globex", &other);
+        assert_ne!(
+            pii.view(part).conceal("EMAIL", "bob@example.com").unwrap(),
+            p
+        );
+        pii.caps.close();
+        // Another entry in the same request: nothing.
+        let (mut other_entry, _) = Host::new(&grants("flow"));
+        open(&mut other_entry, "acme", &request);
+        assert_eq!(other_entry.view(part).reveal(&p).unwrap(), None);
+        // Not granted, or not in evaluate: refused.
+        let (mut plain, _) = Host::new(&Grants::default());
+        open(&mut plain, "acme", &request);
+        assert!(plain.view(part).conceal("EMAIL", "x").is_err());
+        let (mut closed, _) = Host::new(&grants("pii"));
+        assert!(closed.view(part).reveal(&p).is_err());
+        // A request that keeps nothing (the CLI's check) hides, and gives nothing back.
+        let (mut cli, _) = Host::new(&grants("pii"));
+        open(&mut cli, "acme", &RequestCaps::default());
+        assert_eq!(
+            cli.view(part).conceal("EMAIL", "bob@example.com").unwrap(),
+            p
+        );
+        assert_eq!(cli.view(part).reveal(&p).unwrap(), None);
+    }
+
+    #[test]
+    fn a_requests_vault_is_bounded() {
+        let request = RequestCaps {
+            vault: Some(Arc::default()),
+            ..RequestCaps::default()
+        };
+        let (mut pii, _) = Host::new(&grants("pii"));
+        open(&mut pii, "acme", &request);
+        let mut view = pii.view(part);
+        let big = "x".repeat(MAX_BYTES / 2);
+        view.conceal("SECRET", &format!("a{big}")).unwrap();
+        assert!(view.conceal("SECRET", &format!("b{big}")).is_err());
+        assert_eq!(request.vault.as_ref().unwrap().len(), 1);
+    }
+}
