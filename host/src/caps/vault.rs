@@ -272,20 +272,22 @@ mod tests {
         };
         let (mut pii, _) = Host::new(&grants("pii"));
         open(&mut pii, "acme", &request);
-        let mut view = pii.view(part);
-        let p = view.conceal("EMAIL", "bob@example.com").unwrap();
-        assert!(
-            p.starts_with("[EMAIL_") && p.len() == "[EMAIL_]".len() + ID_LEN,
-            "{p}"
-        );
-        assert!(!p.to_lowercase().contains("bob"));
-        // Stable for the same value, kind and tenant; another tenant's differs.
-        assert_eq!(view.conceal("EMAIL", "bob@example.com").unwrap(), p);
-        assert_eq!(view.reveal(&p).unwrap().as_deref(), Some("bob@example.com"));
-        // Made up, or another kind's: nothing.
-        assert_eq!(view.reveal("[EMAIL_AAAAAAAA]").unwrap(), None);
-        assert!(view.conceal("email", "x").is_err());
-        drop(view);
+        let p = {
+            let mut view = pii.view(part);
+            let p = view.conceal("EMAIL", "bob@example.com").unwrap();
+            assert!(
+                p.starts_with("[EMAIL_") && p.len() == "[EMAIL_]".len() + ID_LEN,
+                "{p}"
+            );
+            assert!(!p.to_lowercase().contains("bob"));
+            // Stable for the same value, kind and tenant; another tenant's differs.
+            assert_eq!(view.conceal("EMAIL", "bob@example.com").unwrap(), p);
+            assert_eq!(view.reveal(&p).unwrap().as_deref(), Some("bob@example.com"));
+            // Made up, or another kind's: nothing.
+            assert_eq!(view.reveal("[EMAIL_AAAAAAAA]").unwrap(), None);
+            assert!(view.conceal("email", "x").is_err());
+            p
+        };
         // Another request (another conversation) has another ledger: nothing.
         let other = RequestCaps {
             vault: Some(Arc::default()),
