@@ -6,7 +6,9 @@ Reports the plugin's own duration (the daemon's `duration_us` for it) over many 
 p90, p99, for a call that passes (every value compared, no early exit) and one refused, with
 the same conversation each time (as an agent loop resends it) and with a new one each time.
 
-Usage: [RAILYARD_BIN=...] [APPROVALS=1] bench/flow_cost.py [results=20] [requests=400]
+Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] bench/flow_cost.py [results=20]
+       [requests=400]
+FLOW_WASM: another build of the plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
 With APPROVALS=1 the entry is granted approvals and the value rule asks for one (`actions = {
 value = "approve" }`): flow then runs on the engine that waits, and a refused call asks the
 state store (in memory) about its approval.
@@ -57,7 +59,10 @@ def main():
     requests = int(sys.argv[2]) if len(sys.argv) > 2 else 400
     common.BIN = os.environ.get("RAILYARD_BIN", common.BIN)
     common.ensure()
-    wasm = os.path.join(common.ROOT, "target/plugins/wasm32-wasip2/release/flow.wasm")
+    wasm = os.environ.get("FLOW_WASM") or os.path.join(
+        common.ROOT, "target/plugins/wasm32-wasip2/release/flow.wasm")
+    # ASKS=1: the kinds of action too (#67), as the bundled config sorts its tools.
+    asks = ', asks = { send = { tools = ["send_message"] } }' if os.environ.get("ASKS") == "1" else ""
     config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     approvals = os.environ.get("APPROVALS") == "1"
     grant = "approvals = true\n" if approvals else ""
@@ -70,7 +75,7 @@ url = "http://127.0.0.1:9/v1"
 name = "flow"
 path = "{wasm}"
 rails = ["tool_call"]
-{grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions} }}
+{grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions}{asks} }}
 """)
     config.close()
     proc, port = common.serve(config.name)

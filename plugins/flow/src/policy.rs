@@ -708,8 +708,10 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
             if t.kind == Kind::Url {
                 continue;
             }
-            if let Some(at) = sources.only_untrusted(sources.trusted.vouches(t), |c| c.mentions(t))
-            {
+            // Untrusted text is searched once: when nothing trusted vouches, or when only a
+            // tool's result does.
+            let trusted = sources.trusted.vouches(t);
+            if let Some(at) = sources.only_untrusted(trusted, |c| c.mentions(t)) {
                 return Some(format!(
                     "{} holds {} found in {} and in no trusted message",
                     argument(leaf.arg),
@@ -717,7 +719,8 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
                     untrusted_result(at)
                 ));
             }
-            if let Some(at) = sources.only_untrusted(person(t), |c| c.mentions(t)) {
+            let by_listing = trusted && !person(t);
+            if let Some(at) = sources.only_untrusted(!by_listing, |c| c.mentions(t)) {
                 if !listed(leaf.arg, &|c| c.vouches(t)) {
                     return Some(format!(
                         "{} holds {}: {}",
@@ -736,15 +739,16 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
         };
         if !hosts_only && !leaf.number && (config.min_length..=max).contains(&short.chars().count())
         {
-            if let Some(at) = sources.only_untrusted(sources.trusted.says(short), |c| c.says(short))
-            {
+            let trusted = sources.trusted.says(short);
+            if let Some(at) = sources.only_untrusted(trusted, |c| c.says(short)) {
                 return Some(format!(
                     "{} is text found in {} and in no trusted message",
                     argument(leaf.arg),
                     untrusted_result(at)
                 ));
             }
-            if let Some(at) = sources.only_untrusted(person_says(short), |c| c.says(short)) {
+            let by_listing = trusted && !person_says(short);
+            if let Some(at) = sources.only_untrusted(!by_listing, |c| c.says(short)) {
                 if !listed(leaf.arg, &|c| c.says(short)) {
                     return Some(format!("{} is text: {}", argument(leaf.arg), pushed(at)));
                 }
