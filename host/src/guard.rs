@@ -230,23 +230,20 @@ impl Answer {
         }
     }
 
-    /// Answers to one text each, as the batch's answer.
-    fn join(each: impl Iterator<Item = Answer>) -> Answer {
-        let (mut moderated, mut classified) = (Vec::new(), Vec::new());
-        let mut is_moderation = false;
+    /// Answers to one text each, as the answer to `question`, their batch.
+    fn join(question: &Question, each: impl Iterator<Item = Answer>) -> Answer {
+        let mut moderated = Vec::new();
+        let mut classified = Vec::new();
         for answer in each {
             match answer {
-                Answer::Moderated(m) => {
-                    is_moderation = true;
-                    moderated.extend(m);
-                }
+                Answer::Moderated(m) => moderated.extend(m),
                 Answer::Classified(c) => classified.extend(c),
                 _ => {}
             }
         }
-        match is_moderation {
-            true => Answer::Moderated(moderated),
-            false => Answer::Classified(classified),
+        match question {
+            Question::Moderate(_) => Answer::Moderated(moderated),
+            _ => Answer::Classified(classified),
         }
     }
 
@@ -376,11 +373,7 @@ impl GuardModel {
         let started = Instant::now();
         let mut record = GuardCall::of(&self.config.name, question);
         let key = self.cache.key(self.config.kind, &self.asked(), question);
-        let kept = match self.cache.get(&key) {
-            Some(answer) => Some(answer),
-            None => self.shared_answer(&key).await,
-        };
-        let answer = match kept {
+        let answer = match self.kept(&key).await {
             Some(answer) => {
                 record.cached = true;
                 Ok(answer)
@@ -388,8 +381,7 @@ impl GuardModel {
             None => {
                 let answer = self.fetch(question, left).await;
                 if let Ok(a) = &answer {
-                    self.cache.put(key, a.clone());
-                    self.share(&key, a);
+                    self.keep(key, a);
                 }
                 answer
             }
@@ -429,40 +421,42 @@ impl GuardModel {
             .collect();
         let mut each: Vec<Option<Answer>> = Vec::with_capacity(texts.len());
         for key in &keys {
-            let kept = match self.cache.get(key) {
-                Some(answer) => Some(answer),
-                None => self.shared_answer(key).await,
-            };
-            each.push(kept);
+            each.push(self.kept(key).await);
         }
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| each[i].is_none()).collect();
         record.cached = missing.is_empty();
-        if !missing.is_empty() {
-            let asked = question.of_texts(missing.iter().map(|&i| texts[i].clone()).collect());
-            let fetched = self
-                .fetch(&asked, left)
-                .await
-                .and_then(|a| a.split(missing.len()));
-            match fetched {
-                Ok(answers) => {
-                    for (&i, answer) in missing.iter().zip(answers) {
-                        self.cache.put(keys[i], answer.clone());
-                        self.share(&keys[i], &answer);
-                        each[i] = Some(answer);
-                    }
-                }
-                Err(e) => {
-                    let answer = Err(e);
-                    record.duration_us = started.elapsed();
-                    record.answered(&answer);
-                    return (answer, record);
-                }
+        let fetched = match missing.is_empty() {
+            true => Ok(Vec::new()),
+            false => {
+                let asked = question.of_texts(missing.iter().map(|&i| texts[i].clone()).collect());
+                let answer = self.fetch(&asked, left).await;
+                answer.and_then(|a| a.split(missing.len()))
             }
-        }
-        let answer = Ok(Answer::join(each.into_iter().flatten()));
+        };
+        let answer = fetched.map(|answers| {
+            for (&i, answer) in missing.iter().zip(answers) {
+                self.keep(keys[i], &answer);
+                each[i] = Some(answer);
+            }
+            Answer::join(question, each.into_iter().flatten())
+        });
         record.duration_us = started.elapsed();
         record.answered(&answer);
         (answer, record)
+    }
+
+    /// The answer kept for `key`: this replica's, or one another replica shared.
+    async fn kept(&self, key: &cache::Key) -> Option<Answer> {
+        match self.cache.get(key) {
+            Some(answer) => Some(answer),
+            None => self.shared_answer(key).await,
+        }
+    }
+
+    /// Keep `answer` for `key`, here and (off the request's path) for the other replicas.
+    fn keep(&self, key: cache::Key, answer: &Answer) {
+        self.cache.put(key, answer.clone());
+        self.share(&key, answer);
     }
 
     /// Its answer for `key` another replica kept in the shared store (then kept here too).

@@ -573,12 +573,7 @@ impl Plugin {
         let vault = self.grant.vault.is_some();
         let answer = self.call(&mut instance, self.limits.timeout, |b, s| {
             if vault {
-                s.data_mut().caps.open(&crate::caps::Asked {
-                    ctx: src.ctx,
-                    caps: src.caps,
-                    rail: src.rail,
-                    messages: src.messages,
-                });
+                s.data_mut().caps.open(&asked(src));
             }
             Ok(match b {
                 Bindings::V01(b) => {
@@ -647,12 +642,7 @@ impl Plugin {
             unreachable!("only a 0.3 plugin waits")
         };
         store.data_mut().begin_call();
-        store.data_mut().caps.open(&crate::caps::Asked {
-            ctx: src.ctx,
-            caps: src.caps,
-            rail: src.rail,
-            messages: src.messages,
-        });
+        store.data_mut().caps.open(&asked(src));
         let running = self.ticker.running_apart(store, deadline);
         let result = funcs.evaluate_async(store, src, prepared).await;
         drop(running);
@@ -900,4 +890,14 @@ fn fuel_ran_out(err: &wasmtime::Error) -> bool {
         e.to_string()
             .contains("fuel allocated for hostcalls has been exhausted")
     })
+}
+
+/// What an evaluation of `src` gives the capabilities of the instance that runs it.
+fn asked<'a>(src: &'a EvalRequest<'_>) -> crate::caps::Asked<'a> {
+    crate::caps::Asked {
+        ctx: src.ctx,
+        caps: src.caps,
+        rail: src.rail,
+        messages: src.messages,
+    }
 }

@@ -694,7 +694,6 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
             untrusted_result_of(at)
         )
     };
-    let untrusted_result = untrusted_result_of;
     for leaf in leaves(args) {
         let text = leaf.text.as_ref();
         let mut found = Vec::new();
@@ -716,7 +715,7 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
                     "{} holds {} found in {} and in no trusted message",
                     argument(leaf.arg),
                     kind_name(t.kind),
-                    untrusted_result(at)
+                    untrusted_result_of(at)
                 ));
             }
             let by_listing = trusted && !person(t);
@@ -744,7 +743,7 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
                 return Some(format!(
                     "{} is text found in {} and in no trusted message",
                     argument(leaf.arg),
-                    untrusted_result(at)
+                    untrusted_result_of(at)
                 ));
             }
             let by_listing = trusted && !person_says(short);
@@ -772,7 +771,7 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
                     "{} is {} that no trusted message names, after {}",
                     argument(leaf.arg),
                     kind_name(t.kind),
-                    untrusted_result((*at, tool))
+                    untrusted_result_of((*at, tool))
                 ));
             }
         }

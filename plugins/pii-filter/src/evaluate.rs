@@ -104,15 +104,7 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                 }));
                 // Without `format!`: in the plugin its machinery cost more than the scan did.
                 let mut reason = String::with_capacity(48);
-                if counts.iter().any(|&c| c > 0) {
-                    reason.push_str("redacted ");
-                    describe_into(&mut reason, &counts);
-                    if restored {
-                        reason.push_str(" and restored values");
-                    }
-                } else {
-                    reason.push_str("restored values");
-                }
+                done_into(&mut reason, &counts, restored);
                 reason.push_str(" in ");
                 message.push_to(&mut reason);
                 reasons.push(reason);
@@ -172,13 +164,8 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
                         call: c as u32,
                         arguments,
                     }));
-                    let done = match (counts.iter().any(|&n| n > 0), restored) {
-                        (true, false) => format!("redacted {}", describe(&counts)),
-                        (true, true) => {
-                            format!("redacted {} and restored values", describe(&counts))
-                        }
-                        _ => "restored values".to_string(),
-                    };
+                    let mut done = String::with_capacity(48);
+                    done_into(&mut done, &counts, restored);
                     reasons.push(format!("{done} in tool call {c} of {message}"));
                 }
                 Ok(None) => {}
@@ -358,6 +345,20 @@ fn describe(counts: &Counts) -> String {
 }
 
 /// [`describe`], appended to `out`.
+/// What an edit did, written into `out`: `redacted 2 EMAIL`, with ` and restored values` when
+/// the vault gave values back too, or `restored values` alone.
+fn done_into(out: &mut String, counts: &Counts, restored: bool) {
+    if counts.iter().all(|&c| c == 0) {
+        out.push_str("restored values");
+        return;
+    }
+    out.push_str("redacted ");
+    describe_into(out, counts);
+    if restored {
+        out.push_str(" and restored values");
+    }
+}
+
 fn describe_into(out: &mut String, counts: &Counts) {
     let found = PiiType::ALL.iter().filter(|t| counts[t.index()] > 0);
     for (i, t) in found.enumerate() {

@@ -72,14 +72,7 @@ pub fn parts(parts: &str, reveal: &mut dyn FnMut(&str) -> Option<String>) -> Opt
     if !json::is_document(parts) {
         return text(parts, reveal, &|_| true);
     }
-    json::rewrite::<()>(parts, |v, site| {
-        if site.is_key || site.number {
-            return Ok(None);
-        }
-        Ok(text(v, reveal, &|_| true))
-    })
-    .ok()
-    .flatten()
+    strings(parts, reveal, &|_, _| true)
 }
 
 /// A tool call's arguments (JSON) with its placeholders written back where its policy allows
@@ -93,12 +86,23 @@ pub fn arguments(
     if !json::is_document(arguments) {
         return None;
     }
-    json::rewrite::<()>(arguments, |v, site| {
+    strings(arguments, reveal, &|member, t| {
+        call.map_or(base, |c| c.of(member)).action(t) == Action::Allow
+    })
+}
+
+/// The JSON document `json` with the placeholders in its strings written back where `may` (the
+/// top-level member a string sits in, the value's type) lets them; `None` when none was.
+fn strings(
+    json: &str,
+    reveal: &mut dyn FnMut(&str) -> Option<String>,
+    may: &dyn Fn(Option<&str>, PiiType) -> bool,
+) -> Option<String> {
+    json::rewrite::<()>(json, |v, site| {
         if site.is_key || site.number {
             return Ok(None);
         }
-        let policy = call.map_or(base, |c| c.of(site.member));
-        Ok(text(v, reveal, &|t| policy.action(t) == Action::Allow))
+        Ok(text(v, reveal, &|t| may(site.member, t)))
     })
     .ok()
     .flatten()
