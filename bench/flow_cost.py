@@ -6,9 +6,13 @@ Reports the plugin's own duration (the daemon's `duration_us` for it) over many 
 p90, p99, for a call that passes (every value compared, no early exit) and one refused, with
 the same conversation each time (as an agent loop resends it) and with a new one each time.
 
-Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] bench/flow_cost.py [results=20]
-       [requests=400]
+Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] [PII=1] bench/flow_cost.py
+       [results=20] [requests=400]
 FLOW_WASM: another build of the plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
+PII=1: `pii` too, reversible (granted the vault), as a deployment with pii on runs it (#67): it
+scans every tool result on the `tool_result` rail (reversible redaction keeps no memo, so each
+turn's resent results are scanned again), then the call after flow on `tool_call`; the figure
+is the sum of both plugins' durations over both rails.
 With APPROVALS=1 the entry is granted approvals and the value rule asks for one (`actions = {
 value = "approve" }`): flow then runs on the engine that waits, and a refused call asks the
 state store (in memory) about its approval.
@@ -67,6 +71,14 @@ def main():
     approvals = os.environ.get("APPROVALS") == "1"
     grant = "approvals = true\n" if approvals else ""
     actions = ', actions = { value = "approve" }' if approvals else ""
+    pii = os.environ.get("PII") == "1"
+    pii_entry = f"""[[plugins]]
+name = "pii"
+path = "{os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
+rails = ["tool_result", "tool_call"]
+vault = true
+config = {{ reversible = true, arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
+""" if pii else ""
     config.write(f"""[auth]
 open = true
 [backend]
@@ -76,20 +88,26 @@ name = "flow"
 path = "{wasm}"
 rails = ["tool_call"]
 {grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions}{asks} }}
-""")
+{pii_entry}""")
     config.close()
     proc, port = common.serve(config.name)
     try:
-        def judge(messages):
-            body = json.dumps({"rail": "tool_call", "messages": messages}).encode()
+        def check(rail, messages):
+            body = json.dumps({"rail": rail, "messages": messages}).encode()
             req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/check", data=body,
                                          headers={"content-type": "application/json"})
-            answer = json.load(urllib.request.urlopen(req))
-            step = answer["decisions"][0]
-            return step["verdict"], step["duration_us"]
+            return json.load(urllib.request.urlopen(req))["decisions"]
+
+        def judge(messages):
+            steps = check("tool_call", messages)
+            verdict = next(s["verdict"] for s in steps if s.get("plugin", s.get("policy")) == "flow")
+            us = sum(s["duration_us"] for s in steps)
+            if pii:
+                us += sum(s["duration_us"] for s in check("tool_result", messages[:-1]))
+            return verdict, us
 
         rng = random.Random(7)
-        print(f"flow, values mode{', approvals' if approvals else ''}: {results} untrusted "
+        print(f"flow, values mode{', approvals' if approvals else ''}{', pii' if pii else ''}: {results} untrusted "
               f"results of ~1 KB, then one privileged call; {requests} requests each")
         print(f"{'case':44} {'verdict':8} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
         for name, target, fresh in [
