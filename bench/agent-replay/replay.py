@@ -322,7 +322,8 @@ def rule(reason):
                         ("not JSON", "not-json"), ("is above", "constraint"),
                         ("is below", "constraint"), ("not a number", "constraint"),
                         ("host not among", "constraint"),
-                        ("no turn of the user asks", "asked")]:
+                        ("no turn of the user asks", "asked"),
+                        ("pushes it and neither", "listing")]:
         if words in reason:
             return name
     return "other"
