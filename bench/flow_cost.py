@@ -100,7 +100,7 @@ rails = ["tool_call"]
 
         def judge(messages):
             steps = check("tool_call", messages)
-            verdict = next(s["verdict"] for s in steps if s.get("plugin", s.get("policy")) == "flow")
+            verdict = next(s["verdict"] for s in steps if s["plugin"] == "flow")
             us = sum(s["duration_us"] for s in steps)
             if pii:
                 us += sum(s["duration_us"] for s in check("tool_result", messages[:-1]))

@@ -338,10 +338,8 @@ class Model:
 
 
 def config(mode, labels, backend_port):
-    flow = {"untrusted": labels["untrusted"], "privileged": labels["privileged"],
-            "mode": "values", "action": "block"}
+    flow = replay.flow_entry("values+asks" if mode == "after" else "values", labels)
     if mode == "after":
-        flow["asks"] = labels["asks"]
         pii = {"reversible": True, "arguments": labels["pii"]}
         vault = "vault = true\n"
     else:  # the bundled config before #67

@@ -273,7 +273,8 @@ def toml_value(v):
         f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
 
 
-def config(mode, labels):
+def flow_entry(mode, labels):
+    """flow's config in `mode` (see the module's docstring), from labels.toml."""
     flow = {"untrusted": labels["untrusted"], "privileged": labels["privileged"],
             "mode": "tool" if mode == "tool" else "values", "action": "block"}
     if mode == "values+constraints":
@@ -282,6 +283,11 @@ def config(mode, labels):
         flow["asks"] = labels["asks"]
     if mode == "values-lenient":
         flow["unvouched"] = "allow"
+    return flow
+
+
+def config(mode, labels):
+    flow = flow_entry(mode, labels)
     wasm = ROOT / "target/plugins/wasm32-wasip2/release/flow.wasm"
     return ('[auth]\nopen = true\n'
             f'[backend]\nurl = "http://127.0.0.1:9/v1"\n[defaults]\ntimeout_ms = 1000\n'
