@@ -9,10 +9,12 @@ the same conversation each time (as an agent loop resends it) and with a new one
 Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] [PII=1] bench/flow_cost.py
        [results=20] [requests=400]
 FLOW_WASM: another build of the plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
-PII=1: `pii` too, reversible (granted the vault), as a deployment with pii on runs it (#67): it
-scans every tool result on the `tool_result` rail (reversible redaction keeps no memo, so each
-turn's resent results are scanned again), then the call after flow on `tool_call`; the figure
-is the sum of both plugins' durations over both rails.
+PII=1: `pii` too, reversible (granted the vault), as the bundled config runs it (#67): it
+judges every tool result on the `tool_result` rail (a resent result answered from its memo,
+its values hidden in the request's vault again), then the call after flow on `tool_call`; the
+figure is the sum of both plugins' durations over both rails. PII_MEMO=0: pii's memo off
+(`memo_kib = 0`, every result scanned each turn, as reversible redaction did before it kept a
+memo): the baseline for the memo, in the same run.
 With APPROVALS=1 the entry is granted approvals and the value rule asks for one (`actions = {
 value = "approve" }`): flow then runs on the engine that waits, and a refused call asks the
 state store (in memory) about its approval.
@@ -72,12 +74,13 @@ def main():
     grant = "approvals = true\n" if approvals else ""
     actions = ', actions = { value = "approve" }' if approvals else ""
     pii = os.environ.get("PII") == "1"
+    memo = "memo_kib = 0, " if os.environ.get("PII_MEMO") == "0" else ""
     pii_entry = f"""[[plugins]]
 name = "pii"
 path = "{os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
 rails = ["tool_result", "tool_call"]
 vault = true
-config = {{ reversible = true, arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
+config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
 """ if pii else ""
     config.write(f"""[auth]
 open = true
@@ -107,7 +110,7 @@ rails = ["tool_call"]
             return verdict, us
 
         rng = random.Random(7)
-        print(f"flow, values mode{', approvals' if approvals else ''}{', pii' if pii else ''}: {results} untrusted "
+        print(f"flow, values mode{', approvals' if approvals else ''}{(', pii' + (' (no memo)' if memo else '')) if pii else ''}: {results} untrusted "
               f"results of ~1 KB, then one privileged call; {requests} requests each")
         print(f"{'case':44} {'verdict':8} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
         for name, target, fresh in [

@@ -19,7 +19,7 @@ fn check_api_runs_one_rail_without_a_model() {
         "messages": [{"role": "user", "content": "my SSN is 536-22-1234"}]}),
     );
     assert_eq!(reply.status, 200, "{}", reply.body);
-    let body = reply.json();
+    let body = reply.typed();
     assert_eq!(body["verdict"], "modify");
     assert_eq!(body["rail"], "input");
     assert!(body["payload"]["messages"][0]["content"]
@@ -63,7 +63,7 @@ fn the_check_api_judges_every_string_it_is_given() {
     );
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(!reply.body.contains(mail), "{}", reply.body);
-    let body = reply.json();
+    let body = reply.typed();
     assert_eq!(body["verdict"], "modify", "{body}");
     let payload = &body["payload"];
     assert_eq!(
@@ -445,9 +445,17 @@ fn demo_backend_serves_the_readme_walkthrough() {
         "/v1/chat/completions",
         &json!({"model": "demo", "messages": [{"role": "user", "content": "reach me at jane.doe@example.com"}]}),
     );
+    // The model was shown a placeholder (pii modified the input), and the reply the client gets
+    // has the address back (pii modified the output).
     assert_eq!(
         r.json()["choices"][0]["message"]["content"],
-        "You said: reach me at [EMAIL]"
+        "You said: reach me at jane.doe@example.com"
+    );
+    assert_eq!(
+        r.json()["railyard"]["rails"],
+        json!({"input": "modify", "output": "modify"}),
+        "{}",
+        r.body
     );
     let r = post(
         daemon.addr,

@@ -21,14 +21,16 @@ fn openai_python_sdk_streaming_and_not() {
     );
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
 
-    assert_eq!(seen["plain"], "You said: mail me at [EMAIL]");
+    // The model was shown a placeholder (the input rail modified the request); the reply the
+    // client gets has its own address back (the bundled pii is reversible), streamed or not.
+    assert_eq!(seen["plain"], "You said: mail me at jane.doe@example.com");
     assert_eq!(seen["plain_railyard"]["rails"]["input"], "modify");
+    assert_eq!(seen["plain_railyard"]["rails"]["output"], "modify");
     let stream = seen["stream"].as_str().unwrap();
     assert!(
-        stream.starts_with("You said: my card is [CREDIT_CARD], thanks"),
+        stream.starts_with("You said: my card is 4111 1111 1111 1111, thanks"),
         "{stream}"
     );
-    assert!(!stream.contains("4111 1111"), "{stream}");
     assert_eq!(stream.matches("and more words").count(), 30, "{stream}");
     assert_eq!(
         seen["tool_call"],

@@ -12,6 +12,9 @@ use crate::support::*;
 use serde_json::{json, Value};
 
 const PII: &str = "jane.doe@example.com";
+/// An address the model writes itself: the client's own (`PII`, hidden from the model) comes back
+/// in a reply as it is, under the bundled pii's reversible redaction; this one is redacted.
+const MODELS: &str = "mallory@elsewhere.example";
 
 /// The bundled policies against a scripted backend answering `reply`.
 fn daemon(reply: Value) -> (Daemon, MockBackend, TempConfig) {
@@ -478,12 +481,13 @@ fn a_streamed_error_event_is_judged_too() {
 #[test]
 fn responses_items_beside_the_messages_are_judged_both_ways() {
     let mail = format!("mail {PII}");
+    let said = format!("mail {MODELS}");
     let reply = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
     "output": [
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": mail}],
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": said}],
          "encrypted_content": "gAAAAB"},
         {"type": "mcp_call", "id": "mcp_1", "server_label": "crm", "name": "lookup",
-         "arguments": "{}", "output": mail},
+         "arguments": "{}", "output": said},
         {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
          "content": [{"type": "output_text", "text": "done", "annotations": []}]}
     ]});
@@ -523,7 +527,11 @@ fn responses_items_beside_the_messages_are_judged_both_ways() {
         sent["input"][4]["summary"][0]["text"], "mail [EMAIL]",
         "{sent}"
     );
-    assert!(!r.body.contains(PII), "{}", r.body);
+    assert!(
+        !r.body.contains(PII) && !r.body.contains(MODELS),
+        "{}",
+        r.body
+    );
     let out = &r.json()["output"];
     assert!(r.json()["railyard"]["blocked"].is_null(), "{}", r.body);
     assert_eq!(out[0]["summary"][0]["text"], "mail [EMAIL]", "{out}");
@@ -584,12 +592,13 @@ fn responses_items_without_a_message_are_judged() {
 #[test]
 fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
     let mail = format!("mail {PII}");
+    let said = format!("mail {MODELS}");
     let reply = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
         "content": [
-            {"type": "thinking", "thinking": mail, "signature": "sig"},
-            {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": mail}},
+            {"type": "thinking", "thinking": said, "signature": "sig"},
+            {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": said}},
             {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": [
-                {"type": "web_search_result", "url": "https://example.org", "title": mail,
+                {"type": "web_search_result", "url": "https://example.org", "title": said,
                  "encrypted_content": "EqQ"}]},
             {"type": "text", "text": "done"}
         ],
@@ -625,7 +634,11 @@ fn anthropic_blocks_beside_the_text_are_judged_both_ways() {
         sent["messages"][1]["content"][0]["signature"], "sig",
         "{sent}"
     );
-    assert!(!r.body.contains(PII), "{}", r.body);
+    assert!(
+        !r.body.contains(PII) && !r.body.contains(MODELS),
+        "{}",
+        r.body
+    );
     let content = &r.json()["content"];
     assert_eq!(content[0]["thinking"], "mail [EMAIL]", "{content}");
     assert_eq!(content[1]["input"]["query"], "mail [EMAIL]", "{content}");

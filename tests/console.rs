@@ -140,7 +140,7 @@ fn the_admin_check_runs_as_a_tenant_and_shows_each_edit() {
     assert_eq!(v["input"]["messages"][0]["content"], text);
     let step = &v["steps"][0];
     assert_eq!(step["plugin"], "pii", "{v}");
-    let after = step["payload"]["messages"][0]["content"].as_str().unwrap();
+    let after = typed(step["payload"]["messages"][0]["content"].as_str().unwrap());
     assert!(
         after.contains("[CREDIT_CARD]") && after.contains("[EMAIL]"),
         "{after}"
@@ -174,7 +174,7 @@ fn the_admin_check_runs_as_a_tenant_and_shows_each_edit() {
     assert_eq!(v["door"], "messages");
     assert_eq!(v["verdict"], "modify", "{v}");
     assert!(
-        v["steps"][0]["payload"].to_string().contains("[EMAIL]"),
+        typed(&v["steps"][0]["payload"].to_string()).contains("[EMAIL]"),
         "{v}"
     );
 
@@ -343,7 +343,7 @@ fn the_console_works_in_a_real_browser() {
     // Playground: the verdict, the plugin's time and the diff of what it changed.
     assert!(text("play_summary").starts_with("Verdict modify"), "{seen}");
     assert!(text("play_decisions").contains("pii modify"), "{seen}");
-    let added = seen["play_diff_added"].to_string();
+    let added = typed(&seen["play_diff_added"].to_string());
     let removed = seen["play_diff_removed"].to_string();
     assert!(
         added.contains("[EMAIL]") && added.contains("[CREDIT_CARD]"),
@@ -351,9 +351,7 @@ fn the_console_works_in_a_real_browser() {
     );
     assert!(removed.contains("jane.doe@example.com"), "{removed}");
     assert!(text("play_messages_summary").contains("door messages"));
-    assert!(seen["play_messages_diff_added"]
-        .to_string()
-        .contains("[EMAIL]"));
+    assert!(typed(&seen["play_messages_diff_added"].to_string()).contains("[EMAIL]"));
     assert!(text("play_bad_json").contains("not JSON"), "{seen}");
     assert!(text("live_after_playground").contains("check"), "{seen}");
     // Approvals: the call flow asked about is listed with why, without the values in the row

@@ -58,9 +58,14 @@ fn blocked_by(v: &Value) -> &str {
 fn openai_sdk_on_the_responses_api() {
     let (d, _cfg) = daemon("error");
     let seen = run("responses_client.py", &[&format!("http://{}/v1", d.addr)]);
-    assert_eq!(seen["plain"], "You said: mail me at [EMAIL]");
+    // Shown a placeholder, the model's echo comes back with the client's own values (the
+    // bundled pii is reversible), streamed or not.
+    assert_eq!(seen["plain"], "You said: mail me at jane.doe@example.com");
     assert_eq!(seen["plain_railyard"]["rails"]["input"], "modify");
+    assert_eq!(seen["plain_railyard"]["rails"]["output"], "modify");
     assert_eq!(seen["plain_railyard"]["door"], "responses");
+    // A card the model writes itself (the input rail is off for this request: the model was
+    // given it) is redacted, however the deltas cut it.
     let stream = &seen["stream"];
     let deltas = stream["deltas"].as_str().unwrap();
     assert!(
@@ -79,7 +84,7 @@ fn openai_sdk_on_the_responses_api() {
     );
     assert_eq!(
         seen["tool_loop"],
-        "The tool returned: sunny, write to [EMAIL]"
+        "The tool returned: sunny, write to ops@example.com"
     );
     assert_eq!(
         seen["stream_tool_call"],
@@ -116,8 +121,9 @@ fn openai_agents_sdk_with_its_default_model_and_a_function_tool() {
     let (d, _cfg) = daemon("error");
     let seen = run("agents_client.py", &[&format!("http://{}/v1", d.addr)]);
     assert_eq!(seen["tool_ran_with"], json!(["Paris"]));
+    // The result's address was hidden from the model and written back in the reply.
     assert_eq!(
-        seen["final"], "The tool returned: sunny in Paris, ask [EMAIL]",
+        seen["final"], "The tool returned: sunny in Paris, ask ops@example.com",
         "the tool's result went through the tool_result rail"
     );
 }
@@ -126,8 +132,9 @@ fn openai_agents_sdk_with_its_default_model_and_a_function_tool() {
 fn anthropic_sdk_on_the_messages_api() {
     let (d, _cfg) = daemon("error");
     let seen = run("anthropic_client.py", &[&format!("http://{}", d.addr)]);
-    assert_eq!(seen["plain"], "You said: mail me at [EMAIL]");
+    assert_eq!(seen["plain"], "You said: mail me at jane.doe@example.com");
     assert_eq!(seen["plain_railyard"]["door"], "messages");
+    assert_eq!(seen["plain_railyard"]["rails"]["input"], "modify");
     let deltas = seen["stream"]["deltas"].as_str().unwrap();
     assert!(
         deltas.starts_with("You said: my card is [CREDIT_CARD], thanks"),
@@ -141,7 +148,7 @@ fn anthropic_sdk_on_the_messages_api() {
     );
     assert_eq!(
         seen["tool_loop"],
-        "The tool returned: sunny, write to [EMAIL]"
+        "The tool returned: sunny, write to ops@example.com"
     );
     assert_eq!(
         seen["stream_tool_call"],

@@ -112,7 +112,10 @@ fn every_verdict_kind_over_grpc() {
             .unwrap()
             .into_inner();
         assert_eq!(modify.verdict(), proto::Verdict::Modify);
-        assert_eq!(modify.messages[0].content.as_deref(), Some("mail [EMAIL]"));
+        assert_eq!(
+            modify.messages[0].content.as_deref().map(typed).as_deref(),
+            Some("mail [EMAIL]")
+        );
         assert_eq!(modify.request_id, "grpc-test-1");
 
         let weather = proto::Tool {
@@ -177,7 +180,11 @@ fn every_verdict_kind_over_grpc() {
         assert_eq!(offered.tools.len(), 2, "{offered:?}");
         assert_eq!(offered.tools[0].hidden_by, None);
         assert_eq!(
-            offered.tools[0].description.as_deref(),
+            offered.tools[0]
+                .description
+                .as_deref()
+                .map(typed)
+                .as_deref(),
             Some("Look up an order; escalate to [EMAIL]")
         );
         assert_eq!(
@@ -373,7 +380,7 @@ fn python_grpcio_client_calls_check() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seen: serde_json::Value = typed_json(&serde_json::from_slice(&out.stdout).unwrap());
     assert_eq!(seen["verdict"], "VERDICT_MODIFY");
     assert_eq!(seen["content"], "call me on [PHONE]");
     assert_eq!(seen["plugin"], "pii");
@@ -405,11 +412,11 @@ fn python_grpcio_client_calls_check() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer: serde_json::Value = typed_json(&serde_json::from_slice(&out.stdout).unwrap());
     assert_eq!(answer["verdict"], "VERDICT_MODIFY", "{answer}");
     assert_eq!(answer["messages"][0]["content"], "mail me at [EMAIL]");
     let out = example("demo-key", "tools", "Escalate to ops@example.com");
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer: serde_json::Value = typed_json(&serde_json::from_slice(&out.stdout).unwrap());
     assert_eq!(
         answer["tools"][0]["description"], "Escalate to [EMAIL]",
         "{answer}"

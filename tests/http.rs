@@ -1,6 +1,7 @@
 //! Test doubles on loopback for the daemon tests: a blocking HTTP/1.1 client, a scripted mock
 //! model backend, and a handle on a running `railyard serve`.
 
+use crate::support::typed_json;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,6 +21,11 @@ pub struct Reply {
 impl Reply {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    /// [`Reply::json`] with the vault's placeholders written as their types' (`[EMAIL]`): what
+    /// a check API caller sees redacted, whichever way.
+    pub fn typed(&self) -> Value {
+        typed_json(&self.json())
     }
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -254,6 +260,9 @@ pub enum Script {
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub headers: Vec<(String, String)>,
+    /// The body as JSON, each of the vault's placeholders written as its type's (`[EMAIL]` for
+    /// `[EMAIL_7KQ2M9XA]`: the bundled pii is reversible): what was redacted, whichever way.
+    /// `raw` has them as they came.
     pub body: Value,
     /// The body's bytes as they arrived.
     pub raw: Vec<u8>,
@@ -319,7 +328,7 @@ fn serve_one(
     let Some((headers, raw)) = read_request(&mut reader) else {
         return;
     };
-    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let body = serde_json::from_slice(&raw).map_or(Value::Null, |b| typed_json(&b));
     seen.lock().unwrap().push(Seen { headers, body, raw });
     let mut script = script.lock().unwrap().clone();
     if let Script::Slow(pause, then) = script {

@@ -121,7 +121,7 @@ fn url(d: &Daemon, server: &str) -> String {
 const CUSTOMER: &str = r#"lookup_customer:{"customer_id": "c-17"}"#;
 
 fn assert_redacted(step: &Value) {
-    let text = step["text"].as_str().unwrap_or_else(|| panic!("{step}"));
+    let text = typed(step["text"].as_str().unwrap_or_else(|| panic!("{step}")));
     assert!(
         text.contains("[EMAIL]") && text.contains("[CREDIT_CARD]"),
         "{step}"
@@ -400,10 +400,11 @@ fn the_demo_mcp_server_with_plain_http() {
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                "params": {"name": "lookup_customer", "arguments": {"customer_id": "42"}}}),
     );
-    let text = call.json()["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let text = typed(
+        call.json()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap(),
+    );
     assert!(
         text.contains("[EMAIL]") && !text.contains("ada.lovelace@"),
         "{text}"
@@ -578,27 +579,26 @@ fn every_answer_a_client_reads_is_judged_or_refused() {
         "sse_two_answers",
     ] {
         let step = by_name(name);
-        let text = step["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{name}: {step}"));
+        let text = typed(
+            step["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: {step}")),
+        );
         assert!(text.contains("[EMAIL]") || text == "ok", "{name}: {step}");
     }
     assert!(
-        by_name("meta")["meta"].to_string().contains("[EMAIL]"),
+        typed(&by_name("meta")["meta"].to_string()).contains("[EMAIL]"),
         "{}",
         by_name("meta")
     );
     // Keys and numbers are leaves: the structured value's key and its card (#65).
-    let keyed = by_name("keyed").to_string();
+    let keyed = typed(&by_name("keyed").to_string());
     assert!(!keyed.contains("4111111111111111"), "{keyed}");
     assert!(keyed.contains("[EMAIL]"), "{keyed}");
     for name in ["error_message", "http_500_error"] {
         let step = by_name(name);
         assert!(
-            step["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("[EMAIL]"),
+            typed(step["error"]["message"].as_str().unwrap()).contains("[EMAIL]"),
             "{name}: {step}"
         );
     }
@@ -616,10 +616,7 @@ fn every_answer_a_client_reads_is_judged_or_refused() {
     assert_eq!(calls, steps.len(), "{written:?}");
     let again = client(&url(&d, "hostile"), "demo-key", "legacy", &["plain:{}"]);
     assert!(
-        again["steps"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("[EMAIL]"),
+        typed(again["steps"][0]["text"].as_str().unwrap()).contains("[EMAIL]"),
         "{again}"
     );
 
@@ -698,7 +695,7 @@ fn a_call_without_an_id_is_refused_and_any_id_is_judged() {
         );
         if judged {
             assert_eq!(call.status, 200, "{id}: {}", call.body);
-            assert!(call.body.contains("[EMAIL]"), "{id}: {}", call.body);
+            assert!(typed(&call.body).contains("[EMAIL]"), "{id}: {}", call.body);
         } else {
             assert_eq!(call.json()["error"]["code"], -32016, "{id}: {}", call.body);
         }
@@ -755,7 +752,7 @@ fn resources_and_prompts_are_judged_as_results() {
         let seen = client_in(Some(&agent), &url(&d, server), "demo-key", mode, &steps);
         let got = seen["steps"].as_array().unwrap();
         for step in &got[..2] {
-            let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
+            let text = typed(step["text"].as_str().unwrap_or_else(|| panic!("{seen}")));
             assert!(
                 text.contains("[EMAIL]") && text.contains("[CREDIT_CARD]"),
                 "{server} {mode}: {step}"
@@ -769,7 +766,7 @@ fn resources_and_prompts_are_judged_as_results() {
         // The lists' descriptions and the completions, which a client shows its model or its
         // user.
         for step in &got[2..5] {
-            let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
+            let text = typed(step["text"].as_str().unwrap_or_else(|| panic!("{seen}")));
             assert!(
                 text.contains("[EMAIL]") && !text.contains("ada.lovelace@"),
                 "{server} {mode}: {step}"
@@ -812,7 +809,7 @@ fn a_servers_sampling_request_is_judged_before_the_clients_model_reads_it() {
         let ticket = r#"summarise_ticket:{"ticket": "Card 4111 1111 1111 1111 declined for jane.doe@example.com"}"#;
         let seen = client(&url(&d, server), "demo-key", "legacy", &[ticket]);
         let step = &seen["steps"][0];
-        let text = step["text"].as_str().unwrap_or_else(|| panic!("{seen}"));
+        let text = typed(step["text"].as_str().unwrap_or_else(|| panic!("{seen}")));
         assert!(
             text.contains("[EMAIL]")
                 && text.contains("[CREDIT_CARD]")
@@ -860,9 +857,11 @@ fn a_servers_elicitation_is_judged_before_the_user_reads_it() {
         "legacy",
         &["confirm_contact:{}"],
     );
-    let text = seen["steps"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{seen}"));
+    let text = typed(
+        seen["steps"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{seen}")),
+    );
     assert_eq!(text, "Is [EMAIL] still the right contact?", "{seen}");
 }
 
@@ -921,7 +920,7 @@ fn every_method_both_ways_is_judged() {
         assert!(!leaks(&through.body), "{method}: {}", through.body);
         // Judged, not dropped: the answer is still there, its text redacted.
         assert!(
-            through.body.contains("[EMAIL]") || through.body.contains("[CARD]"),
+            typed(&through.body).contains("[EMAIL]") || through.body.contains("[CARD]"),
             "{method}: {}",
             through.body
         );
@@ -945,7 +944,7 @@ fn every_method_both_ways_is_judged() {
     assert_eq!(stream.status, 200, "{}", stream.body);
     assert!(!leaks(&stream.body), "{}", stream.body);
     assert_eq!(stream.body.matches("data: ").count(), 3, "{}", stream.body);
-    assert!(stream.body.contains("[EMAIL]"), "{}", stream.body);
+    assert!(typed(&stream.body).contains("[EMAIL]"), "{}", stream.body);
 
     // What the client sends: a notification's params, its answer to a server's request, a
     // request's params (a prompt's arguments), judged before the server reads them.
@@ -963,7 +962,7 @@ fn every_method_both_ways_is_judged() {
     assert_eq!(new.len(), 3, "{received}");
     for line in &new {
         assert!(!line.contains("jane.doe@example.com"), "{line}");
-        assert!(line.contains("[EMAIL]"), "{line}");
+        assert!(typed(line).contains("[EMAIL]"), "{line}");
     }
 }
 
@@ -1032,4 +1031,44 @@ fn a_tasks_status_is_its_tools_read_for_every_session() {
     // Session c read nothing: the same call is sent.
     let sent = call("c", 3, "send_email", mail, false);
     assert_eq!(sent["result"]["content"][0]["text"], "sent", "{sent}");
+}
+
+/// Reversible redaction on the MCP door (#67): a result's address reaches the agent as a
+/// placeholder of its own; a later call of the same agent session, on a new MCP session, that
+/// names it in an argument the operator allows (`send_email.to`) goes upstream with the address.
+/// Another agent session, or a placeholder made up, gives the server nothing.
+#[test]
+fn an_agent_session_gets_back_in_a_call_what_a_result_hid() {
+    let up = Upstream::start();
+    let cfg = config(&up);
+    let text = std::fs::read_to_string(&cfg.path).unwrap().replacen(
+        "\"confirm_contact\"] }",
+        "\"confirm_contact\", \"send_email\"] }",
+        1,
+    );
+    std::fs::write(&cfg.path, text).unwrap();
+    let d = Daemon::start_logged(&cfg.path, &[]);
+    let server = url(&d, "json");
+    let looked = client_in(Some("agent-1"), &server, "demo-key", "legacy", &[CUSTOMER]);
+    let text = looked["steps"][0]["text"].as_str().unwrap().to_string();
+    assert!(!text.contains("ada.lovelace@"), "{looked}");
+    let at = text.find("[EMAIL_").unwrap_or_else(|| panic!("{looked}"));
+    let p = &text[at..at + "[EMAIL_XXXXXXXX]".len()];
+    let send = |session: &str, to: &str| {
+        let step = format!(r#"send_email:{{"to": "{to}", "body": "Your order shipped."}}"#);
+        let seen = client_in(Some(session), &server, "demo-key", "legacy", &[&step]);
+        seen["steps"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(send("agent-1", p), "Sent to the customer.");
+    assert_eq!(
+        send("agent-2", p),
+        format!("Sent to another recipient ({} characters).", p.len())
+    );
+    assert_eq!(
+        send("agent-1", "[EMAIL_AAAAAAAA]"),
+        "Sent to another recipient (16 characters)."
+    );
 }

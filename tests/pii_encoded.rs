@@ -4,6 +4,10 @@
 //! and streamed, and in a tool call's arguments; the escapes are what is redacted, and the base64
 //! comes back as base64 with the value redacted inside. A hostile mebibyte is judged (not
 //! faulted at the plugin's deadline) and the daemon serves on.
+//!
+//! The bundled policies with pii's typed placeholders (`reversible = false`): a value redacted
+//! inside base64 comes back encoded, where a vault placeholder's key-dependent id could not be
+//! written in the expected text; what is detected is the same either way.
 
 use crate::http::*;
 use crate::support::*;
@@ -11,6 +15,11 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 include!("../plugins/pii-filter/src/adversarial.rs");
+
+/// The bundled config, pii's placeholders typed.
+fn typed_bundled() -> TempConfig {
+    bundled_with(&[("config = { reversible = true, ", "config = { ")])
+}
 
 /// `jo@example.com` percent-encoded, the same HTML-escaped, and base64 of "SSN 536-22-1234".
 const PERCENT: &str = "jo%40example.com";
@@ -95,7 +104,8 @@ fn encoded_values_are_redacted_on_every_door() {
         200,
         completion(json!({"role": "assistant", "content": "ok"}), "stop"),
     ));
-    let d = Daemon::start(&root().join("policies/railyard.toml"), &backend.url());
+    let cfg = typed_bundled();
+    let d = Daemon::start(&cfg.path, &backend.url());
     let base = format!("http://{}/v1", d.addr);
 
     // In: chat (OpenAI SDK), Responses, Messages (Anthropic SDK).
@@ -153,7 +163,8 @@ fn encoded_values_are_redacted_on_every_door() {
 #[test]
 fn a_hostile_mebibyte_is_judged_not_faulted() {
     let backend = MockBackend::start(Script::Hang);
-    let d = Daemon::start(&root().join("policies/railyard.toml"), &backend.url());
+    let cfg = typed_bundled();
+    let d = Daemon::start(&cfg.path, &backend.url());
     let text = format!("{} mail {PERCENT}", adversarial(1 << 20));
     let reply = post(
         d.addr,
@@ -253,7 +264,8 @@ fn shapes_a_reader_still_reads_are_redacted_on_every_door() {
         200,
         completion(json!({"role": "assistant", "content": "ok"}), "stop"),
     ));
-    let d = Daemon::start(&root().join("policies/railyard.toml"), &backend.url());
+    let cfg = typed_bundled();
+    let d = Daemon::start(&cfg.path, &backend.url());
     let base = format!("http://{}/v1", d.addr);
     let ask = shapes_text();
     let sent_text = |door: &str| {

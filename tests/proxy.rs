@@ -146,11 +146,11 @@ fn content_edits_are_spliced_into_the_callers_bytes() {
         .strip_suffix(pieces[4])
         .unwrap_or_else(|| panic!("the end changed: {upstream}"));
     assert_eq!(
-        serde_json::from_str::<Value>(first).unwrap(),
+        typed_json(&serde_json::from_str::<Value>(first).unwrap()),
         json!("mail [EMAIL] \u{e9}")
     );
     assert_eq!(
-        serde_json::from_str::<Value>(second).unwrap(),
+        typed_json(&serde_json::from_str::<Value>(second).unwrap()),
         json!([{"type": "text", "text": "or call [EMAIL]"}])
     );
 
@@ -207,7 +207,7 @@ fn judged_reply_messages_are_written_into_the_backends_bytes() {
         .split_once(end)
         .unwrap_or_else(|| panic!("the end changed: {}", reply.body));
     assert_eq!(
-        serde_json::from_str::<Value>(first).unwrap(),
+        typed_json(&serde_json::from_str::<Value>(first).unwrap()),
         json!({"role": "assistant", "content": "mail [EMAIL] \u{e9}"})
     );
     // The call passed the tool_call rail; its id is the signed one.
@@ -692,13 +692,14 @@ fn backend_connections_are_reused_and_a_closed_one_is_not() {
 #[test]
 fn a_conversation_sent_turn_after_turn_is_redacted_as_with_nothing_kept() {
     let reply = completion(json!({"role": "assistant", "content": "ok"}), "stop");
-    let pii = "config = { arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }";
+    let pii =
+        "config = { reversible = true, arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }";
     let kept_cfg = bundled_with(&[("workers = 0", "workers = 1")]);
     let none_cfg = bundled_with(&[
         ("workers = 0", "workers = 1"),
         (
             pii,
-            "config = { memo_kib = 0, arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }",
+            "config = { reversible = true, memo_kib = 0, arguments = { \"send_email.to\" = { EMAIL = \"allow\" } } }",
         ),
     ]);
     let backend = MockBackend::start(Script::Json(200, reply));

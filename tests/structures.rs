@@ -201,7 +201,7 @@ fn keys_and_numbers_are_judged_both_ways() {
     let reply = json!({"id": "c1", "object": "chat.completion", "created": 1733088000,
         "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
             "message": {"role": "assistant", "content": "ok"}}],
-        "vendor": {"ada.lovelace@example.com": 4111111111111111u64}});
+        "vendor": {"ada.lovelace@example.com": 5555555555554444u64}});
     let (d, backend, _cfg) = daemon(reply);
     let url = format!("http://{}/v1", d.addr);
     let request = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
@@ -217,7 +217,7 @@ fn keys_and_numbers_are_judged_both_ways() {
     // The reply's own field, read by the client through the SDK's extra fields.
     let r = post(d.addr, "/v1/chat/completions", &request);
     assert!(!r.body.contains("ada.lovelace@example.com"), "{}", r.body);
-    assert!(!r.body.contains("4111111111111111"), "{}", r.body);
+    assert!(!r.body.contains("5555555555554444"), "{}", r.body);
     assert_eq!(
         r.json()["created"],
         1733088000,

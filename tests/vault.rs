@@ -225,3 +225,100 @@ config = {{ reversible = true, arguments = {{ "send_email.to" = {{ EMAIL = "allo
     );
     assert!(!got.to_string().contains(attacker), "{got}");
 }
+
+/// A Responses reply the backend stores, with `output` items.
+fn response(id: &str, output: Value) -> Value {
+    json!({"id": id, "object": "response", "status": "completed", "model": "m", "output": output})
+}
+
+fn said(text: &str) -> Value {
+    json!([{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]}])
+}
+
+fn mails(to: &str) -> Value {
+    json!([{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "send_email",
+        "arguments": json!({"to": to, "body": "The notes."}).to_string(), "status": "completed"}])
+}
+
+/// A Responses continuation (`previous_response_id`) carries only the new turn: the backend keeps
+/// the rest. What the first turn hid from the model comes back when a later turn's call names
+/// its placeholder, for the caller that continues its own response (streamed or not), and for
+/// no other principal, nor under a response id the daemon never answered.
+#[test]
+fn a_responses_continuation_gets_back_what_its_first_turn_hid() {
+    let backend = MockBackend::start(Script::Json(200, response("resp_1", said("Noted."))));
+    let keys = format!(
+        "{}{}",
+        key_entry("auth.keys", "alice-key", "alice", None),
+        key_entry("auth.keys", "bob-key", "bob", None)
+    );
+    let cfg = write_config(&format!(
+        "{}\n{keys}",
+        std::fs::read_to_string(&config().path)
+            .unwrap()
+            .replace("\n[auth]\nopen = true\n", "")
+    ));
+    let d = Daemon::start(&cfg.path, &backend.url());
+    let base = format!("http://{}/v1", d.addr);
+    let tools = json!([{"type": "function", "name": "send_email", "parameters": {"type": "object",
+        "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}]);
+    let first = json!({"model": "m", "tools": tools,
+        "input": format!("Email {ADDRESS} the notes when I say so.")});
+    let got = crate::doors::run("one_response.py", &[&base, "alice-key", &first.to_string()]);
+    assert!(got["raised"].is_null(), "{got}");
+    let p = placeholder_seen(&backend);
+
+    // The next turn says only "go": the model's call names the placeholder from the first.
+    backend.set(Script::Json(200, response("resp_2", mails(&p))));
+    let go = |key: &str, previous: &str| {
+        let next = json!({"model": "m", "tools": tools, "previous_response_id": previous,
+            "input": "Go ahead."});
+        let got = crate::doors::run("one_response.py", &[&base, key, &next.to_string()]);
+        let call = got["output"]
+            .as_array()
+            .and_then(|o| o.iter().find(|i| i["type"] == "function_call"))
+            .unwrap_or_else(|| panic!("{got}"))
+            .clone();
+        let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        args["to"].as_str().unwrap().to_string()
+    };
+    assert_eq!(go("alice-key", "resp_1"), ADDRESS);
+    // And on: the second turn's reply keeps the first's values for the third.
+    backend.set(Script::Json(200, response("resp_3", mails(&p))));
+    assert_eq!(go("alice-key", "resp_2"), ADDRESS);
+    // Another principal continuing alice's response, or a response never answered: nothing.
+    assert_eq!(go("bob-key", "resp_1"), p);
+    assert_eq!(go("alice-key", "resp_404"), p);
+    let unseen = String::from_utf8(backend.seen().last().unwrap().raw.clone()).unwrap();
+    assert!(!unseen.contains(ADDRESS), "{unseen}");
+
+    // A streamed first turn: its id comes from the stream's events.
+    let events: Vec<String> = [
+        json!({"type": "response.created", "response": {"id": "resp_s1", "object": "response",
+            "status": "in_progress", "model": "m", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message",
+            "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+        json!({"type": "response.content_part.added", "output_index": 0, "item_id": "msg_1",
+            "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_1",
+            "content_index": 0, "delta": "Noted."}),
+        json!({"type": "response.output_text.done", "output_index": 0, "item_id": "msg_1",
+            "content_index": 0, "text": "Noted."}),
+        json!({"type": "response.completed", "response": response("resp_s1", said("Noted."))}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect();
+    backend.set(Script::Sse(events, Duration::from_millis(1)));
+    let mut streamed = first.clone();
+    streamed["stream"] = json!(true);
+    streamed["input"] = json!(format!("Mail {ADDRESS} later, please."));
+    let got = crate::doors::run(
+        "one_response.py",
+        &[&base, "alice-key", &streamed.to_string()],
+    );
+    assert!(got["raised"].is_null(), "{got}");
+    backend.set(Script::Json(200, response("resp_s2", mails(&p))));
+    assert_eq!(go("alice-key", "resp_s1"), ADDRESS);
+}

@@ -239,6 +239,10 @@ impl Caps {
         self.approvals.open(asked);
         if self.vault.granted() {
             self.vault.ledger.clone_from(&asked.caps.vault);
+            self.vault.reply = matches!(
+                asked.rail,
+                crate::model::Rail::Output | crate::model::Rail::ToolCall
+            );
         }
     }
 

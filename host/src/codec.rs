@@ -443,6 +443,27 @@ pub trait Codec: Send + Sync + 'static {
     fn chosen(_request: &Self::Request) -> Vec<String> {
         Vec::new()
     }
+    /// The conversation the backend keeps for this request, whose earlier turns the request
+    /// does not carry (a Responses continuation): the ids that name it, by kind, for its vault
+    /// between requests (`caps::vault::thread`). None for doors that resend every turn.
+    fn kept(_request: &Self::Request) -> Kept {
+        Kept::default()
+    }
+    /// A whole reply's id, which the conversation's next request names (`previous_response_id`).
+    fn reply_id(_bytes: &[u8]) -> Option<String> {
+        None
+    }
+}
+
+/// What names the conversation a backend keeps for a request ([`Codec::kept`]).
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// The reply it continues (`previous_response_id`): read, not written.
+    pub previous: Option<String>,
+    /// The conversation it belongs to (Responses' `conversation`): read and written.
+    pub conversation: Option<String>,
+    /// Whether the reply's id names the next request's thread (Responses).
+    pub by_reply: bool,
 }
 
 /// The names `tool_choice` (a request's `body[key]`) and its allowed tools give: every string

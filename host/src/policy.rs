@@ -44,6 +44,9 @@ pub struct PolicySet {
     /// The daemon's shared services: the store tenants' guard-model minutes, plugins' state and
     /// approvals live in (it outlives reloads: a reload does not hand a tenant a fresh minute).
     services: Arc<crate::services::Services>,
+    /// The vault's key (from the provenance key that signs): its placeholders, and the seal of
+    /// what a conversation's vault keeps between requests.
+    vault_key: Arc<[u8; 32]>,
 }
 
 fn rail_index(rail: Rail) -> usize {
@@ -327,6 +330,7 @@ impl PolicySet {
             loaded_at: crate::util::unix_secs(),
             guard_models,
             services: services.clone(),
+            vault_key,
         })
     }
 
@@ -373,6 +377,11 @@ impl PolicySet {
         self.services.store()
     }
 
+    /// The vault's key.
+    pub fn vault_key(&self) -> &[u8; 32] {
+        &self.vault_key
+    }
+
     /// Whether a plugin of the set hides values in the vault (`vault = true`).
     pub fn has_vault(&self) -> bool {
         self.config.plugins.iter().any(|p| p.vault)
@@ -410,6 +419,7 @@ impl PolicySet {
             loaded_at: crate::util::unix_secs(),
             guard_models: self.guard_models.clone(),
             services: self.services.clone(),
+            vault_key: self.vault_key.clone(),
         }
     }
 

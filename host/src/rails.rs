@@ -11,6 +11,7 @@ mod join;
 pub mod options;
 pub mod provenance;
 pub mod relay;
+mod vault;
 pub mod window;
 
 use crate::auth::Caller;
@@ -129,6 +130,9 @@ pub struct RequestScope {
     calls_backend: bool,
     /// The caller's key's id and own token budget (tokens per minute), if it has one.
     key_budget: Option<(String, u32)>,
+    /// Where its vault is kept for the conversation's next request, when the backend (or the
+    /// MCP door) keeps the conversation rather than the client resending it.
+    vault_threads: Option<Box<vault::Threads>>,
 }
 
 impl RequestScope {
@@ -163,6 +167,7 @@ impl RequestScope {
             trace: None,
             calls_backend: false,
             key_budget: None,
+            vault_threads: None,
         }
     }
 

@@ -4,6 +4,7 @@ streams (the SDK's default), one with JSON. Usage: server.py PORT_SSE PORT_JSON.
 
 Tools: `add` (an input schema), `get_weather` (an output schema), `lookup_customer` (returns an
 email address and a card number), `issue_refund` (not allowed to every principal),
+`send_email` (says whether it was given the customer's address: reversible redaction),
 `web_fetch` (untrusted text), `quarterly_report` (declares an output schema its results do not match: a server out of step
 with its own declaration), `announce_tools` (tells the session its tool list changed), `grow`
 (declares `late_tool`, then tells the session its tool list changed).
@@ -49,6 +50,14 @@ def get_weather(city: str) -> Weather:
 def lookup_customer(customer_id: str) -> str:
     """A customer's contact and payment details."""
     return f"Customer {customer_id}: Ada Lovelace, ada.lovelace@example.com, card 4111 1111 1111 1111"
+
+
+@server.tool()
+def send_email(to: str, body: str) -> str:
+    """Send an email (it says whether the recipient is the customer, never the address)."""
+    if to == "ada.lovelace@example.com":
+        return "Sent to the customer."
+    return f"Sent to another recipient ({len(to)} characters)."
 
 
 @server.tool()

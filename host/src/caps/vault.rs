@@ -10,6 +10,8 @@
 //! nothing about the value can be learnt from it without the key. Vault calls never wait: a
 //! plugin granted only the vault stays on the synchronous path.
 
+pub mod thread;
+
 use super::{Call, HasCaps, Project, View};
 use crate::contract::{vault as v, vault_async as va};
 use hmac::{Hmac, Mac};
@@ -26,6 +28,9 @@ pub const MAX_VALUES: usize = 4096;
 pub const MAX_BYTES: usize = 1 << 20;
 /// Letters and digits after the kind in a placeholder.
 const ID_LEN: usize = 8;
+/// A placeholder's id letters: base 32 without look-alikes, upper case (read as one word by
+/// tokenizers and models).
+const ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 
 /// The vault's key, made from the provenance key that signs (`keys`' first): its own, so that a
 /// placeholder says nothing of the signing key.
@@ -67,13 +72,75 @@ impl Grant {
             mac.update(part.as_bytes());
         }
         let mac = mac.finalize().into_bytes();
-        // Base 32 without look-alikes, upper case: read as one word by tokenizers and models.
-        const ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
         let id: String = mac[..ID_LEN]
             .iter()
             .map(|b| ALPHABET[(*b & 31) as usize] as char)
             .collect();
         format!("[{kind}_{id}]")
+    }
+}
+
+/// Vault placeholders written by number (`[EMAIL_7KQ2M9XA]` as `[EMAIL_1]`), for test cases:
+/// a placeholder depends on the daemon's key, so a case names it by number, which still says
+/// which values were told apart. The same placeholder keeps its number; the first of a kind is 1.
+#[derive(Debug, Default)]
+pub struct Numbering {
+    numbers: HashMap<String, String>,
+    per_kind: HashMap<String, usize>,
+}
+
+impl Numbering {
+    /// `text` with its placeholders written by number.
+    pub fn text(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find('[') {
+            out.push_str(&rest[..at]);
+            rest = &rest[at..];
+            let found = rest[1..].find(']').and_then(|end| {
+                let (kind, id) = rest[1..1 + end].rsplit_once('_')?;
+                let ok = valid_kind(kind)
+                    && id.len() == ID_LEN
+                    && id.bytes().all(|b| ALPHABET.contains(&b));
+                ok.then_some((end + 2, kind))
+            });
+            let Some((len, kind)) = found else {
+                out.push('[');
+                rest = &rest[1..];
+                continue;
+            };
+            let numbered = match self.numbers.get(&rest[..len]) {
+                Some(n) => n.clone(),
+                None => {
+                    let n = self.per_kind.entry(kind.to_string()).or_default();
+                    *n += 1;
+                    let numbered = format!("[{kind}_{n}]");
+                    self.numbers
+                        .insert(rest[..len].to_string(), numbered.clone());
+                    numbered
+                }
+            };
+            out.push_str(&numbered);
+            rest = &rest[len..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// `value` with the placeholders in its strings (and keys) written by number.
+    pub fn json(&mut self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(self.text(s)),
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.json(v)).collect()),
+            Value::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (self.text(k), self.json(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
     }
 }
 
@@ -92,6 +159,8 @@ pub struct Ledger {
 struct Kept {
     values: HashMap<(Arc<str>, String), String>,
     bytes: usize,
+    /// Those an earlier request of the conversation held ([`Ledger::absorb`]).
+    earlier: std::collections::HashSet<(Arc<str>, String)>,
 }
 
 impl Ledger {
@@ -124,6 +193,34 @@ impl Ledger {
             .cloned()
     }
 
+    /// What it holds as `(entry, placeholder, value)`, for the next request of its
+    /// conversation ([`thread`]); `new_only`: leaving out what an earlier request held.
+    pub(crate) fn rows(&self, new_only: bool) -> Vec<(String, String, String)> {
+        let kept = self.kept();
+        kept.values
+            .iter()
+            .filter(|(k, _)| !new_only || !kept.earlier.contains(*k))
+            .map(|((entry, p), v)| (entry.to_string(), p.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Hold what an earlier request of its conversation held, as if this request had hidden it,
+    /// up to half its bounds (the rest is the request's own): whether it now holds it.
+    pub(crate) fn absorb(&self, entry: &str, placeholder: String, value: String) -> bool {
+        let mut kept = self.kept();
+        let key = (Arc::<str>::from(entry), placeholder);
+        if kept.values.contains_key(&key) {
+            return true;
+        }
+        if kept.values.len() >= MAX_VALUES / 2 || kept.bytes + value.len() > MAX_BYTES / 2 {
+            return false;
+        }
+        kept.bytes += value.len();
+        kept.earlier.insert(key.clone());
+        kept.values.insert(key, value);
+        true
+    }
+
     /// How many values it holds.
     pub fn len(&self) -> usize {
         self.kept().values.len()
@@ -140,6 +237,9 @@ impl Ledger {
 pub struct Instance {
     grant: Option<Grant>,
     pub(super) ledger: Option<Arc<Ledger>>,
+    /// Whether the running call judges what the model wrote (the `output` and `tool_call`
+    /// rails), where a value the request did not hide is not kept.
+    pub(super) reply: bool,
 }
 
 impl Instance {
@@ -148,6 +248,7 @@ impl Instance {
         Instance {
             grant,
             ledger: None,
+            reply: false,
         }
     }
 
@@ -189,6 +290,17 @@ impl View<'_, Instance> {
             ));
         }
         let placeholder = grant.placeholder(tenant, kind, value);
+        if self.cap.reply {
+            // What the model wrote: a value the request hid from it (its own, given back, as a
+            // streamed reply's held text is judged again after a restore) keeps its placeholder;
+            // any other is one the model must not say, and gets the type's own, which restores
+            // nothing and is not kept.
+            let known = ledger.is_some_and(|l| l.value(&grant.entry, &placeholder).is_some());
+            return Ok(match known {
+                true => placeholder,
+                false => format!("[{kind}]"),
+            });
+        }
         if let Some(ledger) = ledger {
             ledger.keep(&grant.entry, &placeholder, value)?;
         }
@@ -321,6 +433,53 @@ mod tests {
             p
         );
         assert_eq!(cli.view(part).reveal(&p).unwrap(), None);
+    }
+
+    #[test]
+    fn placeholders_are_numbered_by_kind_in_order_of_first_sight() {
+        let g = Grant::new("pii", Arc::new([7u8; 32]));
+        let (a, b) = (
+            g.placeholder("t", "EMAIL", "a@x.org"),
+            g.placeholder("t", "EMAIL", "b@x.org"),
+        );
+        let iban = g.placeholder("t", "IBAN_CODE", "GB82WEST12345698765432");
+        let mut n = Numbering::default();
+        assert_eq!(
+            n.text(&format!("{b} [{a} {iban}] {b} [EMAIL] [EMAIL_ABC]")),
+            "[EMAIL_1] [[EMAIL_2] [IBAN_CODE_1]] [EMAIL_1] [EMAIL] [EMAIL_ABC]"
+        );
+        // Numbers hold across texts: a later message's `a` is still 2.
+        assert_eq!(n.text(&format!("to {a}")), "to [EMAIL_2]");
+        assert_eq!(
+            n.json(&serde_json::json!({"m": [format!("{a}"), 3]})),
+            serde_json::json!({"m": ["[EMAIL_2]", 3]})
+        );
+    }
+
+    #[test]
+    fn on_the_reply_rails_only_a_value_the_request_hid_gets_a_placeholder() {
+        let request = RequestCaps {
+            vault: Some(Arc::default()),
+            ..RequestCaps::default()
+        };
+        let (mut pii, _) = Host::new(&grants("pii"));
+        open(&mut pii, "acme", &request);
+        let p = pii.view(part).conceal("EMAIL", "bob@example.com").unwrap();
+        pii.caps.close();
+        let ctx = ctx("acme");
+        for rail in [Rail::Output, Rail::ToolCall] {
+            pii.caps.open(&Asked {
+                ctx: &ctx,
+                caps: &request,
+                rail,
+                messages: &[],
+            });
+            let mut view = pii.view(part);
+            assert_eq!(view.conceal("EMAIL", "bob@example.com").unwrap(), p);
+            assert_eq!(view.conceal("EMAIL", "eve@example.com").unwrap(), "[EMAIL]");
+            pii.caps.close();
+        }
+        assert_eq!(request.vault.as_ref().unwrap().len(), 1, "nothing kept");
     }
 
     #[test]

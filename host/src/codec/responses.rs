@@ -1267,6 +1267,29 @@ impl Codec for Responses {
         super::chosen_in(&request.body, &["tool_choice"])
     }
 
+    fn kept(request: &ResponsesRequest) -> super::Kept {
+        let id = |v: Option<&Value>| match v {
+            Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+            _ => None,
+        };
+        let conversation = request.body.get("conversation");
+        super::Kept {
+            previous: id(request.body.get("previous_response_id")),
+            // A conversation is named by its id, or by an object holding it.
+            conversation: id(conversation).or_else(|| id(conversation?.get("id"))),
+            // `store: false`: no later request can name the reply.
+            by_reply: request.body.get("store") != Some(&Value::Bool(false)),
+        }
+    }
+
+    fn reply_id(bytes: &[u8]) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: Option<String>,
+        }
+        serde_json::from_slice::<Id>(bytes).ok()?.id
+    }
+
     fn notes(request: &ResponsesRequest) -> Vec<&'static str> {
         if continues(&request.body) {
             vec![

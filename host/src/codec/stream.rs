@@ -202,4 +202,9 @@ pub trait StreamCodec: Send + 'static {
     /// leaves of a streamed call's fields it does not call inert are judged with the call, as a
     /// whole reply's are (`closed::fold`).
     fn call_shape(&self) -> &'static crate::codec::closed::Shape;
+    /// The reply's id once the stream has said it (a Responses response's), which the
+    /// conversation's next request names ([`super::Codec::reply_id`]).
+    fn reply_id(&self) -> Option<&str> {
+        None
+    }
 }

@@ -655,6 +655,9 @@ impl<C: StreamCodec> Relay<C> {
                 return;
             }
         }
+        // Kept before the client is told the reply is done: its next request may name it.
+        let reply = self.codec.reply_id().map(str::to_string);
+        self.scope.keep_vault(reply.as_deref()).await;
         let railyard = self.scope.acted().then(|| self.scope.railyard());
         if let Flow::Stop = self.send(Down::Done { railyard }).await {
             return;

@@ -228,6 +228,10 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
         }
     };
     let server = ex.server.name.clone();
+    // The agent session's vault: a value a result hid comes back in a later call's arguments,
+    // where the operator allows it (read for calls only; added to by any answer that hides one).
+    let calls = message.get("method").and_then(Value::as_str) == Some("tools/call");
+    scope.open_agent_vault(ex.agent.id(), calls).await;
     match codec::kind(&message) {
         Kind::Request { id, method } => {
             scope.set_target(target(&server, &method, None));

@@ -166,6 +166,9 @@ async fn serve<C: Codec>(
     }
 
     scope.calls_backend();
+    // A conversation the backend keeps: what its earlier turns hid from the model is in this
+    // request's vault too.
+    scope.open_vault(C::kept(&request)).await;
     let (mut conversation, edited) = match scope.inbound(payload).await {
         Inbound::Refuse(refusal) => {
             return refused::<C>(scope, &request, &refusal).map(Served::Whole);
@@ -372,6 +375,7 @@ async fn serve<C: Codec>(
             Some(out)
         };
         if let Some(out) = out {
+            keep_vault::<C>(scope, &bytes).await;
             let outcome = scope.reply_outcome();
             scope.finish(200, outcome);
             return Ok(Served::Whole(super::json_bytes(StatusCode::OK, out)));
@@ -380,9 +384,20 @@ async fn serve<C: Codec>(
     let railyard = scope.acted().then(|| scope.railyard());
     let out =
         C::write_whole(&bytes, read, judged, railyard).map_err(ApiError::BadBackendResponse)?;
+    keep_vault::<C>(scope, &bytes).await;
     let outcome = scope.reply_outcome();
     scope.finish(200, outcome);
     Ok(Served::Whole(super::json_response(StatusCode::OK, out)))
+}
+
+/// Keep the request's vault for its conversation's next request, where the backend keeps the
+/// conversation (under the reply's id, read from `reply` only when there is something to keep).
+async fn keep_vault<C: Codec>(scope: &mut RequestScope, reply: &[u8]) {
+    let id = match scope.keeps_vault_by_reply() {
+        true => C::reply_id(reply),
+        false => None,
+    };
+    scope.keep_vault(id.as_deref()).await;
 }
 
 /// The backend's answer: a stream's head, or a whole body.

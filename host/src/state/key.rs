@@ -60,6 +60,12 @@ pub fn flow(tenant_name: &str, who: &str) -> String {
     format!("flow:{}:{who}", tenant(tenant_name))
 }
 
+/// A conversation's vault between its requests (`caps::vault::thread`): `who` is the digest of
+/// its principal and the id that names it.
+pub fn vault(tenant_name: &str, who: &str) -> String {
+    format!("vault:{}:{who}", tenant(tenant_name))
+}
+
 /// A plugin entry's own key `key` for `tenant_name` (the `state` interface).
 pub fn plugin(entry: &str, tenant_name: &str, key: &str) -> String {
     // As filed since contract 0.3 (a plugin's data outlives an upgrade). An entry's name is a

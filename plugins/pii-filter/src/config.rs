@@ -159,14 +159,19 @@ impl Policy {
         };
         let mut arguments = Vec::new();
         for (place, types) in &raw.arguments {
-            let (tool, argument) = match place.split_once('.') {
+            // The argument after the last dot: MCP tool names may have dots of their own
+            // (`email.send.to`), argument names seldom do. `tool.*` is every argument of a tool
+            // whose name has a dot.
+            let (tool, argument) = match place.rsplit_once('.') {
+                Some((tool, "*")) if !tool.is_empty() => (tool.to_string(), None),
                 Some((tool, arg)) if !tool.is_empty() && !arg.is_empty() => {
                     (tool.to_string(), Some(arg.to_string()))
                 }
                 None if !place.is_empty() => (place.clone(), None),
                 _ => {
                     return Err(format!(
-                        "invalid pii-filter config: arguments key {place:?} is not `tool` or `tool.argument`"
+                        "invalid pii-filter config: arguments key {place:?} is not `tool`, \
+                         `tool.argument` or `tool.*`"
                     ))
                 }
             };
@@ -184,8 +189,7 @@ impl Policy {
         arguments.sort_by_key(|(_, argument, _)| argument.is_none());
         Ok(Policy {
             actions,
-            // A memoised text would skip the vault, which keeps values for one request only.
-            memo_kib: if raw.reversible { 0 } else { memo_kib },
+            memo_kib,
             entities,
             arguments,
             context,
@@ -326,7 +330,7 @@ pub fn schema() -> String {
             },
             "arguments": {
                 "type": "object",
-                "description": "Tool calls' arguments with actions of their own, by `tool` (a glob: * matches any run of characters) or `tool.argument` (a top-level argument), e.g. {\"send_email.to\": {\"EMAIL\": \"allow\"}}: a recipient's address may go in `to` and nowhere else. Over `types` and `default_action`; an argument's entry over its tool's.",
+                "description": "Tool calls' arguments with actions of their own, by `tool` (a glob: * matches any run of characters), `tool.argument` (a top-level argument; the argument is after the last dot, so `email.send.to` is `to` of `email.send`) or `tool.*` (every argument of a tool whose name has a dot), e.g. {\"send_email.to\": {\"EMAIL\": \"allow\"}}: a recipient's address may go in `to` and nowhere else. Over `types` and `default_action`; an argument's entry over its tool's.",
                 "additionalProperties": {
                     "type": "object",
                     "additionalProperties": false,
@@ -351,7 +355,7 @@ pub fn schema() -> String {
             "reversible": {
                 "type": "boolean",
                 "default": false,
-                "description": "Redact each value behind a placeholder of its own ([EMAIL_7KQ2M9XA]) kept in the host's vault for the request (the entry needs `vault = true`), and write it back in the reply the client gets: in its text, and in a tool call's argument where `arguments` allows the value's type. The model never sees the value; another request's placeholder, or one the model makes up, restores nothing. Turns the memo off.",
+                "description": "Redact each value behind a placeholder of its own ([EMAIL_7KQ2M9XA]) kept in the host's vault for the request (the entry needs `vault = true`), and write it back in the reply the client gets: in its text, and in a tool call's argument where `arguments` allows the value's type. The model never sees the value; another request's placeholder, or one the model makes up, restores nothing.",
             },
             "memo_kib": {
                 "type": "integer",

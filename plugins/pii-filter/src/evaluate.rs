@@ -34,6 +34,9 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
     if request.rail == Rail::Tools {
         return tools(request, policy);
     }
+    // On the reply rails the host's vault gives a value the request did not hide (one the model
+    // wrote itself, which it must not say) the type's placeholder, which restores nothing; one
+    // it hid (the client's own, given back) its own, restored below.
     // The reply rails judge what the model has just written: nothing there was seen before.
     let mut unkept = Memo::new(0);
     let memo = match request.rail {
@@ -421,15 +424,25 @@ mod tests {
         assert!(!m.reason.contains("a@b.com"));
     }
 
-    /// A vault as the host keeps one for a request: a placeholder per value, numbered.
+    /// A vault as the host keeps one for a request: a placeholder per value, numbered; on the
+    /// reply rails (`replying`) a value it does not hold gets the type's placeholder.
     #[derive(Clone, Default)]
-    struct TestVault(std::rc::Rc<std::cell::RefCell<Vec<(String, String)>>>);
+    struct TestVault(std::rc::Rc<std::cell::RefCell<Vec<(String, String)>>>, bool);
+
+    impl TestVault {
+        fn replying(&self) -> TestVault {
+            TestVault(self.0.clone(), true)
+        }
+    }
 
     impl redact::Vault for TestVault {
         fn conceal(&mut self, kind: PiiType, value: &str) -> Result<String, String> {
             let mut kept = self.0.borrow_mut();
             if let Some((p, _)) = kept.iter().find(|(_, v)| v == value) {
                 return Ok(p.clone());
+            }
+            if self.1 {
+                return Ok(kind.placeholder().to_string());
             }
             let p = format!("[{}_ABCDEFG{}]", kind.name(), kept.len() + 2);
             kept.push((p.clone(), value.to_string()));
@@ -451,7 +464,6 @@ mod tests {
             r#"{"reversible": true, "arguments": {"send_email.to": {"EMAIL": "allow"}}}"#,
         )
         .unwrap();
-        assert_eq!(policy.memo_bytes(), 0, "the memo would skip the vault");
         let vault = TestVault::default();
         let input = request(
             Rail::Input,
@@ -473,12 +485,12 @@ mod tests {
         // The reply's text gets both back; a made-up placeholder stays.
         let mut reply = msg(
             "assistant",
-            "Sent to [EMAIL_ABCDEFG2], not [EMAIL_ABCDEFG9].",
+            "Sent to [EMAIL_ABCDEFG2], not [EMAIL_ABCDEFG9] or eve@evil.example.",
         );
         reply.role = "assistant".into();
         let output = request(Rail::Output, vec![msg("user", "hi"), reply]);
         let Verdict::Modify(m) =
-            redact::with_vault(vault.clone(), || evaluate(&output, &policy)).unwrap()
+            redact::with_vault(vault.replying(), || evaluate(&output, &policy)).unwrap()
         else {
             panic!("expected modify")
         };
@@ -486,24 +498,109 @@ mod tests {
             panic!()
         };
         assert!(
-            matches!(&c.content, Content::Text(t) if t == "Sent to a@b.com, not [EMAIL_ABCDEFG9]."),
+            // One the model wrote itself is redacted, never restored.
+            matches!(&c.content, Content::Text(t) if t == "Sent to a@b.com, not [EMAIL_ABCDEFG9] or [EMAIL]."),
             "{:?}",
             c.content
         );
-        assert_eq!(m.reason, "restored values in the reply");
+        assert_eq!(
+            m.reason,
+            "redacted 1 EMAIL and restored values in the reply"
+        );
+        // Judged again (a streamed reply's held text after a restore): the client's own value
+        // stays as it is, the model's is still redacted.
+        let again = request(
+            Rail::Output,
+            vec![
+                msg("user", "hi"),
+                msg("assistant", "Sent to a@b.com, not eve@evil.example."),
+            ],
+        );
+        let Verdict::Modify(m) =
+            redact::with_vault(vault.replying(), || evaluate(&again, &policy)).unwrap()
+        else {
+            panic!("expected modify")
+        };
+        let Edit::Content(c) = &m.edits[0] else {
+            panic!()
+        };
+        assert!(
+            matches!(&c.content, Content::Text(t) if t == "Sent to a@b.com, not [EMAIL]."),
+            "{:?}",
+            c.content
+        );
         // A call's argument gets its value back where its policy allows the type, not elsewhere.
         let calls = reply_calling(&[(
             "send_email",
             r#"{"to": "[EMAIL_ABCDEFG3]", "body": "cc [EMAIL_ABCDEFG2]"}"#,
         )]);
-        let args =
-            redact::with_vault(vault.clone(), || arguments_of(evaluate(&calls, &policy))).unwrap();
+        let args = redact::with_vault(vault.replying(), || arguments_of(evaluate(&calls, &policy)))
+            .unwrap();
         let v: serde_json::Value = serde_json::from_str(&args[0].1).unwrap();
         assert_eq!(v["to"], "c@d.org");
         assert_eq!(v["body"], "cc [EMAIL_ABCDEFG2]");
         // Without the vault (another request), nothing comes back.
         let none = evaluate(&calls, &policy);
         assert!(matches!(none, Verdict::Allow), "{none:?}");
+    }
+
+    #[test]
+    fn a_memo_answer_hides_its_values_in_each_requests_vault() {
+        let policy = Policy::from_json(r#"{"reversible": true}"#).unwrap();
+        assert!(policy.memo_bytes() > 0);
+        let mut memo = Memo::new(policy.memo_bytes());
+        let input = request(
+            Rail::Input,
+            vec![msg(
+                "user",
+                "Please mail the minutes to a@b.com and c@d.org.",
+            )],
+        );
+        let reply = request(
+            Rail::Output,
+            vec![
+                msg("user", "hi"),
+                msg("assistant", "Mailed [EMAIL_ABCDEFG3]."),
+            ],
+        );
+        let mut answers = Vec::new();
+        // Two requests, each with a vault of its own: the second is answered from the memo, and
+        // its vault still holds the values, so its reply is restored.
+        for _ in 0..2 {
+            let vault = TestVault::default();
+            let got = (
+                redact::with_vault(vault.clone(), || {
+                    format!("{:?}", evaluate_with(&input, &policy, &mut memo))
+                })
+                .unwrap(),
+                redact::with_vault(vault.replying(), || {
+                    format!("{:?}", evaluate(&reply, &policy))
+                })
+                .unwrap(),
+            );
+            assert_eq!(vault.0.borrow().len(), 2);
+            assert!(got.1.contains("Mailed c@d.org."), "{}", got.1);
+            answers.push(got.0);
+        }
+        assert_eq!(answers[0], answers[1]);
+        // A vault that gives other placeholders (a new key) gets a new scan, not the old answer.
+        struct Rekeyed;
+        impl redact::Vault for Rekeyed {
+            fn conceal(&mut self, kind: PiiType, _: &str) -> Result<String, String> {
+                Ok(format!("[{}_ZZZZZZZZ]", kind.name()))
+            }
+            fn reveal(&mut self, _: &str) -> Result<Option<String>, String> {
+                Ok(None)
+            }
+        }
+        let got = redact::with_vault(Rekeyed, || {
+            format!("{:?}", evaluate_with(&input, &policy, &mut memo))
+        })
+        .unwrap();
+        assert!(
+            got.contains("[EMAIL_ZZZZZZZZ] and [EMAIL_ZZZZZZZZ]"),
+            "{got}"
+        );
     }
 
     #[test]
@@ -672,8 +769,33 @@ mod tests {
             arguments_of(evaluate(&plain, &Policy::default())),
             [(0, r#"{"to": "[EMAIL]"}"#.to_string())]
         );
+        // A tool named with dots (MCP's `email.send`): its argument is after the last dot, and
+        // `tool.*` is the whole tool.
+        let dotted = Policy::from_json(
+            r#"{"arguments": {"email.send.to": {"EMAIL": "allow"}, "crm.lookup.*": {"EMAIL": "allow"}}}"#,
+        )
+        .unwrap();
+        let r = reply_calling(&[
+            (
+                "email.send",
+                r#"{"to": "ana@partner.example", "body": "ana@partner.example"}"#,
+            ),
+            ("crm.lookup", r#"{"q": {"email": "ana@partner.example"}}"#),
+            ("email", r#"{"send": "ana@partner.example"}"#),
+        ]);
+        assert_eq!(
+            arguments_of(evaluate(&r, &dotted)),
+            [
+                (
+                    0,
+                    r#"{"to": "ana@partner.example", "body": "[EMAIL]"}"#.to_string()
+                ),
+                (2, r#"{"send": "[EMAIL]"}"#.to_string()),
+            ]
+        );
         for bad in [
             r#"{"arguments": {"send.": {}}}"#,
+            r#"{"arguments": {".*": {}}}"#,
             r#"{"arguments": {"x": {"NAME": "allow"}}}"#,
         ] {
             assert!(Policy::from_json(bad).is_err(), "{bad}");

@@ -14,6 +14,11 @@
 //! one. Texts shorter than [`MIN_TEXT`] are scanned about as fast as they are looked up and are
 //! not kept, nor is a text over a quarter of the budget. The texts kept (values it redacts
 //! included) stay in the instance's memory, as the last request does; `memo_kib = 0` keeps none.
+//!
+//! Under reversible redaction an answer holds the vault's placeholders, and the vault keeps
+//! values for one request only: an entry keeps what its scan hid, and a hit hides it again in the
+//! running request's vault (a host call per value, no scan), or scans again when the vault gives
+//! another placeholder (a new key).
 
 use crate::config::Policy;
 use crate::redact::{self, Blocked, Counts};
@@ -49,6 +54,9 @@ struct Entry {
     text: Box<str>,
     answer: Answer,
     counts: Counts,
+    /// What the scan hid in the vault (reversible redaction): hidden again on a hit, so the
+    /// request that reads the answer can have the values back.
+    concealed: Box<[redact::Concealed]>,
 }
 
 impl Entry {
@@ -57,7 +65,15 @@ impl Entry {
             Ok(Some(s)) => s.len(),
             _ => 0,
         };
-        ENTRY_OVERHEAD + self.text.len() + self.tenant.as_ref().map_or(0, |t| t.len()) + answer
+        ENTRY_OVERHEAD
+            + self.text.len()
+            + self.tenant.as_ref().map_or(0, |t| t.len())
+            + answer
+            + self
+                .concealed
+                .iter()
+                .map(redact::Concealed::bytes)
+                .sum::<usize>()
     }
 
     fn is(&self, kind: Kind, tenant: Option<&str>, text: &str) -> bool {
@@ -131,11 +147,13 @@ impl Memo {
         }
         if hit {
             let e = &self.fresh.entries[&key];
-            add(counts, &e.counts);
-            return e.answer.clone();
+            if redact::replay(&e.concealed) {
+                add(counts, &e.counts);
+                return e.answer.clone();
+            }
         }
         let mut found: Counts = [0; crate::types::PiiType::COUNT];
-        let answer = scan(kind, text, policy, &mut found);
+        let (answer, concealed) = redact::recording(|| scan(kind, text, policy, &mut found));
         add(counts, &found);
         let entry = Entry {
             kind,
@@ -143,6 +161,7 @@ impl Memo {
             text: Box::from(text),
             answer: answer.clone(),
             counts: found,
+            concealed: concealed.into(),
         };
         // A redaction can be longer than its text (`[IP_ADDRESS]` for `1.2.3.4`).
         if entry.bytes() <= self.half {

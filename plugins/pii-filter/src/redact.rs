@@ -20,6 +20,8 @@ pub trait Vault {
 thread_local! {
     /// Where redacted values hide while a reversible evaluation runs ([`with_vault`]).
     static VAULT: std::cell::RefCell<Option<Box<dyn Vault>>> = const { std::cell::RefCell::new(None) };
+    /// What the vault concealed while a scan for the memo ran ([`recording`]).
+    static CONCEALED: std::cell::RefCell<Option<Vec<Concealed>>> = const { std::cell::RefCell::new(None) };
     /// The first error the vault gave in the running evaluation.
     static VAULT_ERROR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
@@ -70,9 +72,64 @@ fn placeholder(kind: PiiType, value: &str) -> std::borrow::Cow<'static, str> {
         }
     });
     match concealed {
-        Some(p) => p.into(),
+        Some(p) => {
+            CONCEALED.with(|c| {
+                if let Some(kept) = c.borrow_mut().as_mut() {
+                    kept.push(Concealed {
+                        kind,
+                        value: value.into(),
+                        placeholder: p.as_str().into(),
+                    });
+                }
+            });
+            p.into()
+        }
         None => kind.placeholder().into(),
     }
+}
+
+/// A value the vault hid during a scan, and its placeholder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Concealed {
+    kind: PiiType,
+    value: Box<str>,
+    placeholder: Box<str>,
+}
+
+impl Concealed {
+    /// Bytes it keeps.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.value.len() + self.placeholder.len()
+    }
+}
+
+/// `scan`'s result and the values the vault hid while it ran (none outside [`with_vault`]): what
+/// a memo must give the vault again when it answers the same text for another request.
+pub fn recording<R>(scan: impl FnOnce() -> R) -> (R, Vec<Concealed>) {
+    let outer = CONCEALED.with(|c| c.borrow_mut().replace(Vec::new()));
+    let out = scan();
+    let kept = CONCEALED.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer));
+    (out, kept.unwrap_or_default())
+}
+
+/// Hide `concealed` in the running evaluation's vault again, as the scan that found them did:
+/// whether each got the placeholder it had then (not after a new vault key, or when the vault
+/// refused: the text is then scanned again).
+pub fn replay(concealed: &[Concealed]) -> bool {
+    if concealed.is_empty() {
+        return true;
+    }
+    VAULT.with(|v| {
+        let mut v = v.borrow_mut();
+        let Some(vault) = v.as_mut() else {
+            return false;
+        };
+        concealed.iter().all(|c| {
+            vault
+                .conceal(c.kind, &c.value)
+                .is_ok_and(|p| *p == *c.placeholder)
+        })
+    })
 }
 
 /// A value whose type the policy blocks.

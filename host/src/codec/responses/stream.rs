@@ -173,6 +173,8 @@ pub struct ResponsesStream {
     /// Held call items (not shown to the client) and events about them to drop.
     held_items: HashSet<String>,
     completed: Option<Value>,
+    /// The response's id, from the first lifecycle event that gives it.
+    response_id: Option<String>,
     synthetic: u64,
 }
 
@@ -188,6 +190,7 @@ impl ResponsesStream {
             written: BTreeMap::new(),
             held_items: HashSet::new(),
             completed: None,
+            response_id: None,
             synthetic: 0,
         }
     }
@@ -425,6 +428,9 @@ impl ResponsesStream {
     /// A lifecycle event, its response judged (see `decode::lifecycle`): written with an empty
     /// output, or, for the last one, kept for the end.
     fn lifecycle(&mut self, kind: String, response: Value, out: &mut Vec<u8>) {
+        if self.response_id.is_none() {
+            self.response_id = response["id"].as_str().map(str::to_string);
+        }
         if kind == "response.completed" || kind == "response.incomplete" {
             self.completed = Some(response);
             return;
@@ -482,6 +488,10 @@ fn part_type(kind: TextKind) -> &'static str {
 impl StreamCodec for ResponsesStream {
     fn call_shape(&self) -> &'static crate::codec::closed::Shape {
         &super::ITEM
+    }
+
+    fn reply_id(&self) -> Option<&str> {
+        self.response_id.as_deref()
     }
 
     fn open(&mut self, id: &str, _model: Option<&str>, out: &mut Vec<u8>) {

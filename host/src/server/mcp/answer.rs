@@ -237,6 +237,7 @@ pub(super) async fn relay(
         );
         out_headers.remove(header::CONTENT_LENGTH);
     }
+    scope.keep_vault(None).await;
     let outcome = match status.as_u16() {
         _ if scope.record().blocked.is_some() => Outcome::Refused,
         0..=399 => Outcome::Served,
@@ -447,6 +448,7 @@ async fn pump(
             return;
         }
     }
+    scope.keep_vault(None).await;
     let outcome = if failed {
         Outcome::BackendError
     } else if scope.record().blocked.is_some() {
@@ -550,6 +552,7 @@ async fn pump_json(
             return;
         }
     }
+    scope.keep_vault(None).await;
     let outcome = if failed {
         Outcome::BackendError
     } else if scope.record().blocked.is_some() {

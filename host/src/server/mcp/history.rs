@@ -41,6 +41,8 @@ pub struct Agent {
     tenant: String,
     /// Its key in the store.
     key: String,
+    /// The digest of its principal and session: what names it.
+    who: String,
 }
 
 /// Why a read could not be remembered.
@@ -91,16 +93,23 @@ impl Agent {
             who.push(1);
             who.extend_from_slice(session);
         }
-        let key = crate::state::key::flow(tenant, &crate::util::sha256_hex(&who)[..32]);
+        let who = crate::util::sha256_hex(&who)[..32].to_string();
         Agent {
             tenant: tenant.to_string(),
-            key,
+            key: crate::state::key::flow(tenant, &who),
+            who,
         }
     }
 
     /// Its tenant's name.
     pub fn tenant(&self) -> &str {
         &self.tenant
+    }
+
+    /// What names it (a digest of its principal and session), for what else it keeps: its
+    /// vault (`caps::vault::thread`).
+    pub fn id(&self) -> &str {
+        &self.who
     }
 
     /// The session is about to be handed a result of `tool` (the request `id`'s): a pending

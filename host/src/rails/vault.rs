@@ -1,0 +1,103 @@
+//! A request's vault across the requests of its conversation, where the client does not resend
+//! the earlier turns (`caps::vault::thread`): read before the rails run, kept after the reply.
+
+use super::RequestScope;
+use crate::caps::vault::thread::{Kind, Thread};
+use crate::codec::Kept;
+
+/// Where a request's vault is kept after its reply.
+#[derive(Debug, Default)]
+pub(super) struct Threads {
+    /// Kept under these whatever the reply.
+    fixed: Vec<Thread>,
+    /// Kept under the reply's id too (Responses, unless the backend does not store it).
+    by_reply: bool,
+}
+
+impl RequestScope {
+    /// The conversation `kept` names is kept by the backend: the values its earlier requests hid
+    /// are put in this request's vault (so a placeholder the model repeats from an earlier turn
+    /// comes back), and [`RequestScope::keep_vault`] keeps this one's for the next. Nothing
+    /// without a plugin granted the vault.
+    pub async fn open_vault(&mut self, kept: Kept) {
+        let Some(ledger) = self.caps.vault.clone() else {
+            return;
+        };
+        if kept.previous.is_none() && kept.conversation.is_none() && !kept.by_reply {
+            return;
+        }
+        let (tenant, principal) = (self.tenant_name(), self.ctx.principal.as_deref());
+        let previous = kept
+            .previous
+            .map(|id| Thread::named(tenant, principal, Kind::Response, &id));
+        let conversation = kept
+            .conversation
+            .map(|id| Thread::named(tenant, principal, Kind::Conversation, &id));
+        for thread in previous.iter().chain(&conversation) {
+            thread
+                .load(self.set.store(), self.set.vault_key(), &ledger)
+                .await;
+        }
+        self.vault_threads = Some(Box::new(Threads {
+            fixed: conversation.into_iter().collect(),
+            by_reply: kept.by_reply,
+        }));
+    }
+
+    /// The agent session `id` names (the MCP door's) keeps its vault: what this request hides
+    /// is added by [`RequestScope::keep_vault`]; `read`: what earlier requests hid is put in its
+    /// vault now (a call, whose arguments may name their placeholders).
+    pub async fn open_agent_vault(&mut self, id: &str, read: bool) {
+        let Some(ledger) = self.caps.vault.clone() else {
+            return;
+        };
+        let thread = Thread::named(
+            self.tenant_name(),
+            self.ctx.principal.as_deref(),
+            Kind::Agent,
+            id,
+        );
+        if read {
+            thread
+                .load(self.set.store(), self.set.vault_key(), &ledger)
+                .await;
+        }
+        self.vault_threads = Some(Box::new(Threads {
+            fixed: vec![thread],
+            by_reply: false,
+        }));
+    }
+
+    /// Whether the reply's id is wanted by [`RequestScope::keep_vault`] (the vault holds
+    /// something to keep under it).
+    pub fn keeps_vault_by_reply(&self) -> bool {
+        self.vault_threads.as_ref().is_some_and(|t| t.by_reply)
+            && self.caps.vault.as_ref().is_some_and(|l| !l.is_empty())
+    }
+
+    /// Keep what the vault holds for the conversation's next request: under its threads, and
+    /// under `reply` (the reply's id) where the next request names it. Nothing for a request
+    /// whose conversation the client resends, or a vault holding nothing.
+    pub async fn keep_vault(&mut self, reply: Option<&str>) {
+        let (Some(threads), Some(ledger)) = (self.vault_threads.take(), self.caps.vault.clone())
+        else {
+            return;
+        };
+        if ledger.is_empty() {
+            return;
+        }
+        let (tenant, principal) = (self.tenant_name(), self.ctx.principal.as_deref());
+        let by_reply = reply
+            .filter(|_| threads.by_reply)
+            .map(|id| Thread::named(tenant, principal, Kind::Response, id));
+        // A fixed thread (read or added to) gets what this request hid; the reply's, new, all.
+        for thread in &threads.fixed {
+            let (store, key) = (self.set.store(), self.set.vault_key());
+            thread.save(store, key, &ledger, true).await;
+        }
+        if let Some(thread) = by_reply {
+            let (store, key) = (self.set.store(), self.set.vault_key());
+            thread.save(store, key, &ledger, false).await;
+        }
+    }
+}
