@@ -117,9 +117,15 @@ struct McpReplicas {
 
 impl McpReplicas {
     fn start() -> McpReplicas {
+        McpReplicas::start_with(|_| {})
+    }
+
+    /// Three replicas of `mcp_config`, `edit` done to their config first.
+    fn start_with(edit: impl FnOnce(&TempConfig)) -> McpReplicas {
         let redis = RedisServer::start();
         let up = Upstream::start();
         let cfg = mcp_config(&up);
+        edit(&cfg);
         on_redis(&cfg, &redis);
         // nginx names its upstream group in `Host`: the name the door must answer to behind it
         // (#65: the door checks `Host` against DNS rebinding, loopback by default).
@@ -581,4 +587,61 @@ fn a_plugin_not_granted_state_cannot_count() {
         "timeout_ms = 250\nstate = true\nmemo = true\n",
     ));
     assert!(error.contains("cannot have `memo = true`"), "{error}");
+}
+
+/// Reversible redaction across replicas (#67): replicas that share the provenance keys (and so
+/// the vault's key) and the store write a value the same way and keep an agent session's values
+/// together. A result's address, hidden behind a placeholder by one replica, comes back in the
+/// calls that name it whichever replica relays them.
+#[test]
+fn a_value_one_replica_hid_comes_back_through_every_replica() {
+    let set = McpReplicas::start_with(|cfg| {
+        let dir = cfg.path.parent().unwrap();
+        std::fs::write(
+            dir.join("provenance-keys.toml"),
+            format!("[[keys]]\nid = \"k1\"\nsecret = \"{}\"\n", "ab".repeat(32)),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&cfg.path).unwrap().replacen(
+            "\"confirm_contact\"] }",
+            "\"confirm_contact\", \"send_email\"] }",
+            1,
+        ) + "\n[provenance]\nkeys_file = \"provenance-keys.toml\"\n";
+        std::fs::write(&cfg.path, text).unwrap();
+    });
+    let url = format!("http://{}/mcp/json", set.lb.addr);
+    let looked = client_in(
+        Some("agent-v"),
+        &url,
+        "demo-key",
+        "legacy",
+        &[r#"lookup_customer:{"customer_id": "c-17"}"#],
+    );
+    let text = looked["steps"][0]["text"].as_str().unwrap().to_string();
+    assert!(!text.contains("ada.lovelace@"), "{looked}");
+    let at = text.find("[EMAIL_").unwrap_or_else(|| panic!("{looked}"));
+    let p = &text[at..at + "[EMAIL_XXXXXXXX]".len()];
+    let send = format!(r#"send_email:{{"to": "{p}", "body": "Your order shipped."}}"#);
+    let seen = client_in(
+        Some("agent-v"),
+        &url,
+        "demo-key",
+        "legacy",
+        &[&send, &send, &send, &send],
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{seen}");
+    for step in steps {
+        assert_eq!(step["text"], "Sent to the customer.", "{seen}");
+    }
+    let records = calls(&set.replicas);
+    let relayed: std::collections::BTreeSet<usize> = records
+        .iter()
+        .filter(|(_, tool, _)| tool == "send_email")
+        .map(|(i, _, _)| *i)
+        .collect();
+    assert!(
+        relayed.len() >= 2,
+        "through more than one replica: {records:?}"
+    );
 }
