@@ -45,27 +45,35 @@ impl RequestScope {
     }
 
     /// The agent session `id` names (the MCP door's) keeps its vault: what this request hides
-    /// is added by [`RequestScope::keep_vault`]; `read`: what earlier requests hid is put in its
-    /// vault now (a call, whose arguments may name their placeholders).
-    pub async fn open_agent_vault(&mut self, id: &str, read: bool) {
-        let Some(ledger) = self.caps.vault.clone() else {
+    /// is added by [`RequestScope::keep_vault`]; [`RequestScope::read_vault`] puts what earlier
+    /// requests hid in this one's.
+    pub fn open_agent_vault(&mut self, id: &str) {
+        if self.caps.vault.is_none() {
             return;
-        };
+        }
         let thread = Thread::named(
             self.tenant_name(),
             self.ctx.principal.as_deref(),
             Kind::Agent,
             id,
         );
-        if read {
-            thread
-                .load(self.set.store(), self.set.vault_key(), &ledger)
-                .await;
-        }
         self.vault_threads = Some(Box::new(Threads {
             fixed: vec![thread],
             by_reply: false,
         }));
+    }
+
+    /// Put what earlier requests of its agent session hid in this request's vault (a call,
+    /// whose arguments may name their placeholders).
+    pub async fn read_vault(&self) {
+        let (Some(threads), Some(ledger)) = (&self.vault_threads, &self.caps.vault) else {
+            return;
+        };
+        for thread in &threads.fixed {
+            thread
+                .load(self.set.store(), self.set.vault_key(), ledger)
+                .await;
+        }
     }
 
     /// Whether the reply's id is wanted by [`RequestScope::keep_vault`] (the vault holds

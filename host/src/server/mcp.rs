@@ -228,10 +228,9 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
         }
     };
     let server = ex.server.name.clone();
-    // The agent session's vault: a value a result hid comes back in a later call's arguments,
-    // where the operator allows it (read for calls only; added to by any answer that hides one).
-    let calls = message.get("method").and_then(Value::as_str) == Some("tools/call");
-    scope.open_agent_vault(ex.agent.id(), calls).await;
+    // The agent session's vault: added to by any answer that hides a value; read by a call
+    // (`call`), whose arguments may name what a result hid.
+    scope.open_agent_vault(ex.agent.id());
     match codec::kind(&message) {
         Kind::Request { id, method } => {
             scope.set_target(target(&server, &method, None));
@@ -439,8 +438,8 @@ async fn call(
         .pointer("/params/_meta")
         .and_then(Value::as_object)
         .cloned();
-    // The tool list and the agent's reads, asked of the store together: on Redis the two
-    // requests share one round trip on the multiplexed connection.
+    // The tool list, the agent's reads and its vault, asked of the store together: on Redis
+    // the requests share round trips on the multiplexed connection.
     let judges_call = scope.runs(Rail::ToolCall);
     let reads = async {
         match judges_call {
@@ -448,7 +447,8 @@ async fn call(
             false => None,
         }
     };
-    let (declared, reads) = tokio::join!(declared(&ex, meta.as_ref()), reads);
+    let (declared, reads, ()) =
+        tokio::join!(declared(&ex, meta.as_ref()), reads, scope.read_vault());
     let declared = match declared {
         Ok(tools) => tools,
         Err(e) => return answer::upstream_failure(scope, &ex.server.name, &id, e),
