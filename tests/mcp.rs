@@ -79,6 +79,15 @@ pub(crate) fn config(up: &Upstream) -> TempConfig {
     cfg
 }
 
+/// [`config`] with the test server's `send_email` allowed too (reversible redaction's tests).
+pub(crate) fn allow_send_email(cfg: &TempConfig) {
+    let text = std::fs::read_to_string(&cfg.path).unwrap();
+    let from = "\"confirm_contact\"] }";
+    assert!(text.contains(from), "the allowlist `config` writes");
+    let text = text.replacen(from, "\"confirm_contact\", \"send_email\"] }", 1);
+    std::fs::write(&cfg.path, text).unwrap();
+}
+
 /// Run the SDK client against `url` with `key` in `mode`, doing `steps`.
 fn client(url: &str, key: &str, mode: &str, steps: &[&str]) -> Value {
     client_in(None, url, key, mode, steps)
@@ -1041,12 +1050,7 @@ fn a_tasks_status_is_its_tools_read_for_every_session() {
 fn an_agent_session_gets_back_in_a_call_what_a_result_hid() {
     let up = Upstream::start();
     let cfg = config(&up);
-    let text = std::fs::read_to_string(&cfg.path).unwrap().replacen(
-        "\"confirm_contact\"] }",
-        "\"confirm_contact\", \"send_email\"] }",
-        1,
-    );
-    std::fs::write(&cfg.path, text).unwrap();
+    allow_send_email(&cfg);
     let d = Daemon::start_logged(&cfg.path, &[]);
     let server = url(&d, "json");
     let looked = client_in(Some("agent-1"), &server, "demo-key", "legacy", &[CUSTOMER]);

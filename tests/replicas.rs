@@ -602,11 +602,9 @@ fn a_value_one_replica_hid_comes_back_through_every_replica() {
             format!("[[keys]]\nid = \"k1\"\nsecret = \"{}\"\n", "ab".repeat(32)),
         )
         .unwrap();
-        let text = std::fs::read_to_string(&cfg.path).unwrap().replacen(
-            "\"confirm_contact\"] }",
-            "\"confirm_contact\", \"send_email\"] }",
-            1,
-        ) + "\n[provenance]\nkeys_file = \"provenance-keys.toml\"\n";
+        crate::mcp::allow_send_email(cfg);
+        let text = std::fs::read_to_string(&cfg.path).unwrap()
+            + "\n[provenance]\nkeys_file = \"provenance-keys.toml\"\n";
         std::fs::write(&cfg.path, text).unwrap();
     });
     let url = format!("http://{}/mcp/json", set.lb.addr);

@@ -228,51 +228,10 @@ pub fn now<F: std::future::Future>(future: F) -> F::Output {
 /// the bundled config turns on) written as its type's (`[EMAIL]`): what was redacted, whichever
 /// way.
 pub fn typed(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('[') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let id = rest[1..].find(']').and_then(|end| {
-            let (kind, id) = rest[1..1 + end].rsplit_once('_')?;
-            let ok = !kind.is_empty()
-                && kind
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-                && id.len() == 8
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || (b'2'..=b'9').contains(&b));
-            ok.then_some((kind, end + 2))
-        });
-        match id {
-            Some((kind, len)) => {
-                out.push('[');
-                out.push_str(kind);
-                out.push(']');
-                rest = &rest[len..];
-            }
-            None => {
-                out.push('[');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    railyard::caps::vault::rewrite(text, &mut |kind, _| format!("[{kind}]"))
 }
 
 /// `value` with [`typed`] applied to every string and key.
 pub fn typed_json(value: &Value) -> Value {
-    match value {
-        Value::String(s) => Value::String(typed(s)),
-        Value::Array(items) => Value::Array(items.iter().map(typed_json).collect()),
-        Value::Object(members) => Value::Object(
-            members
-                .iter()
-                .map(|(k, v)| (typed(k), typed_json(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+    railyard::caps::vault::rewrite_json(value, &mut |kind, _| format!("[{kind}]"))
 }

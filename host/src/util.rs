@@ -19,6 +19,17 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes hex digits (either case) spell, if they do.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_secs() -> u64 {
     std::time::SystemTime::now()

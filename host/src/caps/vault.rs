@@ -80,6 +80,51 @@ impl Grant {
     }
 }
 
+/// `text` with each vault placeholder in it (`[EMAIL_7KQ2M9XA]`) written as `f` makes it from
+/// its kind and the placeholder.
+pub fn rewrite(text: &str, f: &mut impl FnMut(&str, &str) -> String) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('[') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let found = rest[1..].find(']').and_then(|end| {
+            let (kind, id) = rest[1..1 + end].rsplit_once('_')?;
+            let ok =
+                valid_kind(kind) && id.len() == ID_LEN && id.bytes().all(|b| ALPHABET.contains(&b));
+            ok.then_some((end + 2, kind))
+        });
+        let Some((len, kind)) = found else {
+            out.push('[');
+            rest = &rest[1..];
+            continue;
+        };
+        out.push_str(&f(kind, &rest[..len]));
+        rest = &rest[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `value` with [`rewrite`] done to every string and key in it.
+pub fn rewrite_json(
+    value: &serde_json::Value,
+    f: &mut impl FnMut(&str, &str) -> String,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(rewrite(s, f)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| rewrite_json(v, f)).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (rewrite(k, f), rewrite_json(v, f)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Vault placeholders written by number (`[EMAIL_7KQ2M9XA]` as `[EMAIL_1]`), for test cases:
 /// a placeholder depends on the daemon's key, so a case names it by number, which still says
 /// which values were told apart. The same placeholder keeps its number; the first of a kind is 1.
@@ -92,55 +137,28 @@ pub struct Numbering {
 impl Numbering {
     /// `text` with its placeholders written by number.
     pub fn text(&mut self, text: &str) -> String {
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(at) = rest.find('[') {
-            out.push_str(&rest[..at]);
-            rest = &rest[at..];
-            let found = rest[1..].find(']').and_then(|end| {
-                let (kind, id) = rest[1..1 + end].rsplit_once('_')?;
-                let ok = valid_kind(kind)
-                    && id.len() == ID_LEN
-                    && id.bytes().all(|b| ALPHABET.contains(&b));
-                ok.then_some((end + 2, kind))
-            });
-            let Some((len, kind)) = found else {
-                out.push('[');
-                rest = &rest[1..];
-                continue;
-            };
-            let numbered = match self.numbers.get(&rest[..len]) {
-                Some(n) => n.clone(),
-                None => {
-                    let n = self.per_kind.entry(kind.to_string()).or_default();
-                    *n += 1;
-                    let numbered = format!("[{kind}_{n}]");
-                    self.numbers
-                        .insert(rest[..len].to_string(), numbered.clone());
-                    numbered
-                }
-            };
-            out.push_str(&numbered);
-            rest = &rest[len..];
-        }
-        out.push_str(rest);
-        out
+        rewrite(text, &mut |kind, placeholder| {
+            self.number(kind, placeholder)
+        })
     }
 
     /// `value` with the placeholders in its strings (and keys) written by number.
     pub fn json(&mut self, value: &serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        match value {
-            Value::String(s) => Value::String(self.text(s)),
-            Value::Array(items) => Value::Array(items.iter().map(|v| self.json(v)).collect()),
-            Value::Object(members) => Value::Object(
-                members
-                    .iter()
-                    .map(|(k, v)| (self.text(k), self.json(v)))
-                    .collect(),
-            ),
-            other => other.clone(),
+        rewrite_json(value, &mut |kind, placeholder| {
+            self.number(kind, placeholder)
+        })
+    }
+
+    fn number(&mut self, kind: &str, placeholder: &str) -> String {
+        if let Some(n) = self.numbers.get(placeholder) {
+            return n.clone();
         }
+        let n = self.per_kind.entry(kind.to_string()).or_default();
+        *n += 1;
+        let numbered = format!("[{kind}_{n}]");
+        self.numbers
+            .insert(placeholder.to_string(), numbered.clone());
+        numbered
     }
 }
 
@@ -367,11 +385,15 @@ mod tests {
     }
 
     fn open(host: &mut Host, tenant: &str, caps: &RequestCaps) {
+        open_on(host, tenant, caps, Rail::Input);
+    }
+
+    fn open_on(host: &mut Host, tenant: &str, caps: &RequestCaps, rail: Rail) {
         let ctx = ctx(tenant);
         host.caps.open(&Asked {
             ctx: &ctx,
             caps,
-            rail: Rail::Input,
+            rail,
             messages: &[],
         });
     }
@@ -466,14 +488,8 @@ mod tests {
         open(&mut pii, "acme", &request);
         let p = pii.view(part).conceal("EMAIL", "bob@example.com").unwrap();
         pii.caps.close();
-        let ctx = ctx("acme");
         for rail in [Rail::Output, Rail::ToolCall] {
-            pii.caps.open(&Asked {
-                ctx: &ctx,
-                caps: &request,
-                rail,
-                messages: &[],
-            });
+            open_on(&mut pii, "acme", &request, rail);
             let mut view = pii.view(part);
             assert_eq!(view.conceal("EMAIL", "bob@example.com").unwrap(), p);
             assert_eq!(view.conceal("EMAIL", "eve@example.com").unwrap(), "[EMAIL]");

@@ -143,7 +143,7 @@ fn resolve_keyring(p: &mut Problems<'_>, raw: RawKeyring) -> Vec<SigningKey> {
                 format!("'{id}' is used twice"),
             );
         }
-        match decode_hex(k.secret.get_ref()) {
+        match crate::util::unhex(k.secret.get_ref().trim()) {
             Some(secret) if secret.len() >= MIN_SECRET_BYTES => keys.push(SigningKey {
                 id: id.clone(),
                 secret,
@@ -171,15 +171,4 @@ fn resolve_keyring(p: &mut Problems<'_>, raw: RawKeyring) -> Vec<SigningKey> {
         });
     }
     keys
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim();
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }

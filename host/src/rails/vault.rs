@@ -33,7 +33,8 @@ impl RequestScope {
         let conversation = kept
             .conversation
             .map(|id| Thread::named(tenant, principal, Kind::Conversation, &id));
-        for thread in previous.iter().chain(&conversation) {
+        // The reply continued is read only; the conversation is read and kept.
+        if let Some(thread) = previous {
             thread
                 .load(self.set.store(), self.set.vault_key(), &ledger)
                 .await;
@@ -42,6 +43,7 @@ impl RequestScope {
             fixed: conversation.into_iter().collect(),
             by_reply: kept.by_reply,
         }));
+        self.read_vault().await;
     }
 
     /// The agent session `id` names (the MCP door's) keeps its vault: what this request hides
@@ -63,7 +65,7 @@ impl RequestScope {
         }));
     }
 
-    /// Put what earlier requests of its agent session hid in this request's vault (a call,
+    /// Put what earlier requests of its threads hid in this request's vault (on MCP: a call,
     /// whose arguments may name their placeholders).
     pub async fn read_vault(&self) {
         let (Some(threads), Some(ledger)) = (&self.vault_threads, &self.caps.vault) else {

@@ -34,10 +34,10 @@ pub fn evaluate_with(request: &Request, policy: &Policy, memo: &mut Memo) -> Ver
     if request.rail == Rail::Tools {
         return tools(request, policy);
     }
-    // On the reply rails the host's vault gives a value the request did not hide (one the model
-    // wrote itself, which it must not say) the type's placeholder, which restores nothing; one
-    // it hid (the client's own, given back) its own, restored below.
     // The reply rails judge what the model has just written: nothing there was seen before.
+    // There the host's vault gives a value the request did not hide (one the model wrote
+    // itself, which it must not say) the type's placeholder, which restores nothing, and one it
+    // hid (the client's own, given back) its own, restored below.
     let mut unkept = Memo::new(0);
     let memo = match request.rail {
         Rail::Input | Rail::ToolResult => memo,

@@ -162,7 +162,7 @@ impl<'a> Seal<'a> {
 
     /// The row `member` holds, if it opens here.
     fn open(&self, member: &str) -> Option<(String, String, String)> {
-        let bytes = unhex(member)?;
+        let bytes = crate::util::unhex(member)?;
         if bytes.len() < NONCE_LEN {
             return None;
         }
@@ -178,16 +178,6 @@ impl<'a> Seal<'a> {
             .ok()?;
         serde_json::from_slice(plain).ok()
     }
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
