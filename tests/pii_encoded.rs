@@ -159,11 +159,19 @@ fn encoded_values_are_redacted_on_every_door() {
 
 /// A mebibyte made to be slow to scan (long digit runs, near-misses under their types' words,
 /// escapes back to back, base64 three levels deep) is judged: pii's decision is an edit, not a
-/// fault at its CPU deadline, and the daemon answers the next request.
+/// fault, and the daemon answers the next request. How long it takes is a benchmark's question
+/// (BENCHMARKS.md §51, §61): on a slow 2-core VM it takes 70-90 ms of the bundled 100 ms
+/// deadline, so the test gives it a second, as a test asserts no time.
 #[test]
 fn a_hostile_mebibyte_is_judged_not_faulted() {
     let backend = MockBackend::start(Script::Hang);
-    let cfg = typed_bundled();
+    let cfg = bundled_with(&[
+        ("config = { reversible = true, ", "config = { "),
+        (
+            "timeout_ms = 100             # CPU deadline per evaluation",
+            "timeout_ms = 1000",
+        ),
+    ]);
     let d = Daemon::start(&cfg.path, &backend.url());
     let text = format!("{} mail {PERCENT}", adversarial(1 << 20));
     let reply = post(

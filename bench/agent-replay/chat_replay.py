@@ -35,6 +35,7 @@ Modes: `before` = flow `values` + pii not reversible (the old bundled pii config
 
 Usage: chat_replay.py [--bin target/release/railyard] [--modes before,after]
                       [--suites agentdojo,b3,old] [--json target/agent-replay-chat.json]
+                      [--labels bench/agent-replay/labels.toml]
                       [--summary bench/agent-replay/chat-run.json] [--workers 2]
 Needs inspect_ai (pip --target target/agent-replay-deps inspect_ai email-validator pyyaml).
 """
@@ -498,9 +499,12 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", default=str(ROOT / "target/agent-replay-chat.json"))
     ap.add_argument("--summary", default=str(HERE / "chat-run.json"))
+    # Another labels file: labels-reviewed.toml is labels.toml with the omissions a review
+    # after the run found. Its figures are not evidence (see that file).
+    ap.add_argument("--labels", default=str(HERE / "labels.toml"))
     a = ap.parse_args()
     sp = replay.site_packages(a.data)
-    labels = tomllib.loads((HERE / "labels.toml").read_text())
+    labels = replay.labels_of(Path(a.labels))
     suites = a.suites.split(",")
     t0 = time.time()
     cases, declared, unreached = [], {}, {}

@@ -283,7 +283,21 @@ def flow_entry(mode, labels):
         flow["asks"] = labels["asks"]
     if mode == "values-lenient":
         flow["unvouched"] = "allow"
+    if labels.get("reads"):
+        flow["reads"] = labels["reads"]
     return flow
+
+
+def labels_of(path):
+    """A labels file; one with `extends` is that file's labels with its lists added to."""
+    labels = tomllib.loads(path.read_text())
+    base = labels.pop("extends", None)
+    if base is None:
+        return labels
+    out = labels_of(path.parent / base)
+    for key, value in labels.items():
+        out[key] = out.get(key, []) + value if isinstance(value, list) else value
+    return out
 
 
 def config(mode, labels):
@@ -324,7 +338,8 @@ def rule(reason):
     for words, name in [("is not named by", "constraint"), ("not seen", "unseen"),
                         ("holds a result of untrusted tool", "tool"),
                         ("that no trusted message names", "unvouched"),
-                        ("is text found in", "text"), ("found in the result", "value"),
+                        ("is text found in", "text"), ("holds a date", "date"),
+                        ("found in the result", "value"),
                         ("not JSON", "not-json"), ("is above", "constraint"),
                         ("is below", "constraint"), ("not a number", "constraint"),
                         ("host not among", "constraint"),
@@ -371,7 +386,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     sp = site_packages(a.data)
-    labels = tomllib.loads((HERE / "labels.toml").read_text())
+    labels = labels_of(HERE / "labels.toml")
     cases = agent_threat_bench(sp) + aicomp(sp)
     out = {}
     for mode in a.modes.split(","):
