@@ -8,7 +8,7 @@ the same conversation each time (as an agent loop resends it) and with a new one
 
 Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] [PII=1] bench/flow_cost.py
        [results=20] [requests=400]
-FLOW_WASM: another build of the plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
+FLOW_WASM, PII_WASM: another build of either plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
 PII=1: `pii` too, reversible (granted the vault), as the bundled config runs it (#67): it
 judges every tool result on the `tool_result` rail (a resent result answered from its memo,
 its values hidden in the request's vault again), then the call after flow on `tool_call`; the
@@ -77,7 +77,7 @@ def main():
     memo = "memo_kib = 0, " if os.environ.get("PII_MEMO") == "0" else ""
     pii_entry = f"""[[plugins]]
 name = "pii"
-path = "{os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
+path = "{os.environ.get('PII_WASM') or os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
 rails = ["tool_result", "tool_call"]
 vault = true
 config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
