@@ -287,6 +287,20 @@ fn a_responses_continuation_gets_back_what_its_first_turn_hid() {
     // And on: the second turn's reply keeps the first's values for the third.
     backend.set(Script::Json(200, response("resp_3", mails(&p))));
     assert_eq!(go("alice-key", "resp_2"), ADDRESS);
+    // A value a later turn hid comes back a turn after it, with the first turn's: the chain's
+    // values are kept once, where its first reply's are (caps::vault::thread).
+    let dana = "dana.ortiz@partner.example";
+    backend.set(Script::Json(200, response("resp_4", said("Noted."))));
+    let also = json!({"model": "m", "tools": tools, "previous_response_id": "resp_3",
+        "input": format!("Also copy {dana}.")});
+    let got = crate::doors::run("one_response.py", &[&base, "alice-key", &also.to_string()]);
+    assert!(got["raised"].is_null(), "{got}");
+    let q = placeholder_seen(&backend);
+    assert_ne!(q, p);
+    backend.set(Script::Json(200, response("resp_5", mails(&q))));
+    assert_eq!(go("alice-key", "resp_4"), dana);
+    backend.set(Script::Json(200, response("resp_6", mails(&p))));
+    assert_eq!(go("alice-key", "resp_5"), ADDRESS);
     // Another principal continuing alice's response, or a response never answered: nothing.
     assert_eq!(go("bob-key", "resp_1"), p);
     assert_eq!(go("alice-key", "resp_404"), p);

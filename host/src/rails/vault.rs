@@ -12,6 +12,9 @@ pub(super) struct Threads {
     fixed: Vec<Thread>,
     /// Kept under the reply's id too (Responses, unless the backend does not store it).
     by_reply: bool,
+    /// The thread the reply continued keeps its values in (`Thread::load_chain`): the reply's
+    /// own thread is then a link to it, and what this request hid is added there.
+    chain: Option<Thread>,
 }
 
 impl RequestScope {
@@ -33,15 +36,17 @@ impl RequestScope {
         let conversation = kept
             .conversation
             .map(|id| Thread::named(tenant, principal, Kind::Conversation, &id));
-        // The reply continued is read only; the conversation is read and kept.
+        // The reply continued is read, and its conversation's values added to; the
+        // conversation is read and kept.
+        let mut chain = None;
         if let Some(thread) = previous {
-            thread
-                .load(self.set.store(), self.set.vault_key(), &ledger)
-                .await;
+            let (store, key) = (self.set.store(), self.set.vault_key());
+            chain = Some(thread.load_chain(store, key, &ledger).await);
         }
         self.vault_threads = Some(Box::new(Threads {
             fixed: conversation.into_iter().collect(),
             by_reply: kept.by_reply,
+            chain,
         }));
         self.read_vault().await;
     }
@@ -62,6 +67,7 @@ impl RequestScope {
         self.vault_threads = Some(Box::new(Threads {
             fixed: vec![thread],
             by_reply: false,
+            chain: None,
         }));
     }
 
@@ -100,14 +106,19 @@ impl RequestScope {
         let by_reply = reply
             .filter(|_| threads.by_reply)
             .map(|id| Thread::named(tenant, principal, Kind::Response, id));
-        // A fixed thread (read or added to) gets what this request hid; the reply's, new, all.
+        // A fixed thread (read or added to) gets what this request hid. The reply's is a link
+        // to the chain continued, which gets what this request hid; a first reply's, all.
+        let (store, key) = (self.set.store(), self.set.vault_key());
         for thread in &threads.fixed {
-            let (store, key) = (self.set.store(), self.set.vault_key());
             thread.save(store, key, &ledger, true).await;
         }
-        if let Some(thread) = by_reply {
-            let (store, key) = (self.set.store(), self.set.vault_key());
-            thread.save(store, key, &ledger, false).await;
+        match (by_reply, &threads.chain) {
+            (Some(reply), Some(chain)) => {
+                chain.save(store, key, &ledger, true).await;
+                reply.link(store, key, chain).await;
+            }
+            (Some(reply), None) => reply.save(store, key, &ledger, false).await,
+            (None, _) => {}
         }
     }
 }

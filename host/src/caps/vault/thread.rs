@@ -26,6 +26,9 @@ use std::time::Duration;
 pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Most values a thread keeps.
 const MAX_MEMBERS: usize = super::MAX_VALUES / 2;
+/// The entry of a link's row (no plugin entry is named so): its value is the linked thread's
+/// store key.
+const LINK: &str = "\u{0}link";
 
 /// What names a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,22 +76,72 @@ impl Thread {
     /// Put what the thread holds into `ledger`: how many values it took (none when the store
     /// does not answer: the placeholders then stay as they are, which shows nothing).
     pub async fn load(&self, store: &Store, vault_key: &[u8; 32], ledger: &Ledger) -> usize {
+        self.read(store, vault_key, ledger).await.0
+    }
+
+    /// [`Thread::load`], and the thread this one links to, if it does.
+    async fn read(
+        &self,
+        store: &Store,
+        vault_key: &[u8; 32],
+        ledger: &Ledger,
+    ) -> (usize, Option<Thread>) {
         let members = match store.members(&self.tenant, &self.key, TTL).await {
             Ok(members) => members,
             Err(e) => {
                 tracing::warn!("a conversation's vault was not read ({e}): its placeholders stay");
-                return 0;
+                return (0, None);
             }
         };
         let seal = Seal::new(vault_key, &self.key);
-        members
-            .iter()
-            // One sealed under another key (the provenance keys rotated) or altered: skipped.
-            .filter_map(|m| seal.open(m))
-            .filter(|(entry, placeholder, value)| {
-                ledger.absorb(entry, placeholder.clone(), value.clone())
-            })
-            .count()
+        let (mut taken, mut link) = (0, None);
+        // One sealed under another key (the provenance keys rotated) or altered: skipped.
+        for (entry, placeholder, value) in members.iter().filter_map(|m| seal.open(m)) {
+            if entry == LINK {
+                // Only a key sealed here, and of this tenant's vault.
+                link = value
+                    .starts_with(&crate::state::key::vault(&self.tenant, ""))
+                    .then(|| Thread {
+                        tenant: self.tenant.clone(),
+                        key: value,
+                    })
+                    .filter(|t| t.key != self.key);
+            } else if ledger.absorb(&entry, placeholder, value) {
+                taken += 1;
+            }
+        }
+        (taken, link)
+    }
+
+    /// [`Thread::load`] for a Responses reply continued: a reply's thread is a link to the
+    /// thread its conversation keeps its values in (its first reply's), so each turn adds only
+    /// what it hid rather than all the conversation's values again under its own id. Returns
+    /// the thread the values are in (this one, for a first reply's).
+    pub async fn load_chain(&self, store: &Store, vault_key: &[u8; 32], ledger: &Ledger) -> Thread {
+        // A link's own values are read too: kept there while the store could not be read to
+        // follow it.
+        let Some(root) = self.read(store, vault_key, ledger).await.1 else {
+            return self.clone();
+        };
+        root.load(store, vault_key, ledger).await;
+        root
+    }
+
+    /// Make this thread (a reply's) a link to `root`, where [`Thread::load_chain`] finds the
+    /// values.
+    pub async fn link(&self, store: &Store, vault_key: &[u8; 32], root: &Thread) {
+        let row = (LINK.to_string(), String::new(), root.key.clone());
+        let member = Seal::new(vault_key, &self.key).seal(&row);
+        if !matches!(
+            store
+                .add_member(&self.tenant, &self.key, &member, 1, TTL)
+                .await,
+            Ok(true)
+        ) {
+            tracing::warn!(
+                "a reply's vault was not linked to its conversation's: its next turn restores less"
+            );
+        }
     }
 
     /// Keep what `ledger` holds for the conversation's next request (`new_only`: what no
@@ -225,6 +278,55 @@ mod tests {
             assert_ne!(a.key, other.key);
         }
         assert!(!a.key.contains("resp_1") && !a.key.contains("alice"));
+    }
+
+    #[tokio::test]
+    async fn a_reply_chain_keeps_each_value_once_in_its_first_replys_thread() {
+        let store = Store::new(&crate::config::StateConfig::default());
+        let key = [5u8; 32];
+        let entry: std::sync::Arc<str> = "pii".into();
+        let reply = |id: &str| Thread::named("t", Some("alice"), Kind::Response, id);
+        let members = |t: &Thread| {
+            let (store, key) = (&store, t.key.clone());
+            async move { store.members("t", &key, TTL).await.unwrap().len() }
+        };
+        // Turn 1 hides a value and is kept under its reply's id.
+        let first = Ledger::default();
+        first
+            .keep(&entry, "[EMAIL_AAAAAAAA]", "a@example.com")
+            .unwrap();
+        reply("r1").save(&store, &key, &first, false).await;
+        // Turns 2 and 3 each continue the last reply and hide one more.
+        let mut last = reply("r1");
+        for (turn, (placeholder, value)) in [
+            ("r2", ("[EMAIL_BBBBBBBB]", "b@example.com")),
+            ("r3", ("[EMAIL_CCCCCCCC]", "c@example.com")),
+        ] {
+            let ledger = Ledger::default();
+            let chain = last.load_chain(&store, &key, &ledger).await;
+            assert_eq!(chain, reply("r1"));
+            ledger.keep(&entry, placeholder, value).unwrap();
+            chain.save(&store, &key, &ledger, true).await;
+            reply(turn).link(&store, &key, &chain).await;
+            last = reply(turn);
+        }
+        // Each value once, in the first reply's thread; each later reply's is one link.
+        assert_eq!(members(&reply("r1")).await, 3);
+        assert_eq!(members(&reply("r2")).await, 1);
+        assert_eq!(members(&reply("r3")).await, 1);
+        // Continuing any reply of the chain gets every value the chain hid.
+        for id in ["r1", "r2", "r3"] {
+            let ledger = Ledger::default();
+            reply(id).load_chain(&store, &key, &ledger).await;
+            assert_eq!(ledger.rows(false).len(), 3, "{id}");
+        }
+        // Another principal naming the same reply, or another key: nothing.
+        let bob = Thread::named("t", Some("bob"), Kind::Response, "r3");
+        let ledger = Ledger::default();
+        bob.load_chain(&store, &key, &ledger).await;
+        assert!(ledger.is_empty());
+        reply("r3").load_chain(&store, &[6u8; 32], &ledger).await;
+        assert!(ledger.is_empty());
     }
 
     #[tokio::test]

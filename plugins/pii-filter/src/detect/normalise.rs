@@ -639,7 +639,10 @@ mod tests {
         assert_eq!(has_spelled("jane[at]example(dot)com") & SPELLED, SPELLED);
         assert_eq!(has_spelled("\\u0040 here") & SPELLED, SPELLED);
         assert_eq!(has_spelled("jane=40example=2Ecom") & SPELLED, SPELLED);
-        assert_eq!(has_spelled("the release notes (v2) cover fixes, and more"), 0);
+        assert_eq!(
+            has_spelled("the release notes (v2) cover fixes, and more"),
+            0
+        );
     }
 
     #[test]
