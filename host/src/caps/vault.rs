@@ -181,6 +181,28 @@ struct Kept {
     earlier: std::collections::HashSet<(Arc<str>, String)>,
 }
 
+/// What [`Kept::put`] did.
+enum Held {
+    Already,
+    Now,
+    Full,
+}
+
+impl Kept {
+    /// Hold `value` behind `key`, within `1/share` of the bounds.
+    fn put(&mut self, key: (Arc<str>, String), value: &str, share: usize) -> Held {
+        if self.values.contains_key(&key) {
+            return Held::Already;
+        }
+        if self.values.len() >= MAX_VALUES / share || self.bytes + value.len() > MAX_BYTES / share {
+            return Held::Full;
+        }
+        self.bytes += value.len();
+        self.values.insert(key, value.to_string());
+        Held::Now
+    }
+}
+
 impl Ledger {
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
@@ -188,19 +210,13 @@ impl Ledger {
 
     /// Keep `value` behind `placeholder` for `entry`.
     fn keep(&self, entry: &Arc<str>, placeholder: &str, value: &str) -> Result<(), String> {
-        let mut kept = self.kept();
         let key = (entry.clone(), placeholder.to_string());
-        if kept.values.contains_key(&key) {
-            return Ok(());
-        }
-        if kept.values.len() >= MAX_VALUES || kept.bytes + value.len() > MAX_BYTES {
-            return Err(denied(format!(
+        match self.kept().put(key, value, 1) {
+            Held::Already | Held::Now => Ok(()),
+            Held::Full => Err(denied(format!(
                 "the request's vault holds as much as it may ({MAX_VALUES} values, {MAX_BYTES} bytes)"
-            )));
+            ))),
         }
-        kept.bytes += value.len();
-        kept.values.insert(key, value.to_string());
-        Ok(())
     }
 
     /// The value `entry` kept behind `placeholder`.
@@ -227,16 +243,14 @@ impl Ledger {
     pub(crate) fn absorb(&self, entry: &str, placeholder: String, value: String) -> bool {
         let mut kept = self.kept();
         let key = (Arc::<str>::from(entry), placeholder);
-        if kept.values.contains_key(&key) {
-            return true;
+        match kept.put(key.clone(), &value, 2) {
+            Held::Already => true,
+            Held::Now => {
+                kept.earlier.insert(key);
+                true
+            }
+            Held::Full => false,
         }
-        if kept.values.len() >= MAX_VALUES / 2 || kept.bytes + value.len() > MAX_BYTES / 2 {
-            return false;
-        }
-        kept.bytes += value.len();
-        kept.earlier.insert(key.clone());
-        kept.values.insert(key, value);
-        true
     }
 
     /// How many values it holds.

@@ -21,11 +21,12 @@ impl RequestScope {
     /// The conversation `kept` names is kept by the backend: the values its earlier requests hid
     /// are put in this request's vault (so a placeholder the model repeats from an earlier turn
     /// comes back), and [`RequestScope::keep_vault`] keeps this one's for the next. Nothing
-    /// without a plugin granted the vault.
-    pub async fn open_vault(&mut self, kept: Kept) {
+    /// without a plugin granted the vault (`kept` is then not asked: no ids are copied).
+    pub async fn open_vault(&mut self, kept: impl FnOnce() -> Kept) {
         let Some(ledger) = self.caps.vault.clone() else {
             return;
         };
+        let kept = kept();
         if kept.previous.is_none() && kept.conversation.is_none() && !kept.by_reply {
             return;
         }

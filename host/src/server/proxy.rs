@@ -168,7 +168,7 @@ async fn serve<C: Codec>(
     scope.calls_backend();
     // A conversation the backend keeps: what its earlier turns hid from the model is in this
     // request's vault too.
-    scope.open_vault(C::kept(&request)).await;
+    scope.open_vault(|| C::kept(&request)).await;
     let (mut conversation, edited) = match scope.inbound(payload).await {
         Inbound::Refuse(refusal) => {
             return refused::<C>(scope, &request, &refusal).map(Served::Whole);
