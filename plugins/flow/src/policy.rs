@@ -678,8 +678,6 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
     // A value a trusted tool's result lists and untrusted text pushes is vouched for by the
     // user or the system naming it, or by the listing's field a constraint names for this
     // argument (`from = ["get_contacts.email"]`); the listing alone does not.
-    let person = |t: &Token| sources.user.vouches(t) || sources.system.vouches(t);
-    let person_says = |s: &str| sources.user.says(s) || sources.system.says(s);
     let listed = |arg: &str, check: &dyn Fn(&Corpus) -> bool| {
         config
             .constraints
@@ -690,11 +688,35 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
             .filter(|s| !matches!(s.as_str(), "user" | "system" | "trusted"))
             .any(|s| check(&sources.named(s)))
     };
-    let pushed = |at: (usize, &str)| {
-        format!(
-            "a trusted tool's result lists it, but {} pushes it and neither the user nor a listing field named for it vouches",
-            untrusted_result_of(at)
-        )
+    // Why untrusted text put a value in argument `arg` (`what` it is: "holds", "a date"), if it
+    // did: found there and in nothing trusted, or pushed there where only a trusted tool's
+    // result (a listing) vouches. `trusted` is whether something trusted vouches (`trusted`
+    // corpus); `person`, asked only then, whether the user or the system does; `untrusted`
+    // looks for it in an untrusted result, `listing` in a listing field a constraint names.
+    // Untrusted text is searched once: when nothing trusted vouches, or when only a listing does.
+    let put = |arg: &str,
+               what: (&str, &str),
+               trusted: bool,
+               person: &dyn Fn() -> bool,
+               untrusted: &dyn Fn(&Corpus) -> bool,
+               listing: &dyn Fn(&Corpus) -> bool| {
+        let (verb, noun) = what;
+        if let Some(at) = sources.only_untrusted(trusted, untrusted) {
+            return Some(format!(
+                "{} {verb} {noun} found in {} and in no trusted message",
+                argument(arg),
+                untrusted_result_of(at)
+            ));
+        }
+        let by_listing = trusted && !person();
+        let at = sources.only_untrusted(!by_listing, untrusted)?;
+        (!listed(arg, listing)).then(|| {
+            format!(
+                "{} {verb} {noun}: a trusted tool's result lists it, but {} pushes it and neither the user nor a listing field named for it vouches",
+                argument(arg),
+                untrusted_result_of(at)
+            )
+        })
     };
     for leaf in leaves(args) {
         let text = leaf.text.as_ref();
@@ -709,27 +731,16 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
             if t.kind == Kind::Url {
                 continue;
             }
-            // Untrusted text is searched once: when nothing trusted vouches, or when only a
-            // tool's result does.
-            let trusted = sources.trusted.vouches(t);
-            if let Some(at) = sources.only_untrusted(trusted, |c| c.mentions(t)) {
-                return Some(format!(
-                    "{} holds {} found in {} and in no trusted message",
-                    argument(leaf.arg),
-                    kind_name(t.kind),
-                    untrusted_result_of(at)
-                ));
-            }
-            let by_listing = trusted && !person(t);
-            if let Some(at) = sources.only_untrusted(!by_listing, |c| c.mentions(t)) {
-                if !listed(leaf.arg, &|c| c.vouches(t)) {
-                    return Some(format!(
-                        "{} holds {}: {}",
-                        argument(leaf.arg),
-                        kind_name(t.kind),
-                        pushed(at)
-                    ));
-                }
+            let why = put(
+                leaf.arg,
+                ("holds", kind_name(t.kind)),
+                sources.trusted.vouches(t),
+                &|| sources.user.vouches(t) || sources.system.vouches(t),
+                &|c| c.mentions(t),
+                &|c| c.vouches(t),
+            );
+            if why.is_some() {
+                return why;
             }
         }
         // A date (a booking's first night, a meeting's day) is a value too, though no token:
@@ -741,23 +752,16 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
         };
         if !days.is_empty() {
             let names = |c: &Corpus| days.iter().any(|d| c.dated(*d));
-            let trusted = names(&sources.trusted);
-            if let Some(at) = sources.only_untrusted(trusted, names) {
-                return Some(format!(
-                    "{} holds a date found in {} and in no trusted message",
-                    argument(leaf.arg),
-                    untrusted_result_of(at)
-                ));
-            }
-            let by_listing = trusted && !(names(&sources.user) || names(&sources.system));
-            if let Some(at) = sources.only_untrusted(!by_listing, names) {
-                if !listed(leaf.arg, &names) {
-                    return Some(format!(
-                        "{} holds a date: {}",
-                        argument(leaf.arg),
-                        pushed(at)
-                    ));
-                }
+            let why = put(
+                leaf.arg,
+                ("holds", "a date"),
+                names(&sources.trusted),
+                &|| names(&sources.user) || names(&sources.system),
+                &names,
+                &names,
+            );
+            if why.is_some() {
+                return why;
             }
         }
         // A short value whole (a name, a path, a command) copied from untrusted text.
@@ -770,19 +774,16 @@ fn tainted(sources: &Sources, tool: &str, args: &Value, hosts_only: bool) -> Opt
         {
             let phrase = values::Phrase::new(short);
             let says = |c: &Corpus| phrase.as_ref().is_some_and(|p| c.says_phrase(p));
-            let trusted = says(&sources.trusted);
-            if let Some(at) = sources.only_untrusted(trusted, says) {
-                return Some(format!(
-                    "{} is text found in {} and in no trusted message",
-                    argument(leaf.arg),
-                    untrusted_result_of(at)
-                ));
-            }
-            let by_listing = trusted && !person_says(short);
-            if let Some(at) = sources.only_untrusted(!by_listing, says) {
-                if !listed(leaf.arg, &says) {
-                    return Some(format!("{} is text: {}", argument(leaf.arg), pushed(at)));
-                }
+            let why = put(
+                leaf.arg,
+                ("is", "text"),
+                says(&sources.trusted),
+                &|| says(&sources.user) || says(&sources.system),
+                &says,
+                &says,
+            );
+            if why.is_some() {
+                return why;
             }
         }
         if let (Some(t), Unvouched::Refuse, false) = (&whole, config.unvouched, leaf.number) {
