@@ -515,8 +515,11 @@ pub fn watch_files(reloader: Arc<Reloader>) -> notify::Result<()> {
                 if after == files {
                     last = now;
                 } else {
+                    // The files changed, so the config was edited during the reload: keep the
+                    // config's text this reload started from, so that edit is reloaded next
+                    // (its fingerprint taken now would say it was already seen).
                     sync_dirs(&mut watcher, &mut dirs, &after);
-                    last = fingerprint(&after, &reloader.config_path);
+                    last = (fingerprint(&after, &reloader.config_path).0, now.1);
                 }
                 last_files = after;
             }
