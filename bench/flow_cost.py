@@ -9,6 +9,8 @@ the same conversation each time (as an agent loop resends it) and with a new one
 Usage: [RAILYARD_BIN=...] [FLOW_WASM=...] [APPROVALS=1] [ASKS=1] [PII=1] bench/flow_cost.py
        [results=20] [requests=400]
 FLOW_WASM, PII_WASM: another build of either plugin (a baseline); ASKS=1: `asks` sorts send_message as `send`.
+Each entry as `policies/railyard.toml` has it (`declared_tools = false`; pii's
+`history = false`: on `tool_call` it is given the call alone).
 PII=1: `pii` too, reversible (granted the vault), as the bundled config runs it (#67): it
 judges every tool result on the `tool_result` rail (a resent result answered from its memo,
 its values hidden in the request's vault again), then the call after flow on `tool_call`; the
@@ -79,6 +81,8 @@ def main():
 name = "pii"
 path = "{os.environ.get('PII_WASM') or os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
 rails = ["tool_result", "tool_call"]
+history = false
+declared_tools = false
 vault = true
 config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
 """ if pii else ""
@@ -90,6 +94,7 @@ url = "http://127.0.0.1:9/v1"
 name = "flow"
 path = "{wasm}"
 rails = ["tool_call"]
+declared_tools = false
 {grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions}{asks} }}
 {pii_entry}""")
     config.close()
@@ -101,13 +106,14 @@ rails = ["tool_call"]
                                          headers={"content-type": "application/json"})
             return json.load(urllib.request.urlopen(req))["decisions"]
 
-        def judge(messages):
-            steps = check("tool_call", messages)
-            verdict = next(s["verdict"] for s in steps if s["plugin"] == "flow")
-            us = sum(s["duration_us"] for s in steps)
+        def judge(messages, parts):
+            steps = [("tool_call", s) for s in check("tool_call", messages)]
+            verdict = next(s["verdict"] for _, s in steps if s["plugin"] == "flow")
             if pii:
-                us += sum(s["duration_us"] for s in check("tool_result", messages[:-1]))
-            return verdict, us
+                steps += [("tool_result", s) for s in check("tool_result", messages[:-1])]
+            for rail, s in steps:
+                parts.setdefault(f"{s['plugin']} on {rail}", []).append(s["duration_us"])
+            return verdict, sum(s["duration_us"] for _, s in steps)
 
         rng = random.Random(7)
         print(f"flow, values mode{', approvals' if approvals else ''}{(', pii' + (' (no memo)' if memo else '')) if pii else ''}: {results} untrusted "
@@ -120,15 +126,17 @@ rails = ["tool_call"]
         ]:
             fixed = conversation(rng, results, target)
             for _ in range(20):
-                judge(fixed)  # warm the instances
-            times, verdicts = [], set()
+                judge(fixed, {})  # warm the instances
+            times, verdicts, parts = [], set(), {}
             for _ in range(requests):
-                verdict, us = judge(conversation(rng, results, target) if fresh else fixed)
+                verdict, us = judge(conversation(rng, results, target) if fresh else fixed, parts)
                 times.append(us)
                 verdicts.add(verdict)
             q = statistics.quantiles(times, n=100)
+            # Each plugin's p50 on each rail: where the sum goes.
+            each = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in parts.items())
             print(f"{name:44} {'/'.join(sorted(verdicts)):8} {statistics.median(times):8.0f} "
-                  f"{q[89]:8.0f} {q[98]:8.0f}")
+                  f"{q[89]:8.0f} {q[98]:8.0f}   ({each})")
     finally:
         proc.terminate()
         os.unlink(config.name)

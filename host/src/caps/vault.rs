@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use wasmtime::component::Linker;
 
 const NOT_GRANTED: &str = "this plugin is not granted the vault: its entry needs `vault = true`";
+const BAD_KIND: &str = "a kind is 1 to 24 capital letters, digits or `_` (EMAIL, IBAN_CODE)";
 
 /// Most values one request's vault holds.
 pub const MAX_VALUES: usize = 4096;
@@ -50,8 +51,9 @@ pub fn key_of(keys: &[crate::config::SigningKey]) -> Arc<[u8; 32]> {
 pub struct Grant {
     /// The entry's name: it reveals only what it concealed.
     entry: Arc<str>,
-    /// The daemon's vault key.
-    key: Arc<[u8; 32]>,
+    /// HMAC-SHA256 under the daemon's vault key, keyed once: each placeholder starts from a
+    /// copy (the key's two blocks are not hashed again per value).
+    mac: Hmac<Sha256>,
 }
 
 impl Grant {
@@ -59,24 +61,39 @@ impl Grant {
     pub fn new(entry: &str, key: Arc<[u8; 32]>) -> Grant {
         Grant {
             entry: entry.into(),
-            key,
+            mac: <Hmac<Sha256> as Mac>::new_from_slice(&key[..]).expect("any key length"),
         }
     }
 
     /// The placeholder of `value` of `kind` for `tenant`.
     fn placeholder(&self, tenant: &str, kind: &str, value: &str) -> String {
-        // HMAC-SHA256 over the tenant, kind and value, each length-prefixed.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key[..]).expect("any key length");
+        let id = self.id(tenant, kind, value);
+        format!("[{kind}_{}]", std::str::from_utf8(&id).expect("ASCII"))
+    }
+
+    /// Whether `placeholder` is the placeholder of `value` of `kind` for `tenant`.
+    fn gives(&self, tenant: &str, kind: &str, value: &str, placeholder: &str) -> bool {
+        let Some(id) = placeholder
+            .strip_prefix('[')
+            .and_then(|p| p.strip_prefix(kind))
+            .and_then(|p| p.strip_prefix('_'))
+            .and_then(|p| p.strip_suffix(']'))
+        else {
+            return false;
+        };
+        id.as_bytes() == self.id(tenant, kind, value)
+    }
+
+    /// A placeholder's id: HMAC-SHA256 over the tenant, kind and value, each length-prefixed,
+    /// its first bytes written in [`ALPHABET`].
+    fn id(&self, tenant: &str, kind: &str, value: &str) -> [u8; ID_LEN] {
+        let mut mac = self.mac.clone();
         for part in [tenant, kind, value] {
             mac.update(&(part.len() as u64).to_le_bytes());
             mac.update(part.as_bytes());
         }
         let mac = mac.finalize().into_bytes();
-        let id: String = mac[..ID_LEN]
-            .iter()
-            .map(|b| ALPHABET[(*b & 31) as usize] as char)
-            .collect();
-        format!("[{kind}_{id}]")
+        std::array::from_fn(|i| ALPHABET[(mac[i] & 31) as usize])
     }
 }
 
@@ -162,6 +179,11 @@ impl Numbering {
     }
 }
 
+/// Why a value was not kept.
+fn full() -> String {
+    format!("the request's vault holds as much as it may ({MAX_VALUES} values, {MAX_BYTES} bytes)")
+}
+
 /// Why a vault call gave no answer.
 fn denied(why: impl Into<String>) -> String {
     why.into()
@@ -191,15 +213,17 @@ enum Held {
 impl Kept {
     /// Hold `value` behind `key`, within `1/share` of the bounds.
     fn put(&mut self, key: (Arc<str>, String), value: &str, share: usize) -> Held {
-        if self.values.contains_key(&key) {
-            return Held::Already;
+        let full =
+            self.values.len() >= MAX_VALUES / share || self.bytes + value.len() > MAX_BYTES / share;
+        match self.values.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => Held::Already,
+            std::collections::hash_map::Entry::Vacant(_) if full => Held::Full,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                self.bytes += value.len();
+                slot.insert(value.to_string());
+                Held::Now
+            }
         }
-        if self.values.len() >= MAX_VALUES / share || self.bytes + value.len() > MAX_BYTES / share {
-            return Held::Full;
-        }
-        self.bytes += value.len();
-        self.values.insert(key, value.to_string());
-        Held::Now
     }
 }
 
@@ -213,9 +237,7 @@ impl Ledger {
         let key = (entry.clone(), placeholder.to_string());
         match self.kept().put(key, value, 1) {
             Held::Already | Held::Now => Ok(()),
-            Held::Full => Err(denied(format!(
-                "the request's vault holds as much as it may ({MAX_VALUES} values, {MAX_BYTES} bytes)"
-            ))),
+            Held::Full => Err(denied(full())),
         }
     }
 
@@ -317,9 +339,7 @@ impl View<'_, Instance> {
     pub fn conceal(&mut self, kind: &str, value: &str) -> Result<String, String> {
         let (grant, ledger, tenant) = self.vault()?;
         if !valid_kind(kind) {
-            return Err(denied(
-                "a kind is 1 to 24 capital letters, digits or `_` (EMAIL, IBAN_CODE)",
-            ));
+            return Err(denied(BAD_KIND));
         }
         let placeholder = grant.placeholder(tenant, kind, value);
         if self.cap.reply {
@@ -337,6 +357,46 @@ impl View<'_, Instance> {
             ledger.keep(&grant.entry, &placeholder, value)?;
         }
         Ok(placeholder)
+    }
+
+    /// See the `vault` interface's `conceal-again`: `values` as (kind, value, placeholder).
+    /// [`View::conceal`] for each, the vault reached and its ledger locked once for all.
+    pub fn conceal_again<'a>(
+        &mut self,
+        values: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Result<bool, String> {
+        let (grant, ledger, tenant) = self.vault()?;
+        let values = values.into_iter();
+        let mut kept = ledger.as_ref().map(|l| l.kept());
+        if let Some(kept) = kept.as_mut() {
+            kept.values.reserve(values.size_hint().0.min(MAX_VALUES));
+        }
+        for (kind, value, placeholder) in values {
+            if !valid_kind(kind) {
+                return Err(denied(BAD_KIND));
+            }
+            if !grant.gives(tenant, kind, value, placeholder) {
+                return Ok(false);
+            }
+            let key = (grant.entry.clone(), placeholder.to_string());
+            let Some(kept) = kept.as_mut() else {
+                // Nothing is kept (`railyard check`): on the reply rails nothing was hidden.
+                match self.cap.reply {
+                    true => return Ok(false),
+                    false => continue,
+                }
+            };
+            match self.cap.reply {
+                true if !kept.values.contains_key(&key) => return Ok(false),
+                true => {}
+                false => {
+                    if let Held::Full = kept.put(key, value, 1) {
+                        return Err(denied(full()));
+                    }
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// See the `vault` interface's `reveal`.
@@ -363,6 +423,12 @@ impl v::Host for View<'_, Instance> {
     fn conceal(&mut self, kind: String, value: String) -> Result<String, v::VaultError> {
         View::conceal(self, &kind, &value).map_err(v::VaultError::Denied)
     }
+    fn conceal_again(&mut self, values: Vec<v::Concealed>) -> Result<bool, v::VaultError> {
+        let values = values
+            .iter()
+            .map(|c| (&*c.kind, &*c.value, &*c.placeholder));
+        View::conceal_again(self, values).map_err(v::VaultError::Denied)
+    }
     fn reveal(&mut self, placeholder: String) -> Result<Option<String>, v::VaultError> {
         View::reveal(self, &placeholder).map_err(v::VaultError::Denied)
     }
@@ -375,6 +441,15 @@ impl va::Host for View<'_, Instance> {
         value: String,
     ) -> wasmtime::Result<Result<String, va::VaultError>> {
         Ok(View::conceal(self, &kind, &value).map_err(va::VaultError::Denied))
+    }
+    fn conceal_again(
+        &mut self,
+        values: Vec<va::Concealed>,
+    ) -> wasmtime::Result<Result<bool, va::VaultError>> {
+        let values = values
+            .iter()
+            .map(|c| (&*c.kind, &*c.value, &*c.placeholder));
+        Ok(View::conceal_again(self, values).map_err(va::VaultError::Denied))
     }
     fn reveal(
         &mut self,
@@ -410,6 +485,68 @@ mod tests {
             rail,
             messages: &[],
         });
+    }
+
+    #[test]
+    fn concealed_again_a_kept_answers_values_come_back_in_the_new_request() {
+        let request = || RequestCaps {
+            vault: Some(Arc::default()),
+            ..RequestCaps::default()
+        };
+        let (mut pii, _) = Host::new(&grants("pii"));
+        let first = request();
+        open(&mut pii, "acme", &first);
+        let (a, b) = {
+            let mut view = pii.view(part);
+            (
+                view.conceal("EMAIL", "bob@example.com").unwrap(),
+                view.conceal("PHONE_NUMBER", "+1 555 0100").unwrap(),
+            )
+        };
+        pii.caps.close();
+        // The next request hides both again in one call, and has them back.
+        let next = request();
+        open(&mut pii, "acme", &next);
+        {
+            let mut view = pii.view(part);
+            let kept = [
+                ("EMAIL", "bob@example.com", a.as_str()),
+                ("PHONE_NUMBER", "+1 555 0100", b.as_str()),
+            ];
+            assert_eq!(view.conceal_again(kept), Ok(true));
+            assert_eq!(view.reveal(&a).unwrap().as_deref(), Some("bob@example.com"));
+            assert_eq!(view.reveal(&b).unwrap().as_deref(), Some("+1 555 0100"));
+        }
+        pii.caps.close();
+        // Another tenant's placeholders differ: false at the first, and it stops there.
+        let other = request();
+        open(&mut pii, "globex", &other);
+        {
+            let mut view = pii.view(part);
+            let kept = [
+                ("EMAIL", "bob@example.com", a.as_str()),
+                ("PHONE_NUMBER", "+1 555 0100", b.as_str()),
+            ];
+            assert_eq!(view.conceal_again(kept), Ok(false));
+            assert_eq!(view.reveal(&b).unwrap(), None);
+            // A kind that is not one is refused, as `conceal` refuses it.
+            assert!(view.conceal_again([("email", "x", "[email_X]")]).is_err());
+        }
+        pii.caps.close();
+        // On the reply rails only what the request hid keeps its placeholder.
+        let reply = request();
+        open_on(&mut pii, "acme", &reply, Rail::ToolCall);
+        assert_eq!(
+            pii.view(part)
+                .conceal_again([("EMAIL", "bob@example.com", a.as_str())]),
+            Ok(false)
+        );
+        pii.caps.close();
+        // Outside evaluate, or not granted: refused.
+        assert!(pii
+            .view(part)
+            .conceal_again([("EMAIL", "bob@example.com", a.as_str())])
+            .is_err());
     }
 
     #[test]

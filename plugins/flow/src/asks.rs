@@ -151,8 +151,11 @@ pub fn asked(texts: &[String], words: &[&str]) -> bool {
     words.iter().any(|w| {
         let w = w.to_lowercase();
         let phrase = w.contains(' ');
+        // One searcher for every turn (memchr's, which runs on SIMD in a plugin; `str`'s sets
+        // up its Two-Way searcher per text).
+        let finder = memchr::memmem::Finder::new(w.as_bytes());
         texts.iter().any(|t| {
-            t.match_indices(w.as_str()).any(|(at, _)| {
+            finder.find_iter(t.as_bytes()).any(|at| {
                 let starts = !t[..at]
                     .chars()
                     .next_back()

@@ -82,6 +82,18 @@ impl redact::Vault for HostVault {
     fn reveal(&mut self, placeholder: &str) -> Result<Option<String>, String> {
         railyard_plugin_sdk::vault::reveal(placeholder).map_err(vault_error)
     }
+    fn conceal_again(&mut self, values: &[redact::Concealed]) -> Result<bool, String> {
+        use railyard_plugin_sdk::vault;
+        let values: Vec<vault::Concealed> = values
+            .iter()
+            .map(|c| vault::Concealed {
+                kind: c.kind.name().into(),
+                value: c.value.to_string(),
+                placeholder: c.placeholder.to_string(),
+            })
+            .collect();
+        vault::conceal_again(&values).map_err(vault_error)
+    }
 }
 
 fn vault_error(e: railyard_plugin_sdk::vault::VaultError) -> String {

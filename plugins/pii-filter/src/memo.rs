@@ -17,8 +17,8 @@
 //!
 //! Under reversible redaction an answer holds the vault's placeholders, and the vault keeps
 //! values for one request only: an entry keeps what its scan hid, and a hit hides it again in the
-//! running request's vault (a host call per value, no scan), or scans again when the vault gives
-//! another placeholder (a new key).
+//! running request's vault (one host call for all of them, `conceal-again`; no scan), or scans
+//! again when the vault gives another placeholder (a new key).
 
 use crate::config::Policy;
 use crate::redact::{self, Blocked, Counts};
