@@ -6,7 +6,8 @@ rounds' p50 `duration_us`, and its ratio to the first build's.
 
 Usage: [RAILYARD_BIN=...] [KIND=flow|pii] [TARGET=url] bench/plugin_ab.py ROUNDS NAME=WASM...
 KIND=flow: flow on `tool_call` after 20 untrusted results of ~1 KB (flow_cost.py's conversation);
-KIND=pii: reversible pii on `tool_result` over the same results (its memo answering each).
+KIND=pii: reversible pii on `tool_result` over the same results (its memo answering each;
+MEMO=0: none, every result scanned, as in a new conversation).
 TARGET: the privileged call's URL (a page's, `https://site7.example/docs/1`, is refused).
 """
 import json
@@ -36,7 +37,7 @@ rails = ["tool_result", "tool_call"]
 history = false
 declared_tools = false
 vault = true
-config = {{ reversible = true, arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
+config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
 '''
 PER_ROUND = 200
 
@@ -55,7 +56,8 @@ def main():
     try:
         for name, wasm in builds:
             cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-            cfg.write(HEAD + (FLOW if flow else PII).format(wasm=wasm))
+            memo = "memo_kib = 0, " if os.environ.get("MEMO") == "0" else ""
+            cfg.write(HEAD + (FLOW if flow else PII).format(wasm=wasm, memo=memo))
             cfg.close()
             configs.append(cfg.name)
             served[name] = common.serve(cfg.name)
