@@ -62,6 +62,39 @@ def conversation(rng, results, target):
     return messages
 
 
+HEAD = '[auth]\nopen = true\n[backend]\nurl = "http://127.0.0.1:9/v1"\n'
+
+
+def flow_entry(wasm, mode="values", asks=False, approvals=False):
+    """flow's entry: `web_fetch` untrusted, `send_message` privileged. `asks`: the kinds of
+    action too (#67), as the bundled config sorts its tools; `approvals`: granted them, the
+    value rule asking for one."""
+    grant = "approvals = true\n" if approvals else ""
+    actions = ', actions = { value = "approve" }' if approvals else ""
+    kinds = ', asks = { send = { tools = ["send_message"] } }' if asks else ""
+    return f"""[[plugins]]
+name = "flow"
+path = "{wasm}"
+rails = ["tool_call"]
+declared_tools = false
+{grant}config = {{ mode = "{mode}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions}{kinds} }}
+"""
+
+
+def pii_entry(wasm, memo=True):
+    """pii's entry as the bundled config has it, reversible; `memo=False`: `memo_kib = 0`."""
+    kib = "" if memo else "memo_kib = 0, "
+    return f"""[[plugins]]
+name = "pii"
+path = "{wasm}"
+rails = ["tool_result", "tool_call"]
+history = false
+declared_tools = false
+vault = true
+config = {{ reversible = true, {kib}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
+"""
+
+
 def main():
     results = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     requests = int(sys.argv[2]) if len(sys.argv) > 2 else 400
@@ -69,34 +102,15 @@ def main():
     common.ensure()
     wasm = os.environ.get("FLOW_WASM") or os.path.join(
         common.ROOT, "target/plugins/wasm32-wasip2/release/flow.wasm")
-    # ASKS=1: the kinds of action too (#67), as the bundled config sorts its tools.
-    asks = ', asks = { send = { tools = ["send_message"] } }' if os.environ.get("ASKS") == "1" else ""
-    config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     approvals = os.environ.get("APPROVALS") == "1"
-    grant = "approvals = true\n" if approvals else ""
-    actions = ', actions = { value = "approve" }' if approvals else ""
     pii = os.environ.get("PII") == "1"
-    memo = "memo_kib = 0, " if os.environ.get("PII_MEMO") == "0" else ""
-    pii_entry = f"""[[plugins]]
-name = "pii"
-path = "{os.environ.get('PII_WASM') or os.path.join(common.ROOT, 'target/plugins/wasm32-wasip2/release/pii_filter.wasm')}"
-rails = ["tool_result", "tool_call"]
-history = false
-declared_tools = false
-vault = true
-config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
-""" if pii else ""
-    config.write(f"""[auth]
-open = true
-[backend]
-url = "http://127.0.0.1:9/v1"
-[[plugins]]
-name = "flow"
-path = "{wasm}"
-rails = ["tool_call"]
-declared_tools = false
-{grant}config = {{ mode = "{os.environ.get("MODE", "values")}", untrusted = ["web_fetch"], privileged = ["send_message"]{actions}{asks} }}
-{pii_entry}""")
+    config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    config.write(HEAD + flow_entry(wasm, os.environ.get("MODE", "values"),
+                                   os.environ.get("ASKS") == "1", approvals))
+    if pii:
+        config.write(pii_entry(os.environ.get("PII_WASM") or os.path.join(
+            common.ROOT, "target/plugins/wasm32-wasip2/release/pii_filter.wasm"),
+            os.environ.get("PII_MEMO") != "0"))
     config.close()
     proc, port = common.serve(config.name)
     try:
@@ -116,7 +130,8 @@ declared_tools = false
             return verdict, sum(s["duration_us"] for _, s in steps)
 
         rng = random.Random(7)
-        print(f"flow, values mode{', approvals' if approvals else ''}{(', pii' + (' (no memo)' if memo else '')) if pii else ''}: {results} untrusted "
+        no_memo = os.environ.get("PII_MEMO") == "0"
+        print(f"flow, values mode{', approvals' if approvals else ''}{(', pii' + (' (no memo)' if no_memo else '')) if pii else ''}: {results} untrusted "
               f"results of ~1 KB, then one privileged call; {requests} requests each")
         print(f"{'case':44} {'verdict':8} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
         for name, target, fresh in [

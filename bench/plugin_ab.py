@@ -22,23 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import flow_cost  # noqa: E402
 
-HEAD = '[auth]\nopen = true\n[backend]\nurl = "http://127.0.0.1:9/v1"\n'
-FLOW = '''[[plugins]]
-name = "p"
-path = "{wasm}"
-rails = ["tool_call"]
-declared_tools = false
-config = {{ mode = "values", untrusted = ["web_fetch"], privileged = ["send_message"], asks = {{ send = {{ tools = ["send_message"] }} }} }}
-'''
-PII = '''[[plugins]]
-name = "p"
-path = "{wasm}"
-rails = ["tool_result", "tool_call"]
-history = false
-declared_tools = false
-vault = true
-config = {{ reversible = true, {memo}arguments = {{ "send_email.to" = {{ EMAIL = "allow" }} }} }}
-'''
 PER_ROUND = 200
 
 
@@ -56,8 +39,8 @@ def main():
     try:
         for name, wasm in builds:
             cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-            memo = "memo_kib = 0, " if os.environ.get("MEMO") == "0" else ""
-            cfg.write(HEAD + (FLOW if flow else PII).format(wasm=wasm, memo=memo))
+            cfg.write(flow_cost.HEAD + (flow_cost.flow_entry(wasm, asks=True) if flow else
+                                        flow_cost.pii_entry(wasm, os.environ.get("MEMO") != "0")))
             cfg.close()
             configs.append(cfg.name)
             served[name] = common.serve(cfg.name)

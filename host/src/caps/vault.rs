@@ -225,6 +225,21 @@ impl Kept {
             }
         }
     }
+
+    /// What `conceal` does with `value` behind `key` (its placeholder), and whether the
+    /// placeholder stands. On the reply rails (`reply`: what the model wrote) nothing is kept:
+    /// it stands only if the request hid the value (the client's own, given back, as a streamed
+    /// reply's held text is judged again after a restore). Elsewhere the value is kept, within
+    /// the bounds.
+    fn hide(&mut self, reply: bool, key: (Arc<str>, String), value: &str) -> Result<bool, String> {
+        if reply {
+            return Ok(self.values.contains_key(&key));
+        }
+        match self.put(key, value, 1) {
+            Held::Already | Held::Now => Ok(true),
+            Held::Full => Err(denied(full())),
+        }
+    }
 }
 
 impl Ledger {
@@ -232,13 +247,11 @@ impl Ledger {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keep `value` behind `placeholder` for `entry`.
+    /// Keep `value` behind `placeholder` for `entry`, as `conceal` keeps it.
+    #[cfg(test)]
     fn keep(&self, entry: &Arc<str>, placeholder: &str, value: &str) -> Result<(), String> {
         let key = (entry.clone(), placeholder.to_string());
-        match self.kept().put(key, value, 1) {
-            Held::Already | Held::Now => Ok(()),
-            Held::Full => Err(denied(full())),
-        }
+        self.kept().hide(false, key, value).map(|_| ())
     }
 
     /// The value `entry` kept behind `placeholder`.
@@ -342,21 +355,17 @@ impl View<'_, Instance> {
             return Err(denied(BAD_KIND));
         }
         let placeholder = grant.placeholder(tenant, kind, value);
-        if self.cap.reply {
-            // What the model wrote: a value the request hid from it (its own, given back, as a
-            // streamed reply's held text is judged again after a restore) keeps its placeholder;
-            // any other is one the model must not say, and gets the type's own, which restores
-            // nothing and is not kept.
-            let known = ledger.is_some_and(|l| l.value(&grant.entry, &placeholder).is_some());
-            return Ok(match known {
-                true => placeholder,
-                false => format!("[{kind}]"),
-            });
-        }
-        if let Some(ledger) = ledger {
-            ledger.keep(&grant.entry, &placeholder, value)?;
-        }
-        Ok(placeholder)
+        let key = (grant.entry.clone(), placeholder.clone());
+        let stands = match &ledger {
+            Some(l) => l.kept().hide(self.cap.reply, key, value)?,
+            // Nothing is kept (`railyard check`): on the reply rails nothing was hidden.
+            None => !self.cap.reply,
+        };
+        // A value the model must not say gets the type's own, which restores nothing.
+        Ok(match stands {
+            true => placeholder,
+            false => format!("[{kind}]"),
+        })
     }
 
     /// See the `vault` interface's `conceal-again`: `values` as (kind, value, placeholder).
@@ -375,25 +384,16 @@ impl View<'_, Instance> {
             if !valid_kind(kind) {
                 return Err(denied(BAD_KIND));
             }
-            if !grant.gives(tenant, kind, value, placeholder) {
-                return Ok(false);
-            }
-            let key = (grant.entry.clone(), placeholder.to_string());
-            let Some(kept) = kept.as_mut() else {
-                // Nothing is kept (`railyard check`): on the reply rails nothing was hidden.
-                match self.cap.reply {
-                    true => return Ok(false),
-                    false => continue,
-                }
-            };
-            match self.cap.reply {
-                true if !kept.values.contains_key(&key) => return Ok(false),
-                true => {}
-                false => {
-                    if let Held::Full = kept.put(key, value, 1) {
-                        return Err(denied(full()));
+            let stands = grant.gives(tenant, kind, value, placeholder)
+                && match kept.as_mut() {
+                    Some(k) => {
+                        let key = (grant.entry.clone(), placeholder.to_string());
+                        k.hide(self.cap.reply, key, value)?
                     }
-                }
+                    None => !self.cap.reply,
+                };
+            if !stands {
+                return Ok(false);
             }
         }
         Ok(true)
