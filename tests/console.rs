@@ -12,9 +12,18 @@ use std::time::{Duration, Instant};
 
 const ADMIN: &str = "demo-admin-key";
 
-/// The bundled config, with flow asking for approvals (the console's approvals view).
+/// The bundled config, with flow asking for approvals (the console's approvals view) and the
+/// model doors' tools pinned (its tools view).
 fn daemon() -> (Daemon, TempConfig) {
-    let cfg = bundled_with(&crate::approvals::APPROVING);
+    let [flow, asking] = crate::approvals::APPROVING;
+    let cfg = bundled_with(&[
+        flow,
+        asking,
+        (
+            "# models = \"trust_on_first_use\"",
+            "models = \"trust_on_first_use\"",
+        ),
+    ]);
     let daemon = Daemon::start_with(&cfg.path, &["--demo-backend"]);
     (daemon, cfg)
 }
@@ -370,6 +379,26 @@ fn the_console_works_in_a_real_browser() {
     assert_eq!(seen["approval_decided"], "granted by admin", "{seen}");
     assert_eq!(seen["approval_after"], json!(["allow", "used"]), "{seen}");
     assert_eq!(seen["approvals_left"], true, "{seen}");
+    // Tools: the app's changed tool waits with its diff, is granted from the page, and its
+    // pin then says who accepted it.
+    assert_eq!(seen["tool_held"], json!(["pins", "changed"]), "{seen}");
+    let row = text("tool_row");
+    assert!(
+        row.contains("get_weather @ app:demo") && row.contains("changed"),
+        "{row}"
+    );
+    let diff = text("tool_diff");
+    assert!(
+        diff.lines()
+            .any(|l| l.starts_with('+') && l.contains("hooks.evil.example")),
+        "{diff}"
+    );
+    assert!(text("tool_pins_before").contains("first_use"), "{seen}");
+    assert_eq!(seen["tool_decided"], "granted by admin", "{seen}");
+    assert_eq!(seen["tool_after"], Value::Null, "{seen}");
+    assert!(text("tool_pins_after").contains("approver:admin"), "{seen}");
+    assert!(text("tool_pins_after").contains("accepted"), "{seen}");
+    assert_eq!(seen["tools_left"], true, "{seen}");
     // Signing out forgets the key; nothing failed in the page but the refused sign-in.
     assert_eq!(seen["key_after_sign_out"], Value::Null);
     let errors: Vec<&Value> = seen["browser_errors"]

@@ -56,6 +56,9 @@
 //!   door both ways; crossings checked against the ledger `tests/oracle/known.json` (#65);
 //! - `structures`: what declares a tool, connects a server or makes a call is mapped or refused
 //!   wherever it sits, keys and numbers are leaves, with the real SDKs (#65);
+//! - `pins`: tool definitions pinned: a tool changed upstream (or by an app on the model doors)
+//!   hidden until a person accepts the diff, with the MCP, OpenAI and Anthropic SDKs, on one
+//!   replica and three on Redis (#70);
 //! - `vault`: reversible redaction: a value hidden from the model comes back to the client only,
 //!   with the OpenAI and Anthropic SDKs, streamed and not (#67).
 
@@ -84,6 +87,7 @@ mod mcp;
 mod oracle;
 mod pii_calls;
 mod pii_encoded;
+mod pins;
 mod policies;
 mod polyglot;
 mod provenance;

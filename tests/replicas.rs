@@ -78,7 +78,7 @@ impl Drop for Nginx {
 }
 
 /// `cfg` with `[state]` on `redis`.
-fn on_redis(cfg: &TempConfig, redis: &RedisServer) {
+pub(crate) fn on_redis(cfg: &TempConfig, redis: &RedisServer) {
     let text = std::fs::read_to_string(&cfg.path).unwrap()
         + &format!(
             "\n[state]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout_ms = 500\n",

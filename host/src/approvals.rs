@@ -89,6 +89,10 @@ pub struct Request {
     /// Who decided (the approver key's principal, or `admin`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// For a changed tool definition (`plugin` = `pins`): the change, as a unified diff of the
+    /// pinned definition and the new one (`arguments`), for the approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 impl Request {
@@ -138,8 +142,10 @@ pub struct Ask<'a> {
     pub tool: &'a str,
     /// The MCP server it is called on (`None`: a model door's call).
     pub server: Option<&'a str>,
-    /// Its arguments as the model wrote them.
+    /// Its arguments as the model wrote them (for a tool definition: the definition).
     pub arguments: &'a str,
+    /// What the approver is shown of a change, beside the arguments.
+    pub diff: Option<&'a str>,
 }
 
 /// Where a plugin entry granted approvals (`approvals = true`) asks: its requests, bound to the
@@ -378,6 +384,7 @@ impl Asker {
             requested_at: now,
             expires_at: now + self.ttl.as_secs(),
             decided_by: None,
+            diff: ask.diff.map(|d| cut(d, MAX_ARGUMENTS)),
         };
         // The asker's own list first: one that has too many undecided files nothing more.
         let asked = key::approvals_asked(ask.tenant, ask.principal);
@@ -566,6 +573,7 @@ mod tests {
             tool: "send_email",
             server: None,
             arguments,
+            diff: None,
         }
     }
 

@@ -10,6 +10,7 @@
 mod guard;
 mod keys;
 mod mcp;
+mod pins;
 mod provenance;
 mod raw;
 mod resolve;
@@ -21,6 +22,7 @@ use crate::model::Limits;
 use crate::model::{Mode, OnError, Rail, ToolDef};
 pub use guard::{GuardBudgetConfig, GuardKind, GuardModelConfig, TenantGuardBudget};
 pub use mcp::{McpConfig, McpServer};
+pub use pins::{PinMode, PinsConfig, TenantPins};
 pub use provenance::{load_keyring, ProvenanceConfig, SigningKey};
 use raw::RawConfig;
 use serde::Deserialize;
@@ -329,6 +331,8 @@ pub struct TenantConfig {
     /// Time waited on guard models per minute, where it replaces `[guard]`'s
     /// `tenant_wait_ms_per_minute` (`Some(ZERO)`: no limit).
     pub guard_wait_per_minute: Option<Duration>,
+    /// What it sets of `[pins]` for its own requests.
+    pub pins: pins::TenantPins,
     /// Line of the tenant's table.
     pub line: usize,
 }
@@ -441,6 +445,8 @@ pub struct Config {
     pub guard_budget: GuardBudgetConfig,
     /// `[approvals] ttl_s`: how long an approval request (and its grant) lives.
     pub approvals_ttl: std::time::Duration,
+    /// `[pins]`: tool definitions pinned.
+    pub pins: pins::PinsConfig,
 }
 
 /// One problem in a config file.
@@ -700,6 +706,32 @@ impl Config {
         Ok(Some((auth, text)))
     }
 
+    /// The tenant named `name`, if configured.
+    pub fn tenant(&self, name: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.name == name)
+    }
+
+    /// How `tenant`'s tools from MCP server `server` are pinned: the tenant's `pins.mcp`, else
+    /// the server's `pins`, else `[pins] mcp`; with the tools trusted at first sight.
+    pub fn pins_mcp(&self, tenant: &str, server: &str) -> (PinMode, &[String]) {
+        let s = self.mcp.server(server);
+        let mode = self
+            .tenant(tenant)
+            .and_then(|t| t.pins.mcp)
+            .or(s.and_then(|s| s.pins))
+            .unwrap_or(self.pins.mcp);
+        (mode, s.map(|s| s.trusted_tools.as_slice()).unwrap_or(&[]))
+    }
+
+    /// How the tools `tenant`'s apps declare on the model doors are pinned.
+    pub fn pins_models(&self, tenant: &str) -> (PinMode, &[String]) {
+        let mode = self
+            .tenant(tenant)
+            .and_then(|t| t.pins.models)
+            .unwrap_or(self.pins.models);
+        (mode, &self.pins.trusted_tools)
+    }
+
     /// Read and resolve the config at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -788,6 +820,7 @@ impl Config {
             guard_models,
             guard_budget,
             approvals_ttl,
+            pins: raw.pins.resolve(),
         })
     }
 }

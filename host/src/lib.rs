@@ -37,6 +37,7 @@ pub mod guard;
 pub mod health;
 pub mod metrics;
 pub mod model;
+pub mod pins;
 pub mod policy;
 pub mod rails;
 pub mod reload;

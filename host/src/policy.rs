@@ -377,6 +377,11 @@ impl PolicySet {
         self.services.store()
     }
 
+    /// Tool definitions pinned (one per daemon).
+    pub fn pins(&self) -> &crate::pins::Pins {
+        self.services.pins()
+    }
+
     /// The vault's key.
     pub fn vault_key(&self) -> &[u8; 32] {
         &self.vault_key

@@ -9,6 +9,7 @@
 
 mod join;
 pub mod options;
+mod pins;
 pub mod provenance;
 pub mod relay;
 mod vault;
@@ -396,6 +397,29 @@ impl RequestScope {
         // The tool_result rail judges tool results: a conversation without any has nothing for
         // it; the tools rail, tools.
         let has_tool_results = payload.messages.iter().any(|m| m.role == "tool");
+        if !payload.tools.is_empty() && !self.options.disabled(Rail::Tools) {
+            match self.pin_models(&mut payload.tools).await {
+                Ok(hid) => {
+                    // Hidden tools are left out of what goes upstream: not the caller's bytes.
+                    payload.changes.other |= hid;
+                    edited |= hid;
+                }
+                Err(e) => {
+                    // Unpinned tools are never offered as pinned: the request is refused.
+                    tracing::warn!(error = %e, "state store unavailable: a request's tools could not be checked against their pins");
+                    let refusal = Refusal {
+                        rail: Rail::Tools,
+                        policy: pins::PINS.into(),
+                        reason:
+                            "the tools' pins could not be read (the state store did not answer)"
+                                .into(),
+                        fault: true,
+                    };
+                    self.refuse(&refusal);
+                    return Inbound::Refuse(refusal);
+                }
+            }
+        }
         for rail in [Rail::ToolResult, Rail::Input, Rail::Tools] {
             let nothing = match rail {
                 Rail::ToolResult => !has_tool_results,

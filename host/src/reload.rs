@@ -69,6 +69,8 @@ impl Overrides {
                         headers: Vec::new(),
                         forward_headers: Vec::new(),
                         timeout: std::time::Duration::from_secs(30),
+                        pins: None,
+                        trusted_tools: Vec::new(),
                     });
                 }
             }

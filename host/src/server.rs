@@ -400,6 +400,7 @@ const DECISIONS: &str = "/v1/admin/decisions";
 const ADMIN_CHECK: &str = "/v1/admin/check";
 const APPROVALS: &str = "/v1/admin/approvals";
 const APPROVAL: &str = "/v1/admin/approvals/{id}";
+const PINS: &str = "/v1/admin/pins";
 const CONSOLE: &str = "/console";
 const CONSOLE_SCRIPT: &str = "/console/console.js";
 const CONSOLE_STYLE: &str = "/console/console.css";
@@ -423,6 +424,7 @@ fn admin(app: Arc<App>) -> Router<Arc<App>> {
         // Its own check: approver keys may too, for their tenant.
         .route(APPROVALS, get(approvals::list))
         .route(APPROVAL, get(approvals::show).post(approvals::decide))
+        .route(PINS, get(approvals::pins))
         .route(CONSOLE, get(console::page))
         .route(CONSOLE_SCRIPT, get(console::script))
         .route(CONSOLE_STYLE, get(console::style))

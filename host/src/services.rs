@@ -9,6 +9,8 @@ use std::sync::{Arc, OnceLock};
 /// The daemon's shared services.
 pub struct Services {
     store: Arc<Store>,
+    /// Tool definitions pinned, over the store (the records this replica parsed).
+    pins: crate::pins::Pins,
     /// The guard models' connections, made with the first set that configures one (kept warm
     /// across reloads).
     guard_client: OnceLock<crate::guard::HttpClient>,
@@ -18,6 +20,7 @@ impl Services {
     /// Services over `store`.
     pub fn new(store: Arc<Store>) -> Services {
         Services {
+            pins: crate::pins::Pins::new(store.clone()),
             store,
             guard_client: OnceLock::new(),
         }
@@ -31,6 +34,11 @@ impl Services {
     /// The state store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Tool definitions pinned.
+    pub fn pins(&self) -> &crate::pins::Pins {
+        &self.pins
     }
 
     /// The guard models' connections.

@@ -184,6 +184,23 @@ impl Store {
         }
     }
 
+    /// Set `key` (one of `owner`'s) to `value` for `ttl` if it holds `expected` now (`None`:
+    /// nothing), as one step across replicas: whether it was set. What changes a value many
+    /// replicas may change at once (read, change, swap; again if another came first).
+    pub async fn swap(
+        &self,
+        owner: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        match self {
+            Store::Memory(m) => m.swap(owner, key, expected, value, ttl),
+            Store::Redis(r) => r.swap(owner, key, expected, value, ttl).await,
+        }
+    }
+
     /// Drop `key`.
     pub async fn delete(&self, key: &str) -> Result<(), Unavailable> {
         match self {

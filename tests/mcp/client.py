@@ -2,7 +2,7 @@
 transport, through Railyard. Usage: client.py URL KEY MODE [STEP...]
 
 MODE is the SDK's: `legacy` (the initialize handshake and a session), `2026-07-28` (stateless)
-or `auto`. Each STEP is a tool call `name:{json arguments}`, `list`, `read:<uri>` (a resource)
+or `auto`. Each STEP is a tool call `name:{json arguments}`, `list` (the tools' names, descriptions, input schemas and the list's `_meta`), `read:<uri>` (a resource)
 `prompt:<name>:{json arguments}`, `resources` / `prompts` (the lists' descriptions), or
 `complete` (the completions for draft_reply's argument), or `sleep:<seconds>`. With
 RAILYARD_SESSION set, every request names that agent session (the `Railyard-Session` header). Its sampling callback answers with what its "model" was shown, its elicitation callback with
@@ -88,11 +88,14 @@ async def main() -> None:
             seen["protocol"] = client.protocol_version
             for step in steps:
                 if step == "list":
-                    tools = (await client.list_tools()).tools
+                    listed = await client.list_tools()
+                    tools = listed.tools
                     seen["steps"].append(
                         {"tools": sorted(t.name for t in tools),
                          "output_schemas": sorted(t.name for t in tools if t.output_schema),
-                         "descriptions": {t.name: t.description for t in tools}})
+                         "descriptions": {t.name: t.description for t in tools},
+                         "schemas": {t.name: plain(t.input_schema) for t in tools},
+                         "meta": plain(listed.meta)})
                     continue
                 if step == "complete":
                     from mcp.types import PromptReference

@@ -196,6 +196,7 @@ impl aa::Host for View<'_, Instance> {
             tool: &tool,
             server: server.as_deref(),
             arguments: &arguments,
+            diff: None,
         };
         let (answer, request) = self
             .waiting(grant.asker.ask(&ask))

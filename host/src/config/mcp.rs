@@ -111,6 +111,10 @@ pub struct McpServer {
     pub forward_headers: Vec<HeaderName>,
     /// Longest wait for the upstream's answer to begin, and longest pause in a stream.
     pub timeout: Duration,
+    /// How its tools are pinned, where it says (else `[pins] mcp`).
+    pub pins: Option<super::pins::PinMode>,
+    /// The tools pinned at first sight when its tools are pinned `listed`.
+    pub trusted_tools: Vec<String>,
 }
 
 fn header_name(
@@ -289,6 +293,8 @@ pub(super) fn resolve(p: &mut Problems<'_>, mcp: &super::raw::RawMcp, auth_on: b
                 headers,
                 forward_headers,
                 timeout,
+                pins: s.pins,
+                trusted_tools: s.trusted_tools.clone(),
             });
         }
     }

@@ -41,6 +41,8 @@ pub(super) struct RawConfig {
     pub(super) state: RawState,
     #[serde(default)]
     pub(super) approvals: RawApprovals,
+    #[serde(default)]
+    pub(super) pins: super::pins::RawPins,
 }
 
 /// `[approvals]`: how long an approval request lives.
@@ -118,6 +120,9 @@ pub(super) struct RawMcpServer {
     #[serde(default)]
     pub(super) forward_headers: Vec<Spanned<String>>,
     pub(super) timeout_ms: Option<Spanned<u64>>,
+    pub(super) pins: Option<super::pins::PinMode>,
+    #[serde(default)]
+    pub(super) trusted_tools: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -211,6 +216,8 @@ pub(super) struct RawTenant {
     pub(super) tokens_per_minute: Option<Spanned<u64>>,
     pub(super) guard_calls_per_minute: Option<Spanned<u64>>,
     pub(super) guard_wait_ms_per_minute: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(super) pins: super::pins::RawTenantPins,
 }
 
 #[derive(Deserialize, Default, Clone)]

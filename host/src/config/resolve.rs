@@ -358,6 +358,7 @@ pub(super) fn resolve_tenants(
             tokens_per_minute,
             guard_calls_per_minute,
             guard_wait_per_minute,
+            pins: t.pins.resolve(),
             line: super::line_of(p.text, entry.span().start),
         });
     }

@@ -511,6 +511,50 @@ impl DecisionRecord {
         }
     }
 
+    /// Record a step the daemon itself took on `rail` as `name` (pins), beside the plugins.
+    pub fn host_step(
+        &mut self,
+        rail: Rail,
+        name: &str,
+        verdict: Decided,
+        took: std::time::Duration,
+    ) {
+        let v = match verdict {
+            Decided::Allow => Verdict::Allow,
+            Decided::Modify => Verdict::Modify,
+            Decided::Reject => Verdict::Reject,
+            _ => Verdict::Block,
+        };
+        match self.rails.0.iter_mut().find(|(r, _)| *r == rail) {
+            Some((_, old)) => *old = (*old).max(v),
+            None => self.rails.0.push((rail, v)),
+        }
+        self.rails.0.sort_by_key(|(r, _)| r.index());
+        let micros = took.as_micros() as u64;
+        match self
+            .plugins
+            .iter_mut()
+            .find(|p| p.rail == rail && p.plugin == name)
+        {
+            Some(p) => {
+                p.verdict = p.verdict.max(verdict);
+                p.runs += 1;
+                p.duration_us += micros;
+            }
+            None => self.plugins.push(PluginRecord {
+                rail,
+                plugin: name.to_string(),
+                verdict,
+                runs: 1,
+                memo: 0,
+                skipped: 0,
+                duration_us: micros,
+                fault: None,
+                shadow: false,
+            }),
+        }
+    }
+
     /// Count the provenance of the history's calls (`payload` after it was checked).
     pub fn provenance(&mut self, payload: &crate::model::Payload) {
         for call in payload.messages.iter().flat_map(|m| &m.tool_calls) {

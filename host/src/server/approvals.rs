@@ -90,23 +90,9 @@ pub(crate) async fn list(State(app): State<Arc<App>>, request: Request) -> Respo
     let Some(who) = approver(&app, &request) else {
         return unauthorized(&app);
     };
-    // Tenant names are config keys: no escapes to decode.
-    let asked = request
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("tenant="));
-    let tenant = match (&who.tenant, asked) {
-        (Some(own), Some(other)) if own != other => {
-            return error(
-                StatusCode::FORBIDDEN,
-                "other_tenant",
-                "an approver key lists its own tenant's requests only",
-            )
-        }
-        (Some(own), _) => own.clone(),
-        (None, asked) => asked.unwrap_or(crate::auth::DEFAULT_TENANT).to_string(),
+    let tenant = match tenant_asked(&who, &request) {
+        Ok(t) => t,
+        Err(refused) => return *refused,
     };
     let set = app.policies();
     let (store, ttl) = (set.store().clone(), set.config().approvals_ttl);
@@ -116,6 +102,77 @@ pub(crate) async fn list(State(app): State<Arc<App>>, request: Request) -> Respo
         Ok(list) => {
             super::json_response(StatusCode::OK, json!({"tenant": tenant, "approvals": list}))
         }
+    }
+}
+
+/// The tenant a listing is of: the approver key's own, or (the admin key) `?tenant=` (the
+/// default tenant without it).
+fn tenant_asked(who: &Approver, request: &Request) -> Result<String, Box<Response>> {
+    // Tenant names are config keys: no escapes to decode.
+    let asked = request
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("tenant="));
+    match (&who.tenant, asked) {
+        (Some(own), Some(other)) if own != other => Err(Box::new(error(
+            StatusCode::FORBIDDEN,
+            "other_tenant",
+            "an approver key lists its own tenant's requests only",
+        ))),
+        (Some(own), _) => Ok(own.clone()),
+        (None, asked) => Ok(asked.unwrap_or(crate::auth::DEFAULT_TENANT).to_string()),
+    }
+}
+
+/// `GET /v1/admin/pins`: the tenant's pinned tools (as `list` picks the tenant), per source (an
+/// MCP server, or `app:<principal>` on the model doors): each tool's pin and the source's latest
+/// changes; and the changes waiting for a person (`pending`: approval requests of `pins`, with
+/// their diffs).
+pub(crate) async fn pins(State(app): State<Arc<App>>, request: Request) -> Response {
+    let Some(who) = approver(&app, &request) else {
+        return unauthorized(&app);
+    };
+    let tenant = match tenant_asked(&who, &request) {
+        Ok(t) => t,
+        Err(refused) => return *refused,
+    };
+    let set = app.policies();
+    let (store, ttl) = (set.store().clone(), set.config().approvals_ttl);
+    let modes: Vec<Value> = set
+        .config()
+        .mcp
+        .servers
+        .iter()
+        .map(|s| json!({"server": s.name, "mode": set.config().pins_mcp(&tenant, &s.name).0.as_str()}))
+        .collect();
+    let models = set.config().pins_models(&tenant).0.as_str();
+    let pins = set.clone();
+    drop(set);
+    let listed = async {
+        let mut sources = Vec::new();
+        for source in pins.pins().sources(&tenant).await? {
+            let record = pins.pins().record(&tenant, &source).await?;
+            sources.push(json!({
+                "source": source,
+                "tools": record.tools,
+                "changes": record.changes,
+            }));
+        }
+        let pending: Vec<approvals::Request> = approvals::pending(&store, &tenant, ttl)
+            .await?
+            .into_iter()
+            .filter(|r| r.plugin == crate::pins::PLUGIN)
+            .collect();
+        Ok::<_, crate::state::Unavailable>((sources, pending))
+    };
+    match listed.await {
+        Err(e) => unavailable(e),
+        Ok((sources, pending)) => super::json_response(
+            StatusCode::OK,
+            json!({"tenant": tenant, "modes": {"mcp": modes, "models": models}, "sources": sources, "pending": pending}),
+        ),
     }
 }
 

@@ -266,6 +266,7 @@ async fn post(ex: Exchange, mut scope: RequestScope, body: Body) -> Response {
                                     );
                                     let tools = match declared(&ex, None).await {
                                         Ok(t) => t
+                                            .tools
                                             .iter()
                                             .filter(|t| t.name.as_deref() == Some(tool.as_str()))
                                             .cloned()
@@ -449,18 +450,35 @@ async fn call(
     };
     let (declared, reads, ()) =
         tokio::join!(declared(&ex, meta.as_ref()), reads, scope.read_vault());
-    let declared = match declared {
+    let listed = match declared {
         Ok(tools) => tools,
         Err(e) => return answer::upstream_failure(scope, &ex.server.name, &id, e),
     };
     // The rails judge this call against its tool's declaration: whether it is declared and
     // offered to this caller, and its schemas. Servers declare dozens of tools with large
     // schemas; the others have no bearing on this call.
-    let declared: Vec<ToolDef> = declared
+    let mut declared: Vec<ToolDef> = listed
+        .tools
         .iter()
         .filter(|t| t.name.as_deref() == Some(call.name.as_str()))
         .cloned()
         .collect();
+    // A tool whose definition is not the pinned one is hidden here as in the list.
+    if scope.pins_mcp(&ex.server.name) {
+        let pinned: Vec<crate::pins::Declared> = listed
+            .declared
+            .iter()
+            .filter(|d| d.name == call.name)
+            .cloned()
+            .collect();
+        if let Err(e) = scope
+            .pin_mcp(&ex.server.name, &mut declared, &pinned, false)
+            .await
+        {
+            tracing::warn!(error = %e, "state store unavailable: an MCP call refused, its tool's pin unknown");
+            return fail(scope, ApiError::StateUnavailable);
+        }
+    }
     if ex.routed {
         // The caller's routing headers must say what its body says (the door answers for the
         // server, which never sees the caller's headers: they are written anew from the call the
@@ -644,7 +662,7 @@ async fn offered(scope: &mut RequestScope, declared: &[ToolDef]) -> Result<Vec<T
 async fn declared(
     ex: &Exchange,
     meta: Option<&Map<String, Value>>,
-) -> Result<Arc<Vec<ToolDef>>, crate::backend::BackendError> {
+) -> Result<Arc<tools::Listed>, crate::backend::BackendError> {
     let cache = ex.app.mcp_tools();
     if let Some(tools) = cache.get(&ex.app.state, ex.agent.tenant(), &ex.key).await {
         return Ok(tools);
@@ -670,23 +688,24 @@ async fn declared(
             .await?;
         let Some(result) = answer::read_result(ex, response, &Value::String(id)).await? else {
             tracing::debug!(server = %ex.server.name, "the upstream gave no tool list");
-            return Ok(Arc::new(tools::declared(&raw)));
+            return Ok(Arc::new(tools::Listed::of(&raw)));
         };
         match result.get("tools").and_then(Value::as_array) {
             Some(page) => raw.extend(page.iter().cloned()),
-            None => return Ok(Arc::new(tools::declared(&raw))),
+            None => return Ok(Arc::new(tools::Listed::of(&raw))),
         }
         cursor = result
             .get("nextCursor")
             .and_then(Value::as_str)
             .map(str::to_string);
         if cursor.is_none() {
-            let (owner, tools) = (ex.agent.tenant(), tools::declared(&raw));
-            return Ok(cache.put(&ex.app.state, owner, &ex.key, &raw, tools).await);
+            return Ok(cache
+                .put(&ex.app.state, ex.agent.tenant(), &ex.key, &raw)
+                .await);
         }
     }
     // Incomplete: not kept.
-    Ok(Arc::new(tools::declared(&raw)))
+    Ok(Arc::new(tools::Listed::of(&raw)))
 }
 
 /// Send the request upstream and answer with what comes back (judged, where `watch` says).

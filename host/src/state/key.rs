@@ -108,6 +108,26 @@ pub fn approvals_asked(tenant_name: &str, principal: Option<&str>) -> String {
     )
 }
 
+/// The tools pinned for `tenant_name` from `source` (an MCP server, or `app:<principal>` on
+/// the model doors).
+pub fn pins(tenant_name: &str, source: &str) -> String {
+    format!(
+        "pins:{}:{}",
+        tenant(tenant_name),
+        &sha256_hex(source.as_bytes())[..32]
+    )
+}
+
+/// The sources `tenant_name` has pins of (what the console lists).
+pub fn pin_sources(tenant_name: &str) -> String {
+    format!("pins-sources:{}", tenant(tenant_name))
+}
+
+/// A tool definition a pin names, by its digest (hex, checked before it reaches here).
+pub fn pinned_definition(tenant_name: &str, digest: &str) -> String {
+    format!("pin-def:{}:{digest}", tenant(tenant_name))
+}
+
 /// Where what `tenant_name` holds in a shared store is counted (its keys by when they end, their
 /// sizes, the sum): `owned:<tag>` and a part.
 pub fn owned(tenant_name: &str) -> String {

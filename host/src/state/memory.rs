@@ -88,6 +88,33 @@ impl Memory {
             .insert(owner, key, Held::Bytes(value), now + ttl, now)
     }
 
+    /// Set `key` (of `owner`) to `value` for `ttl` if it holds `expected` now (`None`:
+    /// nothing): whether it was set.
+    pub fn swap(
+        &self,
+        owner: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let now = Instant::now();
+        let mut table = self.table();
+        let same = match table.live(key, now) {
+            Some(Entry {
+                held: Held::Bytes(b),
+                ..
+            }) => expected == Some(b.as_ref()),
+            Some(_) => false,
+            None => expected.is_none(),
+        };
+        if !same {
+            return Ok(false);
+        }
+        table.insert(owner, key, Held::Bytes(value), now + ttl, now)?;
+        Ok(true)
+    }
+
     /// Drop `key`.
     pub fn delete(&self, key: &str) {
         self.table().remove(key);

@@ -102,6 +102,23 @@ account(size, tonumber(ARGV[2]), now)
 return 1
 ";
 
+/// [`PUT`] only if `KEYS[1]` holds `ARGV[3]` now (`ARGV[4]` = `0`: holds nothing): `1` set, `0`
+/// it holds something else (nothing changed), `-1` past the share. `ARGV[5]`, `ARGV[6]`: the
+/// share.
+const SWAP: &str = r"
+local now_v = redis.call('GET', KEYS[1])
+if ARGV[4] == '0' then
+  if now_v then return 0 end
+elseif now_v ~= ARGV[3] then return 0 end
+local now = now_ms()
+purge(now)
+local size = #KEYS[1] + #ARGV[1]
+if not fits(size, tonumber(ARGV[5]), tonumber(ARGV[6])) then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+account(size, tonumber(ARGV[2]), now)
+return 1
+";
+
 /// `ARGV[2]` in place of `ARGV[1]` in the set, unless it holds `ARGV[3]` others (`ARGV[1]` not
 /// counted) or its owner's share (`ARGV[5]` bytes, `ARGV[6]` entries) would be passed; its life
 /// started again at `ARGV[4]` ms: `1` replaced, `0` full, `-1` past the share (nothing changed).
@@ -214,6 +231,7 @@ pub struct Redis {
     settle: redis::Script,
     replace_member: redis::Script,
     put: redis::Script,
+    swap: redis::Script,
     get_renewed: redis::Script,
     members: redis::Script,
     lease: redis::Script,
@@ -234,6 +252,7 @@ impl Redis {
             settle: redis::Script::new(SETTLE),
             replace_member: redis::Script::new(&format!("{OWNED}{REPLACE_MEMBER}")),
             put: redis::Script::new(&format!("{OWNED}{PUT}")),
+            swap: redis::Script::new(&format!("{OWNED}{SWAP}")),
             get_renewed: redis::Script::new(&format!("{OWNED}{GET_RENEWED}")),
             members: redis::Script::new(&format!("{OWNED}{MEMBERS}")),
             lease: redis::Script::new(&format!("{OWNED}{LEASE}")),
@@ -409,6 +428,32 @@ impl Redis {
             .await?;
         match set {
             1 => Ok(()),
+            _ => Err(past_share(owner)),
+        }
+    }
+
+    /// Set `key`, one of `owner`'s, to `value` for `ttl` if it holds `expected` now (`None`:
+    /// nothing): whether it was set.
+    pub async fn swap(
+        &self,
+        owner: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let swap = self.owned(&self.swap, owner, key, |c| {
+            c.arg(value.as_ref())
+                .arg(ttl.as_millis().max(1) as u64)
+                .arg(expected.unwrap_or_default())
+                .arg(if expected.is_some() { "1" } else { "0" });
+        });
+        let set: i64 = self
+            .call(|mut c| async move { swap.invoke_async(&mut c).await })
+            .await?;
+        match set {
+            1 => Ok(true),
+            0 => Ok(false),
             _ => Err(past_share(owner)),
         }
     }

@@ -1,6 +1,6 @@
 // Railyard's console: live decisions, the loaded policies, health from the daemon's metrics,
-// a playground that runs a request through the live policies, and the calls that wait for a
-// person's approval. Plain DOM, no framework, no
+// a playground that runs a request through the live policies, the calls that wait for a
+// person's approval, and the pinned tool definitions with their changes. Plain DOM, no framework, no
 // network but this daemon: it ships inside the binary. Every value from the daemon is written
 // as text (textContent), never as markup.
 'use strict';
@@ -100,6 +100,7 @@ function show() {
   if (view === 'policies') policies.load();
   if (view === 'health') health.render();
   if (view === 'approvals') approvals.load();
+  if (view === 'tools') tools.load();
 }
 
 function micros(us) {
@@ -309,7 +310,7 @@ const policies = {
     this.data = await response.json();
     const tenant = $('policies-tenant');
     const names = ['default', ...Object.keys(this.data.tenants || {})];
-    for (const select of [tenant, $('play-tenant'), $('approvals-tenant')]) {
+    for (const select of [tenant, $('play-tenant'), $('approvals-tenant'), $('tools-tenant')]) {
       const current = select.value;
       select.replaceChildren(...names.map((n) => el('option', { value: n }, n)));
       if (names.includes(current)) select.value = current;
@@ -646,6 +647,18 @@ function diffBlock(before, after) {
   return pre;
 }
 
+// A unified diff's text (the daemon's), its added and removed lines marked.
+function unifiedBlock(text) {
+  const pre = el('pre', { class: 'diff' });
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const head = line.startsWith('+++') || line.startsWith('---') || line.startsWith('@@');
+    const cls = head ? 'skip' : line[0] === '+' ? 'add' : line[0] === '-' ? 'del' : 'same';
+    pre.append(el('span', { class: cls }, line));
+  }
+  return pre;
+}
+
 const playground = {
   syncPartial() {
     const output = $('play-rail').value === 'output';
@@ -773,7 +786,8 @@ const approvals = {
           el('summary', {}, a.arguments_cut
             ? 'arguments: first ' + a.arguments.length + ' of ' + a.arguments_bytes + ' bytes (cut: refuse only)'
             : 'arguments'),
-          el('pre', {}, a.arguments_cut ? a.arguments : pretty(a.arguments)))),
+          el('pre', {}, a.arguments_cut ? a.arguments : pretty(a.arguments))),
+          a.diff ? el('details', { open: true }, el('summary', {}, 'change'), unifiedBlock(a.diff)) : null),
         el('td', {}, time(a.expires_at)),
         decision);
     }));
@@ -795,6 +809,72 @@ const approvals = {
       const a = body.approval;
       cell.textContent = a ? a.status + (a.decided_by ? ' by ' + a.decided_by : '')
         : (body.error ? body.error.message : 'the daemon answered ' + response.status);
+    }
+  },
+};
+
+// ---- pinned tools ----
+
+const tools = {
+  async load() {
+    const tenant = $('tools-tenant').value || 'default';
+    let response;
+    try {
+      response = await api('v1/admin/pins?tenant=' + encodeURIComponent(tenant));
+    } catch (e) { return; }
+    if (!response.ok) {
+      $('tools-status').textContent = 'The daemon answered ' + response.status + '.';
+      return;
+    }
+    const body = await response.json();
+    $('tools-status').textContent = '';
+    this.render(body);
+  },
+
+  render(body) {
+    const time = (s) => new Date(s * 1000).toLocaleString();
+    const modes = (body.modes.mcp || []).map((m) => m.server + ': ' + m.mode);
+    modes.push('model doors: ' + body.modes.models);
+    $('tools-modes').textContent = 'Pinning: ' + modes.join(', ') + '.';
+    const pending = body.pending || [];
+    $('tools-pending-empty').hidden = pending.length > 0;
+    $('tools-pending-rows').replaceChildren(...pending.map((a) => {
+      const decision = el('td', { class: 'decision' },
+        el('button', { type: 'button', class: 'grant' }, 'Grant'), ' ',
+        el('button', { type: 'button', class: 'refuse' }, 'Refuse'));
+      const grant = decision.querySelector('.grant');
+      if (a.arguments_cut) grant.disabled = true;
+      grant.addEventListener('click', () => approvals.decide(a.id, 'grant', decision));
+      decision.querySelector('.refuse').addEventListener('click', () => approvals.decide(a.id, 'refuse', decision));
+      return el('tr', { 'data-approval': a.id },
+        el('td', {}, time(a.requested_at)),
+        el('td', {}, a.tool + ' @ ' + (a.server || '')),
+        el('td', {}, a.rule + ': ' + a.reason),
+        el('td', {}, unifiedBlock(a.diff || '')),
+        decision);
+    }));
+    const sources = body.sources || [];
+    $('tools-sources').replaceChildren(...sources.map((s) => {
+      const last = {};
+      for (const c of s.changes || []) last[c.tool] = c;
+      const rows = Object.entries(s.tools || {}).map(([name, pin]) => {
+        const change = last[name];
+        return el('tr', { 'data-tool': name },
+          el('td', {}, name),
+          el('td', {}, pin.gone ? 'removed upstream (pin kept)' : 'offered'),
+          el('td', {}, time(pin.since)),
+          el('td', {}, pin.by),
+          el('td', {}, el('code', {}, pin.digest.slice(0, 12))),
+          el('td', {}, change ? change.what + ', ' + time(change.at) : '–'));
+      });
+      return el('section', { class: 'detail', 'data-source': s.source },
+        el('h2', {}, s.source),
+        el('table', { class: 'grid' },
+          el('thead', {}, el('tr', {}, ['tool', 'state', 'pinned', 'by', 'digest', 'last change'].map((h) => el('th', {}, h)))),
+          el('tbody', {}, rows)));
+    }));
+    if (!sources.length) {
+      $('tools-sources').append(el('p', { class: 'muted' }, 'No tool is pinned for this tenant yet.'));
     }
   },
 };
@@ -824,6 +904,8 @@ document.addEventListener('DOMContentLoaded', () => {
   $('play-form').addEventListener('submit', (e) => playground.run(e));
   $('approvals-tenant').addEventListener('change', () => approvals.load());
   $('approvals-refresh').addEventListener('click', () => approvals.load());
+  $('tools-tenant').addEventListener('change', () => tools.load());
+  $('tools-refresh').addEventListener('click', () => tools.load());
   playground.fillExample();
   if (key() !== null) start(); else $('login').hidden = false;
 });

@@ -927,16 +927,54 @@ async fn judge_list(
             return;
         }
     };
-    if !paged && result.get("nextCursor").is_none_or(Value::is_null) {
+    let complete = !paged && result.get("nextCursor").is_none_or(Value::is_null);
+    let mut listed = None;
+    if complete {
         if let Some(raw) = result.get("tools").and_then(Value::as_array) {
-            let (owner, declared) = (ex.agent.tenant(), tools.clone());
-            ex.app
-                .mcp_tools()
-                .put(&ex.app.state, owner, &ex.key, raw, declared)
-                .await;
+            listed = Some(
+                ex.app
+                    .mcp_tools()
+                    .put(&ex.app.state, ex.agent.tenant(), &ex.key, raw)
+                    .await,
+            );
         }
     }
-    let judged = match offered(scope, &tools).await {
+    // Tools whose definitions are not the pinned ones are hidden before the chain runs.
+    let mut shown = None;
+    if scope.pins_mcp(&ex.server.name) {
+        let page: Vec<crate::pins::Declared>;
+        let declared = match &listed {
+            Some(l) => &l.declared,
+            None => {
+                page = result
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .map(|raw| {
+                        raw.iter()
+                            .filter_map(crate::pins::Declared::of_entry)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                &page
+            }
+        };
+        let mut pinned = tools.clone();
+        if let Err(e) = scope
+            .pin_mcp(&ex.server.name, &mut pinned, declared, complete)
+            .await
+        {
+            tracing::warn!(error = %e, "state store unavailable: an MCP tool list withheld, its pins unknown");
+            *message = codec::error(
+                id,
+                codec::INTERNAL_ERROR,
+                "the tool list is withheld: Railyard could not read the tools' pins (the state store did not answer)",
+                None,
+            );
+            return;
+        }
+        shown = Some(pinned);
+    }
+    let judged = match offered(scope, shown.as_ref().unwrap_or(&tools)).await {
         Err(refusal) => {
             *message = blocked_error(scope, id, &refusal);
             return;
@@ -967,6 +1005,10 @@ async fn judge_list(
     // Filtered for this caller: no cache may serve it to another.
     if let Some(scope) = result.get_mut("cacheScope") {
         *scope = json!("private");
+    }
+    // Tools held for a person's approval: the client is told which requests wait.
+    if scope.approvals().is_some() {
+        annotate(result, scope.railyard());
     }
 }
 

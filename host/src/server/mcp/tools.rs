@@ -11,6 +11,7 @@
 
 use crate::codec::mcp as codec;
 use crate::model::ToolDef;
+use crate::pins::Declared;
 use crate::state::Store;
 use bytes::Bytes;
 use serde_json::Value;
@@ -68,16 +69,33 @@ impl Key {
     }
 }
 
+/// A server's list as the rails judge it: its tools, and its entries as pins read them.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub tools: Vec<ToolDef>,
+    pub declared: Vec<Declared>,
+}
+
+impl Listed {
+    /// The list of the upstream's `tools` entries `raw`.
+    pub fn of(raw: &[Value]) -> Listed {
+        Listed {
+            tools: declared(raw),
+            declared: raw.iter().filter_map(Declared::of_entry).collect(),
+        }
+    }
+}
+
 /// The lists this replica parsed, by digest.
 #[derive(Default)]
 pub struct ToolCache {
-    parsed: Mutex<HashMap<String, Arc<Vec<ToolDef>>>>,
+    parsed: Mutex<HashMap<String, Arc<Listed>>>,
 }
 
 impl ToolCache {
     /// The list for `key`, one of `owner`'s (its tenant), if the store holds one (a store that
     /// cannot answer holds none).
-    pub async fn get(&self, store: &Store, owner: &str, key: &Key) -> Option<Arc<Vec<ToolDef>>> {
+    pub async fn get(&self, store: &Store, owner: &str, key: &Key) -> Option<Arc<Listed>> {
         let stored = if key.session() {
             store.get_renewed(owner, &key.stored(), IDLE).await
         } else {
@@ -104,19 +122,13 @@ impl ToolCache {
         Some(tools)
     }
 
-    /// Keep the complete list `raw` (the upstream's `tools` entries), which declares `tools`
-    /// ([`declared`] of it), for `key`, a list of `owner`'s (its tenant).
-    pub async fn put(
-        &self,
-        store: &Store,
-        owner: &str,
-        key: &Key,
-        raw: &[Value],
-        tools: Vec<ToolDef>,
-    ) -> Arc<Vec<ToolDef>> {
+    /// Keep the complete list `raw` (the upstream's `tools` entries) for `key`, a list of
+    /// `owner`'s (its tenant): the list as the rails judge it, parsed once per replica.
+    pub async fn put(&self, store: &Store, owner: &str, key: &Key, raw: &[Value]) -> Arc<Listed> {
         let json = serde_json::json!({ "tools": raw }).to_string();
         let digest = &crate::util::sha256_hex(json.as_bytes())[..DIGEST];
-        let tools = Arc::new(tools);
+        let known = self.parsed().get(digest).cloned();
+        let tools = known.unwrap_or_else(|| Arc::new(Listed::of(raw)));
         let ttl = if key.session() { IDLE } else { SESSIONLESS_TTL };
         let value = Bytes::from([digest.as_bytes(), json.as_bytes()].concat());
         if let Err(e) = store.put(owner, &key.stored(), value, ttl).await {
@@ -137,15 +149,20 @@ impl ToolCache {
         }
     }
 
-    fn parsed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<ToolDef>>>> {
+    fn parsed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Listed>>> {
         self.parsed.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// A stored list's tools.
-fn parse(json: &[u8]) -> Option<Vec<ToolDef>> {
+fn parse(json: &[u8]) -> Option<Listed> {
     let result: Value = serde_json::from_slice(json).ok()?;
-    codec::tools_of(&result).ok()
+    let tools = codec::tools_of(&result).ok()?;
+    let raw = result.get("tools").and_then(Value::as_array)?;
+    Some(Listed {
+        tools,
+        declared: raw.iter().filter_map(Declared::of_entry).collect(),
+    })
 }
 
 /// The tools a list's `tools` entries (`raw`) declare.
@@ -172,18 +189,21 @@ mod tests {
         let shared_y = Key::new("s", None, &[b"y"]);
         assert_ne!(shared_x, shared_y);
         for (key, raw) in [(&a, [tool("one")]), (&shared_x, [tool("two")])] {
-            cache.put(&store, "t", key, &raw, declared(&raw)).await;
+            cache.put(&store, "t", key, &raw).await;
         }
         let got = cache.get(&store, "t", &a).await.unwrap();
-        assert_eq!(got[0].name.as_deref(), Some("one"));
+        assert_eq!(got.tools[0].name.as_deref(), Some("one"));
+        assert_eq!(got.declared[0].name, "one");
         assert!(cache.get(&store, "t", &b).await.is_none());
         assert!(cache.get(&store, "t", &shared_y).await.is_none());
         let got = cache.get(&store, "t", &shared_x).await.unwrap();
-        assert_eq!(got[0].name.as_deref(), Some("two"));
+        assert_eq!(got.tools[0].name.as_deref(), Some("two"));
         // Another replica's cache (nothing parsed yet) reads the same list from the store.
         let other = ToolCache::default();
         assert_eq!(
-            other.get(&store, "t", &a).await.unwrap()[0].name.as_deref(),
+            other.get(&store, "t", &a).await.unwrap().tools[0]
+                .name
+                .as_deref(),
             Some("one")
         );
         cache.forget(&store, &a).await;
